@@ -1,0 +1,1 @@
+"""AideMemo conformance suite: a pytest plugin and a command line."""

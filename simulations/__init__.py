@@ -1,0 +1,1 @@
+"""Race simulations for AideMemo ledgers: model, state machines, history checker, replay."""
