@@ -1,0 +1,59 @@
+"""ASGI adapter: bytes off the socket into ``Service.handle`` and back. No rules live here.
+
+Storage calls block, so each request runs on the event loop's thread pool (each worker thread
+keeps its own SQLite connection). Bodies are read only up to the 1 MiB limit plus one byte:
+an oversized body is refused without buffering the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from ._service import MAX_BODY_BYTES, Service
+
+__all__ = ["create_asgi"]
+
+
+def create_asgi(service: Service) -> Any:
+    """An ASGI 3 application serving ``service``."""
+
+    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "lifespan":
+            while True:
+                message = await receive()
+                if message["type"] == "lifespan.startup":
+                    await send({"type": "lifespan.startup.complete"})
+                elif message["type"] == "lifespan.shutdown":
+                    await send({"type": "lifespan.shutdown.complete"})
+                    return
+        if scope["type"] != "http":
+            return
+        chunks: list[bytes] = []
+        size = 0
+        more = True
+        while more and size <= MAX_BODY_BYTES:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunk = message.get("body", b"")
+            chunks.append(chunk)
+            size += len(chunk)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        target = scope.get("raw_path") or scope["path"].encode("utf-8")
+        if scope.get("query_string"):
+            target += b"?" + scope["query_string"]
+        loop = asyncio.get_running_loop()
+        response = await loop.run_in_executor(
+            None, service.handle, scope["method"], target, scope["headers"], body
+        )
+        headers = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in response.headers]
+        headers.append((b"content-length", str(len(response.body)).encode()))
+        if more:
+            # The rest of an oversized body is never read; do not reuse this connection.
+            headers.append((b"connection", b"close"))
+        await send({"type": "http.response.start", "status": response.status, "headers": headers})
+        await send({"type": "http.response.body", "body": response.body})
+
+    return app

@@ -1,0 +1,185 @@
+"""Canonical JSON and the command fingerprint (wire spec §7.2, errata 1 and 3).
+
+Upstream parses bodies with serde_json and re-serializes them with sorted keys; receipts carry
+SHA-256 of the canonical form of ``{project_id, expected_revision, operation, payload, resource,
+change}``. Byte-exact receipts need serde's number formatting, which differs from Python's.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from decimal import Decimal
+from typing import Any
+
+__all__ = ["JsonError", "parse_json", "canonical_json", "fingerprint", "format_float", "MAX_DEPTH"]
+
+MAX_DEPTH = 128  # serde_json's recursion limit (errata 3)
+_U64_MAX = (1 << 64) - 1
+_I64_MIN = -(1 << 63)
+
+
+class JsonError(ValueError):
+    """The body is not JSON that serde_json would accept; the text is serde-like detail."""
+
+
+def _parse_int(text: str) -> int | float:
+    # serde_json keeps integers that fit i64/u64 and turns others into f64; "-0" becomes -0.0.
+    value = int(text)
+    if text.startswith("-") and value == 0:
+        return -0.0
+    if _I64_MIN <= value <= _U64_MAX:
+        return value
+    return float(value)
+
+
+def _parse_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise JsonError("number out of range")
+    return value
+
+
+def _reject_constant(name: str) -> Any:
+    raise JsonError(f"expected value (got {name})")
+
+
+def _depth_ok(value: Any) -> bool:
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        node, depth = stack.pop()
+        if isinstance(node, dict):
+            if depth > MAX_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in node.values())
+        elif isinstance(node, list):
+            if depth > MAX_DEPTH:
+                return False
+            stack.extend((child, depth + 1) for child in node)
+    return True
+
+
+def _surrogate_free(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, str):
+            try:
+                node.encode("utf-8")
+            except UnicodeEncodeError:
+                return False
+        elif isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return True
+
+
+def parse_json(body: bytes) -> Any:
+    """Parse a request body as serde_json would; raises ``JsonError`` with a one-line detail."""
+    try:
+        text = body.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise JsonError(f"invalid UTF-8 at byte {exc.start}") from exc
+    try:
+        value = json.loads(
+            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant
+        )
+    except RecursionError as exc:
+        raise JsonError("recursion limit exceeded") from exc
+    except json.JSONDecodeError as exc:
+        raise JsonError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
+    if not _depth_ok(value):
+        raise JsonError("recursion limit exceeded")
+    if not _surrogate_free(value):
+        raise JsonError("lone surrogate in hex escape")
+    return value
+
+
+def format_float(value: float) -> str:
+    """Format like the pinned serde_json: shortest round trip, ryu layout, ``e+`` exponents."""
+    if value == 0:
+        return "-0.0" if str(value).startswith("-") else "0.0"
+    sign, digits, exponent = Decimal(repr(value)).as_tuple()
+    assert isinstance(exponent, int)
+    text = "".join(map(str, digits)).rstrip("0")
+    exponent += len(digits) - len(text)
+    length = len(text)
+    point = length + exponent  # position of the decimal point relative to the digits
+    prefix = "-" if sign else ""
+    if 0 <= exponent and point <= 16:
+        return f"{prefix}{text}{'0' * exponent}.0"
+    if 0 < point <= 16:
+        return f"{prefix}{text[:point]}.{text[point:]}"
+    if -5 < point <= 0:
+        return f"{prefix}0.{'0' * -point}{text}"
+    power = point - 1
+    exp = f"e+{power}" if power >= 0 else f"e{power}"
+    if length == 1:
+        return f"{prefix}{text}{exp}"
+    return f"{prefix}{text[0]}.{text[1:]}{exp}"
+
+
+def _encode(value: Any, out: list[str]) -> None:
+    if isinstance(value, str):
+        out.append(json.dumps(value, ensure_ascii=False))
+    elif value is None:
+        out.append("null")
+    elif value is True:
+        out.append("true")
+    elif value is False:
+        out.append("false")
+    elif isinstance(value, int):
+        out.append(str(value))
+    elif isinstance(value, float):
+        out.append(format_float(value))
+    elif isinstance(value, dict):
+        out.append("{")
+        first = True
+        for key in sorted(value):
+            if not first:
+                out.append(",")
+            first = False
+            out.append(json.dumps(key, ensure_ascii=False))
+            out.append(":")
+            _encode(value[key], out)
+        out.append("}")
+    elif isinstance(value, (list, tuple)):
+        out.append("[")
+        for index, item in enumerate(value):
+            if index:
+                out.append(",")
+            _encode(item, out)
+        out.append("]")
+    else:
+        raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+def canonical_json(value: Any) -> str:
+    """Compact JSON with object keys sorted by code point, serde_json escaping and numbers."""
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+def fingerprint(
+    *,
+    project_id: str,
+    expected_revision: int | None,
+    operation: str,
+    payload: Any,
+    resource_kind: str,
+    resource_id: str,
+    change: str,
+) -> str:
+    """The 64-hex command fingerprint of §7.2 (``command_id`` is deliberately not covered)."""
+    envelope = {
+        "project_id": project_id,
+        "expected_revision": expected_revision,
+        "operation": operation,
+        "payload": payload,
+        "resource": {"kind": resource_kind, "id": resource_id},
+        "change": change,
+    }
+    return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()

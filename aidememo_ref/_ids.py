@@ -1,0 +1,100 @@
+"""Identifier grammars (wire spec §0.5) and the ids clients derive (§7.3).
+
+Pure functions: no I/O, no randomness except ``new_ulid``, which takes its inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ._errors import ErrorCode, LedgerError
+
+__all__ = [
+    "MAX_ID_BYTES",
+    "MAX_NAME_BYTES",
+    "check_id",
+    "check_name",
+    "is_valid_id",
+    "stable_operation_id",
+    "stable_claim_id",
+    "bearer_digest",
+    "new_ulid",
+]
+
+MAX_ID_BYTES = 128  # dom/identity.rs MAX_ID_BYTES
+MAX_NAME_BYTES = 96  # dom/command.rs MAX_NAME_BYTES
+_ID_RE = re.compile(r"[A-Za-z0-9._:@-]+\Z")
+_NAME_RE = re.compile(r"[a-z0-9._-]+\Z")
+
+
+def id_problem(value: str) -> str | None:
+    """The upstream reason a string id is invalid, or None when it is valid."""
+    if not value:
+        return "must not be empty"
+    if len(value.encode("utf-8")) > MAX_ID_BYTES:
+        return "must be at most 128 bytes"
+    if not value.isascii() or _ID_RE.match(value) is None:
+        return "must contain only ASCII letters, digits, '-', '_', '.', ':', or '@'"
+    return None
+
+
+def is_valid_id(value: object) -> bool:
+    return isinstance(value, str) and id_problem(value) is None
+
+
+def check_id(kind: str, value: str) -> str:
+    """Validate a path-segment id; raises ``invalid_identifier`` naming the field."""
+    problem = id_problem(value)
+    if problem is not None:
+        raise LedgerError.invalid_identifier(kind, problem)
+    return value
+
+
+def name_problem(kind: str, value: str) -> str | None:
+    if not value or len(value.encode("utf-8")) > MAX_NAME_BYTES:
+        return f"invalid {kind}: must contain 1 to 96 bytes"
+    if not value.isascii() or _NAME_RE.match(value) is None:
+        return f"invalid {kind}: must contain only lowercase ASCII letters, digits, '.', '-', or '_'"
+    return None
+
+
+def check_name(kind: str, value: str) -> str:
+    """Validate an operation name or resource kind in a path segment."""
+    problem = name_problem(kind, value)
+    if problem is not None:
+        raise LedgerError(ErrorCode.INVALID_IDENTIFIER, problem)
+    return value
+
+
+def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
+    """``prefix_<sha256 hex>`` over length-prefixed parts (upstream ``stable_operation_id``).
+
+    Each piece is preceded by its UTF-8 byte length as a big-endian u64, so ``["ab","c"]`` and
+    ``["a","bc"]`` differ.
+    """
+    digest = hashlib.sha256()
+    for piece in (prefix, *parts):
+        raw = piece.encode("utf-8")
+        digest.update(len(raw).to_bytes(8, "big"))
+        digest.update(raw)
+    return f"{prefix}_{digest.hexdigest()}"
+
+
+def stable_claim_id(project_id: str, actor_id: str, handoff_id: str, attempt: int) -> str:
+    """The claim the remote CLI derives for attempt number ``attempt`` (§7.3)."""
+    return stable_operation_id("claim", [project_id, actor_id, handoff_id, str(attempt)])
+
+
+def bearer_digest(token: str) -> bytes:
+    """SHA-256 of the token's UTF-8 bytes: the only form in which tokens are stored (§7.1)."""
+    return hashlib.sha256(token.encode("utf-8")).digest()
+
+
+_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+
+
+def new_ulid(now_ms: int, randomness: bytes) -> str:
+    """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
+    value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
+    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))

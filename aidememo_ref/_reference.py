@@ -1,0 +1,191 @@
+"""The reference ledger as one object: storage, clock, service, and the ways to reach it."""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import unicodedata
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+from ._clock import SystemClock
+from ._commands import Command
+from ._ids import bearer_digest, id_problem, new_ulid
+from ._ledger import Write
+from ._service import Response, Service
+from ._sqlite import ProvisionError, Scheduler, SQLiteStore
+
+__all__ = ["ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
+
+ROLES = ("owner", "admin", "writer", "reader")
+ACTOR_KINDS = ("human", "agent", "service")
+MAX_DISPLAY_NAME_BYTES = 256
+
+
+def token_problem(token: str) -> str | None:
+    """Why a bearer token would be refused (wire spec §4.1 step 4), or None."""
+    raw = token.encode("utf-8")
+    if not raw:
+        return "token must not be empty"
+    if len(raw) > 4096:
+        return "token must be at most 4096 bytes"
+    if any(b <= 0x20 or b >= 0x7F for b in raw):
+        return "token must be visible ASCII without whitespace or control characters"
+    return None
+
+
+def _name_problem(label: str, value: str) -> str | None:
+    if not value or len(value.encode("utf-8")) > MAX_DISPLAY_NAME_BYTES:
+        return f"{label} must contain 1 to 256 bytes"
+    if any(unicodedata.category(ch) == "Cc" for ch in value):
+        return f"{label} must not contain control characters"
+    return None
+
+
+class ReferenceLedger:
+    """The reference AideMemo server, without a socket.
+
+    Args:
+        database: SQLite file (created with its schema if missing); several ledgers, in threads
+            or processes, may share it.
+        clock: object with ``now_ms()``; defaults to the wall clock.
+        scheduler: object with ``point(name)``, called at transaction boundaries.
+        test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
+        decide: replacement for the rule function (used by the kit's own mutants).
+    """
+
+    def __init__(
+        self,
+        database: str | Path,
+        *,
+        clock: Any = None,
+        scheduler: Scheduler | None = None,
+        test_clock: bool = False,
+        decide: Callable[[Command, str, Any, int], Write] | None = None,
+    ) -> None:
+        self.database = str(database)
+        self.clock = clock if clock is not None else SystemClock()
+        self.store = SQLiteStore(database, scheduler=scheduler)
+        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide)
+
+    def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:
+        """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
+        pairs = [
+            (k.encode("latin-1") if isinstance(k, str) else k, v.encode("latin-1") if isinstance(v, str) else v)
+            for k, v in (headers.items() if isinstance(headers, dict) else headers)
+        ]
+        return self.service.handle(method, target, pairs, body)
+
+    def provision(self, **kwargs: Any) -> str:
+        """Bootstrap an actor into a project (see ``provision``); returns the project epoch."""
+        return _provision_store(self.store, now_ms=self.clock.now_ms(), **kwargs)
+
+    @property
+    def asgi(self) -> Any:
+        from ._asgi import create_asgi
+
+        return create_asgi(self.service)
+
+    def transport(self) -> Any:
+        """An httpx transport that answers in-process through this ledger (no socket)."""
+        from ._transport import LedgerTransport
+
+        return LedgerTransport(self.service)
+
+    def close(self) -> None:
+        self.store.close()
+
+
+def _provision_store(
+    store: SQLiteStore,
+    *,
+    tenant_id: str,
+    project_id: str,
+    actor_id: str,
+    token: str,
+    role: str = "writer",
+    actor_kind: str = "agent",
+    project_epoch: str | None = None,
+    tenant_name: str | None = None,
+    project_name: str | None = None,
+    actor_name: str | None = None,
+    now_ms: int,
+) -> str:
+    for label, value in (("tenant_id", tenant_id), ("project_id", project_id), ("actor_id", actor_id)):
+        problem = id_problem(value)
+        if problem is not None:
+            raise ProvisionError(f"invalid {label}: {problem}")
+    if project_epoch is not None and (problem := id_problem(project_epoch)) is not None:
+        raise ProvisionError(f"invalid project_epoch: {problem}")
+    if role not in ROLES:
+        raise ProvisionError("role must be owner, admin, writer, or reader")
+    if actor_kind not in ACTOR_KINDS:
+        raise ProvisionError("actor kind must be human, agent, or service")
+    names = {"tenant name": tenant_name or tenant_id, "project name": project_name or project_id,
+             "actor name": actor_name or actor_id}
+    for label, value in names.items():
+        if (problem := _name_problem(label, value)) is not None:
+            raise ProvisionError(problem)
+    if (problem := token_problem(token)) is not None:
+        raise ProvisionError(problem)
+    return store.provision(
+        tenant_id=tenant_id, project_id=project_id, actor_id=actor_id, token_digest=bearer_digest(token),
+        role=role, actor_kind=actor_kind, project_epoch=project_epoch,
+        new_epoch=new_ulid(now_ms, os.urandom(10)), tenant_name=names["tenant name"],
+        project_name=names["project name"], actor_name=names["actor name"], now_ms=now_ms,
+    )
+
+
+def provision(database: str | Path, **kwargs: Any) -> str:
+    """Do what ``aidememo-ref bootstrap`` does, on a database file; returns the project epoch.
+
+    Keyword arguments: ``tenant_id``, ``project_id``, ``actor_id``, ``token``, and optionally
+    ``role`` (writer), ``actor_kind`` (agent), ``project_epoch``, ``tenant_name``,
+    ``project_name``, ``actor_name``. Raises ``ProvisionError`` on invalid or conflicting input.
+    """
+    store = SQLiteStore(database)
+    try:
+        return _provision_store(store, now_ms=SystemClock().now_ms(), **kwargs)
+    finally:
+        store.close()
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+@contextmanager
+def serve_in_thread(ledger: ReferenceLedger, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``ledger`` with uvicorn on a background thread; yields the base URL."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the reference server thread stopped during start-up")
+            threading.Event().wait(0.005)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if family_is_v6(bound[0]) else bound[0]
+        yield f"http://{shown}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def family_is_v6(host: str) -> bool:
+    return ":" in host
