@@ -1,0 +1,142 @@
+"""aidememo-sim: run races against a ledger, replay a recorded failure, check a history.
+
+Exit codes: 0 when no violation was found; 1 when one was (or, for ``replay``, when it
+reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from simulations.errors import SimulationError
+
+__all__ = ["main"]
+
+EXIT_OK = 0
+EXIT_VIOLATION = 1
+EXIT_USAGE = 2
+EXIT_UNKNOWN = 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports bad input on one line and exits 2, with no usage dump."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise SimulationError(message)
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def _seed(text: str) -> int:
+    try:
+        value = int(text, 0)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer seed: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"seeds are non-negative: {text!r}")
+    return value
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from simulations.checker import MODEL_NAMES
+
+    parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    run = sub.add_parser("run", help="generate races, run them, check them against the model")
+    run.add_argument("--url", help="base URL of a server (default: the embedded reference)")
+    run.add_argument("--config", type=Path, help="target file (the conformance suite's format)")
+    run.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
+                     help="bearer token of an actor on --url (repeat; at least two actors)")
+    run.add_argument("--project", help="project id on --url")
+    run.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+    run.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
+                     help="time to spend generating and checking (default 20)")
+    run.add_argument("--actors", type=_positive_int, default=3, metavar="K",
+                     help="concurrent actors (default 3)")
+    run.add_argument("--out", type=Path, default=Path("sim-failures"),
+                     help="where a failure's replay file, timeline, pytest and curl files go")
+
+    replay = sub.add_parser("replay", help="re-run a replay file; exit 1 if the violation reproduces")
+    replay.add_argument("file", type=Path)
+    replay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+
+    chk = sub.add_parser("check", help="check a JSON-lines history for linearizability")
+    chk.add_argument("file", type=Path)
+    chk.add_argument("--model", choices=MODEL_NAMES, required=True)
+    chk.add_argument("--budget", type=_positive_float, default=60.0, metavar="SECONDS",
+                     help="search budget; when it runs out the verdict is UNKNOWN (default 60)")
+    chk.add_argument("--html", type=Path, help="write a timeline of the history here")
+    return parser
+
+
+def _check(args: argparse.Namespace) -> int:
+    from simulations.checker import Verdict, check, model_named
+    from simulations.history import load_history
+
+    history = load_history(args.file)
+    result = check(model_named(args.model), history, budget_s=args.budget)
+    print(result.summary())
+    violation = result.violation
+    if violation is not None:
+        print(violation.explanation)
+        if not violation.minimal:
+            print("(the shrinking budget ran out: the set above may not be the smallest)")
+    if args.html:
+        from simulations.timeline import write_timeline
+
+        write_timeline(
+            args.html,
+            history,
+            title=f"{args.file.name}: {result.verdict.value}",
+            highlight=violation.witness if violation else (),
+            explanation=violation.explanation if violation else result.summary(),
+        )
+        print(f"timeline: {args.html}")
+    return {Verdict.OK: EXIT_OK, Verdict.ILLEGAL: EXIT_VIOLATION, Verdict.UNKNOWN: EXIT_UNKNOWN}[
+        result.verdict
+    ]
+
+
+def main(argv: list[str] | None = None) -> int:
+    try:
+        args = _build_parser().parse_args(argv)
+        if args.command == "check":
+            return _check(args)
+        if args.command == "run":
+            from simulations.runner import run_command
+
+            return run_command(args)
+        from simulations.replay import replay_command
+
+        return replay_command(args)
+    except SimulationError as exc:
+        print(f"aidememo-sim: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("aidememo-sim: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())
