@@ -1,0 +1,77 @@
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+from aidememo_ref import ManualClock, ReferenceLedger
+
+START_MS = 1_767_225_600_123
+TOKENS = {
+    "codex-p1": ("writer-token-0123456789", "writer"),
+    "codex-p2": ("receiver-token-0123456789", "writer"),
+    "hermes": ("hermes-token-0123456789", "writer"),
+    "reader_actor": ("reader-token-0123456789", "reader"),
+}
+
+
+class World:
+    """A ledger provisioned like upstream's http_api.rs fixture, reached without a socket."""
+
+    def __init__(self, path: Path) -> None:
+        self.clock = ManualClock(START_MS)
+        self.ledger = ReferenceLedger(path, clock=self.clock)
+        for actor, (token, role) in TOKENS.items():
+            self.ledger.provision(tenant_id="tenant_http", project_id="project_http", actor_id=actor,
+                                  token=token, role=role, project_epoch="epoch_http")
+        self.http = httpx.Client(transport=self.ledger.transport(), base_url="http://ref")
+
+    def call(self, actor: str | None, method: str, path: str, body: object = None, **kw: object) -> httpx.Response:
+        headers = dict(kw.pop("headers", {}) or {})  # type: ignore[arg-type]
+        if actor is not None:
+            headers["Authorization"] = f"Bearer {TOKENS[actor][0]}"
+        if body is not None:
+            kw["json"] = body
+        return self.http.request(method, path, headers=headers, **kw)  # type: ignore[arg-type]
+
+    def p(self, suffix: str) -> str:
+        return f"/v1/projects/project_http{suffix}"
+
+    def session(self, actor: str = "codex-p1", sid: str = "session_remote", source: str | None = "project:aidememo") -> None:
+        r = self.call(actor, "POST", self.p("/sessions"),
+                      {"command_id": f"cs_{sid}", "payload": {"session_id": sid, "source_id": source, "topic": "T"}})
+        assert r.status_code == 200, r.text
+
+    def send(self, hid: str, to: str = "codex-p2", actor: str = "codex-p1", sid: str = "session_remote") -> None:
+        r = self.call(actor, "POST", self.p("/handoffs"),
+                      {"command_id": f"send_{hid}", "payload": {"handoff_id": hid, "session_id": sid, "to_actor": to}})
+        assert r.status_code == 200, r.text
+
+    def fact(self, fid: str, actor: str = "codex-p2", sid: str = "session_remote") -> None:
+        r = self.call(actor, "POST", self.p("/facts"),
+                      {"command_id": f"fact_{fid}", "payload": {"fact_id": fid, "session_id": sid, "content": "done"}})
+        assert r.status_code == 200, r.text
+
+    def transition(self, hid: str, op: str, rev: int, payload: dict[str, object], cid: str,
+                   actor: str = "codex-p2") -> httpx.Response:
+        return self.call(actor, "POST", self.p(f"/handoffs/{hid}/{op}"),
+                         {"command_id": cid, "expected_revision": rev, "payload": payload})
+
+    def status(self, hid: str, actor: str = "codex-p1") -> dict[str, object]:
+        r = self.call(actor, "GET", self.p(f"/handoffs/{hid}"))
+        assert r.status_code == 200, r.text
+        return r.json()  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def world(tmp_path: Path) -> Iterator[World]:
+    w = World(tmp_path / "ledger.sqlite")
+    yield w
+    w.http.close()
+    w.ledger.close()
+
+
+def error_of(response: httpx.Response) -> tuple[int, str]:
+    return response.status_code, response.json()["error"]["code"]

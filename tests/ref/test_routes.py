@@ -1,0 +1,331 @@
+"""Every route, status and error code the reference answers, in upstream's check order."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from aidememo_ref._state import LEASE_MS
+
+from .conftest import World, error_of
+
+AUTH_FAILED = b'{"error":{"code":"authentication_failed","message":"authentication failed"}}'
+
+
+def raw(cid: str, rid: str = "n1", payload: object = None, *, rev: int | None = None,
+        op: str = "resource.put", change: str = "upsert", kind: str = "custom.note", **extra: object) -> dict[str, object]:
+    body = {"command_id": cid, "project_id": "project_http", "expected_revision": rev, "operation": op,
+            "payload": payload if payload is not None or op == "resource.delete" else {"v": 1},
+            "resource": {"kind": kind, "id": rid}, "change": change}
+    body.update(extra)
+    return body
+
+
+def test_health_and_framework_answers(world: World) -> None:
+    r = world.call(None, "GET", "/health")
+    assert (r.status_code, r.content) == (200, b'{"status":"ok","mode":"single_node","schema_version":4}')
+    head = world.call(None, "HEAD", "/health")
+    assert (head.status_code, head.content) == (200, b"")
+    assert (world.call(None, "GET", "/nope").status_code, world.call(None, "GET", "/nope").content) == (404, b"")
+    assert world.call(None, "GET", "/health/").status_code == 404
+    assert world.call("codex-p1", "GET", "/v1/projects//identity").status_code == 404
+    wrong = world.call(None, "POST", "/health")
+    assert (wrong.status_code, wrong.content, wrong.headers["allow"]) == (405, b"", "GET,HEAD")
+
+
+@pytest.mark.parametrize(
+    "header",
+    [None, "Bearer nope-token", "bearer writer-token-0123456789", "Bearer  writer-token-0123456789",
+     "Bearer " + "x" * 4097, "Bearer", "Bearer ", "Basic writer-token-0123456789"],
+)
+def test_bad_credentials_are_401_with_one_body(world: World, header: str | None) -> None:
+    headers = {} if header is None else {"Authorization": header}
+    r = world.call(None, "GET", world.p("/identity"), headers=headers)
+    assert (r.status_code, r.content) == (401, AUTH_FAILED)
+
+
+def test_non_ascii_authorization_is_401(world: World) -> None:
+    r = world.ledger.handle("GET", "/v1/projects/project_http/identity", [(b"authorization", b"Bearer \xff\xfe")])
+    assert (r.status, r.body) == (401, AUTH_FAILED)
+
+
+def test_foreign_or_missing_project_is_403_never_404(world: World) -> None:
+    world.ledger.provision(tenant_id="tenant_other", project_id="project_other", actor_id="x", token="other-token")
+    for project in ("project_other", "project_missing"):
+        r = world.call("codex-p1", "GET", f"/v1/projects/{project}/identity")
+        assert error_of(r) == (403, "project_unauthorized")
+        assert r.json()["error"]["message"] == f"actor is not authorized to mutate project {project}"
+
+
+def test_identity(world: World) -> None:
+    assert world.call("reader_actor", "GET", world.p("/identity")).content == (
+        b'{"tenant_id":"tenant_http","project_id":"project_http","project_epoch":"epoch_http",'
+        b'"actor_id":"reader_actor","role":"reader"}')
+
+
+def test_reader_cannot_write_but_can_read(world: World) -> None:
+    world.session()
+    r = world.call("reader_actor", "POST", "/v1/commands", raw("c1"))
+    assert error_of(r) == (403, "project_unauthorized")
+    r = world.call("reader_actor", "POST", world.p("/sessions"),
+                   {"command_id": "c2", "payload": {"session_id": "s2", "topic": "t"}})
+    assert error_of(r) == (403, "project_unauthorized")
+    assert world.call("reader_actor", "GET", world.p("/resources/session/session_remote")).status_code == 200
+
+
+@pytest.mark.parametrize("field", ["tenant_id", "actor_id", "created_by", "source_id"])
+def test_identity_fields_in_bodies_are_refused(world: World, field: str) -> None:
+    r = world.call("codex-p1", "POST", "/v1/commands", raw("c1", **{field: "x"}))
+    assert error_of(r) == (400, "invalid_command")
+    r = world.call("codex-p1", "POST", world.p("/facts"), {"command_id": "c", field: "x", "payload": {}})
+    assert error_of(r) == (400, "invalid_command")
+
+
+def test_body_problems_are_400_before_authentication(world: World) -> None:
+    url = world.p("/sessions")
+    no_type = world.http.post(url, content=b"{}")
+    assert error_of(no_type) == (400, "invalid_command")
+    assert "Content-Type: application/json" in no_type.json()["error"]["message"]
+    bad = world.http.post(url, content=b"{", headers={"content-type": "application/json"})
+    assert bad.json()["error"]["message"].startswith("invalid command: Failed to parse the request body as JSON")
+    big = world.http.post(url, content=b" " * (1_048_577), headers={"content-type": "application/json"})
+    assert big.json()["error"]["message"] == "invalid command: Failed to buffer the request body: length limit exceeded"
+    deep = world.http.post(url, content=b"[" * 5000 + b"]" * 5000, headers={"content-type": "application/json"})
+    assert error_of(deep) == (400, "invalid_command")
+    vnd = world.http.post(url, content=b'{"command_id":"c"}', headers={"content-type": "application/vnd.x+json; charset=utf-8"})
+    assert vnd.json()["error"]["message"].endswith("missing field `payload`")
+
+
+@pytest.mark.parametrize(
+    ("path", "kind"),
+    [("/v1/projects/bad%20id/identity", "project_id"),
+     ("/v1/projects/project_http/handoffs/%C3%A9", "handoff_id"),
+     ("/v1/projects/project_http/resources/Custom.Note/x", "resource kind"),
+     ("/v1/projects/project_http/resources/custom.note/" + "x" * 129, "resource_id")],
+)
+def test_bad_path_ids_are_invalid_identifier(world: World, path: str, kind: str) -> None:
+    r = world.call("codex-p1", "GET", path)
+    assert error_of(r) == (400, "invalid_identifier")
+    assert r.json()["error"]["message"].startswith(f"invalid {kind}:")
+
+
+def test_non_utf8_path_segment_is_plain_400(world: World) -> None:
+    r = world.ledger.handle("GET", b"/v1/projects/%FF/identity", [])
+    assert r.status == 400 and b"Invalid URL" in r.body
+
+
+def test_raw_command_rules(world: World) -> None:
+    first = world.call("codex-p1", "POST", "/v1/commands", raw("c1", payload={"z": 2}))
+    assert first.json()["revision"] == 1 and first.json()["project_seq"] == 1
+    assert world.call("codex-p1", "POST", "/v1/commands", raw("c1", payload={"z": 2})).content == first.content
+    for body in (raw("c1", payload={"z": 3}), raw("c1", "n2", payload={"z": 2}), raw("c1", payload={"z": 2}, rev=1)):
+        assert error_of(world.call("codex-p1", "POST", "/v1/commands", body)) == (409, "command_conflict")
+    assert error_of(world.call("codex-p2", "POST", "/v1/commands", raw("c1", payload={"z": 2}))) == (409, "command_conflict")
+    kind = world.call("codex-p1", "POST", "/v1/commands", raw("c2", kind="fact", op="fact.add"))
+    assert error_of(kind) == (400, "invalid_command") and "custom.*" in kind.json()["error"]["message"]
+    pair = world.call("codex-p1", "POST", "/v1/commands", raw("c3", op="resource.put", change="delete"))
+    assert error_of(pair) == (400, "invalid_command")
+    payload = world.call("codex-p1", "POST", "/v1/commands", raw("c4", op="resource.delete", change="delete", payload={"x": 1}))
+    assert payload.json()["error"]["message"] == "invalid command: resource.delete payload must be JSON null"
+    stale = world.call("codex-p1", "POST", "/v1/commands", raw("c5", rev=2))
+    assert stale.json()["error"] == {"code": "stale_revision", "message": "stale revision: expected 2, current 1"}
+    absent = world.call("codex-p1", "POST", "/v1/commands", raw("c6", "missing", rev=1))
+    assert error_of(absent) == (404, "resource_not_found")
+    delete = world.call("codex-p1", "POST", "/v1/commands", raw("c7", op="resource.delete", change="delete", rev=1))
+    assert delete.json()["revision"] == 2
+    got = world.call("reader_actor", "GET", world.p("/resources/custom.note/n1")).json()
+    assert (got["revision"], got["state"]) == (2, {"state": "deleted"})
+    again = world.call("codex-p1", "POST", "/v1/commands", raw("c8", payload={"back": True}))
+    assert again.json()["revision"] == 3  # a put resurrects a tombstone
+    assert world.call("codex-p1", "POST", "/v1/commands", raw("c9", "fresh", op="resource.delete", change="delete")).json()["revision"] == 1
+
+
+def test_resource_bodies_come_back_sorted(world: World) -> None:
+    world.call("codex-p1", "POST", "/v1/commands", raw("c1", payload={"z": 2, "a": {"d": 4, "b": 3}}))
+    r = world.call("codex-p1", "GET", world.p("/resources/custom.note/n1"))
+    assert r.content == (b'{"scope":{"tenant_id":"tenant_http","project_id":"project_http"},'
+                         b'"resource":{"kind":"custom.note","id":"n1"},"revision":1,'
+                         b'"state":{"state":"present","body":{"a":{"b":3,"d":4},"z":2}}}')
+    assert error_of(world.call("codex-p1", "GET", world.p("/resources/custom.note/none"))) == (404, "resource_not_found")
+
+
+def test_typed_create_rules(world: World) -> None:
+    world.session()
+    dup = world.call("codex-p1", "POST", world.p("/sessions"),
+                     {"command_id": "other", "payload": {"session_id": "session_remote", "topic": "T"}})
+    assert error_of(dup) == (409, "resource_already_exists")
+    cases = (("x" * 513, "session topic must contain 1 to 512 bytes"), ("   ", "session topic must contain 1 to 512 bytes"),
+             ("a\x07b", "session topic must not contain control characters"))
+    for n, (topic, message) in enumerate(cases):
+        r = world.call("codex-p1", "POST", world.p("/sessions"),
+                       {"command_id": f"t{n}", "payload": {"session_id": f"s{n}", "topic": topic}})
+        assert r.json()["error"] == {"code": "invalid_command", "message": f"invalid command: {message}"}
+    missing = world.call("codex-p1", "POST", world.p("/facts"),
+                         {"command_id": "f1", "payload": {"fact_id": "f1", "session_id": "nope", "content": "c"}})
+    assert error_of(missing) == (404, "resource_not_found")
+    fact_body = world.call("codex-p1", "POST", world.p("/facts"),
+                           {"command_id": "f2", "payload": {"fact_id": "f2", "session_id": "session_remote", "content": "c"}})
+    assert fact_body.status_code == 200
+    stored = world.call("codex-p2", "GET", world.p("/resources/fact/f2")).json()["state"]["body"]
+    assert stored == {"actor_id": "codex-p1", "content": "c", "fact_id": "f2", "session_id": "session_remote",
+                      "source_id": "project:aidememo"}
+
+    def send(cid: str, **payload: object) -> tuple[int, str]:
+        base = {"handoff_id": "h1", "session_id": "session_remote", "to_actor": "codex-p2"}
+        base.update(payload)
+        r = world.call("codex-p1", "POST", world.p("/handoffs"), {"command_id": cid, "payload": base})
+        return r.status_code, r.json().get("error", {}).get("message", "")
+
+    assert send("s1", to_actor="codex-p1") == (400, "invalid command: handoff sender and receiver must differ")
+    assert send("s2", to_actor="stranger") == (400, "invalid command: handoff receiver is not an active project member")
+    assert send("s3", to_actor="reader_actor") == (400, "invalid command: handoff receiver must have a writable project membership")
+    assert send("s4", session_id="nope")[0] == 404
+    assert send("s5", focus="") == (400, "invalid command: handoff focus must contain 1 to 4096 bytes")
+    assert send("s6", context_id="ctx_missing")[0] == 404
+    ctx = {"context_id": "ctx", "handoff_id": "other_handoff", "session_id": "session_remote",
+           "to_actor": "codex-p2", "content": "packet"}
+    assert world.call("codex-p1", "POST", world.p("/handoff-contexts"), {"command_id": "cx", "payload": ctx}).status_code == 200
+    assert send("s7", context_id="ctx") == (409, "handoff conflict: context belongs to a different handoff")
+    self_ctx = {**ctx, "context_id": "ctx2", "to_actor": "codex-p1"}
+    r = world.call("codex-p1", "POST", world.p("/handoff-contexts"), {"command_id": "cx2", "payload": self_ctx})
+    assert r.json()["error"]["message"] == "invalid command: handoff context sender and receiver must differ"
+    assert send("s8")[0] == 200
+    assert send("s9") == (409, "resource already exists")
+
+
+def test_transitions_check_order_and_lease(world: World) -> None:
+    world.session()
+    world.send("h1")
+    world.fact("f_p2")
+    assert error_of(world.transition("nope", "accept", 1, {"claim_id": "c"}, "a0")) == (404, "resource_not_found")
+    stale = world.transition("h1", "accept", 5, {"claim_id": "c"}, "a1", actor="hermes")
+    assert error_of(stale) == (409, "stale_revision")  # revision is checked before the actor
+    assert error_of(world.transition("h1", "accept", 1, {"claim_id": "c"}, "a2", actor="hermes")) == (403, "handoff_actor_mismatch")
+    assert world.transition("h1", "accept", 1, {"claim_id": "c1"}, "a3").json()["revision"] == 2
+    same = world.transition("h1", "accept", 2, {"claim_id": "c1"}, "a4")
+    assert same.json()["revision"] == 3  # errata 5: a new revision, an unchanged record
+    rec = world.status("h1")["record"]
+    assert (rec["attempt_count"], rec["claim_id"]) == (1, "c1")
+    assert error_of(world.transition("h1", "accept", 3, {"claim_id": "c2"}, "a5")) == (409, "handoff_conflict")
+    assert error_of(world.transition("h1", "heartbeat", 3, {"claim_id": "c1"}, "hb0", actor="codex-p1")) == (403, "handoff_actor_mismatch")
+    assert world.transition("h1", "heartbeat", 3, {"claim_id": "c1"}, "hb1").json()["revision"] == 4
+    world.clock.advance(LEASE_MS)
+    expired = world.transition("h1", "return", 4, {"claim_id": "c1", "result_fact_id": "f_p2", "outcome": "succeeded"}, "r0")
+    assert expired.json()["error"]["message"] == "handoff conflict: handoff claim lease expired before result return"
+    missing = world.transition("h1", "return", 4, {"claim_id": "c1", "result_fact_id": "nofact", "outcome": "succeeded"}, "r1")
+    assert error_of(missing) == (404, "resource_not_found")
+    bad_outcome = world.transition("h1", "return", 4, {"claim_id": "c1", "result_fact_id": "f_p2", "outcome": "done"}, "r2")
+    assert error_of(bad_outcome) == (400, "invalid_command")
+    takeover = world.transition("h1", "accept", 4, {"claim_id": "c2"}, "a6")
+    assert takeover.status_code == 200
+    rec = world.status("h1", actor="codex-p2")["record"]
+    assert (rec["attempt_count"], rec["claim_id"]) == (2, "c2")
+    failed = world.transition("h1", "return", 5, {"claim_id": "c2", "result_fact_id": "f_p2", "outcome": "failed"}, "r3")
+    assert failed.status_code == 200
+    rec = world.status("h1")["record"]
+    assert (rec["status"], rec["outcome"], rec["claim_expires_at_ms"]) == ("accepted", "failed", None)
+    assert world.transition("h1", "accept", 6, {"claim_id": "c3"}, "a7").status_code == 200
+    ok = world.transition("h1", "return", 7, {"claim_id": "c3", "result_fact_id": "f_p2", "outcome": "succeeded"}, "r4")
+    assert ok.json()["revision"] == 8
+    again = world.transition("h1", "return", 8, {"claim_id": "c3", "result_fact_id": "f_p2", "outcome": "succeeded"}, "r5")
+    assert again.json()["revision"] == 9 and world.status("h1")["record"]["status"] == "completed"
+
+
+def test_mailbox_query_rules(world: World) -> None:
+    for query in ("box=inbox&limit=0", "box=inbox&limit=101"):
+        r = world.call(None, "GET", world.p(f"/handoffs?{query}"))  # no token: limit is checked first
+        assert r.json()["error"] == {"code": "invalid_command",
+                                     "message": "invalid command: handoff mailbox limit must be between 1 and 100"}
+    for query in ("", "box=sideways", "box=inbox&limit=+5", "box=inbox&limit=-1", "box=inbox&include_completed=yes",
+                  "box=inbox&box=outbox", "box=inbox&before_seq=9223372036854775808"):
+        assert error_of(world.call("codex-p2", "GET", world.p(f"/handoffs?{query}"))) == (400, "invalid_command")
+    assert world.call("codex-p2", "GET", world.p("/handoffs?box=inbox&limit=%2B5")).status_code == 200
+
+
+def test_feed_cursor_rules(world: World) -> None:
+    world.session()
+    base = world.p("/changes?project_epoch=epoch_http")
+    for suffix, expected in (("&after_seq=0&limit=0", (400, "invalid_change_batch")),
+                             ("&after_seq=0&limit=10001", (400, "invalid_change_batch")),
+                             ("&after_seq=2", (409, "cursor_out_of_range")),
+                             ("&after_seq=0&extra=1", (400, "invalid_command"))):
+        assert error_of(world.call("codex-p1", "GET", base + suffix)) == expected
+    epoch = world.call("codex-p1", "GET", world.p("/changes?project_epoch=epoch_replaced&after_seq=0"))
+    assert epoch.json()["error"] == {"code": "cursor_epoch_mismatch",
+                                     "message": "cursor epoch epoch_replaced does not match current project epoch epoch_http"}
+    at_head = world.call("codex-p1", "GET", base + "&after_seq=1").json()
+    assert (at_head["entries"], at_head["has_more"], at_head["next_cursor"]["after_seq"]) == ([], False, 1)
+
+
+def test_materialized_feed_pins_bodies_to_revisions(world: World) -> None:
+    world.call("codex-p1", "POST", "/v1/commands", raw("c1", payload={"fixture": "a"}))
+    world.call("codex-p1", "POST", "/v1/commands", raw("c2", payload={"fixture": "d"}, rev=1))
+    world.call("codex-p1", "POST", "/v1/commands", raw("c3", op="resource.delete", change="delete", rev=2))
+    page = world.call("codex-p1", "GET", world.p("/changes/materialized?project_epoch=epoch_http&after_seq=0")).json()
+    states = [(e["change"]["revision"], e["change"]["operation"], e["resource"]["state"]) for e in page["entries"]]
+    assert states == [(1, "upsert", {"state": "present", "body": {"fixture": "a"}}),
+                      (2, "upsert", {"state": "present", "body": {"fixture": "d"}}),
+                      (3, "delete", {"state": "deleted"})]
+    snap = world.call("codex-p1", "GET", world.p("/snapshot")).json()
+    assert (snap["at_seq"], snap["resources"][0]["state"]) == (3, {"state": "deleted"})
+
+
+def test_snapshot_is_bounded_before_filtering(world: World) -> None:
+    conn = sqlite3.connect(world.ledger.database)
+    conn.executemany(
+        "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES ('tenant_http','project_http','custom.bulk',?,1,0,'{}')",
+        [(f"r{i}",) for i in range(10_001)],
+    )
+    conn.commit()
+    conn.close()
+    r = world.call("reader_actor", "GET", world.p("/snapshot"))
+    assert r.json()["error"] == {"code": "snapshot_too_large",
+                                 "message": "project snapshot exceeds the current limit of 10000 resources"}
+    assert r.status_code == 413
+
+
+def test_search(world: World) -> None:
+    world.session(sid="session-alpha", source="alpha")
+    world.session(sid="session-beta", source="beta")
+    for fid, sid, content in (("fact-alpha", "session-alpha", "redis cluster timeout decision"),
+                              ("fact-beta", "session-beta", "redis cache fallback")):
+        world.call("codex-p1", "POST", world.p("/facts"), {"command_id": fid, "payload": {"fact_id": fid, "session_id": sid, "content": content}})
+    r = world.call("codex-p1", "GET", world.p("/search?q=redis&source_id=alpha"))
+    assert r.content == (b'{"project_epoch":"epoch_http","index_seq":4,"mode":"lexical","semantic_model":null,'
+                         b'"results":[{"fact_id":"fact-alpha","session_id":"session-alpha","source_id":"alpha",'
+                         b'"actor_id":"codex-p1","content":"redis cluster timeout decision",'
+                         b'"score":0.17225472236974854,"lexical_score":0.17225472236974854}]}')
+    both = world.call("codex-p1", "GET", world.p("/search?q=REDIS+cache")).json()["results"]
+    assert [hit["fact_id"] for hit in both] == ["fact-beta", "fact-alpha"]
+    for query, message in (("q=%20%20", "search query must contain 1..=4096 bytes"),
+                           ("q=x&limit=0", "search limit must be between 1 and 100")):
+        assert world.call(None, "GET", world.p(f"/search?{query}")).json()["error"]["message"] == f"invalid command: {message}"
+    ahead = world.call("codex-p1", "GET", world.p("/search?q=x&at_least_seq=5"))
+    assert ahead.json()["error"]["message"] == "cursor sequence 5 is ahead of current project sequence 4"
+    assert error_of(world.call("codex-p1", "GET", world.p("/search?q=x&mode=fuzzy"))) == (400, "invalid_command")
+    assert error_of(world.call("codex-p1", "GET", world.p("/search?q=x&mode=HYBRID"))) == (400, "invalid_command")
+    assert world.call("codex-p1", "GET", world.p("/search?q=x&mode=%20Lexical")).json()["mode"] == "lexical"
+
+
+def test_array_form_of_a_struct_is_accepted(world: World) -> None:
+    body = ["c1", "project_http", None, "resource.put", {"v": 1}, {"kind": "custom.note", "id": "n1", "extra": 1}, "upsert"]
+    r = world.http.post("/v1/commands", content=json.dumps(body), headers={
+        "content-type": "application/json", "authorization": "Bearer writer-token-0123456789"})
+    assert r.status_code == 200, r.text
+
+
+def test_no_client_input_earns_a_5xx(world: World) -> None:
+    world.session()
+    world.send("h1")
+    samples = [b"", b"null", b"[]", b'{"command_id":null}', b'{"command_id":"c","expected_revision":0,"payload":{}}',
+               b'{"command_id":"c","expected_revision":18446744073709551616,"payload":{"claim_id":"c"}}',
+               b'{"command_id":"c","expected_revision":-1,"payload":{"claim_id":"c"}}',
+               b'{"command_id":"c","expected_revision":1.5,"payload":{"claim_id":"c"}}',
+               b'{"command_id":"' + b"x" * 200 + b'","expected_revision":1,"payload":{"claim_id":"c"}}']
+    for body in samples:
+        for path in ("/v1/commands", world.p("/sessions"), world.p("/handoffs/h1/accept")):
+            r = world.http.post(path, content=body, headers={"content-type": "application/json",
+                                                             "authorization": "Bearer receiver-token-0123456789"})
+            assert r.status_code < 500, (path, body, r.text)
