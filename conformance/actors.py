@@ -1,0 +1,314 @@
+"""Fresh identities and the verbs checks speak with.
+
+A check asks its ``world`` for a project with named actors; the world provisions a fresh
+project (ids derived from the run seed and the check's node id, so any order and any xdist
+split works) and hands back ``Actor`` objects whose methods send one protocol request each
+and return the raw ``Exchange``. Nothing here asserts: checks judge the answers.
+
+``setup_*`` helpers are the exception: they run a prerequisite step and raise ``Untestable``
+when it does not succeed, so a broken prerequisite is never mistaken for the behaviour a
+check tests.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.errors import NotScored, Untestable
+from conformance.runtime import Runtime, advance_clock
+from conformance.transcript import Exchange, Transcript
+
+__all__ = ["Actor", "HandoffRef", "Project", "World", "setup_ok"]
+
+WRITER_ROLES = ("writer", "admin", "owner")
+
+
+def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
+    """The JSON of a successful prerequisite step; anything else makes the check untestable."""
+    if exchange.status != 200:
+        raise Untestable(f"setup step '{step}' answered {exchange.status} {exchange.body[:160]!r}")
+    try:
+        data = exchange.json()
+    except AssertionError as exc:
+        raise Untestable(f"setup step '{step}': {exc}") from None
+    if not isinstance(data, dict):
+        raise Untestable(f"setup step '{step}' did not answer a JSON object")
+    return data
+
+
+@dataclass(frozen=True, slots=True)
+class HandoffRef:
+    """A handoff a check created: its ids and the revision it was last seen at."""
+
+    handoff_id: str
+    session_id: str
+    revision: int
+    claim_id: str | None = None
+
+
+@dataclass(slots=True)
+class Actor:
+    """One authenticated actor of a project; every method is one request."""
+
+    name: str
+    actor_id: str
+    role: str
+    token: str
+    project: Project
+
+    # -- plumbing --------------------------------------------------------------------------------
+    def request(self, method: str, path: str, **kwargs: Any) -> Exchange:
+        return self.project.world.runtime.wire.request(
+            self.project.world.transcript, method, path, token=self.token, actor=self.name, **kwargs
+        )
+
+    @property
+    def base(self) -> str:
+        return f"/v1/projects/{self.project.project_id}"
+
+    def new_id(self, prefix: str) -> str:
+        return self.project.world.new_id(prefix)
+
+    # -- reads -------------------------------------------------------------------------------
+    def identity(self) -> Exchange:
+        return self.request("GET", f"{self.base}/identity")
+
+    def resource(self, kind: str, resource_id: str) -> Exchange:
+        return self.request("GET", f"{self.base}/resources/{kind}/{resource_id}")
+
+    def status(self, handoff_id: str) -> Exchange:
+        return self.request("GET", f"{self.base}/handoffs/{handoff_id}")
+
+    def mailbox(self, box: str, **params: Any) -> Exchange:
+        return self.request("GET", f"{self.base}/handoffs", params={"box": box, **params})
+
+    def snapshot(self) -> Exchange:
+        return self.request("GET", f"{self.base}/snapshot")
+
+    def changes(self, epoch: str, after_seq: int, limit: int | None = None, *, materialized: bool = False) -> Exchange:
+        path = f"{self.base}/changes/materialized" if materialized else f"{self.base}/changes"
+        return self.request("GET", path, params={"project_epoch": epoch, "after_seq": after_seq, "limit": limit})
+
+    def search(self, q: str, **params: Any) -> Exchange:
+        return self.request("GET", f"{self.base}/search", params={"q": q, **params})
+
+    # -- raw commands ------------------------------------------------------------------------
+    def command(
+        self,
+        *,
+        kind: str,
+        resource_id: str,
+        payload: object,
+        operation: str = "resource.put",
+        change: str = "upsert",
+        expected_revision: int | None = None,
+        command_id: str | None = None,
+        extra: dict[str, Any] | None = None,
+    ) -> Exchange:
+        body: dict[str, Any] = {
+            "command_id": command_id or self.new_id("cmd"),
+            "project_id": self.project.project_id,
+            "expected_revision": expected_revision,
+            "operation": operation,
+            "payload": payload,
+            "resource": {"kind": kind, "id": resource_id},
+            "change": change,
+        }
+        body.update(extra or {})
+        return self.request("POST", "/v1/commands", json_body=body)
+
+    def put(self, resource_id: str, payload: object, **kwargs: Any) -> Exchange:
+        return self.command(kind=kwargs.pop("kind", "custom.note"), resource_id=resource_id, payload=payload, **kwargs)
+
+    def delete(self, resource_id: str, **kwargs: Any) -> Exchange:
+        return self.command(
+            kind=kwargs.pop("kind", "custom.note"),
+            resource_id=resource_id,
+            payload=kwargs.pop("payload", None),
+            operation="resource.delete",
+            change="delete",
+            **kwargs,
+        )
+
+    # -- typed creates -----------------------------------------------------------------------
+    def create(self, route: str, payload: dict[str, Any], command_id: str | None = None, **extra: Any) -> Exchange:
+        body = {"command_id": command_id or self.new_id("cmd"), "payload": payload, **extra}
+        return self.request("POST", f"{self.base}/{route}", json_body=body)
+
+    def create_session(self, session_id: str | None = None, *, source_id: str | None = "src", topic: str | None = None,
+                       command_id: str | None = None) -> Exchange:
+        payload = {"session_id": session_id if session_id is not None else self.new_id("session"), "source_id": source_id,
+                   "topic": topic or self.project.world.text("topic")}
+        return self.create("sessions", payload, command_id)
+
+    def create_fact(self, session_id: str, fact_id: str | None = None, *, content: str | None = None,
+                    command_id: str | None = None) -> Exchange:
+        payload = {"fact_id": fact_id if fact_id is not None else self.new_id("fact"), "session_id": session_id,
+                   "content": content or self.project.world.text("fact")}
+        return self.create("facts", payload, command_id)
+
+    def create_context(self, session_id: str, handoff_id: str, to: Actor, context_id: str | None = None,
+                       *, command_id: str | None = None) -> Exchange:
+        payload = {"context_id": context_id if context_id is not None else self.new_id("context"), "handoff_id": handoff_id,
+                   "session_id": session_id, "to_actor": to.actor_id, "content": self.project.world.text("context")}
+        return self.create("handoff-contexts", payload, command_id)
+
+    def send(self, session_id: str, to: Actor | str, handoff_id: str | None = None, *, context_id: str | None = None,
+             focus: str | None = None, command_id: str | None = None) -> Exchange:
+        payload = {"handoff_id": handoff_id if handoff_id is not None else self.new_id("handoff"), "session_id": session_id,
+                   "to_actor": to if isinstance(to, str) else to.actor_id, "focus": focus, "done_when": None,
+                   "context_id": context_id}
+        return self.create("handoffs", payload, command_id)
+
+    # -- transitions -------------------------------------------------------------------------
+    def transition(self, handoff_id: str, verb: str, expected_revision: int | None, payload: dict[str, Any],
+                   command_id: str | None = None) -> Exchange:
+        body: dict[str, Any] = {"command_id": command_id or self.new_id("cmd"), "payload": payload}
+        if expected_revision is not None:
+            body["expected_revision"] = expected_revision
+        return self.request("POST", f"{self.base}/handoffs/{handoff_id}/{verb}", json_body=body)
+
+    def accept(self, handoff_id: str, expected_revision: int | None, claim_id: str, **kw: Any) -> Exchange:
+        return self.transition(handoff_id, "accept", expected_revision, {"claim_id": claim_id}, **kw)
+
+    def heartbeat(self, handoff_id: str, expected_revision: int | None, claim_id: str, **kw: Any) -> Exchange:
+        return self.transition(handoff_id, "heartbeat", expected_revision, {"claim_id": claim_id}, **kw)
+
+    def return_result(self, handoff_id: str, expected_revision: int | None, claim_id: str, result_fact_id: str,
+                      outcome: str = "succeeded", **kw: Any) -> Exchange:
+        payload = {"claim_id": claim_id, "result_fact_id": result_fact_id, "outcome": outcome}
+        return self.transition(handoff_id, "return", expected_revision, payload, **kw)
+
+    # -- setup helpers (raise Untestable) ------------------------------------------------------
+    def setup_session(self, source_id: str | None = "src") -> str:
+        session_id = self.new_id("session")
+        setup_ok(self.create_session(session_id, source_id=source_id), "create session")
+        return session_id
+
+    def setup_fact(self, session_id: str) -> str:
+        fact_id = self.new_id("fact")
+        setup_ok(self.create_fact(session_id, fact_id), "create fact")
+        return fact_id
+
+    def setup_handoff(self, to: Actor, session_id: str | None = None) -> HandoffRef:
+        session_id = session_id or self.setup_session()
+        handoff_id = self.new_id("handoff")
+        receipt = setup_ok(self.send(session_id, to, handoff_id), "send handoff")
+        return HandoffRef(handoff_id, session_id, int(receipt.get("revision", 1)))
+
+    def setup_accept(self, ref: HandoffRef, claim_id: str | None = None) -> HandoffRef:
+        claim = claim_id or self.new_id("claim")
+        receipt = setup_ok(self.accept(ref.handoff_id, ref.revision, claim), "accept handoff")
+        return HandoffRef(ref.handoff_id, ref.session_id, int(receipt["revision"]), claim)
+
+    def setup_record(self, handoff_id: str) -> tuple[int, dict[str, Any]]:
+        data = setup_ok(self.status(handoff_id), "read handoff status")
+        if not isinstance(data.get("record"), dict) or not isinstance(data.get("revision"), int):
+            raise Untestable("handoff status lacks revision/record")
+        return data["revision"], data["record"]
+
+    def setup_epoch(self) -> str:
+        epoch = setup_ok(self.identity(), "read identity").get("project_epoch")
+        if not isinstance(epoch, str):
+            raise Untestable("identity lacks project_epoch")
+        return epoch
+
+
+@dataclass(slots=True)
+class Project:
+    """A project provisioned for one check, with its actors by name."""
+
+    world: World
+    tenant_id: str
+    project_id: str
+    actors: dict[str, Actor] = field(default_factory=dict)
+
+    def __getattr__(self, name: str) -> Actor:
+        try:
+            return self.actors[name]
+        except KeyError:
+            raise AttributeError(name) from None
+
+
+@dataclass(slots=True)
+class World:
+    """One check's view of the target: fresh ids, provisioning, the transcript, the clock."""
+
+    runtime: Runtime
+    rng: random.Random
+    run_tag: str
+    check_tag: str
+    transcript: Transcript = field(default_factory=Transcript)
+    warnings: list[str] = field(default_factory=list)
+    fresh_project: bool = False
+    _counter: int = 0
+    _faker: Any = None
+
+    def new_id(self, prefix: str) -> str:
+        self._counter += 1
+        return f"{prefix}-{self.check_tag}-{self._counter}-{self.rng.getrandbits(32):08x}"
+
+    def text(self, what: str) -> str:
+        if self._faker is None:
+            from faker import Faker  # imported only when a check runs: the plugin must cost nothing idle
+
+            self._faker = Faker()
+            self._faker.seed_instance(self.rng.getrandbits(64))
+        return f"{what}: {self._faker.sentence(nb_words=6)}"
+
+    def warn(self, message: str) -> None:
+        """Record a tolerated departure; a passing check with warnings reads as WARN."""
+        self.warnings.append(message)
+
+    def require(self, capability: str) -> None:
+        self.runtime.require(capability)
+
+    def advance_clock(self, advance_ms: int) -> int:
+        self.runtime.require("test-clock")
+        return advance_clock(self.runtime.wire, self.transcript, advance_ms)
+
+    def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:
+        """Provision a fresh project with the named actors (or draw them from the fixed tokens).
+
+        Raises:
+            NotScored: the target has no way to provide these identities.
+            Untestable: provisioning failed.
+        """
+        if self.runtime.provisioner is None:
+            return self._fixed_project(writers, readers)
+        tenant = f"t-{self.run_tag}"
+        project_id = self.new_id("p")
+        project = Project(self, tenant, project_id)
+        for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
+            actor_id = self.new_id(name)
+            token = f"tok-{self.rng.getrandbits(128):032x}"
+            try:
+                self.runtime.provisioner.provision(tenant=tenant, project=project_id, actor=actor_id, role=role,
+                                                   token=token)
+            except Untestable:
+                raise
+            except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
+                raise Untestable(f"provisioning {name} ({role}) failed: {exc}") from exc
+            project.actors[name] = Actor(name, actor_id, role, token, project)
+            self.transcript.notes.append(f"{name}: tenant {tenant}, project {project_id}, actor {actor_id}, role {role}")
+        return project
+
+    def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
+        if self.fresh_project:
+            raise NotScored("this check needs a fresh project; the fixed token list cannot provide one")
+        by_project: dict[str, list[Any]] = {}
+        for token in self.runtime.fixed_tokens:
+            by_project.setdefault(token.project, []).append(token)
+        for project_id, tokens in sorted(by_project.items()):
+            writer_pool = [t for t in tokens if t.role in WRITER_ROLES]
+            reader_pool = [t for t in tokens if t.role == "reader"]
+            if len(writer_pool) >= len(writers) and len(reader_pool) >= len(readers):
+                project = Project(self, "(fixed)", project_id)
+                for name, token in [*zip(writers, writer_pool), *zip(readers, reader_pool)]:
+                    project.actors[name] = Actor(name, token.actor, token.role, token.token, project)
+                return project
+        raise NotScored(
+            f"the fixed token list has no project with {len(writers)} writer(s) and {len(readers)} reader(s)"
+        )

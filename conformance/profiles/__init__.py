@@ -1,0 +1,1 @@
+"""Protocol profiles: each package holds one profile's requirements and checks."""

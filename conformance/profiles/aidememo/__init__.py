@@ -1,0 +1,1 @@
+"""The ``aidememo-remote`` profile: the AideMemo handoff protocol over HTTP (``aidememo-server``)."""

@@ -1,0 +1,1 @@
+"""Checks of the ``aidememo-remote`` profile, one module per requirement family."""

@@ -1,0 +1,129 @@
+"""Bearer authentication, project membership and roles (wire §4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.actors import setup_ok
+from conformance.expect import expect_error, expect_status
+
+
+def _write_routes(actor, world, session_id):
+    """One request per write route, each well-formed, built for ``actor``."""
+    handoff = world.new_id("handoff")
+    return {
+        "commands": lambda: actor.put(world.new_id("note"), {"v": 1}),
+        "sessions": lambda: actor.create_session(),
+        "facts": lambda: actor.create_fact(session_id),
+        "handoffs": lambda: actor.send(session_id, "someone-else", handoff),
+        "accept": lambda: actor.accept(handoff, 1, world.new_id("claim")),
+        "heartbeat": lambda: actor.heartbeat(handoff, 1, world.new_id("claim")),
+        "return": lambda: actor.return_result(handoff, 1, world.new_id("claim"), world.new_id("fact")),
+    }
+
+
+@pytest.mark.requirement("AM-AUTH-1")
+@pytest.mark.parametrize("route", ["identity", "snapshot", "resource", "mailbox", "status", "commands", "sessions",
+                                   "accept"])
+def test_missing_authorization_is_refused(world, route):
+    project = world.project()
+    writer = project.writer
+    base = writer.base
+    wire, transcript = world.runtime.wire, world.transcript
+    gets = {"identity": f"{base}/identity", "snapshot": f"{base}/snapshot",
+            "resource": f"{base}/resources/custom.note/n1", "mailbox": f"{base}/handoffs?box=inbox",
+            "status": f"{base}/handoffs/h1"}
+    if route in gets:
+        path, _, query = gets[route].partition("?")
+        exchange = wire.request(transcript, "GET", path, raw_query=query or None)
+    elif route == "commands":
+        exchange = wire.request(transcript, "POST", "/v1/commands", json_body={
+            "command_id": world.new_id("cmd"), "project_id": project.project_id, "expected_revision": None,
+            "operation": "resource.put", "payload": {}, "resource": {"kind": "custom.note", "id": "n1"},
+            "change": "upsert"})
+    elif route == "sessions":
+        exchange = wire.request(transcript, "POST", f"{base}/sessions", json_body={
+            "command_id": world.new_id("cmd"), "payload": {"session_id": "s1", "source_id": None, "topic": "t"}})
+    else:
+        exchange = wire.request(transcript, "POST", f"{base}/handoffs/h1/accept", json_body={
+            "command_id": world.new_id("cmd"), "expected_revision": 1, "payload": {"claim_id": "c1"}})
+    error = expect_error(exchange, 401, "authentication_failed")
+    assert error["message"] == "authentication failed", f"401 message {error['message']!r}"
+
+
+@pytest.mark.requirement("AM-AUTH-2")
+@pytest.mark.parametrize("form", ["unknown-token", "lowercase-scheme", "double-space", "oversized-token",
+                                  "scheme-only", "basic-scheme"])
+def test_malformed_or_unknown_bearer_is_refused(world, form):
+    project = world.project()
+    token = project.writer.token
+    header = {"unknown-token": f"Bearer {world.new_id('nobody')}", "lowercase-scheme": f"bearer {token}",
+              "double-space": f"Bearer  {token}", "oversized-token": "Bearer " + "a" * 4097,
+              "scheme-only": "Bearer", "basic-scheme": f"Basic {token}"}[form]
+    exchange = world.runtime.wire.request(world.transcript, "GET", f"{project.writer.base}/identity",
+                                          headers={"Authorization": header})
+    expect_error(exchange, 401, "authentication_failed")
+
+
+@pytest.mark.requirement("AM-AUTH-3")
+@pytest.mark.parametrize("where", ["other-project", "missing-project"])
+def test_token_outside_its_projects_is_forbidden_not_missing(world, where):
+    mine = world.project()
+    other = world.project() if where == "other-project" else None
+    project_id = other.project_id if other else world.new_id("never-created")
+    for path in (f"/v1/projects/{project_id}/identity", f"/v1/projects/{project_id}/snapshot",
+                 f"/v1/projects/{project_id}/handoffs/{world.new_id('h')}"):
+        exchange = mine.writer.request("GET", path)
+        expect_error(exchange, 403, "project_unauthorized")
+    exchange = mine.writer.command(kind="custom.note", resource_id="n1", payload={},
+                                   extra={"project_id": project_id})
+    expect_error(exchange, 403, "project_unauthorized")
+
+
+@pytest.mark.requirement("AM-AUTH-4")
+@pytest.mark.parametrize("route", ["commands", "sessions", "facts", "handoffs", "accept", "heartbeat", "return"])
+def test_reader_cannot_write(world, route):
+    project = world.project(writers=("writer",), readers=("reader",))
+    session_id = project.writer.setup_session()
+    exchange = _write_routes(project.reader, world, session_id)[route]()
+    expect_error(exchange, 403, "project_unauthorized")
+
+
+@pytest.mark.requirement("AM-AUTH-4")
+def test_reader_reads_succeed(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    note = world.new_id("note")
+    setup_ok(project.writer.put(note, {"v": 1}), "put note")
+    reader = project.reader
+    expect_status(reader.identity(), 200)
+    expect_status(reader.resource("custom.note", note), 200)
+    expect_status(reader.mailbox("inbox"), 200)
+    if world.runtime.claimed("replica-feeds"):
+        expect_status(reader.snapshot(), 200)
+
+
+@pytest.mark.requirement("AM-AUTH-4")
+def test_reader_cannot_replay_a_writers_command(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    command_id = world.new_id("cmd")
+    note = world.new_id("note")
+    setup_ok(project.writer.put(note, {"v": 1}, command_id=command_id), "put note")
+    exchange = project.reader.put(note, {"v": 1}, command_id=command_id)
+    expect_error(exchange, 403, "project_unauthorized")
+
+
+@pytest.mark.requirement("AM-AUTH-5")
+@pytest.mark.parametrize("field", ["tenant_id", "actor_id", "created_by"])
+def test_identity_fields_in_a_body_are_refused(world, field):
+    project = world.project()
+    payload = {"session_id": world.new_id("s"), "source_id": None, "topic": "t", field: "intruder"}
+    expect_error(project.writer.create("sessions", payload), 400, "invalid_command")
+    exchange = project.writer.put(world.new_id("note"), {"v": 1}, extra={field: "intruder"})
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-AUTH-5")
+def test_actor_id_in_the_mailbox_query_is_refused(world):
+    project = world.project(writers=("writer", "other"))
+    exchange = project.writer.mailbox("inbox", actor_id=project.other.actor_id)
+    expect_error(exchange, 400, "invalid_command")

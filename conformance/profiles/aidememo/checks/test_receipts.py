@@ -1,0 +1,211 @@
+"""Raw commands, receipts, idempotency and typed creates (wire §1.2, §1.9-1.12, §2)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.actors import setup_ok
+from conformance.derive import command_fingerprint
+from conformance.expect import expect_error, expect_receipt, expect_status
+
+
+@pytest.mark.requirement("AM-CMD-1")
+def test_raw_put_returns_a_full_receipt(world):
+    project = world.project()
+    note, command_id = world.new_id("note"), world.new_id("cmd")
+    receipt = expect_receipt(project.writer.put(note, {"z": 2, "a": {"d": 4, "b": 3}}, command_id=command_id),
+                             kind="custom.note", resource_id=note)
+    assert receipt["command_id"] == command_id, f"receipt command_id {receipt['command_id']!r}"
+    assert receipt["project_id"] == project.project_id and receipt["actor_id"] == project.writer.actor_id, receipt
+    assert receipt["revision"] == 1, f"first put must be revision 1, got {receipt['revision']}"
+
+
+@pytest.mark.requirement("AM-CMD-2")
+@pytest.mark.parametrize("route", ["raw", "typed"])
+def test_identical_resubmission_returns_the_identical_receipt(world, route):
+    project = world.project()
+    writer = project.writer
+    command_id = world.new_id("cmd")
+    if route == "raw":
+        note = world.new_id("note")
+        send = lambda: writer.put(note, {"v": 1}, command_id=command_id)  # noqa: E731
+    else:
+        session_id = world.new_id("session")
+        send = lambda: writer.create_session(session_id, topic="same topic", command_id=command_id)  # noqa: E731
+    first = send()
+    expect_receipt(first)
+    setup_ok(writer.put(world.new_id("other"), {"v": 2}), "an unrelated later command")
+    second = send()
+    expect_receipt(second)
+    assert second.body == first.body, f"replay differs:\nfirst  {first.body!r}\nsecond {second.body!r}"
+
+
+@pytest.mark.requirement("AM-CMD-3")
+@pytest.mark.parametrize("change", ["payload", "resource", "precondition", "actor", "operation"])
+def test_reused_command_id_with_a_different_request_conflicts(world, change):
+    project = world.project(writers=("writer", "other"))
+    writer = project.writer
+    note, command_id = world.new_id("note"), world.new_id("cmd")
+    setup_ok(writer.put(note, {"v": 1}, command_id=command_id), "first put")
+    if change == "payload":
+        exchange = writer.put(note, {"v": 2}, command_id=command_id)
+    elif change == "resource":
+        exchange = writer.put(world.new_id("note"), {"v": 1}, command_id=command_id)
+    elif change == "precondition":
+        exchange = writer.put(note, {"v": 1}, command_id=command_id, expected_revision=1)
+    elif change == "actor":
+        exchange = project.other.put(note, {"v": 1}, command_id=command_id)
+    else:
+        exchange = writer.create_session(world.new_id("session"), command_id=command_id)
+    expect_error(exchange, 409, "command_conflict")
+
+
+@pytest.mark.requirement("AM-CMD-4")
+@pytest.mark.parametrize("case", ["typed-kind", "unknown-operation", "mismatched-change", "delete-with-payload"])
+def test_malformed_raw_command_is_invalid(world, case):
+    project = world.project()
+    writer, note = project.writer, world.new_id("note")
+    if case == "typed-kind":
+        exchange = writer.command(kind="fact", resource_id=note, payload={"v": 1})
+    elif case == "unknown-operation":
+        exchange = writer.command(kind="custom.note", resource_id=note, payload={}, operation="fact.add")
+    elif case == "mismatched-change":
+        exchange = writer.command(kind="custom.note", resource_id=note, payload={}, change="delete")
+    else:
+        exchange = writer.delete(note, payload={"v": 1})
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-CMD-5")
+def test_stale_expected_revision_is_refused(world):
+    project = world.project()
+    note = world.new_id("note")
+    setup_ok(project.writer.put(note, {"v": 1}), "put revision 1")
+    setup_ok(project.writer.put(note, {"v": 2}, expected_revision=1), "put revision 2")
+    expect_error(project.writer.put(note, {"v": 3}, expected_revision=1), 409, "stale_revision")
+    body = expect_status(project.writer.resource("custom.note", note), 200)
+    assert body["revision"] == 2 and body["state"].get("body") == {"v": 2}, f"stale write changed state: {body!r}"
+
+
+@pytest.mark.requirement("AM-CMD-5")
+def test_expected_revision_on_an_absent_resource_is_not_found(world):
+    project = world.project()
+    expect_error(project.writer.put(world.new_id("absent"), {"v": 1}, expected_revision=1), 404, "resource_not_found")
+
+
+@pytest.mark.requirement("AM-CMD-6")
+def test_delete_leaves_a_readable_tombstone_in_the_feed(world):
+    project = world.project()
+    writer, note = project.writer, world.new_id("note")
+    setup_ok(writer.put(note, {"v": 1}), "put")
+    receipt = expect_receipt(writer.delete(note, expected_revision=1), kind="custom.note", resource_id=note)
+    assert receipt["revision"] == 2, f"delete must take revision 2, got {receipt['revision']}"
+    body = expect_status(writer.resource("custom.note", note), 200)
+    assert body["revision"] == 2 and body["state"] == {"state": "deleted"}, f"tombstone reads as {body!r}"
+    if world.runtime.claimed("replica-feeds"):
+        epoch = writer.setup_epoch()
+        feed = expect_status(writer.changes(epoch, receipt["project_seq"] - 1), 200)
+        entries = [e for e in feed["entries"] if e["resource"] == {"kind": "custom.note", "id": note}]
+        assert entries and entries[0]["operation"] == "delete" and entries[0]["seq"] == receipt["project_seq"], (
+            f"feed lacks the delete at seq {receipt['project_seq']}: {feed['entries']!r}")
+
+
+@pytest.mark.requirement("AM-CMD-7")
+@pytest.mark.parametrize("payload", [{"z": 2, "a": {"d": 4, "b": 3}}, {"content": "레디스 장애\n복구", "list": [3, 1],
+                                     "n": 1.5, "nested": {"a": None, "b": True}}, None, []],
+                         ids=["nested", "unicode", "null", "empty-list"])
+def test_raw_fingerprint_matches_the_canonical_envelope(world, payload):
+    project = world.project()
+    note = world.new_id("note")
+    receipt = expect_receipt(project.writer.put(note, payload))
+    expected = command_fingerprint(project_id=project.project_id, expected_revision=None, operation="resource.put",
+                                   payload=payload, resource_kind="custom.note", resource_id=note)
+    assert receipt["fingerprint"] == expected, f"fingerprint {receipt['fingerprint']} != §7.2 value {expected}"
+
+
+@pytest.mark.requirement("AM-CMD-7")
+def test_typed_fingerprints_fill_absent_optionals_with_null(world):
+    project = world.project(writers=("sender", "receiver"))
+    sender = project.sender
+    session_id = world.new_id("session")
+    receipt = expect_receipt(sender.create_session(session_id, source_id="src", topic="topic"))
+    expected = command_fingerprint(project_id=project.project_id, expected_revision=None, operation="session.create",
+                                   payload={"session_id": session_id, "source_id": "src", "topic": "topic"},
+                                   resource_kind="session", resource_id=session_id)
+    assert receipt["fingerprint"] == expected, "session.create fingerprint departs from §7.2"
+    handoff_id = world.new_id("handoff")
+    body = {"command_id": world.new_id("cmd"),
+            "payload": {"handoff_id": handoff_id, "session_id": session_id, "to_actor": project.receiver.actor_id}}
+    receipt = expect_receipt(sender.request("POST", f"{sender.base}/handoffs", json_body=body))
+    expected = command_fingerprint(
+        project_id=project.project_id, expected_revision=None, operation="handoff.send",
+        payload={"handoff_id": handoff_id, "session_id": session_id, "to_actor": project.receiver.actor_id,
+                 "focus": None, "done_when": None, "context_id": None},
+        resource_kind="handoff", resource_id=handoff_id)
+    assert receipt["fingerprint"] == expected, "handoff.send fingerprint must cover omitted optionals as null"
+    claim = world.new_id("claim")
+    receipt = expect_receipt(project.receiver.accept(handoff_id, 1, claim))
+    expected = command_fingerprint(project_id=project.project_id, expected_revision=1, operation="handoff.accept",
+                                   payload={"claim_id": claim}, resource_kind="handoff", resource_id=handoff_id)
+    assert receipt["fingerprint"] == expected, "handoff.accept fingerprint departs from §7.2"
+
+
+@pytest.mark.requirement("AM-TYPED-1")
+@pytest.mark.parametrize("kind", ["session", "fact", "handoff_context", "handoff"])
+def test_typed_create_returns_revision_one_and_refuses_duplicates(world, kind):
+    project = world.project(writers=("sender", "receiver"))
+    sender, receiver = project.sender, project.receiver
+    session_id = sender.setup_session() if kind != "session" else world.new_id("session")
+    new_id = world.new_id(kind.replace("_", "-"))
+    create = {
+        "session": lambda: sender.create_session(new_id),
+        "fact": lambda: sender.create_fact(session_id, new_id),
+        "handoff_context": lambda: sender.create_context(session_id, world.new_id("h"), receiver, new_id),
+        "handoff": lambda: sender.send(session_id, receiver, new_id),
+    }[kind]
+    receipt = expect_receipt(create(), kind=kind, resource_id=new_id)
+    assert receipt["revision"] == 1, f"{kind} create must be revision 1, got {receipt['revision']}"
+    expect_error(create(), 409, "resource_already_exists")
+
+
+@pytest.mark.requirement("AM-TYPED-2")
+@pytest.mark.parametrize("kind", ["fact", "handoff_context", "handoff"])
+def test_creates_on_a_missing_session_are_not_found(world, kind):
+    project = world.project(writers=("sender", "receiver"))
+    sender, missing = project.sender, world.new_id("no-session")
+    exchange = {"fact": lambda: sender.create_fact(missing),
+                "handoff_context": lambda: sender.create_context(missing, world.new_id("h"), project.receiver),
+                "handoff": lambda: sender.send(missing, project.receiver)}[kind]()
+    expect_error(exchange, 404, "resource_not_found")
+
+
+@pytest.mark.requirement("AM-TYPED-2")
+@pytest.mark.parametrize("receiver", ["non-member", "reader", "self"])
+@pytest.mark.parametrize("route", ["handoff", "handoff_context"])
+def test_routing_to_an_ineligible_receiver_is_invalid(world, receiver, route):
+    project = world.project(writers=("sender",), readers=("reader",))
+    sender = project.sender
+    session_id = sender.setup_session()
+    to = {"non-member": world.new_id("stranger"), "reader": project.reader.actor_id, "self": sender.actor_id}[receiver]
+    if route == "handoff":
+        exchange = sender.send(session_id, to)
+    else:
+        payload = {"context_id": world.new_id("context"), "handoff_id": world.new_id("h"), "session_id": session_id,
+                   "to_actor": to, "content": "context"}
+        exchange = sender.create("handoff-contexts", payload)
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-TYPED-3")
+def test_server_stamps_actor_and_inherits_source(world):
+    project = world.project(writers=("sender", "receiver"))
+    sender = project.sender
+    session_id = sender.setup_session(source_id="project:stamp")
+    session = expect_status(sender.resource("session", session_id), 200)["state"]["body"]
+    assert session.get("created_by") == sender.actor_id, f"session created_by {session.get('created_by')!r}"
+    fact_id = sender.setup_fact(session_id)
+    fact = expect_status(sender.resource("fact", fact_id), 200)["state"]["body"]
+    assert fact.get("actor_id") == sender.actor_id and fact.get("source_id") == "project:stamp", f"fact {fact!r}"
+    ref = sender.setup_handoff(project.receiver, session_id)
+    handoff = expect_status(sender.status(ref.handoff_id), 200)["record"]
+    assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff

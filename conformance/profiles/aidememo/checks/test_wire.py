@@ -1,0 +1,155 @@
+"""Transport-level rules: health, error shape, framework answers, body decoding."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.expect import expect_error, expect_status, is_error_shape
+
+pytestmark = []
+
+
+@pytest.mark.requirement("AM-HEALTH-1")
+def test_health_answers_without_a_token(world):
+    exchange = world.runtime.wire.request(world.transcript, "GET", "/health")
+    body = expect_status(exchange, 200)
+    assert isinstance(body, dict), "health body must be a JSON object"
+    assert body.get("status") == "ok" and body.get("mode") == "single_node", f"health body {body!r}"
+    assert isinstance(body.get("schema_version"), int) and not isinstance(body["schema_version"], bool), (
+        f"schema_version must be an integer, got {body.get('schema_version')!r}")
+
+
+@pytest.mark.requirement("AM-ID-1")
+def test_identity_reports_the_token_binding(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    for actor in (project.writer, project.reader):
+        body = expect_status(actor.identity(), 200)
+        assert body.get("project_id") == project.project_id, f"identity project {body!r}"
+        assert body.get("actor_id") == actor.actor_id, f"identity actor {body.get('actor_id')!r} is not {actor.actor_id}"
+        assert body.get("role") == actor.role, f"identity role {body.get('role')!r} is not {actor.role}"
+        assert isinstance(body.get("tenant_id"), str) and isinstance(body.get("project_epoch"), str), body
+        if project.tenant_id != "(fixed)":
+            assert body["tenant_id"] == project.tenant_id, f"identity tenant {body['tenant_id']!r}"
+
+
+@pytest.mark.requirement("AM-ERR-1")
+@pytest.mark.parametrize("case", ["stale_revision", "resource_not_found", "authentication_failed",
+                                  "project_unauthorized", "invalid_command"])
+def test_error_answers_have_the_wire_shape(world, case):
+    project = world.project()
+    writer = project.writer
+    expected = {"stale_revision": 409, "resource_not_found": 404, "authentication_failed": 401,
+                "project_unauthorized": 403, "invalid_command": 400}[case]
+    if case == "stale_revision":
+        from conformance.actors import setup_ok
+
+        note = world.new_id("note")
+        setup_ok(writer.put(note, {"v": 1}), "put note")
+        exchange = writer.put(note, {"v": 2}, expected_revision=7)
+    elif case == "resource_not_found":
+        exchange = writer.resource("custom.note", world.new_id("absent"))
+    elif case == "authentication_failed":
+        exchange = world.runtime.wire.request(world.transcript, "GET", f"{writer.base}/identity")
+    elif case == "project_unauthorized":
+        exchange = writer.request("GET", f"/v1/projects/{world.new_id('elsewhere')}/identity")
+    else:
+        exchange = writer.request("POST", f"{writer.base}/sessions", content=b"{not json",
+                                  headers={"Content-Type": "application/json"})
+    error = expect_error(exchange, expected, case)
+    assert set(exchange.json()) == {"error"} and set(error) == {"code", "message"}, (
+        f"error body must be exactly {{\"error\":{{code,message}}}}: {exchange.body[:200]!r}")
+
+
+@pytest.mark.requirement("AM-WIRE-1")
+def test_unknown_path_answers_404(world):
+    project = world.project()
+    for path in ("/v1/nowhere", f"{project.writer.base}/identity/", "/v1//commands"):
+        exchange = project.writer.request("GET", path)
+        assert exchange.status == 404, f"GET {path} answered {exchange.status}, expected 404"
+
+
+@pytest.mark.requirement("AM-WIRE-1")
+def test_wrong_method_answers_405_with_allow(world):
+    project = world.project()
+    exchange = project.writer.request("DELETE", f"{project.writer.base}/identity")
+    assert exchange.status == 405, f"DELETE identity answered {exchange.status}, expected 405"
+    allow = exchange.header("allow") or ""
+    assert "GET" in allow.upper(), f"405 lacks an Allow header naming GET: {allow!r}"
+
+
+@pytest.mark.requirement("AM-WIRE-2")
+def test_deeply_nested_json_is_a_client_error(world):
+    project = world.project()
+    depth = 200
+    payload = "[" * depth + "]" * depth
+    body = ('{"command_id":"%s","project_id":"%s","expected_revision":null,"operation":"resource.put",'
+            '"payload":%s,"resource":{"kind":"custom.note","id":"deep"},"change":"upsert"}'
+            % (world.new_id("cmd"), project.project_id, payload))
+    exchange = project.writer.request("POST", "/v1/commands", content=body.encode(),
+                                      headers={"Content-Type": "application/json"})
+    assert exchange.status < 500, f"nesting depth {depth} produced a server error {exchange.status}"
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-1")
+@pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
+def test_missing_content_type_is_invalid_command(world, with_token):
+    project = world.project()
+    session = {"command_id": world.new_id("cmd"),
+               "payload": {"session_id": world.new_id("s"), "source_id": None, "topic": "t"}}
+    import json
+
+    kwargs = {"content": json.dumps(session).encode(), "headers": {"Content-Type": "text/plain"}}
+    path = f"{project.writer.base}/sessions"
+    if with_token:
+        exchange = project.writer.request("POST", path, **kwargs)
+    else:
+        exchange = world.runtime.wire.request(world.transcript, "POST", path, **kwargs)
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-1")
+@pytest.mark.parametrize("route", ["commands", "sessions", "accept"])
+def test_malformed_json_is_invalid_command_before_authentication(world, route):
+    project = world.project()
+    path = {"commands": "/v1/commands", "sessions": f"{project.writer.base}/sessions",
+            "accept": f"{project.writer.base}/handoffs/{world.new_id('h')}/accept"}[route]
+    exchange = world.runtime.wire.request(world.transcript, "POST", path, content=b'{"command_id": ',
+                                          headers={"Content-Type": "application/json"})
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-2")
+def test_body_over_one_mebibyte_is_invalid_command(world):
+    project = world.project()
+    filler = "x" * (1024 * 1024 + 16)
+    exchange = project.writer.put(world.new_id("big"), {"filler": filler})
+    assert exchange.status != 413, "an oversized body must be 400 invalid_command, not 413"
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-3")
+def test_unknown_body_field_is_invalid_command(world):
+    project = world.project()
+    exchange = project.writer.create("sessions", {"session_id": world.new_id("s"), "source_id": None, "topic": "t",
+                                                  "colour": "red"})
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-3")
+@pytest.mark.parametrize("bad_id", ["", "has space", "x" * 129, "slash/inside", "ümlaut"],
+                         ids=["empty", "space", "too-long", "slash", "non-ascii"])
+def test_bad_identifier_in_body_is_invalid_command(world, bad_id):
+    project = world.project()
+    exchange = project.writer.create_session(bad_id)
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-JSON-3")
+def test_bad_identifier_in_path_is_invalid_identifier(world):
+    project = world.project()
+    exchange = project.writer.request("GET", f"/v1/projects/{'p' * 129}/identity")
+    expect_error(exchange, 400, "invalid_identifier")
+    exchange = project.writer.request("GET", f"{project.writer.base}/handoffs/bad%20id")
+    expect_error(exchange, 400, "invalid_identifier")
+    assert is_error_shape(exchange)
