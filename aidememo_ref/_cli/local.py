@@ -719,7 +719,7 @@ def _duration_ms(text: str) -> int:
 
 
 def cmd_handoff_board(args: argparse.Namespace, ctx: Context) -> int:
-    stale_after = _duration_ms(args.stale_after)
+    stale_after = rules.check_stale_after(_duration_ms(args.stale_after))
     limit = _limit(args.limit)
     store = _open(ctx)
     with store.transaction(write=False):
@@ -1006,6 +1006,7 @@ def _build_parser() -> _Parser:
     p.add_argument("--kanban-task")
     p.add_argument("--kanban-board")
     p.add_argument("session", nargs="?", metavar="SESSION")
+    p.set_defaults(trailing="session")
     for name, func, help_text in (
         ("inbox", cmd_handoff_inbox, "assignments addressed to an actor"),
         ("outbox", cmd_handoff_outbox, "assignments an actor sent"),
@@ -1046,11 +1047,27 @@ def _build_parser() -> _Parser:
     p = command(handoff, "run", cmd_handoff_run, "accept the oldest pending assignment and run the agent")
     p.add_argument("alias", metavar="ALIAS")
     p.add_argument("handoff_id", nargs="?", metavar="HANDOFF_ID")
+    p.set_defaults(trailing="handoff_id")
     p.add_argument("--next", action="store_true")
     p.add_argument("--workspace")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS")
     p.add_argument("--heartbeat-interval", type=float, default=3600.0, metavar="SECONDS")
     return parser
+
+
+def _place_trailing(args: argparse.Namespace, extras: list[str]) -> None:
+    """Give a late optional positional its value.
+
+    argparse binds an optional positional that follows a required one (``send ALIAS [SESSION]``)
+    in the same chunk as the required one, so ``send ALIAS --from A SESSION`` would leave SESSION
+    over; it is placed here instead.
+    """
+    if not extras:
+        return
+    slot = getattr(args, "trailing", None)
+    if slot is None or getattr(args, slot) is not None or len(extras) != 1 or extras[0].startswith("-"):
+        raise UsageError(f"{PROGRAM}: unrecognized arguments: {' '.join(extras)}")
+    setattr(args, slot, extras[0])
 
 
 def _store_path(flag: str | None, env: Mapping[str, str]) -> tuple[str, str]:
@@ -1075,7 +1092,9 @@ def main(argv: list[str]) -> int:
     as_json = "--json" in argv
     env = os.environ
     try:
-        args = _build_parser().parse_args(argv)
+        parser = _build_parser()
+        args, extras = parser.parse_known_args(argv)
+        _place_trailing(args, extras)
         as_json = bool(args.json)
         path, store_args = _store_path(args.store, env)
         fixed = args.now_ms if args.now_ms is not None else _test_clock(env)

@@ -31,6 +31,8 @@ __all__ = [
     "check_status_reader",
     "parse_outcome",
     "board_item",
+    "check_stale_after",
+    "check_result_fact_id",
     "DEFAULT_STALE_AFTER_MS",
 ]
 
@@ -251,10 +253,15 @@ class BoardItem:
         }
 
 
-def board_item(record: Assignment, generated_at: int, stale_after_ms: int) -> BoardItem:
-    """Derive lane and next action; the first matching row of upstream's table wins."""
+def check_stale_after(stale_after_ms: int) -> int:
     if stale_after_ms <= 0:
         raise invalid_input("stale_after must be greater than zero")
+    return stale_after_ms
+
+
+def board_item(record: Assignment, generated_at: int, stale_after_ms: int) -> BoardItem:
+    """Derive lane and next action; the first matching row of upstream's table wins."""
+    check_stale_after(stale_after_ms)
     last = (
         record.returned_at
         if record.returned_at is not None

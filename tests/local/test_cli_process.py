@@ -1,0 +1,100 @@
+"""The CLI as a process: eval-able output, one-line errors, and a light import graph."""
+
+from __future__ import annotations
+
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, run_cli
+
+# Modules the local path must never load: the server, the HTTP stack, the remote ledger.
+HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "aidememo_ref._asgi", "aidememo_ref._client",
+         "aidememo_ref._service", "aidememo_ref._sqlite", "aidememo_ref._ledger", "aidememo_ref.client")
+
+
+def test_importing_the_local_cli_loads_nothing_of_the_server_or_http_stack() -> None:
+    code = "import sys, aidememo_ref._cli.local; print('\\n'.join(sorted(sys.modules)))"
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
+    assert "aidememo_ref._local._rules" in loaded  # the probe really imported the CLI
+    assert [name for name in HEAVY if name in loaded] == []
+    assert "subprocess" not in loaded  # only `handoff run` needs it
+
+
+def test_eval_round_trip_through_a_shell(tmp_path: Path) -> None:
+    store = tmp_path / "it's a store.sqlite"  # a quote in the path must survive the exports
+    cli = f"{shlex.quote(sys.executable)} -m aidememo_ref._cli.local --store {shlex.quote(str(store))}"
+    script = f"""
+set -eu
+eval "$({cli} session new --source-id 'team a' 'Topic with '"'"'quotes'"'"'')"
+export AIDEMEMO_ACTOR_ID=one
+{cli} fact add "a decision" --type decision >/dev/null
+{cli} agent add two --type manual >/dev/null
+H=$({cli} --json handoff send two | {shlex.quote(sys.executable)} -c 'import json,sys; print(json.load(sys.stdin)["handoff_id"])')
+S=$AIDEMEMO_SESSION_ID
+unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID
+eval "$({cli} handoff accept --actor-id two "$H")"
+test "$AIDEMEMO_SESSION_ID" = "$S"
+test "$AIDEMEMO_SOURCE_ID" = "team a"
+test "$AIDEMEMO_ACTOR_ID" = "two"
+unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID
+eval "$({cli} session resume "$S")"
+echo "$AIDEMEMO_SESSION_ID|$AIDEMEMO_SOURCE_ID"
+"""
+    env = {"PYTHONPATH": str(REPO), "PATH": "/usr/bin:/bin"}
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env=env, cwd=REPO, timeout=60)
+    assert done.returncode == 0, done.stderr
+    session_id, source = done.stdout.strip().split("|")
+    assert session_id.startswith("session-") and source == "team a"
+
+
+@pytest.mark.parametrize(
+    ("argv", "env", "message"),
+    [
+        (["session", "new", "x"], {"AIDEMEMO_NOW_MS": "soon"}, "Error: invalid input: AIDEMEMO_NOW_MS must be an integer number of milliseconds"),
+        (["handoff", "bogus"], {}, "Error: aidememo-ref handoff: argument COMMAND: invalid choice: 'bogus'"),
+        (["handoff", "show", "handoff-x"], {}, "Error: entity not found: 'handoff-x'"),
+        ([], {}, "Error: aidememo-ref: the following arguments are required: GROUP"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr_and_non_zero(tmp_path: Path, argv: list[str], env: dict[str, str], message: str) -> None:
+    done = run_cli("--store", str(tmp_path / "s.sqlite"), *argv, env=env)
+    assert done.returncode != 0 and done.stdout == ""
+    assert done.stderr.count("\n") == 1 and done.stderr.startswith(message), done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_store_location_errors_are_one_line(tmp_path: Path) -> None:
+    as_dir = run_cli("--store", str(tmp_path), "agent", "list")
+    assert as_dir.returncode == 1 and as_dir.stderr == f"Error: invalid input: store {tmp_path} is a directory; pass a file path\n"
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    under_file = run_cli("--store", str(blocker / "s.sqlite"), "agent", "list")
+    assert under_file.returncode == 1 and under_file.stderr.startswith("Error: invalid input: cannot create store directory")
+    garbage = tmp_path / "garbage.sqlite"
+    garbage.write_bytes(b"not a database" * 100)
+    broken = run_cli("--store", str(garbage), "--json", "agent", "list")
+    assert broken.returncode == 1 and json.loads(broken.stderr)["error"]["code"] == "storage_failure"
+
+
+def test_default_store_comes_from_the_environment_then_home(tmp_path: Path) -> None:
+    chosen = tmp_path / "deep" / "dir" / "env.sqlite"
+    assert run_cli("agent", "add", "a", "--type", "manual", env={"AIDEMEMO_STORE": str(chosen)}).returncode == 0
+    assert chosen.exists()  # parent directories were created
+    home = tmp_path / "home"
+    home.mkdir()
+    assert run_cli("agent", "add", "b", "--type", "manual", env={"HOME": str(home)}).returncode == 0
+    assert (home / ".aidememo" / "local.sqlite").exists()
+    listed = run_cli("--json", "agent", "list", env={"HOME": str(home)})
+    assert [p["alias"] for p in json.loads(listed.stdout)["agents"]] == ["b"]
+
+
+def test_json_flag_is_accepted_after_the_command_words(tmp_path: Path) -> None:
+    done = run_cli("--store", str(tmp_path / "s.sqlite"), "handoff", "inbox", "--actor-id", "x", "--json")
+    assert done.returncode == 0 and json.loads(done.stdout) == {"actor_id": "x", "source_id": None, "assignments": []}
+    late_store = tmp_path / "late.sqlite"
+    assert run_cli("agent", "list", "--store", str(late_store)).returncode == 0 and late_store.exists()
