@@ -1,0 +1,128 @@
+"""Claim leases: length, renewal, expiry and fencing (handoff §2.2, §4.4, §7).
+
+Expiry checks move the server's clock through the ``test-clock`` extension; on a server
+without it they are not scored (a real-time wait of two minutes per check is no option).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.actors import setup_ok
+from conformance.expect import expect_error, expect_receipt, record_of
+
+LEASE_MS = 120_000
+
+
+def _accepted(world):
+    project = world.project(writers=("sender", "receiver"))
+    ref = project.sender.setup_handoff(project.receiver)
+    return project, project.receiver.setup_accept(ref)
+
+
+@pytest.mark.requirement("AM-HO-2")
+def test_accept_grants_a_lease_of_120_seconds(world):
+    project, ref = _accepted(world)
+    _, record = record_of(project.receiver.status(ref.handoff_id))
+    assert record["status"] == "accepted" and record["claim_id"] == ref.claim_id, record
+    assert record["attempt_count"] == 1, f"first accept must make attempt_count 1, got {record['attempt_count']}"
+    heartbeat, expires = record["claim_heartbeat_at_ms"], record["claim_expires_at_ms"]
+    assert isinstance(heartbeat, int) and isinstance(expires, int), f"lease fields missing: {record!r}"
+    assert expires - heartbeat == LEASE_MS, f"lease is {expires - heartbeat} ms, expected {LEASE_MS}"
+
+
+@pytest.mark.requirement("AM-HL-HB-1")
+def test_heartbeat_renews_the_lease_only(world):
+    project, ref = _accepted(world)
+    receiver = project.receiver
+    _, before = record_of(receiver.status(ref.handoff_id))
+    if world.runtime.claimed("test-clock"):
+        world.advance_clock(30_000)
+    receipt = expect_receipt(receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id))
+    assert receipt["revision"] == ref.revision + 1, "a heartbeat commits a new revision"
+    _, after = record_of(receiver.status(ref.handoff_id))
+    assert after["claim_expires_at_ms"] - after["claim_heartbeat_at_ms"] == LEASE_MS, f"renewed lease {after!r}"
+    assert after["claim_heartbeat_at_ms"] >= before["claim_heartbeat_at_ms"], "heartbeat moved the lease backwards"
+    if world.runtime.claimed("test-clock"):
+        assert after["claim_expires_at_ms"] >= before["claim_expires_at_ms"] + 30_000, (
+            f"after 30 s the heartbeat must push expiry from {before['claim_expires_at_ms']} by 30000, "
+            f"got {after['claim_expires_at_ms']}")
+    unchanged = {k: before[k] for k in before if k not in ("claim_heartbeat_at_ms", "claim_expires_at_ms")}
+    assert {k: after[k] for k in unchanged} == unchanged, f"heartbeat changed more than the lease:\n{before}\n{after}"
+
+
+@pytest.mark.requirement("AM-HL-HB-2")
+def test_heartbeat_on_a_pending_handoff_conflicts(world):
+    project = world.project(writers=("sender", "receiver"))
+    ref = project.sender.setup_handoff(project.receiver)
+    expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
+                 "handoff_conflict")
+
+
+@pytest.mark.requirement("AM-HL-HB-2")
+def test_heartbeat_after_a_failed_return_conflicts(world):
+    project, ref = _accepted(world)
+    fact = project.receiver.setup_fact(ref.session_id)
+    failed = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact, "failed"),
+                      "failed return")
+    expect_error(project.receiver.heartbeat(ref.handoff_id, failed["revision"], ref.claim_id), 409,
+                 "handoff_conflict")
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-HB-3")
+def test_expired_claim_cannot_heartbeat(world):
+    project, ref = _accepted(world)
+    world.advance_clock(LEASE_MS)
+    expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-HB-3")
+def test_lease_is_live_until_its_last_millisecond(world):
+    project, ref = _accepted(world)
+    world.advance_clock(LEASE_MS - 5_000)
+    expect_receipt(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id))
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-ACC-3")
+def test_expired_claim_cannot_be_revived_by_the_same_claim(world):
+    project, ref = _accepted(world)
+    world.advance_clock(LEASE_MS)
+    expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-ACC-3")
+def test_a_new_claim_takes_over_an_expired_lease(world):
+    project, ref = _accepted(world)
+    world.advance_clock(LEASE_MS + 1)
+    new_claim = world.new_id("claim")
+    expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, new_claim))
+    _, record = record_of(project.receiver.status(ref.handoff_id))
+    assert record["claim_id"] == new_claim and record["attempt_count"] == 2, f"takeover left {record!r}"
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-RET-5")
+def test_return_after_expiry_conflicts(world):
+    project, ref = _accepted(world)
+    fact = project.receiver.setup_fact(ref.session_id)
+    world.advance_clock(LEASE_MS)
+    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 409,
+                 "handoff_conflict")
+
+
+@pytest.mark.capability("test-clock")
+@pytest.mark.requirement("AM-HL-RET-5")
+def test_old_claim_is_fenced_after_a_takeover(world):
+    project, ref = _accepted(world)
+    receiver = project.receiver
+    fact = receiver.setup_fact(ref.session_id)
+    world.advance_clock(LEASE_MS + 1)
+    new_claim = world.new_id("claim")
+    taken = setup_ok(receiver.accept(ref.handoff_id, ref.revision, new_claim), "take over the expired claim")
+    expect_error(receiver.return_result(ref.handoff_id, taken["revision"], ref.claim_id, fact), 409,
+                 "handoff_conflict")
+    expect_receipt(receiver.return_result(ref.handoff_id, taken["revision"], new_claim, fact))

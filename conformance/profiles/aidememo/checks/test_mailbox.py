@@ -1,0 +1,110 @@
+"""Inbox and outbox: actor-relative, newest mutation first, paged by next_before_seq (wire §5.4)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.actors import setup_ok
+from conformance.expect import expect_error, expect_status
+
+
+def _ids(page):
+    return [entry["record"]["handoff_id"] for entry in page["assignments"]]
+
+
+@pytest.mark.fresh_project
+@pytest.mark.requirement("AM-MBOX-1")
+def test_inbox_and_outbox_are_relative_to_the_token(world):
+    project = world.project(writers=("sender", "receiver"))
+    first = project.sender.setup_handoff(project.receiver)
+    second = project.sender.setup_handoff(project.receiver)
+    expected = [second.handoff_id, first.handoff_id]
+    assert _ids(expect_status(project.receiver.mailbox("inbox"), 200)) == expected, "receiver inbox, newest first"
+    assert _ids(expect_status(project.sender.mailbox("outbox"), 200)) == expected, "sender outbox, newest first"
+    assert _ids(expect_status(project.sender.mailbox("inbox"), 200)) == [], "the sender's inbox must be empty"
+    assert _ids(expect_status(project.receiver.mailbox("outbox"), 200)) == [], "the receiver's outbox must be empty"
+
+
+@pytest.mark.fresh_project
+@pytest.mark.requirement("AM-MBOX-1")
+def test_pages_follow_next_before_seq(world):
+    project = world.project(writers=("sender", "receiver"))
+    refs = [project.sender.setup_handoff(project.receiver) for _ in range(5)]
+    newest_first = [ref.handoff_id for ref in reversed(refs)]
+    seen, before, pages = [], None, 0
+    while True:
+        params = {"limit": 2} if before is None else {"limit": 2, "before_seq": before}
+        page = expect_status(project.receiver.mailbox("inbox", **params), 200)
+        pages += 1
+        assert len(page["assignments"]) <= 2, f"page exceeds limit 2: {len(page['assignments'])}"
+        seen += _ids(page)
+        before = page["next_before_seq"]
+        if before is None:
+            break
+        assert before == page["assignments"][-1]["project_seq"], "next_before_seq is the last entry's project_seq"
+        assert pages <= 5, "paging does not terminate"
+    assert seen == newest_first, f"paging visited {seen}, expected {newest_first}"
+    assert pages == 3, f"5 handoffs at limit 2 take 3 pages, took {pages}"
+
+
+@pytest.mark.fresh_project
+@pytest.mark.requirement("AM-MBOX-1")
+def test_completed_handoffs_hide_from_the_inbox_only(world):
+    project = world.project(writers=("sender", "receiver"))
+    receiver = project.receiver
+    done = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
+    open_ref = project.sender.setup_handoff(project.receiver)
+    fact = receiver.setup_fact(done.session_id)
+    setup_ok(receiver.return_result(done.handoff_id, done.revision, done.claim_id, fact), "complete")
+    assert _ids(expect_status(receiver.mailbox("inbox"), 200)) == [open_ref.handoff_id], "inbox hides completed"
+    both = _ids(expect_status(receiver.mailbox("inbox", include_completed=True), 200))
+    assert sorted(both) == sorted([done.handoff_id, open_ref.handoff_id]), f"include_completed shows {both}"
+    outbox = _ids(expect_status(project.sender.mailbox("outbox"), 200))
+    assert done.handoff_id in outbox, "the outbox includes completed handoffs by default"
+
+
+@pytest.mark.requirement("AM-MBOX-2")
+@pytest.mark.parametrize("limit", [0, 101])
+@pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
+def test_mailbox_limit_out_of_range_is_invalid(world, limit, with_token):
+    project = world.project()
+    if with_token:
+        exchange = project.writer.mailbox("inbox", limit=limit)
+    else:
+        exchange = world.runtime.wire.request(world.transcript, "GET", f"{project.writer.base}/handoffs",
+                                              params={"box": "inbox", "limit": limit})
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.fresh_project
+@pytest.mark.requirement("AM-MBOX-3")
+def test_a_transition_moves_the_handoff_to_the_top(world):
+    project = world.project(writers=("sender", "receiver"))
+    older = project.sender.setup_handoff(project.receiver)
+    newer = project.sender.setup_handoff(project.receiver)
+    accepted = project.receiver.setup_accept(older)
+    page = expect_status(project.receiver.mailbox("inbox"), 200)
+    assert _ids(page) == [older.handoff_id, newer.handoff_id], f"accepted handoff must lead: {_ids(page)}"
+    top = page["assignments"][0]
+    assert top["revision"] == accepted.revision, f"entry revision {top['revision']} != {accepted.revision}"
+    assert top["project_seq"] > page["assignments"][1]["project_seq"], "entries order by latest project_seq"
+    assert top["record"]["status"] == "accepted", "entry carries the current record"
+
+
+@pytest.mark.requirement("AM-MBOX-3")
+def test_source_filter_is_exact(world):
+    project = world.project(writers=("sender", "receiver"))
+    sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))
+    other = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alphabet"))
+    ids = _ids(expect_status(project.receiver.mailbox("inbox", source_id="src:alpha"), 200))
+    assert sourced.handoff_id in ids and other.handoff_id not in ids, f"source_id=src:alpha lists {ids}"
+
+
+@pytest.mark.requirement("AM-MBOX-4")
+def test_huge_before_seq_is_refused(world):
+    project = world.project()
+    exchange = project.writer.mailbox("inbox", before_seq=2**63)
+    if exchange.status == 500 and exchange.error_code() == "storage_failure":
+        world.warn("before_seq 2^63 answered 500 storage_failure (upstream behaviour, ERRATA 4)")
+        return
+    expect_error(exchange, 400, "invalid_command")

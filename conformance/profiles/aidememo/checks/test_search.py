@@ -1,0 +1,37 @@
+"""Lexical search over visible facts (wire §1.6, §5.5)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.expect import expect_error, expect_status
+
+
+@pytest.mark.requirement("AM-SEARCH-1")
+def test_lexical_search_finds_facts_at_the_head(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    alpha, beta = writer.setup_session("alpha"), writer.setup_session("beta")
+    hit = writer.new_id("fact")
+    from conformance.actors import setup_ok
+
+    setup_ok(writer.create_fact(alpha, hit, content=f"{word} cluster timeout decision"), "fact alpha")
+    other = writer.new_id("fact")
+    last = setup_ok(writer.create_fact(beta, other, content=f"{word} cache fallback"), "fact beta")
+    body = expect_status(project.reader.search(word, mode="lexical"), 200)
+    found = [r["fact_id"] for r in body["results"]]
+    assert sorted(found) == sorted([hit, other]), f"search for {word} found {found}"
+    assert body["index_seq"] == last["project_seq"], f"index_seq {body['index_seq']} != head {last['project_seq']}"
+    filtered = expect_status(project.reader.search(word, source_id="alpha", mode="lexical"), 200)
+    assert [r["fact_id"] for r in filtered["results"]] == [hit], f"source_id=alpha found {filtered['results']!r}"
+    expect_error(project.reader.search(word, at_least_seq=last["project_seq"] + 1), 409, "cursor_out_of_range")
+
+
+@pytest.mark.requirement("AM-SEARCH-2")
+@pytest.mark.parametrize("params", [{"q": "   "}, {"q": "x", "limit": 0}, {"q": "x", "limit": 101},
+                                    {"q": "x", "mode": "fuzzy"}], ids=["blank-q", "limit-0", "limit-101", "bad-mode"])
+def test_bad_search_parameters_are_invalid(world, params):
+    project = world.project()
+    q = params.pop("q")
+    expect_error(project.writer.search(q, **params), 400, "invalid_command")
