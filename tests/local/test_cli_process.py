@@ -17,9 +17,14 @@ HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "aidememo_ref._asgi", "a
          "aidememo_ref._service", "aidememo_ref._sqlite", "aidememo_ref._ledger", "aidememo_ref.client")
 
 
-def test_importing_the_local_cli_loads_nothing_of_the_server_or_http_stack() -> None:
-    code = "import sys, aidememo_ref._cli.local; print('\\n'.join(sorted(sys.modules)))"
+def test_a_local_command_through_the_entry_point_loads_nothing_of_the_server_or_http_stack(tmp_path: Path) -> None:
+    code = (
+        "import sys; from aidememo_ref._cli import main; "
+        f"rc = main(['--store', {str(tmp_path / 's.sqlite')!r}, 'handoff', 'inbox', '--actor-id', 'x']); "
+        "print('\\n'.join(sorted(sys.modules)))"
+    )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
+    assert "(no" in loaded  # the command really ran
     assert "aidememo_ref._local._rules" in loaded  # the probe really imported the CLI
     assert [name for name in HEAVY if name in loaded] == []
     assert "subprocess" not in loaded  # only `handoff run` needs it

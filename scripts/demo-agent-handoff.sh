@@ -1,0 +1,317 @@
+#!/usr/bin/env bash
+# Token-free AideMemo handoff smoke: two accounts on one machine, then the same round trip over HTTP.
+#
+# Local half: an embedded store in a temporary directory, no server, no credentials.
+# Remote half: starts the reference server on a free loopback port, provisions two writer actors
+# (token files made here with mode 0600, never printed), and repeats the core round trip.
+# Every step prints "OK: ..."; any deviation prints "FAIL: <step>: ..." and exits non-zero.
+#
+# Usage: scripts/demo-agent-handoff.sh            (PYTHON=... to pick the interpreter,
+#        AIDEMEMO_DEMO_KEEP=1 to keep the temporary directory, AIDEMEMO_DEMO_LOCAL_ONLY=1 to skip HTTP)
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PY="${PYTHON:-python3}"
+export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
+# The checkout's own code, whether or not the package is installed.
+AMR=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+
+# Nothing from the caller's environment may leak into the demo's scope or identity.
+unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID AIDEMEMO_ACTOR_ID AIDEMEMO_NOW_MS AIDEMEMO_SOURCE_FROM_HERMES \
+      AIDEMEMO_ACTOR_FROM_HERMES_PROFILE HERMES_KANBAN_BOARD HERMES_KANBAN_TASK HERMES_TENANT HERMES_PROFILE
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-demo.XXXXXX")"
+export AIDEMEMO_STORE="$TMP/local.sqlite"
+SERVER_PID=""
+STEP="setup"
+
+cleanup() {
+    if [[ -n "$SERVER_PID" ]]; then
+        kill "$SERVER_PID" 2>/dev/null || true
+        wait "$SERVER_PID" 2>/dev/null || true
+    fi
+    if [[ "${AIDEMEMO_DEMO_KEEP:-}" == 1 ]]; then
+        echo "kept $TMP" >&2
+    else
+        rm -rf "$TMP"
+    fi
+}
+trap cleanup EXIT
+trap 'echo "FAIL: $STEP: command failed (line $LINENO)" >&2' ERR
+
+fail() { echo "FAIL: $STEP: $*" >&2; exit 1; }
+ok() { echo "OK: $*"; }
+amr() { "${AMR[@]}" "$@"; }
+# jget PATH: read JSON on stdin, print the value at a dotted path (list indexes are numbers).
+jget() {
+    "$PY" -c '
+import json, sys
+value = json.load(sys.stdin)
+for part in sys.argv[1].split("."):
+    value = value[int(part)] if isinstance(value, list) else value[part]
+print(json.dumps(value) if isinstance(value, (dict, list)) or value is None else value)' "$1"
+}
+contains() { [[ "$1" == *"$2"* ]] || fail "expected to find: $2"; }
+# refused EXPECTED CMD...: the command must fail with EXPECTED in its one-line error.
+refused() {
+    local expected="$1" out
+    shift
+    if out="$("$@" 2>&1)"; then fail "was accepted but must be refused ($expected)"; fi
+    [[ "$out" == *"$expected"* ]] || fail "refused with '$out', expected '$expected'"
+    [[ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ]] || fail "error was not one line: $out"
+}
+
+SOURCE="release-team"
+
+# ------------------------------------------------------------------------- local half
+STEP="tracked session"
+eval "$(amr session new --source-id "$SOURCE" 'Redis timeout patch review')"
+[[ "${AIDEMEMO_SESSION_ID:-}" == session-* && "${AIDEMEMO_SOURCE_ID:-}" == "$SOURCE" ]] || fail "exports not set"
+SESSION="$AIDEMEMO_SESSION_ID"
+export AIDEMEMO_ACTOR_ID=codex-one
+DECISION="$(amr --json fact add 'Retry Redis reads with exponential backoff, max 3 tries' --type decision --entities Redis | jget fact_id)"
+amr fact add 'Timeouts were hiding connection-pool exhaustion' --type lesson --entities Redis >/dev/null
+amr fact add 'pytest -k redis failed with ECONNRESET before the patch' --type error >/dev/null
+ok "tracked session $SESSION with a decision, a lesson and an error (as codex-one)"
+
+STEP="packet preview"
+PACKET="$TMP/packet.md"
+amr session handoff --from codex/coding --to codex/review --focus 'Review the Redis timeout patch' \
+    --done-when 'focused tests pass and the review is recorded' --output "$PACKET" >/dev/null
+P="$(cat "$PACKET")"
+for needle in '# AideMemo Agent Handoff' "- session: \`$SESSION\`" '## Resume Contract' '## Definition of Done' \
+    'focused tests pass and the review is recorded' "session resume --source-id '$SOURCE'" \
+    'Retry Redis reads with exponential backoff' 'Timeouts were hiding connection-pool exhaustion' \
+    'failed with ECONNRESET' 'fact get <fact_id>'; do
+    contains "$P" "$needle"
+done
+[[ "$(amr --json handoff outbox | jget assignments)" == "[]" ]] || fail "preview dispatched something"
+ok "read-only packet preview ($(wc -c <"$PACKET") bytes), nothing dispatched"
+
+STEP="agent profile"
+amr agent add codex-two --type manual --workspace "$TMP" --source-id "$SOURCE" >/dev/null
+[[ "$(amr --json agent show codex-two | jget agent)" == manual ]] || fail "profile not stored"
+ok "agent profile codex-two (manual; paths and routing only, no credentials)"
+
+STEP="send"
+HANDOFF="$(amr --json handoff send codex-two --focus 'Review the Redis timeout patch' \
+    --done-when 'focused tests pass and the review is recorded' | jget handoff_id)"
+[[ "$HANDOFF" == handoff-* ]] || fail "no handoff id"
+[[ "$(amr --json handoff show "$HANDOFF" | jget status)" == pending ]] || fail "not pending"
+ok "sent $HANDOFF to codex-two (a pointer to the session, no fact copied)"
+
+STEP="receiver inbox"
+[[ "$(amr --json handoff inbox --actor-id codex-two | jget assignments.0.handoff_id)" == "$HANDOFF" ]] || fail "receiver cannot see it"
+[[ "$(amr --json handoff inbox --actor-id codex-one | jget assignments)" == "[]" ]] || fail "sender sees it in its inbox"
+[[ "$(amr --json handoff inbox --actor-id stranger | jget assignments)" == "[]" ]] || fail "a stranger sees it"
+ok "only codex-two sees the assignment in its inbox"
+
+STEP="accept with resume"
+unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID
+export AIDEMEMO_ACTOR_ID=codex-two
+ACCEPT="$(amr handoff accept "$HANDOFF")"
+contains "$ACCEPT" "# Accepted assignment \`$HANDOFF\` (attempt 1)"
+contains "$ACCEPT" 'Retry Redis reads with exponential backoff'
+eval "$ACCEPT"
+[[ "$AIDEMEMO_SESSION_ID" == "$SESSION" && "$AIDEMEMO_SOURCE_ID" == "$SOURCE" && "$AIDEMEMO_ACTOR_ID" == codex-two ]] \
+    || fail "resume exports did not restore the session"
+ok "codex-two accepted; the packet was rebuilt and eval restored session, source and actor"
+
+STEP="receiver evidence"
+RESULT="$(amr --json fact add 'Review passed: backoff bounded, focused tests green' --type note --entities Release | jget fact_id)"
+[[ "$(amr --json fact get "$RESULT" | jget actor_id)" == codex-two ]] || fail "wrong author"
+ok "codex-two recorded result fact $RESULT in the session"
+
+STEP="fail-closed return: fact not attached to the session"
+DETACHED="$(amr --json fact add 'Review notes outside the session' --no-session | jget fact_id)"
+refused "must be attached to handoff session $SESSION" \
+    amr handoff return --outcome succeeded --result-fact-id "$DETACHED" "$HANDOFF"
+ok "return refused: result fact not attached to the delivered session"
+
+STEP="fail-closed return: wrong source_id"
+FOREIGN="$(amr --json fact add 'Review notes in another scope' --source-id other-team --entities "$SESSION" | jget fact_id)"
+refused "must use the handoff source_id" amr handoff return --outcome succeeded --result-fact-id "$FOREIGN" "$HANDOFF"
+ok "return refused: result fact carries another source_id"
+
+STEP="fail-closed return: not written by the receiver"
+refused "must be written by receiving actor codex-two" \
+    amr handoff return --outcome succeeded --result-fact-id "$DECISION" "$HANDOFF"
+ok "return refused: result fact written by codex-one, not the receiving actor"
+
+STEP="fail-closed return: not the receiver"
+refused "is assigned to codex-two, not codex-one" \
+    amr handoff return --outcome succeeded --result-fact-id "$RESULT" --actor-id codex-one "$HANDOFF"
+[[ "$(amr --json handoff show "$HANDOFF" | jget status)" == accepted ]] || fail "a refused return changed the status"
+ok "return refused: codex-one is not the receiver; the assignment is still accepted"
+
+STEP="return"
+RETURNED="$(amr handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF")"
+contains "$RETURNED" "Returned handoff $HANDOFF outcome=succeeded status=completed result=$RESULT"
+ok "returned $HANDOFF succeeded with $RESULT"
+
+STEP="identical return changes nothing"
+BEFORE="$(amr --json handoff show "$HANDOFF")"
+AGAIN="$(amr handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF")"
+contains "$AGAIN" "nothing changed"
+[[ "$(amr --json handoff show "$HANDOFF")" == "$BEFORE" ]] || fail "the repeat changed the record"
+ok "an identical return changed nothing and said so"
+
+STEP="sender outbox and show"
+export AIDEMEMO_ACTOR_ID=codex-one
+OUTBOX="$(amr --json handoff outbox)"
+[[ "$(jget assignments.0.handoff_id <<<"$OUTBOX")" == "$HANDOFF" && "$(jget assignments.0.result_fact_id <<<"$OUTBOX")" == "$RESULT" ]] \
+    || fail "outbox does not link the result"
+contains "$(amr handoff show "$HANDOFF")" "[completed] codex-one -> codex-two session=$SESSION outcome=succeeded result=$RESULT"
+contains "$(amr fact get "$RESULT")" 'Review passed: backoff bounded'
+ok "codex-one sees the completed assignment and reads the linked result fact"
+
+STEP="board"
+BOARD="$(amr handoff board --include-completed)"
+contains "$BOARD" "$HANDOFF [returned] codex-one -> codex-two next=validate_result owner=caller"
+ok "board: returned lane, next action validate_result"
+
+STEP="run with the command adapter"
+amr agent add echo-worker --type command --source-id "$SOURCE" \
+    --command "$PY -c 'import sys; sys.stdin.read(); print(\"echo-worker reviewed the packet\")'" >/dev/null
+export AIDEMEMO_SESSION_ID="$SESSION" AIDEMEMO_SOURCE_ID="$SOURCE"
+RUN_ID="$(amr --json handoff send echo-worker --focus 'Echo the packet' | jget handoff_id)"
+refused "uses the manual adapter" amr handoff run codex-two
+RUN="$(amr --json handoff run echo-worker --timeout 120)"
+[[ "$(jget handoff_id <<<"$RUN")" == "$RUN_ID" && "$(jget assignment_status <<<"$RUN")" == completed ]] || fail "run did not complete"
+ok "handoff run refused the manual profile and ran echo-worker to a returned result"
+
+if [[ "${AIDEMEMO_DEMO_LOCAL_ONLY:-}" == 1 ]]; then
+    ok "local protocol smoke passed (remote half skipped by AIDEMEMO_DEMO_LOCAL_ONLY=1)"
+    exit 0
+fi
+
+# ------------------------------------------------------------------------- remote half
+STEP="start the reference server"
+DB="$TMP/ledger.sqlite"
+"${AMR[@]}" serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
+SERVER_PID=$!
+URL=""
+for _ in $(seq 1 200); do
+    URL="$(sed -n 's/^aidememo-ref serving \(http:[^ ]*\).*/\1/p' "$TMP/server.out")"
+    [[ -n "$URL" ]] && break
+    kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited: $(cat "$TMP/server.err")"
+    sleep 0.05
+done
+[[ -n "$URL" ]] || fail "server did not report its address"
+"$PY" - "$URL" <<'PYEOF' || fail "no /health answer"
+import sys, time, urllib.request
+for _ in range(200):
+    try:
+        with urllib.request.urlopen(sys.argv[1] + "/health", timeout=1) as answer:
+            if answer.status == 200:
+                sys.exit(0)
+    except OSError:
+        time.sleep(0.05)
+sys.exit(1)
+PYEOF
+ok "reference server healthy at $URL"
+
+STEP="provision two actors"
+for actor in codex-p1 codex-p2; do
+    (umask 077 && "$PY" -c 'import secrets; print(secrets.token_urlsafe(32))' >"$TMP/$actor.token")
+    amr bootstrap --database "$DB" --tenant-id demo --project-id aidememo --actor-id "$actor" \
+        --token-file "$TMP/$actor.token" --role writer >/dev/null
+done
+ok "provisioned codex-p1 and codex-p2 (token files mode 0600, never printed)"
+
+STEP="remote round trip"
+"$PY" - "$URL" "$TMP" "$SESSION" "$PACKET" <<'PYEOF'
+import sys
+from pathlib import Path
+
+from aidememo_ref._local._ids import new_ulid
+from aidememo_ref.client import AideMemoClient, AideMemoHTTPError, ClientRefusal
+
+url, tmp, session_id, packet = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]).read_text()
+step = "remote setup"
+
+
+def fail(message: str) -> None:
+    print(f"FAIL: {step}: {message}", file=sys.stderr)
+    sys.exit(1)
+
+
+def ok(message: str) -> None:
+    print(f"OK: {message}", flush=True)
+
+
+def client(actor: str) -> AideMemoClient:
+    token = (tmp / f"{actor}.token").read_text().strip()
+    return AideMemoClient(url, token, "aidememo")
+
+
+try:
+    p1, p2 = client("codex-p1"), client("codex-p2")
+    step = "remote identity"
+    if (p1.actor_id, p2.actor_id) != ("codex-p1", "codex-p2"):
+        fail(f"tokens resolve to {p1.actor_id}, {p2.actor_id}")
+    ok("each token resolves to its own actor (identity comes from the server, not a flag)")
+
+    step = "remote session and context"
+    now = int(__import__("time").time() * 1000)
+    handoff_id, context_id = f"handoff_{new_ulid(now)}", f"context_{new_ulid(now)}"
+    p1.create_session(session_id, "Redis timeout patch review", "project:aidememo")
+    p1.create_context(context_id, handoff_id, session_id, "codex-p2", packet)
+    ok(f"codex-p1 routed session {session_id} and its packet ({len(packet)} bytes) to the server")
+
+    step = "remote send"
+    p1.send(handoff_id, session_id, "codex-p2", focus="Review the remote boundary", done_when="review recorded",
+            context_id=context_id)
+    if p1.status(handoff_id)["record"]["status"] != "pending":
+        fail("not pending after send")
+    ok(f"codex-p1 sent {handoff_id}")
+
+    step = "remote receiver inbox"
+    if [a["record"]["handoff_id"] for a in p2.inbox()["assignments"]] != [handoff_id]:
+        fail("receiver inbox does not hold exactly the handoff")
+    if p1.inbox()["assignments"]:
+        fail("sender inbox is not empty")
+    ok("only codex-p2 sees it in its inbox")
+
+    step = "remote accept"
+    first = p2.accept(handoff_id)
+    again = p2.accept(handoff_id)
+    if first["recovered"] or not again["recovered"] or again["claim_id"] != first["claim_id"]:
+        fail(f"accept recovery wrong: {first['recovered']}, {again['recovered']}")
+    ok(f"codex-p2 accepted with derived claim {first['claim_id'][:16]}...; a repeat recovered without a POST")
+
+    step = "remote evidence"
+    fact_id = new_ulid(now)
+    p2.create_fact(fact_id, session_id, "Remote review passed")
+    try:
+        p1.transition(handoff_id, "return", expected_revision=p1.status(handoff_id)["revision"],
+                      payload={"claim_id": first["claim_id"], "result_fact_id": fact_id, "outcome": "succeeded"},
+                      command_id=f"command_demo_{new_ulid(now)}")
+        fail("the sender returned the receiver's assignment")
+    except AideMemoHTTPError as exc:
+        if (exc.status, exc.code) != (403, "handoff_actor_mismatch"):
+            fail(f"sender return answered {exc.status} {exc.code}")
+    ok(f"codex-p2 wrote fact {fact_id}; a return by codex-p1 was refused 403 handoff_actor_mismatch")
+
+    step = "remote return"
+    returned = p2.return_result(handoff_id, fact_id, "succeeded")
+    if returned["recovered"]:
+        fail("first return reported recovered")
+    current = p1.status(handoff_id)
+    record = current["record"]
+    if (record["status"], record["result_fact_id"], record["outcome"]) != ("completed", fact_id, "succeeded"):
+        fail(f"sender status shows {record['status']} {record['result_fact_id']}")
+    ok("codex-p2 returned; codex-p1's status shows completed with the linked fact")
+
+    step = "remote replayed return"
+    replay = p2.return_result(handoff_id, fact_id, "succeeded")
+    if not replay["recovered"] or replay["receipt"] is not None:
+        fail("replayed return was sent again")
+    if p1.status(handoff_id)["revision"] != current["revision"]:
+        fail("replayed return moved the revision")
+    ok("a replayed return recovered and left the revision unchanged")
+except (AideMemoHTTPError, ClientRefusal, OSError) as exc:
+    fail(str(exc))
+PYEOF
+ok "remote protocol smoke passed"
+ok "all steps passed"

@@ -1,0 +1,35 @@
+"""The newcomer's smoke: scripts/demo-agent-handoff.sh end to end (local store, then HTTP)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import REPO, _CLI_ENV
+
+
+def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}
+    # A hostile caller environment must not leak into the demo.
+    env |= {"PYTHON": sys.executable, "TMPDIR": str(tmp_path), "AIDEMEMO_DEMO_KEEP": "1",
+            "AIDEMEMO_ACTOR_ID": "intruder", "AIDEMEMO_SOURCE_ID": "wrong-scope", "HERMES_KANBAN_BOARD": "b"}
+    done = subprocess.run(
+        ["bash", str(REPO / "scripts" / "demo-agent-handoff.sh")],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines and all(line.startswith("OK: ") for line in lines), done.stdout
+    assert lines[-1] == "OK: all steps passed"
+    for step in ("tracked session", "packet preview", "only codex-two sees", "return refused: result fact not attached",
+                 "return refused: result fact carries another source_id", "return refused: result fact written by codex-one",
+                 "identical return changed nothing", "board: returned lane", "reference server healthy",
+                 "only codex-p2 sees it", "replayed return recovered"):
+        assert any(step in line for line in lines), step
+    (kept,) = tmp_path.glob("aidememo-demo.*")
+    tokens = [p.read_text().strip() for p in kept.glob("*.token")]
+    assert len(tokens) == 2 and all(len(t) > 20 for t in tokens)
+    assert all((p.stat().st_mode & 0o077) == 0 for p in kept.glob("*.token"))
+    assert not any(token in done.stdout + done.stderr for token in tokens)
