@@ -905,35 +905,25 @@ def _test_clock(env: Mapping[str, str]) -> int | None:
         raise invalid_input("AIDEMEMO_NOW_MS must be an integer number of milliseconds") from None
 
 
-def _build_parser() -> _Parser:
-    common = _Parser(add_help=False)
-    # Accepted before or after the command words; SUPPRESS keeps the global value otherwise.
-    common.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS, help="embedded store file")
-    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+def _command(sub: Any, name: str, func: Callable[[argparse.Namespace, Context], int], help_text: str,
+             common: _Parser) -> _Parser:
+    p: _Parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
+    p.set_defaults(func=func)
+    return p
 
-    parser = _Parser(prog=PROGRAM, description="Token-free local handoff on an embedded SQLite store.")
-    parser.add_argument("--store", metavar="PATH", help="store file (default $AIDEMEMO_STORE or ~/.aidememo/local.sqlite)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
-    parser.add_argument("--now-ms", type=int, help=argparse.SUPPRESS)  # test clock; see docs/local.md
-    groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True, parser_class=_Parser)
 
-    def command(sub: Any, name: str, func: Callable[[argparse.Namespace, Context], int], help_text: str) -> _Parser:
-        p: _Parser = sub.add_parser(name, parents=[common], help=help_text, description=help_text)
-        p.set_defaults(func=func)
-        return p
-
-    # session
+def _add_session(groups: Any, common: _Parser) -> None:
     session = groups.add_parser("session", help="tracked sessions").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    p = command(session, "new", cmd_session_new, "start a tracked session; prints eval-able exports")
+    p = _command(session, "new", cmd_session_new, "start a tracked session; prints eval-able exports", common)
     p.add_argument("--source-id")
     p.add_argument("--actor-id")
     p.add_argument("topic", nargs="+", metavar="TOPIC")
-    p = command(session, "resume", cmd_session_resume, "print the exports that resume a session")
+    p = _command(session, "resume", cmd_session_resume, "print the exports that resume a session", common)
     p.add_argument("--source-id")
     p.add_argument("session", metavar="SESSION")
-    p = command(session, "handoff", cmd_session_handoff, "preview the read-only handoff packet")
+    p = _command(session, "handoff", cmd_session_handoff, "preview the read-only handoff packet", common)
     p.add_argument("--from", dest="route_from", metavar="AGENT[/PROFILE]")
     p.add_argument("--to", dest="route_to", metavar="AGENT[/PROFILE]")
     p.add_argument("--from-actor")
@@ -945,11 +935,12 @@ def _build_parser() -> _Parser:
     p.add_argument("--output", metavar="PATH")
     p.add_argument("session", nargs="?", metavar="SESSION")
 
-    # fact
+
+def _add_fact(groups: Any, common: _Parser) -> None:
     fact = groups.add_parser("fact", help="facts").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    p = command(fact, "add", cmd_fact_add, "record a fact (attached to the active session)")
+    p = _command(fact, "add", cmd_fact_add, "record a fact (attached to the active session)", common)
     p.add_argument("content", metavar="CONTENT")
     p.add_argument("--type", default=str(FactType.NOTE), choices=[str(t) for t in FactType])
     p.add_argument("--entities", action="append", default=[], metavar="A,B")
@@ -958,14 +949,15 @@ def _build_parser() -> _Parser:
     where = p.add_mutually_exclusive_group()
     where.add_argument("--session-id", help="attach to this session instead of $AIDEMEMO_SESSION_ID")
     where.add_argument("--no-session", action="store_true", help="do not attach the active session")
-    p = command(fact, "get", cmd_fact_get, "print one fact")
+    p = _command(fact, "get", cmd_fact_get, "print one fact", common)
     p.add_argument("fact_id", metavar="FACT_ID")
 
-    # agent
+
+def _add_agent(groups: Any, common: _Parser) -> None:
     agent = groups.add_parser("agent", help="agent profiles (no credentials)").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    p = command(agent, "add", cmd_agent_add, "add or update an agent profile")
+    p = _command(agent, "add", cmd_agent_add, "add or update an agent profile", common)
     p.add_argument("alias", metavar="ALIAS")
     p.add_argument("--type", required=True, choices=[str(t) for t in AgentType])
     p.add_argument("--home", help="the agent's own config home (passed as CODEX_HOME / CLAUDE_CONFIG_DIR)")
@@ -976,28 +968,30 @@ def _build_parser() -> _Parser:
     p.add_argument("--command", help="command line for --type command (packet on stdin)")
     p.add_argument("--env-policy", default=str(EnvPolicy.CORE), choices=[str(e) for e in EnvPolicy])
     p.add_argument("--pass-env", action="append", default=[], metavar="NAME")
-    command(agent, "list", cmd_agent_list, "list agent profiles")
-    p = command(agent, "show", cmd_agent_show, "show one agent profile")
+    _command(agent, "list", cmd_agent_list, "list agent profiles", common)
+    p = _command(agent, "show", cmd_agent_show, "show one agent profile", common)
     p.add_argument("alias", metavar="ALIAS")
-    p = command(agent, "remove", cmd_agent_remove, "remove an agent profile")
+    p = _command(agent, "remove", cmd_agent_remove, "remove an agent profile", common)
     p.add_argument("alias", metavar="ALIAS")
 
-    # config
+
+def _add_config(groups: Any, common: _Parser) -> None:
     config = groups.add_parser("config", help="store settings (source_id, Hermes mapping)").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    p = command(config, "set", cmd_config_set, "store a setting")
+    p = _command(config, "set", cmd_config_set, "store a setting", common)
     p.add_argument("key", choices=list(SETTING_KEYS))
     p.add_argument("value")
-    p = command(config, "unset", cmd_config_unset, "remove a stored setting")
+    p = _command(config, "unset", cmd_config_unset, "remove a stored setting", common)
     p.add_argument("key", choices=list(SETTING_KEYS))
-    command(config, "list", cmd_config_list, "stored and effective settings")
+    _command(config, "list", cmd_config_list, "stored and effective settings", common)
 
-    # handoff
+
+def _add_handoff(groups: Any, common: _Parser) -> None:
     handoff = groups.add_parser("handoff", help="assignments").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=_Parser
     )
-    p = command(handoff, "send", cmd_handoff_send, "assign the active session to an agent")
+    p = _command(handoff, "send", cmd_handoff_send, "assign the active session to an agent", common)
     p.add_argument("alias", metavar="ALIAS")
     p.add_argument("--from", dest="from_actor", metavar="ACTOR")
     p.add_argument("--source-id")
@@ -1011,7 +1005,7 @@ def _build_parser() -> _Parser:
         ("inbox", cmd_handoff_inbox, "assignments addressed to an actor"),
         ("outbox", cmd_handoff_outbox, "assignments an actor sent"),
     ):
-        p = command(handoff, name, func, help_text)
+        p = _command(handoff, name, func, help_text, common)
         p.add_argument("--actor-id")
         p.add_argument("--source-id")
         p.add_argument("--include-completed", action="store_true")
@@ -1020,31 +1014,31 @@ def _build_parser() -> _Parser:
             p.add_argument("--pending-only", action="store_true")
         else:
             p.set_defaults(pending_only=False)
-    p = command(handoff, "show", cmd_handoff_show, "print an assignment")
+    p = _command(handoff, "show", cmd_handoff_show, "print an assignment", common)
     p.add_argument("handoff_id", metavar="HANDOFF_ID")
     for name, func, help_text in (
         ("status", cmd_handoff_status, "print an assignment (sender or receiver)"),
         ("accept", cmd_handoff_accept, "accept; prints the packet and eval-able resume exports"),
         ("heartbeat", cmd_handoff_heartbeat, "record liveness on an accepted assignment"),
     ):
-        p = command(handoff, name, func, help_text)
+        p = _command(handoff, name, func, help_text, common)
         p.add_argument("--actor-id")
         if name == "accept":
             p.add_argument("--claim-id", help="optional worker claim")
         p.add_argument("handoff_id", metavar="HANDOFF_ID")
-    p = command(handoff, "return", cmd_handoff_return, "return result evidence (fail-closed)")
+    p = _command(handoff, "return", cmd_handoff_return, "return result evidence (fail-closed)", common)
     p.add_argument("--outcome", required=True, metavar="succeeded|failed")
     p.add_argument("--result-fact-id", required=True)
     p.add_argument("--actor-id")
     p.add_argument("handoff_id", metavar="HANDOFF_ID")
-    p = command(handoff, "board", cmd_handoff_board, "derived lanes with next actions")
+    p = _command(handoff, "board", cmd_handoff_board, "derived lanes with next actions", common)
     p.add_argument("--actor-id", help="only assignments this actor sent or received")
     p.add_argument("--mine", action="store_true", help="filter by $AIDEMEMO_ACTOR_ID")
     p.add_argument("--source-id")
     p.add_argument("--include-completed", action="store_true")
     p.add_argument("--stale-after", default="1h")
     p.add_argument("-l", "--limit", type=int, default=50)
-    p = command(handoff, "run", cmd_handoff_run, "accept the oldest pending assignment and run the agent")
+    p = _command(handoff, "run", cmd_handoff_run, "accept the oldest pending assignment and run the agent", common)
     p.add_argument("alias", metavar="ALIAS")
     p.add_argument("handoff_id", nargs="?", metavar="HANDOFF_ID")
     p.set_defaults(trailing="handoff_id")
@@ -1052,6 +1046,45 @@ def _build_parser() -> _Parser:
     p.add_argument("--workspace")
     p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS")
     p.add_argument("--heartbeat-interval", type=float, default=3600.0, metavar="SECONDS")
+
+
+_GROUPS = ("session", "fact", "agent", "config", "handoff")
+
+
+def _group_of(argv: list[str]) -> str | None:
+    """The command group named in ``argv``, skipping global options (and their values)."""
+    skip = False
+    for token in argv:
+        if skip:
+            skip = False
+        elif token in ("--store", "--now-ms"):
+            skip = True
+        elif not token.startswith("-"):
+            return token if token in _GROUPS else None
+    return None
+
+
+def _build_parser(only: str | None = None) -> _Parser:
+    """The parser; with ``only``, the other groups get no commands (building them all costs
+    several milliseconds on every call, and agents call this command many times)."""
+    common = _Parser(add_help=False)
+    # Accepted before or after the command words; SUPPRESS keeps the global value otherwise.
+    common.add_argument("--store", metavar="PATH", default=argparse.SUPPRESS, help="embedded store file")
+    common.add_argument("--json", action="store_true", default=argparse.SUPPRESS, help="JSON output")
+
+    parser = _Parser(prog=PROGRAM, description="Token-free local handoff on an embedded SQLite store.")
+    parser.add_argument("--store", metavar="PATH", help="store file (default $AIDEMEMO_STORE or ~/.aidememo/local.sqlite)")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of text")
+    parser.add_argument("--now-ms", type=int, help=argparse.SUPPRESS)  # test clock; see docs/local.md
+    groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True, parser_class=_Parser)
+
+    adders = {"session": _add_session, "fact": _add_fact, "agent": _add_agent, "config": _add_config,
+              "handoff": _add_handoff}
+    for group, add in adders.items():
+        if only is None or only == group:
+            add(groups, common)
+        else:  # listed in the usage, commands left out: this call does not use them
+            groups.add_parser(group)
     return parser
 
 
@@ -1092,7 +1125,7 @@ def main(argv: list[str]) -> int:
     as_json = "--json" in argv
     env = os.environ
     try:
-        parser = _build_parser()
+        parser = _build_parser(_group_of(argv))
         args, extras = parser.parse_known_args(argv)
         _place_trailing(args, extras)
         as_json = bool(args.json)

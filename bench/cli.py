@@ -1,0 +1,123 @@
+"""Start-up cost of the local CLI on a realistic store, against `python -c pass` in the same run.
+
+Agents call `aidememo-ref` dozens of times per task, so each local command should cost at most
+about 3x a bare interpreter start. This builds a store with 10,000 facts and 1,000 handoffs,
+then times `fact add`, `handoff inbox` and `handoff accept` as fresh processes (the way an agent
+calls them), interleaved with the baseline so machine noise hits both alike.
+
+    python bench/cli.py [--repeat 15] [--facts 10000] [--handoffs 1000] [--seed N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
+
+from aidememo_ref._local._ids import new_handoff_id, new_session_id, new_ulid  # noqa: E402
+from aidememo_ref._local._records import AgentProfile, AgentType, Fact, FactType, Session  # noqa: E402
+from aidememo_ref._local import _rules as rules  # noqa: E402
+from aidememo_ref._local._store import LocalStore  # noqa: E402
+
+ENTRY = "import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))"
+RECEIVER = "bench-receiver"
+SOURCE = "bench-team"
+
+
+def populate(path: str, facts: int, handoffs: int, rng: random.Random) -> tuple[str, list[str]]:
+    """Return (the session used by `fact add`, pending handoff ids addressed to RECEIVER)."""
+    store = LocalStore(path)
+    now = 1_700_000_000_000
+    sessions = [new_session_id(now + i) for i in range(max(1, facts // 100))]
+    types = list(FactType)
+    pending: list[str] = []
+    with store.transaction(write=True):
+        for index, session_id in enumerate(sessions):
+            store.insert_session(Session(session_id=session_id, topic=f"topic {index}", source_id=SOURCE,
+                                         created_by="bench-sender", created_at=now))
+        for index in range(facts):
+            session_id = rng.choice(sessions)
+            store.insert_fact(Fact(fact_id=new_ulid(now + index), fact_type=rng.choice(types),
+                                   content=f"fact {index} " + "lorem ipsum " * rng.randint(1, 20),
+                                   entities=(session_id, f"Entity{rng.randint(0, 50)}"), source_id=SOURCE,
+                                   actor_id="bench-sender", created_at=now + index))
+        store.put_agent(AgentProfile(alias=RECEIVER, agent=AgentType.MANUAL, source_id=SOURCE))
+        for index in range(handoffs):
+            to_actor = RECEIVER if index % 2 == 0 else f"actor-{rng.randint(0, 20)}"
+            record = rules.new_assignment(
+                handoff_id=new_handoff_id(now + index), session_id=rng.choice(sessions), source_id=SOURCE,
+                from_actor="bench-sender", to_actor=to_actor, to_agent="manual", focus=f"task {index}",
+                done_when="tests pass", upstream_task_id=None, upstream_board_id=None, now_ms=now + index,
+            )
+            store.insert_handoff(record)
+            if to_actor == RECEIVER:
+                pending.append(record.handoff_id)
+    store.close()
+    return sessions[0], pending
+
+
+def timed(argv: list[str], env: dict[str, str]) -> float:
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    elapsed = time.perf_counter() - started
+    if done.returncode != 0:
+        raise SystemExit(f"bench command failed: {' '.join(argv[3:])}: {done.stderr.strip()}")
+    return elapsed * 1000
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=15)
+    parser.add_argument("--facts", type=int, default=10_000)
+    parser.add_argument("--handoffs", type=int, default=1_000)
+    parser.add_argument("--seed", type=int, default=None)
+    args = parser.parse_args()
+    if args.repeat < 3 or args.handoffs < 2 * args.repeat or args.facts < 1:
+        print("error: need --repeat >= 3, --handoffs >= 2 x repeat and --facts >= 1", file=sys.stderr)
+        return 2
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    print(f"seed={seed} (replay: python bench/cli.py --seed {seed} --repeat {args.repeat}"
+          f" --facts {args.facts} --handoffs {args.handoffs})")
+    rng = random.Random(seed)
+    with tempfile.TemporaryDirectory() as tmp:
+        store = os.path.join(tmp, "bench.sqlite")
+        started = time.perf_counter()
+        session_id, pending = populate(store, args.facts, args.handoffs, rng)
+        print(f"store: {args.facts} facts, {args.handoffs} handoffs, built in {time.perf_counter() - started:.1f} s")
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
+        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+        cli = [sys.executable, "-c", ENTRY, "--store", store]
+        commands = {
+            "python -c pass": lambda i: [sys.executable, "-c", "pass"],
+            "fact add": lambda i: [*cli, "fact", "add", f"bench fact {i}", "--type", "note", "--source-id", SOURCE,
+                                   "--actor-id", RECEIVER, "--session-id", session_id],
+            "handoff inbox": lambda i: [*cli, "handoff", "inbox", "--actor-id", RECEIVER],
+            "handoff accept": lambda i: [*cli, "handoff", "accept", "--actor-id", RECEIVER, pending[i]],
+        }
+        samples: dict[str, list[float]] = {name: [] for name in commands}
+        for name, build in commands.items():  # one warm-up each (page cache, .pyc)
+            timed(build(len(pending) - 1 - list(commands).index(name)), env)
+        for i in range(args.repeat):
+            for name, build in commands.items():
+                samples[name].append(timed(build(i), env))
+    base = statistics.median(samples["python -c pass"])
+    print(f"{'command':<16} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x baseline':>11}")
+    for name, values in samples.items():
+        median = statistics.median(values)
+        print(f"{name:<16} {median:>10.1f} {min(values):>8.1f} {max(values):>8.1f} {median / base:>11.2f}")
+    worst = max(statistics.median(v) for k, v in samples.items() if k != "python -c pass") / base
+    print(f"worst local command: {worst:.2f}x baseline (target <= 3x)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
