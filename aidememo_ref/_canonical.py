@@ -90,9 +90,10 @@ def parse_json(body: bytes) -> Any:
         raise JsonError("recursion limit exceeded") from exc
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    if not _depth_ok(value):
+    # The walks are skipped when the raw text shows they cannot fail (the common case).
+    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and not _depth_ok(value):
         raise JsonError("recursion limit exceeded")
-    if not _surrogate_free(value):
+    if b"\\u" in body and not _surrogate_free(value):
         raise JsonError("lone surrogate in hex escape")
     return value
 
@@ -156,8 +157,25 @@ def _encode(value: Any, out: list[str]) -> None:
         raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
+def _has_float(value: Any) -> bool:
+    stack = [value]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, float):
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, (list, tuple)):
+            stack.extend(node)
+    return False
+
+
 def canonical_json(value: Any) -> str:
     """Compact JSON with object keys sorted by code point, serde_json escaping and numbers."""
+    if not _has_float(value):
+        # Without floats the C encoder already writes serde's bytes: code point key order,
+        # raw UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
+        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)

@@ -9,6 +9,7 @@ which each route checks path, body, token, membership and rules is upstream's (w
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Final
@@ -56,6 +57,9 @@ MAILBOX_QUERY: Final = (
 )
 
 _JSON_HEADERS: Final = (("content-type", "application/json"),)
+# http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
+_BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
+_BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 HEALTH_BODY: Final = b'{"status":"ok","mode":"single_node","schema_version":4}'
 
 
@@ -220,25 +224,20 @@ class Service:
         except JsonError as exc:
             raise LedgerError.invalid_command(f"Failed to parse the request body as JSON: {exc}") from None
 
-    def _authenticate(self, request: _Request) -> tuple[str, str]:
+    def _member(self, request: _Request, project_id: str) -> Membership:
+        """Bearer → (tenant, actor) → active membership: 401, then 403 (wire spec §4.1)."""
         value = request.header(b"authorization")
-        if value is None or any(b < 0x20 and b != 0x09 or b >= 0x7F for b in value):
-            raise LedgerError.unauthenticated()
-        if not value.startswith(b"Bearer "):
+        if value is None or _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
             raise LedgerError.unauthenticated()
         token = value[7:]
-        if not token or len(token) > MAX_BEARER_BYTES or any(b <= 0x20 for b in token):
+        if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
             raise LedgerError.unauthenticated()
-        identity = self.store.authenticate(bearer_digest(token.decode("ascii")))
-        if identity is None:
+        member = self.store.member_by_token(bearer_digest(token.decode("ascii")), project_id)
+        if member is False:
             raise LedgerError.unauthenticated()
-        return identity
-
-    def _member(self, request: _Request, project_id: str) -> Membership:
-        tenant, actor = self._authenticate(request)
-        member = self.store.membership(tenant, project_id, actor)
         if member is None:
             raise LedgerError.unauthorized(project_id)
+        assert isinstance(member, Membership)
         return member
 
     @staticmethod

@@ -220,6 +220,25 @@ class SQLiteStore:
             ).fetchone()
         return None if row is None else (row[0], row[1])
 
+    def member_by_token(self, digest: bytes, project: str) -> Membership | None | bool:
+        """One read for a request: False for a bad token, None for no active membership."""
+        with self._guard():
+            row = self._conn().execute(
+                "SELECT b.tenant_id, b.actor_id, m.role, p.project_epoch FROM token_bindings b "
+                "JOIN tenants t ON t.tenant_id=b.tenant_id AND t.status='active' "
+                "JOIN actors a ON a.tenant_id=b.tenant_id AND a.actor_id=b.actor_id AND a.status='active' "
+                "LEFT JOIN memberships m ON m.tenant_id=b.tenant_id AND m.project_id=? AND m.actor_id=b.actor_id "
+                "AND m.status='active' "
+                "LEFT JOIN projects p ON p.tenant_id=m.tenant_id AND p.project_id=m.project_id AND p.status='active' "
+                "WHERE b.token_sha256=? AND b.active=1",
+                (project, digest),
+            ).fetchone()
+        if row is None:
+            return False
+        if row[2] is None or row[3] is None:
+            return None
+        return Membership(row[0], project, row[1], row[2], row[3])
+
     def membership(self, tenant: str, project: str, actor: str) -> Membership | None:
         """An active membership in an active project, or None (always a 403 upstream)."""
         with self._guard():
@@ -349,16 +368,13 @@ class SQLiteStore:
             "UPDATE projects SET head_seq=head_seq+1 WHERE tenant_id=? AND project_id=? RETURNING head_seq",
             (tenant, project),
         ).fetchone()[0]
-        current = conn.execute(
-            "SELECT revision FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?",
-            (tenant, project, write.kind, write.resource_id),
-        ).fetchone()
-        revision = 1 if current is None else current[0] + 1
         body = None if write.deleted else canonical_json(write.body)
-        conn.execute(
-            "INSERT OR REPLACE INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,?,?,?)",
-            (tenant, project, write.kind, write.resource_id, revision, int(write.deleted), body),
-        )
+        revision = conn.execute(
+            "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?) "
+            "ON CONFLICT DO UPDATE SET revision=revision+1, deleted=excluded.deleted, body=excluded.body "
+            "RETURNING revision",
+            (tenant, project, write.kind, write.resource_id, int(write.deleted), body),
+        ).fetchone()[0]
         conn.execute(
             "INSERT INTO changes(tenant_id, project_id, seq, kind, id, operation, revision, actor_id, committed_at_ms, body, operation_name) "
             "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -378,7 +394,7 @@ class SQLiteStore:
                 (tenant, project, write.resource_id, record["from_actor"], record["to_actor"], record["source_id"],
                  record["status"], seq, revision),
             )
-        elif write.kind == "fact" and current is None:
+        elif write.kind == "fact" and revision == 1:
             # Facts are create-only, so their terms are indexed exactly once.
             counts, length = term_counts(write.body["content"])
             conn.execute(

@@ -62,6 +62,31 @@ def run(argv: list[str]) -> int:
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
     print(f"aidememo-ref serving http://{shown}:{bound_port} database={args.database}", flush=True)
     config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
-    uvicorn.Server(config).run(sockets=[sock])
+    _graceful_server_class()(config).run(sockets=[sock])
     ledger.close()
     return 0
+
+
+def _graceful_server_class() -> type:
+    import signal
+    from contextlib import contextmanager
+
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """Stops on SIGINT/SIGTERM and exits 0 (uvicorn re-raises the signal after shutdown)."""
+
+        @contextmanager
+        def capture_signals(self):  # type: ignore[no-untyped-def,override]
+            def stop(signum: int, frame: object) -> None:
+                self.should_exit = True
+
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer
+

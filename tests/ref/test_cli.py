@@ -1,0 +1,147 @@
+"""``aidememo-ref bootstrap`` and ``serve`` as users run them, and the crash campaign."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
+
+
+def token_file(tmp_path: Path, name: str, token: str, mode: int = 0o600) -> Path:
+    path = tmp_path / name
+    path.write_text(token + "\r\n")
+    path.chmod(mode)
+    return path
+
+
+def bootstrap(db: Path, tf: Path, *extra: str, actor: str = "codex-p1") -> subprocess.CompletedProcess[str]:
+    return run("bootstrap", "--database", str(db), "--tenant-id", "acme", "--project-id", "memory",
+               "--actor-id", actor, "--token-file", str(tf), *extra)
+
+
+def test_bootstrap_rules(tmp_path: Path) -> None:
+    db = tmp_path / "ssot.sqlite"
+    tf = token_file(tmp_path, "w.token", "w" * 64)
+    first = bootstrap(db, tf, "--project-epoch", "EPOCH1")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == "bootstrapped tenant=acme project=memory actor=codex-p1 epoch=EPOCH1\n"
+    assert bootstrap(db, tf, "--project-epoch", "EPOCH1").stdout == first.stdout  # idempotent
+    assert bootstrap(db, tf).stdout == first.stdout  # the existing epoch is kept
+    for extra, word in ((["--project-epoch", "EPOCH2"], "epoch"), (["--role", "reader"], "membership"),
+                        (["--actor-kind", "human"], "actor")):
+        refused = bootstrap(db, tf, *extra)
+        assert refused.returncode == 1 and word in refused.stderr
+        assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
+    other = bootstrap(db, tf, actor="codex-p2")
+    assert other.returncode == 1 and "token binding conflicts" in other.stderr
+    second = bootstrap(db, token_file(tmp_path, "p2.token", "p" * 64), actor="codex-p2")
+    assert second.returncode == 0 and "epoch=EPOCH1" in second.stdout
+
+
+@pytest.mark.parametrize(
+    ("token", "mode", "extra", "needle"),
+    [("t" * 32, 0o644, [], "chmod 600"), ("two words", 0o600, [], "whitespace"), ("", 0o600, [], "empty"),
+     ("t" * 32, 0o600, ["--actor-id", "bad actor"], "invalid actor_id"), ("t" * 32, 0o600, ["--role", "god"], "role")],
+)
+def test_bootstrap_refusals_are_one_line(tmp_path: Path, token: str, mode: int, extra: list[str], needle: str) -> None:
+    tf = token_file(tmp_path, "t.token", token, mode)
+    args = ["bootstrap", "--database", str(tmp_path / "db.sqlite"), "--tenant-id", "acme", "--project-id", "memory",
+            "--actor-id", "a", "--token-file", str(tf), *extra]
+    result = run(*args)
+    assert result.returncode != 0
+    assert needle in result.stderr and result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_missing_token_file_is_one_line(tmp_path: Path) -> None:
+    result = bootstrap(tmp_path / "db.sqlite", tmp_path / "absent.token")
+    assert result.returncode == 1 and result.stderr.startswith("error: cannot read token file")
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
+    db = tmp_path / "ssot.sqlite"
+    tf = token_file(tmp_path, "w.token", "serve-token-0123456789")
+    assert bootstrap(db, tf).returncode == 0
+    proc = subprocess.Popen([*CLI, "serve", "--database", str(db), "--bind", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        url = line.split()[2]
+        assert httpx.get(f"{url}/health", timeout=5).json()["status"] == "ok"
+        ident = httpx.get(f"{url}/v1/projects/memory/identity", timeout=5,
+                          headers={"Authorization": "Bearer serve-token-0123456789"})
+        assert ident.json()["actor_id"] == "codex-p1"
+    finally:
+        proc.send_signal(sig)
+        code = proc.wait(timeout=15)
+    assert code == 0
+
+
+def test_serve_refusals(tmp_path: Path) -> None:
+    for args, needle in ((["--bind", "0.0.0.0:3030"], "allow-insecure-http"), (["--bind", "localhost:3030"], "IP literal"),
+                         (["--bind", "127.0.0.1"], "IP:PORT")):
+        result = run("serve", "--database", str(tmp_path / "db.sqlite"), *args)
+        assert result.returncode == 1 and needle in result.stderr and "Traceback" not in result.stderr
+
+
+def test_test_clock_is_served_only_when_asked(tmp_path: Path) -> None:
+    from aidememo_ref import OffsetClock, ReferenceLedger
+
+    plain = ReferenceLedger(tmp_path / "a.sqlite")
+    assert plain.handle("GET", "/__test__/clock").status == 404
+    ledger = ReferenceLedger(tmp_path / "b.sqlite", clock=OffsetClock(), test_clock=True)
+    before = ledger.handle("GET", "/__test__/clock").json()["now_ms"]
+    moved = ledger.handle("POST", "/__test__/clock", {"content-type": "application/json"}, b'{"advance_ms": 120000}')
+    assert moved.json()["now_ms"] >= before + 120_000
+    assert ledger.handle("POST", "/__test__/clock", {"content-type": "application/json"}, b'{"advance_ms": -1}').status == 400
+
+
+def test_crash_campaign_short_run_finds_no_loss() -> None:
+    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "crash_campaign.py"), "--kills", "3",
+                             "--writers", "3", "--seed", "11", "--max-uptime", "0.4"],
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "losses: 0" in result.stdout and "kills survived: 3" in result.stdout
+
+
+def test_crash_verification_detects_a_lost_receipt(tmp_path: Path) -> None:
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import crash_campaign as campaign
+    finally:
+        sys.path.pop(0)
+    from aidememo_ref import provision
+
+    db = tmp_path / "v.sqlite"
+    for actor, token in campaign.TOKENS.items():
+        provision(db, tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e")
+    proc, url = campaign.start_server(db)
+    try:
+        book = campaign.Ledger()
+        body = {"command_id": "never-committed", "project_id": "p", "expected_revision": None,
+                "operation": "resource.put", "payload": {}, "resource": {"kind": "custom.x", "id": "x"},
+                "change": "upsert"}
+        fake = (b'{"command_id":"never-committed","fingerprint":"00","tenant_id":"t","project_id":"p",'
+                b'"actor_id":"sender","project_seq":7,"resource":{"kind":"custom.x","id":"x"},'
+                b'"revision":1,"committed_at_ms":1}')
+        book.record("/v1/commands", body, fake)
+        answered, losses = campaign.verify(url, book)
+    finally:
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+    assert answered == 1
+    assert any("drifted or lost" in loss for loss in losses)
+    assert any("not in the feed" in loss for loss in losses)
