@@ -138,6 +138,7 @@ class Service:
         self.decide = decide or _ledger.decide
         self._routes: dict[tuple[str, ...], dict[str, Callable[..., Response]]] = {
             ("health",): {"GET": self._health},
+            ("openapi.json",): {"GET": self._openapi},
             ("v1", "commands"): {"POST": self._command},
             ("v1", "projects", "*", "changes"): {"GET": self._changes},
             ("v1", "projects", "*", "changes", "materialized"): {"GET": self._materialized},
@@ -251,6 +252,12 @@ class Service:
     # -- routes -----------------------------------------------------------------------------
     def _health(self, request: _Request) -> Response:
         return Response(200, _JSON_HEADERS, HEALTH_BODY)
+
+    def _openapi(self, request: _Request) -> Response:
+        # A reference-only route (the real server has none): the contract, for any language.
+        from importlib.resources import files
+
+        return _ok(files("aidememo_ref").joinpath("openapi.json").read_bytes())
 
     def _command(self, request: _Request) -> Response:
         command = raw_command(self._json_body(request))
