@@ -132,3 +132,31 @@ def test_run_of_someone_elses_assignment_is_refused(cli: Cli, sent: Handoff) -> 
     assert cli.refused("handoff", "run", "bot", sent.handoff_id)["message"] == (
         f"invalid input: handoff {sent.handoff_id} is assigned to {RECEIVER}, not bot"
     )
+
+
+def test_codex_and_claude_adapters_pass_the_packet_home_and_model(cli: Cli, sent: Handoff, tmp_path: Path) -> None:
+    # Stand-in vendor binaries: they report their argv, their config home and the prompt's first line.
+    for agent, home_var in (("codex", "CODEX_HOME"), ("claude", "CLAUDE_CONFIG_DIR")):
+        fake = tmp_path / f"fake-{agent}"
+        fake.write_text(
+            f"#!{sys.executable}\n"
+            "import os, sys\n"
+            f"print('argv=' + ' '.join(sys.argv[1:]), 'home=' + os.environ.get({home_var!r}, '-'),"
+            " 'secret=' + os.environ.get('BENCH_SECRET', '-'), 'first=' + sys.stdin.readline().strip())\n"
+        )
+        fake.chmod(0o755)
+        home = tmp_path / f"{agent}-home"
+        home.mkdir()
+        alias = f"{agent}-bot"
+        cli.ok("agent", "add", alias, "--type", agent, "--binary", str(fake), "--home", str(home), "--model", "m-1",
+               "--workspace", str(sent.workspace), "--source-id", SOURCE)
+        handoff_id = _send(cli, sent, alias)
+        data = cli.j("handoff", "run", alias, env={"BENCH_SECRET": "leak"})
+        assert data["ok"] and data["handoff_id"] == handoff_id
+        expected_argv = "exec --sandbox workspace-write --model m-1 -" if agent == "codex" else "-p --permission-mode acceptEdits --model m-1"
+        assert f"argv={expected_argv} home={home} secret=- first=# AideMemo Agent Handoff" in data["result"]
+    # env_policy core passes only named variables; `all` passes the caller's environment.
+    cli.ok("agent", "add", "codex-bot", "--type", "codex", "--binary", str(tmp_path / "fake-codex"), "--source-id", SOURCE,
+           "--pass-env", "BENCH_SECRET")
+    _send(cli, sent, "codex-bot")
+    assert "secret=leak" in cli.j("handoff", "run", "codex-bot", env={"BENCH_SECRET": "leak"})["result"]
