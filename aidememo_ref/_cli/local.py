@@ -483,7 +483,6 @@ def cmd_config_set(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_config_unset(args: argparse.Namespace, ctx: Context) -> int:
-    parse_setting(args.key, "none" if args.key == "source_from_hermes" else "false", "config unset")
     store = _open(ctx)
     with store.transaction(write=True):
         store.set_setting(args.key, None)
@@ -839,22 +838,29 @@ def cmd_handoff_run(args: argparse.Namespace, ctx: Context) -> int:
         actor_id=profile.alias,
         now_ms=now,
     )
-    outcome = Outcome.SUCCEEDED if succeeded else Outcome.FAILED
+    outcome: Outcome | None = Outcome.SUCCEEDED if succeeded else Outcome.FAILED
     error: str | None = None
     try:
         with store.transaction(write=True):
-            store.insert_fact(fact)
             current, updated_at = store.load_handoff(record.handoff_id)
-            returned = rules.return_result(current, profile.alias, outcome, fact.fact_id, fact, now)
-            if returned is not None:
-                store.write_handoff(returned, updated_at, now)
-                current = returned
+            if current.claim_id == claim and current.result_fact_id is not None:
+                # The worker returned its own evidence through the CLI: that evidence stands,
+                # and the runner adds nothing.
+                outcome, content = current.outcome, f"returned by the worker itself: {current.result_fact_id}"
+            else:
+                store.insert_fact(fact)
+                returned = rules.return_result(current, profile.alias, outcome, fact.fact_id, fact, now)
+                if returned is not None:
+                    store.write_handoff(returned, updated_at, now)
+                    current = returned
+        succeeded = outcome is Outcome.SUCCEEDED
         status = "completed" if succeeded else "failed"
     except LocalError as exc:
-        error, status = str(exc), "record_failed"
+        succeeded, error, status = False, str(exc), "record_failed"
         current, _ = _reload(store, record.handoff_id)
+    evidence = current.result_fact_id if error is None else None
     data: dict[str, Any] = {
-        "ok": succeeded and error is None,
+        "ok": succeeded,
         "status": status,
         "handoff_id": record.handoff_id,
         "actor_id": profile.alias,
@@ -868,8 +874,8 @@ def cmd_handoff_run(args: argparse.Namespace, ctx: Context) -> int:
         "timed_out": result.timed_out,
         "elapsed_ms": result.elapsed_ms,
         "result": content,
-        "result_fact_id": fact.fact_id if succeeded and error is None else None,
-        "error_fact_id": None if succeeded or error is not None else fact.fact_id,
+        "result_fact_id": evidence if succeeded else None,
+        "error_fact_id": None if succeeded else evidence,
         "assignment_status": str(current.status),
         "error": error,
         "heartbeat_count": result.heartbeat_count,
@@ -877,7 +883,7 @@ def cmd_handoff_run(args: argparse.Namespace, ctx: Context) -> int:
     }
     text = (
         f"Ran handoff {record.handoff_id} with {profile.alias} ({profile.agent}): status={status}"
-        f" outcome={outcome} assignment={current.status} fact={fact.fact_id}"
+        f" outcome={_dash(outcome)} assignment={current.status} fact={_dash(evidence)}"
     )
     _emit(ctx, data, text)
     if not data["ok"]:

@@ -160,3 +160,25 @@ def test_codex_and_claude_adapters_pass_the_packet_home_and_model(cli: Cli, sent
            "--pass-env", "BENCH_SECRET")
     _send(cli, sent, "codex-bot")
     assert "secret=leak" in cli.j("handoff", "run", "codex-bot", env={"BENCH_SECRET": "leak"})["result"]
+
+
+def test_a_worker_that_returns_its_own_evidence_keeps_it(cli: Cli, sent: Handoff) -> None:
+    # The command records its own fact and returns it through the CLI, as an agent would.
+    code = (
+        "import json, os, subprocess, sys\n"
+        "cli = [sys.executable, '-m', 'aidememo_ref._cli.local', '--json']\n"
+        "fact = json.loads(subprocess.run([*cli, 'fact', 'add', 'worker wrote this'], check=True, capture_output=True, text=True).stdout)\n"
+        "subprocess.run([*cli, 'handoff', 'heartbeat', os.environ['AIDEMEMO_HANDOFF_ID']], check=True, capture_output=True)\n"
+        "subprocess.run([*cli, 'handoff', 'return', '--outcome', 'succeeded', '--result-fact-id', fact['fact_id'],"
+        " os.environ['AIDEMEMO_HANDOFF_ID']], check=True, capture_output=True)\n"
+        "print('done')\n"
+    )
+    _command_agent(cli, "self-returner", code, "--env-policy", "all")
+    handoff_id = _send(cli, sent, "self-returner")
+    data = cli.j("handoff", "run", "self-returner")
+    record = cli.j("handoff", "show", handoff_id)
+    assert data["ok"] and data["status"] == "completed" and data["result_fact_id"] == record["result_fact_id"]
+    assert record["heartbeat_count"] == 1
+    fact = cli.j("fact", "get", record["result_fact_id"])
+    assert (fact["content"], fact["actor_id"], fact["source_id"]) == ("worker wrote this", "self-returner", SOURCE)
+    assert sent.session_id in fact["entities"]
