@@ -55,6 +55,7 @@ class ReferenceLedger:
         scheduler: object with ``point(name)``, called at transaction boundaries.
         test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
         decide: replacement for the rule function (used by the kit's own mutants).
+        busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
     """
 
     def __init__(
@@ -65,10 +66,11 @@ class ReferenceLedger:
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
         decide: Callable[[Command, str, Any, int], Write] | None = None,
+        busy_timeout_ms: int = 5_000,
     ) -> None:
         self.database = str(database)
         self.clock = clock if clock is not None else SystemClock()
-        self.store = SQLiteStore(database, scheduler=scheduler)
+        self.store = SQLiteStore(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide)
 
     def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:

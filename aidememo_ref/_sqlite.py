@@ -147,9 +147,12 @@ def _receipt_json(
 class SQLiteStore:
     """The ledger's SQLite file. Safe to share between threads and processes."""
 
-    def __init__(self, path: str | Path, *, scheduler: Scheduler | None = None) -> None:
+    def __init__(
+        self, path: str | Path, *, scheduler: Scheduler | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS
+    ) -> None:
         self.path = str(path)
         self.scheduler = scheduler
+        self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
@@ -162,10 +165,12 @@ class SQLiteStore:
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=BUSY_TIMEOUT_MS / 1000)
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
+            )
+            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
             self._local.conn = conn
             with self._lock:
                 self._connections.append(conn)

@@ -329,3 +329,42 @@ def test_no_client_input_earns_a_5xx(world: World) -> None:
             r = world.http.post(path, content=body, headers={"content-type": "application/json",
                                                              "authorization": "Bearer receiver-token-0123456789"})
             assert r.status_code < 500, (path, body, r.text)
+
+
+def test_lock_timeout_is_a_retryable_503(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aidememo_ref import ReferenceLedger
+
+    ledger = ReferenceLedger(tmp_path / "busy.sqlite", busy_timeout_ms=50)
+    ledger.provision(tenant_id="t", project_id="project_http", actor_id="a", token="busy-token-0123")
+    blocker = sqlite3.connect(tmp_path / "busy.sqlite", isolation_level=None)
+    blocker.execute("BEGIN IMMEDIATE")
+    try:
+        r = ledger.handle("POST", "/v1/commands", {"authorization": "Bearer busy-token-0123",
+                                                   "content-type": "application/json"}, json.dumps(raw("c1")).encode())
+    finally:
+        blocker.execute("ROLLBACK")
+    assert r.status == 503
+    assert r.json() == {"error": {"code": "storage_failure", "message": "canonical storage temporarily unavailable"}}
+    ok = ledger.handle("POST", "/v1/commands", {"authorization": "Bearer busy-token-0123",
+                                                "content-type": "application/json"}, json.dumps(raw("c1")).encode())
+    assert ok.status == 200
+
+
+@pytest.mark.parametrize(
+    ("table", "key", "expected"),
+    [("memberships", {"tenant_id": "tenant_http", "project_id": "project_http", "actor_id": "codex-p1"}, 403),
+     ("projects", {"tenant_id": "tenant_http", "project_id": "project_http"}, 403),
+     ("actors", {"tenant_id": "tenant_http", "actor_id": "codex-p1"}, 401),
+     ("tenants", {"tenant_id": "tenant_http"}, 401)],
+)
+def test_suspended_identities_lose_access_at_once(world: World, table: str, key: dict[str, str], expected: int) -> None:
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 200
+    world.ledger.store.set_status(table, "suspended", **key)
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == expected
+
+
+def test_revoked_token_is_401(world: World) -> None:
+    from aidememo_ref import bearer_digest
+
+    world.ledger.store.revoke_token(bearer_digest("writer-token-0123456789"))
+    assert world.call("codex-p1", "GET", world.p("/identity")).content == AUTH_FAILED
