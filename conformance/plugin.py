@@ -120,6 +120,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption("--aidememo-seed", dest="aidememo_seed", metavar="N", help="seed of every random choice")
     group.addoption("--aidememo-run-tag", dest="aidememo_run_tag", metavar="TAG",
                     help="namespace of the tenant ids this run creates (default: random)")
+    group.addoption("--aidememo-requirement", dest="aidememo_requirement", action="append", metavar="ID",
+                    help="run only checks of requirements with this id or id prefix (e.g. AM-HO); repeatable")
     group.addoption("--aidememo-list", dest="aidememo_list", action="store_true", default=False,
                     help="list requirements and their checks, run nothing")
     group.addoption("--aidememo-embedded-factory", dest="aidememo_embedded_factory", metavar="MODULE:CALLABLE",
@@ -173,6 +175,14 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         if requirement_id not in state.registry.requirements:
             raise pytest.UsageError(f"{item.nodeid}: unknown requirement id {requirement_id!r}")
         listing.append((item.nodeid, requirement_id))
+    wanted = config.getoption("aidememo_requirement")
+    if wanted:
+        keep = [item for item in items
+                if not _requirement_of(item) or any((_requirement_of(item) or "").startswith(w) for w in wanted)]
+        dropped = [item for item in items if item not in keep]
+        if dropped:
+            config.hook.pytest_deselected(items=dropped)
+            items[:] = keep
     if config.getoption("aidememo_list"):
         from conformance.reports.traceability import render_listing
 

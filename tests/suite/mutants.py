@@ -1,0 +1,249 @@
+"""Deliberately broken reference ledgers, one per requirement family, for the kill matrix.
+
+Each mutant is a factory ``(db_path) -> ReferenceLedger`` loaded by the suite through
+``--aidememo-embedded-factory mutants:<name>`` in a subprocess of its own, so the monkeypatches
+below never leak into another run. Rule mutants patch the reference's pure rules; wire mutants
+wrap ``Service.handle`` and bend requests or answers the way a faulty server would.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import aidememo_ref
+from aidememo_ref import _canonical, _commands, _ledger, _service, _state
+
+Factory = Callable[[str], Any]
+
+
+def _ledger_for(db_path: str, **kwargs: Any) -> Any:
+    return aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True, **kwargs)
+
+
+def _wrapped(db_path: str, bend: Callable[[Callable[..., Any], str, bytes, list[Any], bytes], Any]) -> Any:
+    ledger = _ledger_for(db_path)
+    original = ledger.service.handle
+
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+        raw = target.encode("latin-1") if isinstance(target, str) else target
+        return bend(original, method, raw, list(headers), body)
+
+    ledger.service.handle = handle
+    return ledger
+
+
+def _json(body: bytes) -> Any:
+    try:
+        return json.loads(body)
+    except ValueError:
+        return None
+
+
+def _with_body(response: Any, data: Any) -> Any:
+    return dataclasses.replace(response, body=json.dumps(data, separators=(",", ":")).encode())
+
+
+# -- rule mutants ---------------------------------------------------------------------------------
+def cas_ignored(db_path: str) -> Any:
+    """expected_revision is never compared: every precondition looks current."""
+
+    def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
+        class Lying:
+            def get(self, kind: str, resource_id: str) -> Any:
+                stored = view.get(kind, resource_id)
+                if stored is not None and command.expected_revision is not None:
+                    return dataclasses.replace(stored, revision=command.expected_revision)
+                return stored
+
+            def member_role(self, actor: str) -> Any:
+                return view.member_role(actor)
+
+        return _ledger.decide(command, actor_id, Lying(), now_ms)
+
+    return _ledger_for(db_path, decide=decide)
+
+
+def wrong_actor_allowed(db_path: str) -> Any:
+    """Any member may accept, heartbeat and return."""
+    _state._require_receiver = lambda record, actor_id: None
+    return _ledger_for(db_path)
+
+
+def reader_can_write(db_path: str) -> Any:
+    """Roles are not enforced on write routes."""
+    _ledger.WRITABLE_ROLES = frozenset({"owner", "admin", "writer", "reader"})
+    return _ledger_for(db_path)
+
+
+def visibility_leak(db_path: str) -> Any:
+    """Handoffs and contexts are shown to every member."""
+    _service.visible_to = lambda kind, body, deleted, actor_id: not deleted or kind not in ("handoff", "handoff_context")
+    return _ledger_for(db_path)
+
+
+def failed_return_completes(db_path: str) -> Any:
+    """A failed outcome closes the handoff instead of keeping it retryable."""
+    original = _state.return_result
+
+    def return_result(record: Any, actor_id: str, claim_id: str, fact: Any, outcome: str, now_ms: int) -> Any:
+        result = original(record, actor_id, claim_id, fact, outcome, now_ms)
+        return {**result, "status": "completed"} if outcome == "failed" else result
+
+    _state.return_result = return_result
+    return _ledger_for(db_path)
+
+
+def lease_never_expires(db_path: str) -> Any:
+    """A claim stays live forever."""
+    _state.claim_is_stale = lambda record, now_ms: False
+    return _ledger_for(db_path)
+
+
+def lease_too_short(db_path: str) -> Any:
+    """Leases of 60 s instead of 120 s."""
+    _state.LEASE_MS = 60_000
+    return _ledger_for(db_path)
+
+
+def raw_kind_unchecked(db_path: str) -> Any:
+    """The raw route writes any kind with any operation/change pair."""
+    _service._ledger.check_raw = lambda command: None  # the service calls it through the module
+    return _ledger_for(db_path)
+
+
+def fingerprint_ascii(db_path: str) -> Any:
+    """The fingerprint escapes non-ASCII (Python's json default) instead of raw UTF-8."""
+
+    def fingerprint(**envelope: Any) -> str:
+        body = {"project_id": envelope["project_id"], "expected_revision": envelope["expected_revision"],
+                "operation": envelope["operation"], "payload": envelope["payload"],
+                "resource": {"kind": envelope["resource_kind"], "id": envelope["resource_id"]},
+                "change": envelope["change"]}
+        return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+
+    _commands.fingerprint = fingerprint
+    assert _canonical.fingerprint is not fingerprint
+    return _ledger_for(db_path)
+
+
+# -- wire mutants -------------------------------------------------------------------------------
+@dataclass
+class _Seen:
+    lock: threading.Lock = dataclasses.field(default_factory=threading.Lock)
+    bodies: dict[str, tuple[bytes, bytes]] = dataclasses.field(default_factory=dict)
+    counter: int = 0
+
+
+def _command_id_rewriter(db_path: str, *, on_identical: bool) -> Any:
+    seen = _Seen()
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        data = _json(body) if method == "POST" else None
+        if isinstance(data, dict) and isinstance(data.get("command_id"), str):
+            auth = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+            key = data["command_id"]
+            with seen.lock:
+                previous = seen.bodies.get(key)
+                if previous is None:
+                    seen.bodies[key] = (body, auth)
+                elif (previous == (body, auth)) is on_identical:
+                    seen.counter += 1
+                    data["command_id"] = f"{key}-again-{seen.counter}"
+                    body = json.dumps(data, separators=(",", ":")).encode()
+        return handle(method, target, headers, body)
+
+    return _wrapped(db_path, bend)
+
+
+def replay_reexecutes(db_path: str) -> Any:
+    """A resubmitted command runs again instead of returning its stored receipt."""
+    return _command_id_rewriter(db_path, on_identical=True)
+
+
+def command_conflict_accepted(db_path: str) -> Any:
+    """A reused command id with a different body or actor is executed as a new command."""
+    return _command_id_rewriter(db_path, on_identical=False)
+
+
+def scheme_case_insensitive(db_path: str) -> Any:
+    """`bearer`, `BEARER` and extra spaces are accepted as the Bearer scheme."""
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        fixed = []
+        for name, value in headers:
+            if name.lower() == b"authorization" and value[:6].lower() == b"bearer":
+                value = b"Bearer " + value[6:].strip()
+            fixed.append((name, value))
+        return handle(method, target, fixed, body)
+
+    return _wrapped(db_path, bend)
+
+
+def cursor_stuck(db_path: str) -> Any:
+    """Feeds answer next_cursor = the request's cursor, so a replica never advances."""
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        response = handle(method, target, headers, body)
+        data = _json(response.body)
+        if b"/changes" in target and response.status == 200 and isinstance(data, dict):
+            data["next_cursor"] = data["cursor"]
+            return _with_body(response, data)
+        return response
+
+    return _wrapped(db_path, bend)
+
+
+def mailbox_never_pages(db_path: str) -> Any:
+    """The mailbox never offers a next page."""
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        response = handle(method, target, headers, body)
+        data = _json(response.body)
+        if target.split(b"?")[0].endswith(b"/handoffs") and method == "GET" and isinstance(data, dict):
+            data["next_before_seq"] = None
+            return _with_body(response, data)
+        return response
+
+    return _wrapped(db_path, bend)
+
+
+def unknown_fields_ignored(db_path: str) -> Any:
+    """Bodies with unknown or identity fields are accepted (fields silently dropped)."""
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        data = _json(body) if method == "POST" else None
+        if isinstance(data, dict):
+            for holder in (data, data.get("payload")):
+                if isinstance(holder, dict):
+                    for name in ("tenant_id", "actor_id", "created_by", "colour"):
+                        holder.pop(name, None)
+            body = json.dumps(data, separators=(",", ":")).encode()
+        return handle(method, target, headers, body)
+
+    return _wrapped(db_path, bend)
+
+
+# name -> (factory, the requirements whose checks must kill it)
+MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
+    "cas_ignored": (cas_ignored, ("AM-HO-1", "AM-HL-CAS-2", "AM-CMD-5", "AM-CONF-07")),
+    "replay_reexecutes": (replay_reexecutes, ("AM-CMD-2", "AM-CONF-03", "AM-HO-6")),
+    "command_conflict_accepted": (command_conflict_accepted, ("AM-CMD-3", "AM-CONF-05", "AM-CONF-06")),
+    "wrong_actor_allowed": (wrong_actor_allowed, ("AM-HO-1", "AM-HL-WHO-1")),
+    "reader_can_write": (reader_can_write, ("AM-AUTH-4",)),
+    "scheme_case_insensitive": (scheme_case_insensitive, ("AM-AUTH-2",)),
+    "visibility_leak": (visibility_leak, ("AM-VIS-1", "AM-HL-WHO-2")),
+    "cursor_stuck": (cursor_stuck, ("AM-FEED-3",)),
+    "mailbox_never_pages": (mailbox_never_pages, ("AM-MBOX-1",)),
+    "failed_return_completes": (failed_return_completes, ("AM-HO-5",)),
+    "fingerprint_ascii": (fingerprint_ascii, ("AM-CMD-7",)),
+    "lease_never_expires": (lease_never_expires, ("AM-HL-ACC-3", "AM-HL-HB-3", "AM-HL-RET-5")),
+    "lease_too_short": (lease_too_short, ("AM-HO-2", "AM-HL-HB-1")),
+    "raw_kind_unchecked": (raw_kind_unchecked, ("AM-CMD-4",)),
+    "unknown_fields_ignored": (unknown_fields_ignored, ("AM-AUTH-5", "AM-JSON-3")),
+}
