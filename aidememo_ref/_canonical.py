@@ -25,12 +25,19 @@ class JsonError(ValueError):
 
 def _parse_int(text: str) -> int | float:
     # serde_json keeps integers that fit i64/u64 and turns others into f64; "-0" becomes -0.0.
-    value = int(text)
+    # Past f64's range (or Python's 4300-digit int limit, far beyond it) serde refuses the number.
+    try:
+        value = int(text)
+    except ValueError:
+        raise JsonError("number out of range") from None
     if text.startswith("-") and value == 0:
         return -0.0
     if _I64_MIN <= value <= _U64_MAX:
         return value
-    return float(value)
+    try:
+        return float(value)
+    except OverflowError:
+        raise JsonError("number out of range") from None
 
 
 def _parse_float(text: str) -> float:
