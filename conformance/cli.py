@@ -13,7 +13,7 @@ scored MUST holds; 1 when one does not; 2 for bad input; 3 when pytest itself br
 from __future__ import annotations
 
 import argparse
-import importlib.metadata
+import os
 import sys
 from pathlib import Path
 
@@ -59,10 +59,10 @@ def _checks_dir() -> Path:
     return Path(checks.__file__).parent
 
 
-def _plugin_args() -> list[str]:
-    # The entry point loads the plugin when the kit is installed; load it by name otherwise.
-    installed = any(ep.name == "aidememo" for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if installed else ["-p", "conformance.plugin"]
+def _plugin_args(workers: str | None = None) -> list[str]:
+    # Plugin autoloading is off for the suite's own run (see main): unrelated plugins cost
+    # seconds of start-up per process and have no business in a conformance run.
+    return ["-p", "conformance.plugin", *(["-p", "xdist.plugin"] if workers is not None else [])]
 
 
 def _validate(args: argparse.Namespace) -> None:
@@ -84,7 +84,7 @@ def build_pytest_args(args: argparse.Namespace) -> list[str]:
     """The pytest command line equivalent to ``aidememo-conformance run``."""
     base = _checks_dir()
     targets = [str(base / check) for check in args.checks] or [str(base)]
-    pytest_args = [*_plugin_args(), "-p", "no:cacheprovider", "-q", "--rootdir", str(base),
+    pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--rootdir", str(base),
                    "--aidememo-report-dir", args.report_dir,
                    "--junitxml", str(Path(args.report_dir) / "junit.xml")]
     options = {"--aidememo-url": args.url, "--aidememo-config": args.config, "--aidememo-baseline": args.baseline,
@@ -103,6 +103,7 @@ def build_pytest_args(args: argparse.Namespace) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 
     if args.command == "requirements":

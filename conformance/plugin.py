@@ -320,7 +320,7 @@ class _Reporter:
             return
         # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
         state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
-                           if _requirement_of(item)]
+                           if _requirement_of(item) in state.registry.requirements]
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and state.collected and not hasattr(self.config, "workerinput"):
             terminal.write_line(self._header(state))

@@ -17,6 +17,7 @@ import shlex
 import subprocess
 import tempfile
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -165,7 +166,7 @@ def _template(value: object, where: str) -> str:
     return value
 
 
-def _fixed_tokens(entries: object, base: Path, where: str) -> tuple[FixedToken, ...]:
+def _fixed_tokens(entries: object, base: Path, where: str, env: Mapping[str, str]) -> tuple[FixedToken, ...]:
     if not isinstance(entries, list):
         raise ConfigError(f"{where}: expected an array of tables [[provision.tokens]]")
     tokens = []
@@ -182,7 +183,7 @@ def _fixed_tokens(entries: object, base: Path, where: str) -> tuple[FixedToken, 
         if isinstance(entry.get("token"), str):
             token = entry["token"]
         elif isinstance(entry.get("token_env"), str):
-            token = os.environ.get(entry["token_env"], "")
+            token = env.get(entry["token_env"], "")
             if not token:
                 raise ConfigError(f"{spot}: environment variable {entry['token_env']} is empty")
         elif isinstance(entry.get("token_file"), str):
@@ -205,7 +206,7 @@ def resolve_target(
     capabilities: list[str] | None,
     provision_command: str | None,
     embedded_factory: str | None = None,
-    environ: dict[str, str] | None = None,
+    environ: Mapping[str, str] | None = None,
 ) -> TargetSettings:
     """Apply flag > environment > target file > default and validate every value.
 
@@ -279,7 +280,7 @@ def resolve_target(
         command = _template(env["AIDEMEMO_PROVISION_COMMAND"], "AIDEMEMO_PROVISION_COMMAND")
     elif "command" in provision:
         command = _template(provision["command"], f"{config_path}: provision.command")
-    tokens = _fixed_tokens(provision["tokens"], base, f"{config_path}: provision.tokens") if "tokens" in provision else ()
+    tokens = _fixed_tokens(provision["tokens"], base, f"{config_path}: provision.tokens", env) if "tokens" in provision else ()
 
     embedded = data.get("embedded", {})
     factory = embedded_factory or env.get("AIDEMEMO_EMBEDDED_FACTORY") or (

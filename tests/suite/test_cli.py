@@ -1,0 +1,82 @@
+"""``aidememo-conformance``: bad input is one line and exit 2; the target file resolves by precedence."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from conformance.errors import ConfigError
+from conformance.target import resolve_target
+
+
+def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
+                          timeout=120, cwd=cwd)
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["run", "--url", "ftp://x"], "expected an http:// or https:// URL"),
+    (["run", "--url", "http://127.0.0.1:9"], "say how to get identities"),
+    (["run", "--config", "/nonexistent/target.toml"], "target file /nonexistent/target.toml"),
+    (["run", "--capability", "teleport"], "unknown capability 'teleport'"),
+    (["run", "--seed", "x1"], "--seed: expected a non-negative integer"),
+    (["run", "--timeout", "-3"], "must be between 0 and 600"),
+    (["run", "--baseline", "/nonexistent/b.toml"], "baseline /nonexistent/b.toml"),
+    (["run", "test_nowhere.py::test_x"], "no check module 'test_nowhere.py'"),
+    (["run", "-n", "many"], "-n: expected a number"),
+    (["frobnicate"], "invalid choice"),
+])
+def test_bad_input_is_one_line_and_exit_2(args, needle):
+    done = _cli(*args)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and needle in lines[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_bad_target_file_names_the_file_and_key(tmp_path):
+    bad = tmp_path / "target.toml"
+    bad.write_text('url = "http://127.0.0.1:1"\n[provision]\ncommand = "bootstrap --project {project}"\n')
+    done = _cli("run", "--config", str(bad))
+    assert done.returncode == 2 and "provision.command" in done.stderr and "{actor}" in done.stderr, done.stderr
+
+
+def test_precedence_is_flag_then_environment_then_file(tmp_path):
+    target = tmp_path / "target.toml"
+    target.write_text('url = "http://file.example:1"\ntimeout_s = 3\n[capabilities]\nsearch = false\n'
+                      '[provision]\ncommand = "x --project {project} --actor {actor} --token-file {token_file}"\n')
+    env = {"AIDEMEMO_URL": "http://env.example:2", "AIDEMEMO_TIMEOUT": "4", "AIDEMEMO_CAPABILITIES": "search"}
+    from_file = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
+                               provision_command=None, environ={})
+    assert (from_file.url, from_file.timeout_s, from_file.capabilities["search"]) == ("http://file.example:1", 3.0, False)
+    from_env = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
+                              provision_command=None, environ=env)
+    assert (from_env.url, from_env.timeout_s, from_env.capabilities["search"]) == ("http://env.example:2", 4.0, True)
+    from_flag = resolve_target(config_path=str(target), url="http://flag.example:3", timeout_s="5",
+                               capabilities=["-search"], provision_command=None, environ=env)
+    assert (from_flag.url, from_flag.timeout_s, from_flag.capabilities["search"]) == ("http://flag.example:3", 5.0, False)
+
+
+def test_fixed_tokens_come_from_value_env_or_file(tmp_path):
+    (tmp_path / "r.token").write_text("reader-token\n")
+    target = tmp_path / "target.toml"
+    target.write_text('url = "http://127.0.0.1:3030"\n'
+                      '[[provision.tokens]]\nproject = "p"\nactor = "w"\nrole = "writer"\ntoken = "writer-token"\n'
+                      '[[provision.tokens]]\nproject = "p"\nactor = "e"\ntoken_env = "MY_TOKEN"\n'
+                      '[[provision.tokens]]\nproject = "p"\nactor = "r"\nrole = "reader"\ntoken_file = "r.token"\n')
+    settings = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
+                              provision_command=None, environ={"MY_TOKEN": "env-token"})
+    assert [(t.actor, t.role, t.token) for t in settings.fixed_tokens] == [
+        ("w", "writer", "writer-token"), ("e", "writer", "env-token"), ("r", "reader", "reader-token")]
+    assert settings.mode == "fixed-tokens"
+    with pytest.raises(ConfigError, match="MY_TOKEN is empty"):
+        resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
+                       provision_command=None, environ={})
+
+
+def test_requirements_command_lists_every_requirement():
+    done = _cli("requirements")
+    assert done.returncode == 0, done.stderr
+    assert "AM-HO-1" in done.stdout and "AM-CONF-15" in done.stdout and "untested MUSTs:" in done.stdout

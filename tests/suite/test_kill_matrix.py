@@ -1,0 +1,90 @@
+"""Proof that each check bites: the whole suite against broken reference ledgers.
+
+Every mutant of ``mutants.py`` must be killed by the checks of the requirements it names
+(at least one of their checks reads FAIL), and the unbroken reference must pass the whole
+suite. The matrix mutant x requirement family is printed, so a reader sees what each green
+mark is worth. By default a mutant meets only the checks of its own families (``-`` in the
+matrix); the ``slow`` test runs the whole suite against every mutant.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+from tests.suite.mutants import MUTANTS
+
+HERE = Path(__file__).parent
+SEED = "20261130"
+BAD = {"FAIL", "UNTESTABLE", "UNKNOWN", "ERROR", "XPASS"}
+
+
+def _family(requirement_id: str) -> str:
+    return re.sub(r"-\d+$", "", requirement_id)
+
+
+def _run(name: str, report_dir: Path, whole: bool) -> list[dict]:
+    args = [sys.executable, "-m", "conformance.cli", "run", "--seed", SEED, "--report-dir", str(report_dir)]
+    if name != "reference":
+        args += ["--embedded-factory", f"mutants:{name}"]
+        if not whole:
+            for family in sorted({_family(rid) for rid in MUTANTS[name][1]}):
+                args += ["--requirement", family + "-"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    results = report_dir / "results.json"
+    assert results.exists(), f"{name}: no results.json (exit {done.returncode})\n{done.stderr[-2000:]}"
+    return json.loads(results.read_text())["records"]
+
+
+def _matrix(base: Path, whole: bool) -> dict[str, list[dict]]:
+    names = ["reference", *MUTANTS]
+    with ThreadPoolExecutor(max_workers=2) as pool:  # two cores: two suites at a time
+        runs = dict(zip(names, pool.map(lambda n: _run(n, base / n, whole), names)))
+    families = sorted({_family(r["requirement"]) for r in runs["reference"]})
+    width = max(map(len, names)) + 2
+    lines = ["", "kill matrix (K = a check of the family failed, . = all its checks held, - = not run)",
+             " " * width + " ".join(f.removeprefix("AM-") for f in families)]
+    for name in names:
+        ran = {_family(r["requirement"]) for r in runs[name]}
+        failed = {_family(r["requirement"]) for r in runs[name] if r["verdict"] in BAD}
+        cells = ("K" if f in failed else "." if f in ran else "-" for f in families)
+        row = " ".join(cell.center(len(f.removeprefix("AM-"))) for cell, f in zip(cells, families))
+        lines.append(f"{name:<{width}}{row}")
+    print("\n".join(lines))
+    (base / "kill-matrix.txt").write_text("\n".join(lines) + "\n")
+    return runs
+
+
+@pytest.fixture(scope="module")
+def matrix(tmp_path_factory) -> dict[str, list[dict]]:
+    return _matrix(tmp_path_factory.mktemp("kill-matrix"), whole=False)
+
+
+def test_reference_passes_every_check(matrix):
+    bad = [(r["nodeid"].rsplit("/", 1)[-1], r["verdict"], r["reason"][:200]) for r in matrix["reference"]
+           if r["verdict"] in BAD]
+    assert not bad, f"the unbroken reference fails: {bad}"
+
+
+@pytest.mark.parametrize("name", sorted(MUTANTS))
+def test_mutant_is_killed_by_its_requirements(matrix, name):
+    _, requirements = MUTANTS[name]
+    records = matrix[name]
+    survived = [rid for rid in requirements
+                if not any(r["requirement"] == rid and r["verdict"] == "FAIL" for r in records)]
+    assert not survived, f"mutant {name} survives the checks of {survived}"
+
+
+@pytest.mark.slow
+def test_whole_suite_against_every_mutant(tmp_path):
+    runs = _matrix(tmp_path, whole=True)
+    for name, (_, requirements) in MUTANTS.items():
+        assert any(r["requirement"] in requirements and r["verdict"] == "FAIL" for r in runs[name]), name

@@ -1,0 +1,141 @@
+"""The plugin seen from pytest: idle cost, verdicts, baseline, reports, listing, xdist."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytest_plugins = ["pytester"]
+
+CHECKS = '''
+import pytest
+from conformance.actors import setup_ok
+from conformance.expect import expect_status
+
+@pytest.mark.requirement("AM-HEALTH-1")
+def test_pass(world):
+    expect_status(world.runtime.wire.request(world.transcript, "GET", "/health"), 200)
+
+@pytest.mark.requirement("AM-ID-1")
+def test_must_fails(world):
+    project = world.project()
+    body = expect_status(project.writer.identity(), 200)
+    assert body["role"] == "owner", "planted departure"
+
+@pytest.mark.requirement("AM-WIRE-1")
+def test_should_fails(world):
+    project = world.project()
+    assert project.writer.identity().status == 418, "planted SHOULD departure"
+
+@pytest.mark.requirement("AM-MCP-1")
+def test_unclaimed_capability(world):
+    raise AssertionError("never runs: mcp is not claimed by the reference")
+
+@pytest.mark.requirement("AM-CMD-1")
+def test_setup_fails(world):
+    project = world.project()
+    setup_ok(project.writer.resource("custom.note", "absent"), "read a note that was never written")
+
+@pytest.mark.requirement("AM-MBOX-4")
+def test_tolerated(world):
+    world.warn("tolerated upstream behaviour")
+
+@pytest.mark.requirement("AM-CMD-2")
+def test_expected_failure(world):
+    assert False, "known bug"
+
+@pytest.mark.requirement("AM-CMD-3")
+def test_stale_baseline(world):
+    pass
+'''
+
+BASELINE = '''
+[[expected_failure]]
+check = "test_checks.py::test_expected_failure"
+reason = "issue 1"
+
+[[expected_failure]]
+requirement = "AM-CMD-3"
+reason = "issue 2, fixed since"
+'''
+
+
+def _results(pytester):
+    return {r["nodeid"].split("::")[-1]: r for r in
+            json.loads((pytester.path / "aidememo-report" / "results.json").read_text())["records"]}
+
+
+def test_idle_plugin_changes_nothing(pytester):
+    pytester.makepyfile(test_plain="def test_plain():\n    assert 1 + 1 == 2\n")
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    result.assert_outcomes(passed=1)
+    assert not [line for line in result.outlines if "aidememo" in line and not line.startswith("plugins:")]
+    assert not (pytester.path / "aidememo-report").exists()
+
+
+def test_verdicts_follow_outcome_level_and_baseline(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    pytester.makefile(".toml", baseline=BASELINE)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-baseline", "baseline.toml",
+                                          "--aidememo-seed", "7")
+    verdicts = {name: record["verdict"] for name, record in _results(pytester).items()}
+    assert verdicts == {
+        "test_pass": "PASS", "test_must_fails": "FAIL", "test_should_fails": "WARN",
+        "test_unclaimed_capability": "SKIP", "test_setup_fails": "UNTESTABLE", "test_tolerated": "WARN",
+        "test_expected_failure": "XFAIL", "test_stale_baseline": "XPASS",
+    }
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines(["*seed 7*", "*RESULT: a scored MUST does not hold*"])
+
+
+def test_exit_is_zero_when_every_scored_must_holds(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k",
+                                          "test_pass or test_should_fails or test_unclaimed or test_tolerated")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*RESULT: every scored MUST holds*"])
+
+
+def test_failure_case_file_is_redacted_and_reproducible(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "test_must_fails", "--aidememo-seed", "11")
+    record = _results(pytester)["test_must_fails"]
+    html = (pytester.path / "aidememo-report" / "report.html").read_text()
+    assert record["transcript"], "a failure carries its transcript"
+    assert "tok-" not in json.dumps(record["transcript"]) and "tok-" not in html, "a token leaked into a report"
+    assert "Bearer &lt;redacted:writer&gt;" in html
+    assert "curl" in record["curl"] and "$TOKEN_writer" in record["curl"]
+    assert record["rerun"].endswith("--seed 11 test_checks.py::test_must_fails")
+    assert "planted departure" in html and record["nodeid"] in html
+
+
+def test_unknown_requirement_id_is_a_usage_error(pytester):
+    pytester.makepyfile(test_bad='import pytest\n@pytest.mark.requirement("AM-NOPE-9")\ndef test_x(world):\n    pass\n')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*unknown requirement id 'AM-NOPE-9'*"])
+
+
+def test_bad_target_value_is_a_usage_error(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-url", "not-a-url")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(["*--aidememo-url: expected an http:// or https:// URL*"])
+
+
+def test_list_runs_nothing(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-list")
+    result.stdout.fnmatch_lines(["*AM-HEALTH-1*MUST*core*1*", "*test_pass*", "*untested MUSTs:*"])
+    assert not (pytester.path / "aidememo-report").exists()
+
+
+def test_xdist_workers_share_one_seed_and_one_report(pytester):
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-k", "test_pass or test_must_fails",
+                                           "--aidememo-seed", "5")
+    records = _results(pytester)
+    assert {name: r["verdict"] for name, r in records.items()} == {"test_pass": "PASS", "test_must_fails": "FAIL"}
+    assert {r["seed"] for r in records.values()} == {5}
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
