@@ -1,0 +1,53 @@
+"""The load campaign's CI-sized run: deliberate races only ever lose in the expected ways.
+
+Times are printed by ``bench/load.py``, never asserted here.
+"""
+
+from __future__ import annotations
+
+import re
+import subprocess
+import sys
+from types import ModuleType
+
+import pytest
+
+from .conftest import ROOT, load_script
+
+
+def _run(*argv: str, timeout: float = 240) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(ROOT / "bench" / "load.py"), *argv],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_short_load_run_has_no_unexpected_error() -> None:
+    result = _run("--actors", "3", "--workers", "2", "--ops", "400", "--seconds", "60", "--seed", "5")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "unexpected errors: 0" in result.stdout
+    operations = int(re.search(r"operations: (\d+)", result.stdout).group(1))  # type: ignore[union-attr]
+    assert 0 < operations <= 400
+    for op in ("send", "inbox", "accept", "return"):
+        assert re.search(rf"^  {op} +n=\d+ +p50 .* p99 .* p50/health", result.stdout, re.M), op
+    assert "seed=5" in result.stdout
+
+
+def test_the_book_tells_expected_races_from_anything_else() -> None:
+    load: ModuleType = load_script("bench/load.py")
+    book = load.Book()
+    book.record("accept", 0.001, 409, "stale_revision", "")
+    book.record("return", 0.001, 409, "handoff_conflict", "")
+    book.record("send", 0.001, 409, "handoff_conflict", "")  # a send has no race to lose
+    book.record("accept", 0.001, 409, "command_conflict", "")
+    book.record("fact", 0.001, 503, "storage_failure", "")
+    book.record("inbox", 0.001, None, None, "ConnectError")
+    assert sum(book.expected.values()) == 2
+    assert sum(book.unexpected.values()) == 4
+    assert len(book.examples) == 4
+
+
+@pytest.mark.parametrize("argv", [["--actors", "1"], ["--ops", "0"], ["--seconds", "-3"], ["--seconds", "inf"],
+                                  ["--workers", "x"], ["--seed", "-2"]])
+def test_bad_input_is_one_line(argv: list[str]) -> None:
+    result = _run(*argv, timeout=60)
+    assert result.returncode == 2
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
