@@ -324,7 +324,7 @@ def _explain(
     by_call = sorted(witness, key=lambda i: ops[i].call_ns)
     observed = dict(trial)
     lines = [
-        f"These {len(by_call)} operations cannot be ordered as model '{model.name}' requires,",
+        f"These {len(by_call)} operation(s) cannot be ordered as model '{model.name}' requires,",
         "even when every other operation may take effect at any time with any result:",
     ]
     for i in by_call[:_LISTED]:

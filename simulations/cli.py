@@ -74,12 +74,19 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="time to spend generating and checking (default 20)")
     run.add_argument("--actors", type=_positive_int, default=3, metavar="K",
                      help="concurrent actors (default 3)")
+    run.add_argument("--ledger", metavar="FILE.py:NAME",
+                     help="embedded only: a ledger factory to use instead of the reference "
+                          "(how the kit's planted race bugs are run)")
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
 
     replay = sub.add_parser("replay", help="re-run a replay file; exit 1 if the violation reproduces")
     replay.add_argument("file", type=Path)
     replay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+    replay.add_argument("--url", help="base URL (only for failures found over a URL)")
+    replay.add_argument("--config", type=Path, help="target file (only for failures found over a URL)")
+    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN")
+    replay.add_argument("--project")
 
     chk = sub.add_parser("check", help="check a JSON-lines history for linearizability")
     chk.add_argument("file", type=Path)
