@@ -212,6 +212,7 @@ class SeededScheduler:
 class Target(Protocol):
     actors: tuple[str, ...]
     project: str
+    has_reader: bool  # a non-participant reader token exists (reads by an outsider)
 
     def client(self, actor: str) -> httpx.Client: ...
 
@@ -241,6 +242,7 @@ class EmbeddedTarget:
 
         self.actors = tuple(actors)
         self.project = "project-sim"
+        self.has_reader = True
         self._dir = tempfile.TemporaryDirectory(prefix="aidememo-sim-")
         self.clock = ManualClock(START_MS)
         self._scheduler = SeededScheduler(seed)
@@ -289,6 +291,7 @@ class HttpTarget:
             raise SimulationError("a URL target needs tokens of at least two writer actors (--token ACTOR=TOKEN)")
         self.actors = tuple(writers)
         self.project = project
+        self.has_reader = READER in tokens
         self._url = url.rstrip("/")
         self._tokens = dict(tokens)
         self._timeout = timeout_s
@@ -474,7 +477,7 @@ class Planner:
                 ops.append(PlannedOp(worker=original.worker, input=inp, method=original.method,
                                      path=original.path, body=original.body))
             elif roll < 0.25:
-                viewer = rng.choice([*self.target.actors, READER])
+                viewer = rng.choice([*self.target.actors, *([READER] if self.target.has_reader else [])])
                 ops.append(self._status(handoff_id, viewer))
             elif k.status != "absent" or rng.random() < 0.2:
                 ops.append(self._transition(handoff_id, k, now))

@@ -226,6 +226,14 @@ def shrink(
     # operations; each candidate must still fail under the same seed, following the schedule
     # recorded so far wherever it still applies.
     batches, schedule = list(best.plan.batches), list(best.decisions)
+    # First keep only the handoffs the witness is about: usually most of the plan goes at once.
+    if best.finding is not None:
+        blamed = {str(best.history[i].input.get("handoff_id")) for i in best.finding.witness}
+        focused = [Batch(clock_ms=b.clock_ms, ops=tuple(op for op in b.ops if str(op.input.get("handoff_id")) in blamed))
+                   for b in batches]
+        got = attempt(focused, schedule)
+        if got is not None:
+            best, batches, schedule = got, list(got.plan.batches), list(got.decisions)
     chunk = max(1, len(batches) // 2)
     while chunk >= 1:
         start = 0
@@ -272,7 +280,7 @@ def _target_from_args(args: Any) -> HttpTarget | None:
     if args.config is not None:
         from simulations.targets import target_from_config
 
-        return target_from_config(args.config)
+        return target_from_config(args.config, getattr(args, "actors", 3))
     if args.url is None:
         if args.token or args.project:
             raise SimulationError("--token and --project need --url")

@@ -1,0 +1,94 @@
+"""The simulator over a real socket: the reference served by uvicorn on loopback, by URL."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from aidememo_ref import ReferenceLedger, serve_in_thread
+from simulations.cli import main
+from simulations.concurrency import READER, HttpTarget
+from simulations.runner import run_campaign
+
+ACTORS = ("agent-a", "agent-b", "agent-c")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
+    ledger = ReferenceLedger(tmp_path_factory.mktemp("served") / "ledger.sqlite")
+    tokens = {}
+    for actor in (*ACTORS, READER):
+        tokens[actor] = f"tok-{actor}-0123456789"
+        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
+                         role="reader" if actor == READER else "writer")
+    with serve_in_thread(ledger) as url:
+        yield url, tokens
+    ledger.close()
+
+
+def test_a_url_campaign_against_the_reference_is_clean(served: tuple[str, dict[str, str]]) -> None:
+    url, tokens = served
+    result = run_campaign(seed=3, max_batches=12, budget_s=60, target=HttpTarget(url, "p", tokens))
+    assert result.finding is None
+    assert len(result.history) > 40
+    # Over a socket the clock is the server's own: the plan says so instead of guessing.
+    assert all(b.clock_ms is None for b in result.plan.batches)
+
+
+def test_the_cli_runs_against_a_url(served: tuple[str, dict[str, str]], tmp_path: Path,
+                                    capsys: pytest.CaptureFixture[str]) -> None:
+    url, tokens = served
+    argv = ["run", "--url", url, "--project", "p", "--seed", "11", "--budget", "3", "--out", str(tmp_path)]
+    for actor, token in tokens.items():
+        argv += ["--token", f"{actor}={token}"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert "seed 11" in out and "verdict OK" in out
+    assert "tok-" not in out  # tokens are never printed
+
+
+def test_the_cli_takes_a_conformance_target_file(served: tuple[str, dict[str, str]], tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    url, tokens = served
+    entries = "\n".join(
+        f'[[provision.tokens]]\nproject = "p"\nactor = "{a}"\nrole = "{"reader" if a == READER else "writer"}"\n'
+        f'token = "{t}"\n' for a, t in tokens.items())
+    config = tmp_path / "target.toml"
+    config.write_text(f'url = "{url}"\n\n{entries}')
+    assert main(["run", "--config", str(config), "--seed", "5", "--budget", "3", "--out", str(tmp_path)]) == 0
+    assert "verdict OK" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["run", "--actors", "1", "--budget", "1"], "at least two actors"),
+        (["run", "--url", "http://127.0.0.1:9"], "--url needs --project"),
+        (["run", "--token", "a=b"], "need --url"),
+        (["run", "--url", "http://127.0.0.1:9", "--project", "p", "--token", "nope"], "ACTOR=TOKEN"),
+        (["run", "--budget", "-3"], "must be positive"),
+        (["run", "--seed", "x"], "not an integer seed"),
+        (["replay", "/nonexistent/replay.json"], "cannot read replay file"),
+        (["run", "--ledger", "nofile.py:x"], "cannot load ledger factory"),
+        (["frobnicate"], "invalid choice"),
+    ],
+)
+def test_bad_input_is_one_line_on_stderr(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert message in captured.err and captured.err.count("\n") == 1
+    assert "Traceback" not in captured.err
+
+
+def test_the_model_imports_nothing_from_the_reference() -> None:
+    import subprocess
+
+    code = ("import sys, simulations.model, simulations.checker, simulations.register; "
+            "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'aidememo_ref'); "
+            "print(bad); sys.exit(1 if bad else 0)")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[2])
+    assert proc.returncode == 0, proc.stdout + proc.stderr
