@@ -84,7 +84,8 @@ def build_pytest_args(args: argparse.Namespace) -> list[str]:
     """The pytest command line equivalent to ``aidememo-conformance run``."""
     base = _checks_dir()
     targets = [str(base / check) for check in args.checks] or [str(base)]
-    pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--rootdir", str(base),
+    # The terminal gets our one-screen summary; tracebacks live in the reports.
+    pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--rootdir", str(base),
                    "--aidememo-report-dir", args.report_dir,
                    "--junitxml", str(Path(args.report_dir) / "junit.xml")]
     options = {"--aidememo-url": args.url, "--aidememo-config": args.config, "--aidememo-baseline": args.baseline,

@@ -228,13 +228,12 @@ class Wire:
         self, method: str, url: str, headers: dict[str, str], body: bytes, actor: str | None
     ) -> tuple[Exchange, TargetError | None]:
         request_headers = tuple(headers.items())
-        if self.breaker.open():
-            raise TargetError(
-                f"{method} {url}: not sent, the target failed {self.breaker.failures} requests in a row"
-            )
-        self.request_count += 1
         base: dict[str, Any] = {"method": method, "url": url, "request_headers": request_headers, "request_body": body,
                                 "actor": actor}
+        if self.breaker.open():
+            detail = f"not sent: the target failed {self.breaker.failures} requests in a row"
+            return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
+        self.request_count += 1
         try:
             request = self._client.build_request(method, url, headers=headers, content=body or None)
             response = self._client.send(request, stream=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.actors import setup_ok
+from conformance.errors import NotScored
 from conformance.expect import expect_error, expect_status
 
 
@@ -70,6 +71,8 @@ def test_malformed_or_unknown_bearer_is_refused(world, form):
 def test_token_outside_its_projects_is_forbidden_not_missing(world, where):
     mine = world.project()
     other = world.project() if where == "other-project" else None
+    if other is not None and other.project_id == mine.project_id:
+        raise NotScored("the fixed token list offers no second project")
     project_id = other.project_id if other else world.new_id("never-created")
     for path in (f"/v1/projects/{project_id}/identity", f"/v1/projects/{project_id}/snapshot",
                  f"/v1/projects/{project_id}/handoffs/{world.new_id('h')}"):

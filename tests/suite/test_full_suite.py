@@ -1,0 +1,128 @@
+"""The whole suite against the reference: embedded under xdist, and a separately started
+``aidememo-ref serve`` reached through a provisioning command template or fixed tokens."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+OK = {"PASS", "SKIP"}
+UNSERVED = {"mcp", "artifacts"}  # the reference serves neither; their requirements are not scored
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "conformance.cli", "run", *args], capture_output=True, text=True,
+                          timeout=600)
+
+
+def _records(report: Path) -> list[dict]:
+    return json.loads((report / "results.json").read_text())["records"]
+
+
+def _bad(records: list[dict]) -> list[tuple[str, str, str]]:
+    return [(r["nodeid"].rsplit("/", 1)[-1], r["verdict"], r["reason"][:300]) for r in records if r["verdict"] not in OK]
+
+
+def test_embedded_reference_passes_under_xdist(tmp_path):
+    report = tmp_path / "report"
+    done = _cli("-n", "2", "--report-dir", str(report))
+    records = _records(report)
+    assert not _bad(records), _bad(records)
+    assert done.returncode == 0, done.stdout[-2000:]
+    trace = json.loads((report / "traceability.json").read_text())
+    untested = {row["id"] for row in trace if row["level"] == "MUST" and row["status"] != "tested"}
+    assert all(row["capability"] in UNSERVED for row in trace if row["id"] in untested), (
+        f"MUSTs without a scored check outside MCP/artifacts: {sorted(untested)}")
+    assert (report / "report.html").exists() and (report / "junit.xml").exists()
+    assert "RESULT: every scored MUST holds" in done.stdout
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def served(tmp_path) -> Iterator[tuple[str, Path]]:
+    """``aidememo-ref serve --test-clock`` on a free loopback port, stopped by its pid."""
+    if shutil.which("aidememo-ref") is None:
+        pytest.fail("aidememo-ref is not installed (pip install -e .)")
+    database = tmp_path / "ledger.sqlite"
+    port = _free_port()
+    process = subprocess.Popen(["aidememo-ref", "serve", "--database", str(database), "--bind", f"127.0.0.1:{port}",
+                                "--test-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        for _ in range(200):
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.05)
+        else:
+            pytest.fail("aidememo-ref serve did not come up")
+        yield url, database
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+SUBSET = ["--requirement", "AM-HO-", "--requirement", "AM-AUTH-", "--requirement", "AM-HL-HB-",
+          "--requirement", "AM-CONF-1"]
+
+
+def test_served_reference_through_the_command_template(served, tmp_path):
+    url, database = served
+    template = (f"aidememo-ref bootstrap --database {database} --tenant-id {{tenant}} --project-id {{project}} "
+                f"--actor-id {{actor}} --token-file {{token_file}} --role {{role}}")
+    report = tmp_path / "report"
+    done = _cli("--url", url, "--provision-command", template, "--report-dir", str(report), *SUBSET)
+    records = _records(report)
+    assert not _bad(records), _bad(records)
+    assert done.returncode == 0
+    assert any(r["requirement"] == "AM-HL-HB-3" and r["verdict"] == "PASS" for r in records), (
+        "the test-clock extension of `aidememo-ref serve --test-clock` must be detected and scored")
+
+
+def test_served_reference_with_fixed_tokens(served, tmp_path):
+    url, database = served
+    tokens = []
+    for actor, role in (("w1", "writer"), ("w2", "writer"), ("w3", "writer"), ("r1", "reader")):
+        token_file = tmp_path / f"{actor}.token"
+        token_file.write_text(f"fixed-{actor}-token-0123456789\n")
+        token_file.chmod(0o600)
+        subprocess.run(["aidememo-ref", "bootstrap", "--database", str(database), "--tenant-id", "acme",
+                        "--project-id", "fixed", "--actor-id", actor, "--token-file", str(token_file),
+                        "--role", role], check=True, capture_output=True, timeout=60)
+        tokens.append(f'[[provision.tokens]]\nproject = "fixed"\nactor = "{actor}"\nrole = "{role}"\n'
+                      f'token_file = "{token_file.name}"\n')
+    config = tmp_path / "target.toml"
+    config.write_text(f'url = "{url}"\n' + "".join(tokens))
+    report = tmp_path / "report"
+    done = _cli("--config", str(config), "--report-dir", str(report), *SUBSET)
+    records = _records(report)
+    assert not _bad(records), _bad(records)
+    assert done.returncode == 0
+    skipped = {r["requirement"] for r in records if r["verdict"] == "SKIP"}
+    assert "AM-CONF-13" in skipped, "a check needing a fresh project is not scored with fixed tokens"
+    assert any(r["verdict"] == "PASS" and r["requirement"].startswith("AM-HO-") for r in records)
+
+
+@pytest.mark.slow
+def test_whole_suite_against_the_served_reference(served, tmp_path):
+    url, database = served
+    template = (f"aidememo-ref bootstrap --database {database} --tenant-id {{tenant}} --project-id {{project}} "
+                f"--actor-id {{actor}} --token-file {{token_file}} --role {{role}}")
+    report = tmp_path / "report"
+    done = _cli("--url", url, "--provision-command", template, "--report-dir", str(report))
+    assert not _bad(_records(report)) and done.returncode == 0
