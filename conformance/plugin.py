@@ -250,8 +250,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         exception = None
     expected = state.baseline.expects(item.nodeid, requirement_id) if state.baseline else None
     warnings = list(world.warnings) if world is not None else []
+    answered = world is not None and any(e.status for e in world.transcript.exchanges)
     verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=expected is not None)
+                     expected_failure=expected is not None, answered=answered)
     if report.when == "setup" and verdict is Verdict.FAIL:
         verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
     reason = _reason(exception, report, warnings, expected)
@@ -273,6 +274,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
+    from conformance.verdicts import SHAPE_ERRORS
+
+    if isinstance(exception, SHAPE_ERRORS):
+        return f"an answer lacks the promised shape ({type(exception).__name__}: {exception}); see the transcript"
     if exception is not None:
         text = str(exception).strip() or type(exception).__name__
         if isinstance(exception, AssertionError):

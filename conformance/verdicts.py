@@ -10,6 +10,7 @@ The table (outcome x level x baseline -> verdict) is here and nowhere else:
     Untestable (setup step failed)          -> UNTESTABLE (XFAIL when the baseline lists it)
     NotScored / capability unclaimed        -> SKIP
     Indeterminate (only 503 answers)        -> UNKNOWN
+    KeyError/TypeError/... after an answer  -> as AssertionError: the answer lacked a promised field
     any other exception (a bug in a check)  -> ERROR
 
 Only PASS, WARN, INFO, SKIP and XFAIL let the run succeed; XPASS means the baseline is stale.
@@ -41,6 +42,11 @@ class Verdict(StrEnum):
 OK_VERDICTS = frozenset({Verdict.PASS, Verdict.WARN, Verdict.INFO, Verdict.SKIP, Verdict.XFAIL})
 
 
+# What checks raise when an answer is JSON of the wrong shape (a missing key, a string where an
+# object was promised): the server's departure, not the kit's, once the server has answered.
+SHAPE_ERRORS = (KeyError, TypeError, IndexError, AttributeError, ValueError)
+
+
 def decide(
     *,
     exception: BaseException | None,
@@ -48,8 +54,13 @@ def decide(
     warned: bool,
     level: Level,
     expected_failure: bool,
+    answered: bool = False,
 ) -> Verdict:
-    """Map one check's outcome to its verdict (see the module table)."""
+    """Map one check's outcome to its verdict (see the module table).
+
+    Args:
+        answered: the target answered at least one of the check's requests.
+    """
     if skipped or isinstance(exception, NotScored):
         return Verdict.SKIP
     if exception is None:
@@ -60,7 +71,7 @@ def decide(
         return Verdict.UNKNOWN
     if isinstance(exception, Untestable):
         return Verdict.XFAIL if expected_failure else Verdict.UNTESTABLE
-    if isinstance(exception, AssertionError | TargetError):
+    if isinstance(exception, AssertionError | TargetError) or (answered and isinstance(exception, SHAPE_ERRORS)):
         if level is Level.SHOULD:
             return Verdict.WARN
         if level is Level.MAY:

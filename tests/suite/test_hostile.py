@@ -44,6 +44,9 @@ def _answer(mode: str, conn: socket.socket, stop: threading.Event) -> None:
         elif mode == "not-json":
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 9\r\n"
                          b"Connection: close\r\n\r\nnot json!")
+        elif mode == "empty-object":
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: 2\r\n"
+                         b"Connection: close\r\n\r\n{}")
         elif mode == "flood":
             conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nConnection: close\r\n\r\n[")
             chunk = b"1," * 32768
@@ -81,7 +84,7 @@ def hostile_server(mode: str) -> Iterator[str]:
         listener.close()
 
 
-@pytest.mark.parametrize("mode", ["hang", "reset", "garbage", "not-json", "flood"])
+@pytest.mark.parametrize("mode", ["hang", "reset", "garbage", "not-json", "empty-object", "flood"])
 def test_hostile_target_fails_in_bounded_time(tmp_path, mode):
     with hostile_server(mode) as url:
         config = tmp_path / "target.toml"
