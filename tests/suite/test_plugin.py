@@ -131,10 +131,11 @@ def test_list_runs_nothing(pytester):
     assert not (pytester.path / "aidememo-report").exists()
 
 
-def test_xdist_workers_share_one_seed_and_one_report(pytester):
+def test_xdist_workers_share_one_seed_and_one_report(pytester, monkeypatch):
     pytester.makepyfile(test_checks=CHECKS)
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-n", "2", "-k", "test_pass or test_must_fails",
-                                           "--aidememo-seed", "5")
+    monkeypatch.setenv("PYTEST_DISABLE_PLUGIN_AUTOLOAD", "1")  # unrelated plugins only slow the workers down
+    result = pytester.runpytest_subprocess("-p", "conformance.plugin", "-p", "xdist.plugin", "-p", "no:cacheprovider",
+                                           "-n", "2", "-k", "test_pass or test_must_fails", "--aidememo-seed", "5")
     records = _results(pytester)
     assert {name: r["verdict"] for name, r in records.items()} == {"test_pass": "PASS", "test_must_fails": "FAIL"}
     assert {r["seed"] for r in records.values()} == {5}
