@@ -34,7 +34,8 @@ def ledger(tmp_path: Path, fuzz: ModuleType) -> ReferenceLedger:
 # Found by this fuzzer: integers beyond f64 (or past Python's 4300-digit limit) escaped the JSON
 # parser as OverflowError/ValueError, a 500 over HTTP. serde_json answers "number out of range".
 @pytest.mark.parametrize("body", [b"1" * 400, b"-" + b"1" * 400, b'{"a":' + b"9" * 5000 + b"}",
-                                  b'{"command_id":"c","payload":' + b"7" * 320 + b"}"])
+                                  b'{"command_id":"c","payload":' + b"7" * 320 + b"}"],
+                         ids=["400-digits", "negative-400-digits", "5000-digits-nested", "320-digit-payload"])
 def test_numbers_beyond_f64_are_invalid_commands(ledger: ReferenceLedger, body: bytes) -> None:
     response = ledger.handle("POST", "/v1/commands", {"content-type": "application/json"}, body)
     assert response.status == 400

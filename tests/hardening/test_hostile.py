@@ -1,0 +1,149 @@
+"""The kit against servers that hang, reset, trickle, babble or flood: bounded, attributed, no crash.
+
+``tests/suite/test_hostile.py`` covers the conformance suite against hang, reset, garbage,
+non-JSON, empty-object and unbounded-flood servers; this file adds the behaviours it does not
+(a byte-at-a-time trickle, JSON of the wrong shapes, a flood that announces 16 GiB) and points
+the simulator at all of them. Each run gets a subprocess deadline: a hang is a failure, never a
+stuck CI job. Known defects of the tools are ``xfail`` with the missing piece named; they turn
+into XPASS once fixed.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .hostile import hostile_server
+
+# Far above what a bounded run needs (a breaker-tripped suite finishes in ~15 s at timeout_s=1),
+# far below "hung": only the deadline of the subprocess, not a performance figure.
+CONFORMANCE_DEADLINE_S = 40
+SIM_DEADLINE_S = 40
+
+TARGET = """\
+url = "{url}"
+timeout_s = 1
+
+[[provision.tokens]]
+project = "hostile"
+actor = "w1"
+role = "writer"
+token = "hostile-token-1"
+
+[[provision.tokens]]
+project = "hostile"
+actor = "w2"
+role = "writer"
+token = "hostile-token-2"
+"""
+
+TRICKLE_HANGS_THE_SUITE = pytest.mark.xfail(
+    reason="conformance.transcript.Wire has no overall per-request deadline: httpx timeouts apply per read, "
+           "so a server sending one byte every 0.2 s keeps each request alive for hours",
+    strict=False,
+)
+SIM_SETUP_RAISES = pytest.mark.xfail(
+    reason="simulations.concurrency.setup lets httpx.HTTPError and json.JSONDecodeError escape: "
+           "aidememo-sim prints a traceback instead of one line",
+    strict=False,
+)
+SIM_READS_UNBOUNDED = pytest.mark.xfail(
+    reason="simulations.concurrency.HttpTarget reads whole bodies with no size cap and no overall "
+           "deadline, so an endless or trickled answer holds the run",
+    strict=False,
+)
+# A (Python) exception name in a verdict's reason means the kit broke, not the target.
+KIT_FAULTS = ("Traceback", "AttributeError", "KeyError", "TypeError", "IndexError", "NameError",
+              "UnboundLocalError", "RecursionError", "JSONDecodeError", "ValueError")
+
+
+def _run(argv: list[str], deadline: float) -> subprocess.CompletedProcess[str]:
+    try:
+        return subprocess.run([sys.executable, *argv], capture_output=True, text=True, timeout=deadline)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{' '.join(argv[:3])} did not finish within {deadline} s: the tool hung on a hostile server")
+
+
+@pytest.mark.parametrize("behaviour", [
+    pytest.param("trickle", marks=TRICKLE_HANGS_THE_SUITE),
+    "wrong-shapes",
+    "gigantic",
+])
+def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behaviour: str) -> None:
+    report = tmp_path / "report"
+    with hostile_server(behaviour) as url:
+        config = tmp_path / "target.toml"
+        config.write_text(TARGET.format(url=url))
+        done = _run(["-m", "conformance.cli", "run", "--config", str(config), "--report-dir", str(report),
+                     "--seed", "5"], CONFORMANCE_DEADLINE_S)
+    assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
+    assert "Traceback" not in done.stderr
+    results = json.loads((report / "results.json").read_text())
+    assert results["ok"] is False and results["counts"]["PASS"] == 0
+    assert results["counts"].get("ERROR", 0) == 0
+    failed = [r for r in results["records"] if r["verdict"] == "FAIL"]
+    assert failed
+    for record in failed:
+        assert not any(fault in record["reason"] for fault in KIT_FAULTS), record["reason"]
+        assert record["rerun"].startswith("aidememo-conformance run"), record
+
+
+@pytest.mark.parametrize("behaviour", [
+    pytest.param("hang", marks=SIM_SETUP_RAISES),
+    pytest.param("reset", marks=SIM_SETUP_RAISES),
+    pytest.param("garbage", marks=SIM_SETUP_RAISES),
+    pytest.param("junk-json", marks=SIM_SETUP_RAISES),
+    "wrong-shapes",
+    pytest.param("gigantic", marks=[SIM_READS_UNBOUNDED, pytest.mark.slow]),
+    pytest.param("trickle", marks=[SIM_READS_UNBOUNDED, pytest.mark.slow]),
+])
+def test_simulator_run_is_bounded_and_says_why_in_one_line(tmp_path: Path, behaviour: str) -> None:
+    with hostile_server(behaviour) as url:
+        config = tmp_path / "target.toml"
+        config.write_text(TARGET.format(url=url))
+        done = _run(["-m", "simulations.cli", "run", "--config", str(config), "--budget", "3", "--seed", "5",
+                     "--out", str(tmp_path / "out")], SIM_DEADLINE_S)
+    assert done.returncode != 0, done.stdout[-1500:]
+    assert "Traceback" not in done.stderr, done.stderr[-3000:]
+    last = done.stderr.strip().splitlines()[-1] if done.stderr.strip() else ""
+    assert last.startswith("aidememo-sim:"), done.stderr[-1500:]
+    assert "replay this run with:" in done.stdout
+
+
+@pytest.mark.parametrize("behaviour", ["hang", "reset", "trickle", "garbage", "junk-json", "wrong-shapes", "gigantic"])
+def test_hostile_servers_misbehave_as_described(behaviour: str) -> None:
+    # The servers themselves must be hostile in the way their names say, or the tests above prove nothing.
+    import httpx
+
+    with hostile_server(behaviour) as url:
+        if behaviour == "trickle":
+            # Every read returns within the timeout, yet a second brings only a few bytes.
+            host, _, port = url.removeprefix("http://").rpartition(":")
+            with socket.create_connection((host, int(port)), timeout=1) as sock:
+                sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
+                got, started = b"", time.monotonic()
+                while time.monotonic() - started < 1:
+                    got += sock.recv(100)
+            assert 0 < len(got) <= 10 and b"HTTP/1.1 200 OK".startswith(got), got
+            return
+        try:
+            with httpx.Client(timeout=httpx.Timeout(1.0)) as http, http.stream("GET", f"{url}/health") as response:
+                first = next(response.iter_raw(), b"")
+                outcome = (response.status_code, response.headers.get("content-length"), first)
+        except httpx.HTTPError as exc:
+            outcome = (type(exc).__name__,)
+    expected = {
+        "hang": lambda o: o == ("ReadTimeout",),
+        "reset": lambda o: o[0] in ("ReadError", "RemoteProtocolError"),
+        "garbage": lambda o: o[0] == "RemoteProtocolError",
+        "junk-json": lambda o: o[0] == 200 and o[2].startswith(b'{"command_id"'),
+        "wrong-shapes": lambda o: isinstance(o[0], int),
+        "gigantic": lambda o: o[0] == 200 and o[1] == str(16 << 30),
+    }[behaviour]
+    assert expected(outcome), outcome
