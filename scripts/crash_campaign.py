@@ -6,6 +6,7 @@ Several writer clients run compare-and-swap puts and handoff sends/accepts/retur
 again on the same database. At the end every receipt that was ever answered must replay byte
 for byte, the project sequence must have no gap, every answered (resource, revision) must be in
 the change feed at its sequence, and no handoff may have had more live claims than attempts.
+Two accepts race for each handoff from the same revision, so a second live claim would show.
 
     python scripts/crash_campaign.py --kills 20 --writers 4 --seed 7
 
@@ -100,16 +101,28 @@ def writer(url: str, wid: int, incarnation: int, rng: random.Random, book: Ledge
         if post("sender", f"{base}/handoffs", {"command_id": f"send-{tag}", "payload": {
                 "handoff_id": hid, "session_id": "s", "to_actor": "receiver"}}) is None:
             return
-        r = post("receiver", f"{base}/handoffs/{hid}/accept",
-                 {"command_id": f"accept-{tag}", "expected_revision": 1, "payload": {"claim_id": f"c-{tag}"}})
-        if r is None or r.status_code != 200:
+        # Two workers of the receiver race for the pending handoff with the same expected
+        # revision: at most one may hold a claim, whatever the kills do.
+        answers: dict[str, httpx.Response | None] = {}
+
+        def accept(side: str) -> None:
+            answers[side] = post("receiver", f"{base}/handoffs/{hid}/accept", {
+                "command_id": f"accept-{tag}-{side}", "expected_revision": 1, "payload": {"claim_id": f"c-{tag}-{side}"}})
+
+        rival = threading.Thread(target=accept, args=("b",))
+        rival.start()
+        accept("a")
+        rival.join()
+        won = [side for side, r in answers.items() if r is not None and r.status_code == 200]
+        if not won:
             continue
+        claim = f"c-{tag}-{won[0]}"
         fid = f"f-{tag}"
         if post("receiver", f"{base}/facts", {"command_id": f"fact-{tag}", "payload": {
                 "fact_id": fid, "session_id": "s", "content": f"result {tag}"}}) is None:
             return
         post("receiver", f"{base}/handoffs/{hid}/return", {"command_id": f"return-{tag}", "expected_revision": 2,
-             "payload": {"claim_id": f"c-{tag}", "result_fact_id": fid, "outcome": "succeeded"}})
+             "payload": {"claim_id": claim, "result_fact_id": fid, "outcome": "succeeded"}})
 
 
 def verify(url: str, book: Ledger) -> tuple[int, list[str]]:
@@ -141,9 +154,16 @@ def verify(url: str, book: Ledger) -> tuple[int, list[str]]:
         if entry != coordinate:
             losses.append(f"answered {body['command_id']} at seq {receipt['project_seq']} is not in the feed")
     claims: dict[str, set[str]] = {}
+    first_grants: dict[str, set[str]] = {}
     for path, body, _ in book.answered:
         if path.endswith("/accept"):
-            claims.setdefault(path.split("/")[5], set()).add(body["payload"]["claim_id"])  # type: ignore[index]
+            hid = path.split("/")[5]
+            claims.setdefault(hid, set()).add(body["payload"]["claim_id"])  # type: ignore[index]
+            if body["expected_revision"] == 1:
+                first_grants.setdefault(hid, set()).add(body["payload"]["claim_id"])  # type: ignore[index]
+    for hid, granted in first_grants.items():
+        if len(granted) > 1:
+            losses.append(f"handoff {hid} granted two live claims from revision 1: {sorted(granted)}")
     for hid, held in claims.items():
         record = http.get(f"/v1/projects/p/handoffs/{hid}", headers=auth["receiver"]).json()["record"]
         if len(held) > record["attempt_count"]:
