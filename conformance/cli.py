@@ -71,7 +71,8 @@ def _validate(args: argparse.Namespace) -> None:
     from conformance.target import resolve_target
 
     resolve_target(config_path=args.config, url=args.url, timeout_s=args.timeout, capabilities=args.capability,
-                   provision_command=args.provision_command, embedded_factory=args.embedded_factory)
+                   provision_command=args.provision_command, embedded_factory=args.embedded_factory,
+                   flag_prefix="--")
     if args.baseline:
         load_baseline(args.baseline, load_registry())
     if args.seed is not None and not args.seed.isdigit():

@@ -266,6 +266,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         "requests": len(world.transcript.exchanges) if world is not None else 0,
         "seed": state.seed,
     }
+    if state.runtime is not None:
+        record["claims"] = {name: state.runtime.detected.get(name, "") for name in state.runtime.claims}
+        record["claims"]["core"] = "always"
+        record["claims"] = {name: ("claimed, " if state.runtime.claimed(name) else "not claimed, ") + how
+                            for name, how in record["claims"].items()}
     if verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None:
         record["transcript"] = world.transcript.to_list()
         record["notes"] = list(world.transcript.notes)

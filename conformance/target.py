@@ -207,6 +207,7 @@ def resolve_target(
     provision_command: str | None,
     embedded_factory: str | None = None,
     environ: Mapping[str, str] | None = None,
+    flag_prefix: str = "--aidememo-",
 ) -> TargetSettings:
     """Apply flag > environment > target file > default and validate every value.
 
@@ -238,14 +239,14 @@ def resolve_target(
 
     resolved_url: str | None = None
     if url is not None:
-        resolved_url = _url(url, "--aidememo-url")
+        resolved_url = _url(url, f"{flag_prefix}url")
     elif env.get("AIDEMEMO_URL"):
         resolved_url = _url(env["AIDEMEMO_URL"], "AIDEMEMO_URL")
     elif "url" in data:
         resolved_url = _url(data["url"], f"{config_path}: url")
 
     if timeout_s is not None:
-        timeout = _positive_float(timeout_s, "--aidememo-timeout")
+        timeout = _positive_float(timeout_s, f"{flag_prefix}timeout")
     elif env.get("AIDEMEMO_TIMEOUT"):
         timeout = _positive_float(env["AIDEMEMO_TIMEOUT"], "AIDEMEMO_TIMEOUT")
     else:
@@ -266,7 +267,7 @@ def resolve_target(
     if env.get("AIDEMEMO_CAPABILITIES"):
         claims.update(_capability_list(env["AIDEMEMO_CAPABILITIES"], "AIDEMEMO_CAPABILITIES"))
     for item in capabilities or []:
-        claims.update(_capability_list(item, "--aidememo-capability"))
+        claims.update(_capability_list(item, f"{flag_prefix}capability"))
     if claims.get("core") is False:
         raise ConfigError("capability 'core' cannot be disclaimed")
 
@@ -275,7 +276,7 @@ def resolve_target(
         raise ConfigError(f"{config_path}: [provision] must be a table")
     command: str | None = None
     if provision_command is not None:
-        command = _template(provision_command, "--aidememo-provision-command")
+        command = _template(provision_command, f"{flag_prefix}provision-command")
     elif env.get("AIDEMEMO_PROVISION_COMMAND"):
         command = _template(env["AIDEMEMO_PROVISION_COMMAND"], "AIDEMEMO_PROVISION_COMMAND")
     elif "command" in provision:
@@ -292,7 +293,7 @@ def resolve_target(
     if resolved_url is not None and command is None and not tokens:
         raise ConfigError(
             f"target {resolved_url}: say how to get identities, with a provisioning command template "
-            "(--aidememo-provision-command or [provision] command) or [[provision.tokens]]"
+            f"({flag_prefix}provision-command or [provision] command) or [[provision.tokens]]"
         )
     return TargetSettings(
         url=resolved_url,

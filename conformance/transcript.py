@@ -162,7 +162,6 @@ class Wire:
         self.max_body_bytes = max_body_bytes
         self.retries_503 = retries_503
         self.breaker = _Breaker(breaker_limit)
-        self.request_count = 0
         # No pooling across a reset: a hostile server must not poison later checks' connections.
         self._client = httpx.Client(
             timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
@@ -233,7 +232,6 @@ class Wire:
         if self.breaker.open():
             detail = f"not sent: the target failed {self.breaker.failures} requests in a row"
             return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
-        self.request_count += 1
         try:
             request = self._client.build_request(method, url, headers=headers, content=body or None)
             response = self._client.send(request, stream=True)

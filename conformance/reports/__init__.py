@@ -41,7 +41,10 @@ def rerun_command(state: Any, nodeid: str) -> str:
 def write_reports(report_dir: Path, state: Any, records: list[dict[str, Any]]) -> dict[str, Any]:
     """Write every report and return the summary the terminal shows."""
     records = sorted(records, key=lambda r: (r["requirement"], r["nodeid"]))
+    # Every worker reports the same claims; keep one copy for the summary.
+    capabilities = next((r["claims"] for r in records if r.get("claims")), {})
     for record in records:
+        record.pop("claims", None)
         record["rerun"] = rerun_command(state, record["nodeid"])
         if "transcript" in record:
             record["curl"] = curl_script(record["transcript"], record.get("notes"))
@@ -56,6 +59,7 @@ def write_reports(report_dir: Path, state: Any, records: list[dict[str, Any]]) -
         "seed": state.seed,
         "run_tag": state.run_tag,
         "counts": {v: counts.get(v, 0) for v in VERDICT_ORDER},
+        "capabilities": capabilities,
         "requests": sum(r.get("requests", 0) for r in records),
         "untested_musts": [row["id"] for row in must_rows if row["status"] == "untested"],
         "not_scored_musts": [row["id"] for row in must_rows if row["status"] == "not scored"],
@@ -80,6 +84,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         "",
         f"===== AideMemo conformance ({summary['profile']}) against {summary['target']} =====",
         f"verdicts: {shown or 'none'}   requests: {summary['requests']}   seed: {summary['seed']}",
+        "capabilities: " + ("; ".join(f"{name} {how.split(',')[0]}" for name, how in summary["capabilities"].items())
+                            or "unknown"),
         f"untested MUSTs: {', '.join(summary['untested_musts']) or 'none'}",
         f"not scored MUSTs (capability unclaimed or identities unavailable): "
         f"{', '.join(summary['not_scored_musts']) or 'none'}",

@@ -66,6 +66,10 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         f"{summary['requests']} requests, {escape(summary['kit'])}.</p>",
         f"<p><b>{'Every scored MUST holds.' if summary['ok'] else 'A scored MUST does not hold.'}</b></p>",
         "<p>" + " ".join(f"{_verdict(v)} {n}" for v, n in summary["counts"].items() if n) + "</p>",
+        "<h2>Capabilities</h2><table><tr><th>capability</th><th>claim</th></tr>"
+        + "".join(f"<tr><td>{escape(name)}</td><td>{escape(how)}</td></tr>"
+                  for name, how in summary.get("capabilities", {}).items())
+        + "</table>",
         "<h2>By capability and level</h2><table><tr><th>capability</th>"
         + "".join(f"<th>{lv}</th>" for lv in levels) + "</tr>",
     ]

@@ -6,8 +6,7 @@ import threading
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.errors import Indeterminate, TargetError, Untestable
+from conformance.errors import Indeterminate, TargetError
 from conformance.expect import expect_error, expect_receipt, record_of
 
 

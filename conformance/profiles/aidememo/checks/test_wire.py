@@ -6,8 +6,6 @@ import pytest
 
 from conformance.expect import expect_error, expect_status, is_error_shape
 
-pytestmark = []
-
 
 @pytest.mark.requirement("AM-HEALTH-1")
 def test_health_answers_without_a_token(world):
@@ -75,6 +73,12 @@ def test_wrong_method_answers_405_with_allow(world):
     assert exchange.status == 405, f"DELETE identity answered {exchange.status}, expected 405"
     allow = exchange.header("allow") or ""
     assert "GET" in allow.upper(), f"405 lacks an Allow header naming GET: {allow!r}"
+
+
+@pytest.mark.requirement("AM-WIRE-1")
+def test_head_is_served_on_get_routes(world):
+    exchange = world.runtime.wire.request(world.transcript, "HEAD", "/health")
+    assert exchange.status == 200 and exchange.body == b"", f"HEAD /health answered {exchange.status} {exchange.body[:80]!r}"
 
 
 @pytest.mark.requirement("AM-WIRE-2")
