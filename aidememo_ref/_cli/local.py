@@ -1155,6 +1155,14 @@ def main(argv: list[str]) -> int:
     except LocalError as exc:
         _fail(as_json, str(exc.code), str(exc))
         return 1
+    except BrokenPipeError:
+        # The reader went away (`| head`): stop quietly, and keep the exit flush from failing.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 141
+    except UnicodeEncodeError:
+        # Undecodable bytes in an argument or variable arrive as surrogates and cannot be stored.
+        _fail(as_json, str(LocalErrorCode.INVALID_INPUT), "invalid input: arguments and variables must be valid UTF-8")
+        return 1
     except sqlite3.Error as exc:
         _fail(as_json, str(LocalErrorCode.STORAGE_FAILURE), f"storage failure: {exc}")
         return 1

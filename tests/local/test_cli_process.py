@@ -103,3 +103,12 @@ def test_json_flag_is_accepted_after_the_command_words(tmp_path: Path) -> None:
     assert done.returncode == 0 and json.loads(done.stdout) == {"actor_id": "x", "source_id": None, "assignments": []}
     late_store = tmp_path / "late.sqlite"
     assert run_cli("agent", "list", "--store", str(late_store)).returncode == 0 and late_store.exists()
+
+
+def test_undecodable_bytes_are_refused_in_one_line(tmp_path: Path) -> None:
+    store = str(tmp_path / "s.sqlite")
+    done = subprocess.run(
+        [sys.executable, "-m", "aidememo_ref._cli.local", "--store", store, "fact", "add", b"bad \xff byte"],
+        capture_output=True, text=True, cwd=REPO,
+    )
+    assert done.returncode == 1 and done.stderr == "Error: invalid input: arguments and variables must be valid UTF-8\n"
