@@ -718,7 +718,9 @@ def _duration_ms(text: str) -> int:
 
 
 def cmd_handoff_board(args: argparse.Namespace, ctx: Context) -> int:
-    stale_after = rules.check_stale_after(_duration_ms(args.stale_after))
+    stale_after = (
+        rules.DEFAULT_STALE_AFTER_MS if args.stale_after is None else rules.check_stale_after(_duration_ms(args.stale_after))
+    )
     limit = _limit(args.limit)
     store = _open(ctx)
     with store.transaction(write=False):
@@ -1042,7 +1044,7 @@ def _add_handoff(groups: Any, common: _Parser) -> None:
     p.add_argument("--mine", action="store_true", help="filter by $AIDEMEMO_ACTOR_ID")
     p.add_argument("--source-id")
     p.add_argument("--include-completed", action="store_true")
-    p.add_argument("--stale-after", default="1h")
+    p.add_argument("--stale-after", metavar="DURATION", help="idle time before attention, e.g. 90s, 15m (default 1h)")
     p.add_argument("-l", "--limit", type=int, default=50)
     p = _command(handoff, "run", cmd_handoff_run, "accept the oldest pending assignment and run the agent", common)
     p.add_argument("alias", metavar="ALIAS")
@@ -1050,8 +1052,8 @@ def _add_handoff(groups: Any, common: _Parser) -> None:
     p.set_defaults(trailing="handoff_id")
     p.add_argument("--next", action="store_true")
     p.add_argument("--workspace")
-    p.add_argument("--timeout", type=float, default=1800.0, metavar="SECONDS")
-    p.add_argument("--heartbeat-interval", type=float, default=3600.0, metavar="SECONDS")
+    p.add_argument("--timeout", type=float, default=rules.DEFAULT_RUN_TIMEOUT_S, metavar="SECONDS")
+    p.add_argument("--heartbeat-interval", type=float, default=rules.DEFAULT_HEARTBEAT_INTERVAL_S, metavar="SECONDS")
 
 
 _GROUPS = ("session", "fact", "agent", "config", "handoff")

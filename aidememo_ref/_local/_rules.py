@@ -34,10 +34,15 @@ __all__ = [
     "check_stale_after",
     "check_result_fact_id",
     "DEFAULT_STALE_AFTER_MS",
+    "DEFAULT_RUN_TIMEOUT_S",
+    "DEFAULT_HEARTBEAT_INTERVAL_S",
 ]
 
 # Upstream's board default (`--stale-after 1h`).
 DEFAULT_STALE_AFTER_MS = 3_600_000
+# Upstream's worker-lane defaults for `handoff run`: 30 minutes per run, a heartbeat per hour.
+DEFAULT_RUN_TIMEOUT_S = 1800.0
+DEFAULT_HEARTBEAT_INTERVAL_S = 3600.0
 
 
 def next_updated_at(previous: int | None, now_ms: int) -> int:

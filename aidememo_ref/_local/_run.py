@@ -23,8 +23,6 @@ from ._errors import invalid_input
 from ._records import AgentProfile, AgentType, EnvPolicy
 
 __all__ = [
-    "DEFAULT_TIMEOUT_S",
-    "DEFAULT_HEARTBEAT_INTERVAL_S",
     "MAX_RESULT_CHARS",
     "TIMEOUT_EXIT_CODE",
     "Invocation",
@@ -33,9 +31,7 @@ __all__ = [
     "run_process",
 ]
 
-# Upstream worker-lane defaults: 30 min per run, one heartbeat per hour, 6000-char results.
-DEFAULT_TIMEOUT_S = 1800.0
-DEFAULT_HEARTBEAT_INTERVAL_S = 3600.0
+# Upstream worker lane keeps at most 6000 characters of a result.
 MAX_RESULT_CHARS = 6000
 # The exit status `timeout(1)` reports, which upstream's worker lane also uses.
 TIMEOUT_EXIT_CODE = 124
