@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import Cli
+from .conftest import Cli
 
 PROFILE_KEYS = {"alias", "agent", "binary", "config_home", "workspace", "source_id", "model", "env_policy", "pass_env", "command"}
 

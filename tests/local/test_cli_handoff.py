@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conftest import RECEIVER, SENDER, SOURCE, Cli, Handoff, receiver_fact
+from .conftest import RECEIVER, SENDER, SOURCE, Cli, Handoff, receiver_fact
 
 # Scenario Q's list: an assignment is a pointer, never a payload queue.
 FORBIDDEN_RECORD_KEYS = {"content", "payload", "topic", "offset", "consumer_group", "retry", "retry_count", "delivery_attempt"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, run_cli
+from .conftest import REPO, run_cli
 
 # Modules the local path must never load: the server, the HTTP stack, the remote ledger.
 HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "aidememo_ref._asgi", "aidememo_ref._client",

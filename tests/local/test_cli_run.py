@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from conftest import RECEIVER, SENDER, SOURCE, Cli, Handoff
+from .conftest import RECEIVER, SENDER, SOURCE, Cli, Handoff
 
 PY = shlex.quote(sys.executable)
 

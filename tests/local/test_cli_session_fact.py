@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import SENDER, SOURCE, Cli
+from .conftest import SENDER, SOURCE, Cli
 
 
 def test_session_new_prints_exports_and_json_shape(cli: Cli) -> None:

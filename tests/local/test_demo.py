@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from conftest import REPO, _CLI_ENV
+from .conftest import REPO, _CLI_ENV
 
 
 def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from aidememo_ref._cli.local import main
-from conftest import _CLI_ENV
+from .conftest import _CLI_ENV
 
 SENDER, SOURCE = "sender", "team"
 RECEIVERS = ("r1", "r2")

@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from conftest import REPO, RECEIVER, _CLI_ENV, Cli, Handoff
+from .conftest import REPO, RECEIVER, _CLI_ENV, Cli, Handoff
 
 
 def test_concurrent_accepts_with_different_claims_have_exactly_one_winner(cli: Cli, sent: Handoff) -> None:
