@@ -18,7 +18,7 @@ from typing import Any
 
 from simulations.concurrency import READER, SESSION_ID, SOURCE, HttpTarget, Plan
 from simulations.errors import SimulationError
-from simulations.history import Operation
+from simulations.history import Operation, dump_history
 from simulations.model import LEDGER
 
 __all__ = ["FORMAT", "export_failure", "load_replay", "replay_command", "reproduce"]
@@ -182,6 +182,9 @@ def export_failure(result: Any, out_dir: Path, *, target: str, url: str | None =
         replay_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         test_path = out_dir / f"test_{stem.replace('-', '_')}.py"
         test_path.write_text(_pytest_text(doc, test_path.name), encoding="utf-8")
+        history_path = out_dir / f"{stem}.jsonl"
+        with history_path.open("w", encoding="utf-8") as handle:
+            dump_history(result.history, handle)
         curl_path = out_dir / f"{stem}.sh"
         curl_path.write_text(_curl_text(doc), encoding="utf-8")
         curl_path.chmod(0o755)
@@ -196,4 +199,5 @@ def export_failure(result: Any, out_dir: Path, *, target: str, url: str | None =
         explanation=result.finding.explanation if result.finding else "",
         actor_names=names, describe=LEDGER.describe_operation,
     )
-    return {"replay file": replay_path, "timeline": html_path, "pytest file": test_path, "curl script": curl_path}
+    return {"replay file": replay_path, "timeline": html_path, "pytest file": test_path, "curl script": curl_path,
+            "history (aidememo-sim check --model ledger)": history_path}

@@ -300,8 +300,7 @@ def run_command(args: Any) -> int:
     factory = load_factory(args.ledger)
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
-    replay_cmd = " ".join(["aidememo-sim run", *(sys.argv[2:] if sys.argv[1:2] == ["run"] else []),
-                           *([] if args.seed is not None else ["--seed", str(seed)])])
+    replay_cmd = rerun_command(args, seed)
     print(f"replay this run with: {replay_cmd}")
     result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, target=target,
                           factory=factory, progress=print)
@@ -321,6 +320,21 @@ def run_command(args: Any) -> int:
         print(f"{label}: {path}")
     print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
     return 1
+
+
+def rerun_command(args: Any, seed: int) -> str:
+    """The one command that runs this campaign again (tokens shown as variables, never values)."""
+    parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}"]
+    if args.config is not None:
+        parts += ["--config", str(args.config)]
+    if args.url is not None:
+        parts += ["--url", args.url, "--project", str(args.project)]
+        for pair in args.token:
+            actor = pair.partition("=")[0]
+            parts += ["--token", f"{actor}=$TOKEN_{actor.replace('-', '_').upper()}"]
+    if args.ledger:
+        parts += ["--ledger", args.ledger]
+    return " ".join(parts)
 
 
 def load_factory(spec: str | None) -> LedgerFactory:
