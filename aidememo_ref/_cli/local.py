@@ -259,7 +259,8 @@ def _agent_profile_pair(value: str | None) -> tuple[str | None, str | None]:
 
 def cmd_session_handoff(args: argparse.Namespace, ctx: Context) -> int:
     store = _open(ctx)
-    with store.transaction(write=False):
+    assignment: Assignment | None = None
+    with store.transaction(write=args.dispatch):
         settings = _settings(store, ctx)
         session_id = _active_session_id(args.session, ctx)
         source_id = resolve_source(args.source_id, settings, ctx.env)
@@ -275,6 +276,28 @@ def cmd_session_handoff(args: argparse.Namespace, ctx: Context) -> int:
             to_agent=to_agent,
             to_profile=to_profile,
         )
+        if args.dispatch:
+            if route.from_actor is None:
+                raise invalid_input("set AIDEMEMO_ACTOR_ID or pass --from-actor with the sending account alias")
+            if route.to_actor is None:
+                raise invalid_input("--dispatch needs --to-actor with the receiving account alias")
+            assignment = rules.new_assignment(
+                handoff_id=new_handoff_id(ctx.now_ms),
+                session_id=session.session_id,
+                source_id=scope,
+                from_actor=route.from_actor,
+                to_actor=route.to_actor,
+                from_agent=route.from_agent,
+                from_profile=route.from_profile,
+                to_agent=route.to_agent,
+                to_profile=route.to_profile,
+                focus=args.focus,
+                done_when=args.done_when,
+                upstream_task_id=None,
+                upstream_board_id=None,
+                now_ms=ctx.now_ms,
+            )
+            store.insert_handoff(assignment)
         packet, resume = _packet_for(
             store,
             ctx,
@@ -284,6 +307,7 @@ def cmd_session_handoff(args: argparse.Namespace, ctx: Context) -> int:
             focus=args.focus,
             done_when=args.done_when,
             limit=_limit(args.limit),
+            assignment=assignment,
         )
         _, total = store.session_facts(session.session_id, scope, 1)
     if args.output is not None:
@@ -299,9 +323,9 @@ def cmd_session_handoff(args: argparse.Namespace, ctx: Context) -> int:
         "topic": session.topic,
         "fact_count": min(total, args.limit),
         "source_id": scope,
-        "handoff_id": None,
-        "status": None,
-        "dispatched": False,
+        "handoff_id": None if assignment is None else assignment.handoff_id,
+        "status": None if assignment is None else str(assignment.status),
+        "dispatched": assignment is not None,
         "from_actor": route.from_actor,
         "from_agent": route.from_agent,
         "from_profile": route.from_profile,
@@ -316,6 +340,8 @@ def cmd_session_handoff(args: argparse.Namespace, ctx: Context) -> int:
         "content": packet,
     }
     text = packet.rstrip("\n") if args.output is None else f"Wrote handoff packet to {args.output} ({size} bytes)"
+    if assignment is not None:
+        text += f"\nAssignment: {assignment.from_actor} -> {assignment.to_actor} [{assignment.handoff_id}]"
     _emit(ctx, data, text)
     return 0
 
@@ -941,6 +967,7 @@ def _add_session(groups: Any, common: _Parser) -> None:
     p.add_argument("--source-id")
     p.add_argument("--limit", type=int, default=DEFAULT_PACKET_LIMIT)
     p.add_argument("--output", metavar="PATH")
+    p.add_argument("--dispatch", action="store_true", help="also send it: store an assignment to --to-actor")
     p.add_argument("session", nargs="?", metavar="SESSION")
 
 

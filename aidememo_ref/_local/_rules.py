@@ -73,6 +73,9 @@ def new_assignment(
     upstream_task_id: str | None,
     upstream_board_id: str | None,
     now_ms: int,
+    from_agent: str | None = None,
+    from_profile: str | None = None,
+    to_profile: str | None = None,
 ) -> Assignment:
     """A fresh ``pending`` pointer. Sender and receiver may be equal locally (spec §12 item 10)."""
     return Assignment(
@@ -81,7 +84,10 @@ def new_assignment(
         source_id=source_id,
         from_actor=check_actor("from_actor", from_actor),
         to_actor=check_actor("to_actor", to_actor),
+        from_agent=from_agent,
+        from_profile=from_profile,
         to_agent=to_agent,
+        to_profile=to_profile,
         focus=focus,
         done_when=done_when,
         created_at=now_ms,

@@ -128,3 +128,26 @@ def test_session_handoff_keeps_the_latest_facts_and_refuses_without_a_session(cl
     assert "- included_facts: 2 of 5" in packet
     assert cli.refused("session", "handoff")["message"] == "invalid input: no session: pass SESSION or set AIDEMEMO_SESSION_ID"
     assert cli.refused("session", "handoff", "--limit", "0", env=env)["message"] == "invalid input: limit must be at least 1"
+
+
+def test_session_handoff_dispatch_stores_the_route_and_stays_a_pointer(cli: Cli) -> None:
+    session_id, env = _session_with_facts(cli)
+    cli.ok("fact", "add", "Use backoff", "--type", "decision", env=env)
+    data = cli.j("session", "handoff", "--dispatch", "--from", "codex/coding", "--to", "hermes/reviewer",
+                 "--to-actor", "hermes-one", "--focus", "Review", env=env)
+    assert data["dispatched"] is True and data["status"] == "pending"
+    assert f"- handoff: `{data['handoff_id']}` [pending]" in data["content"]
+    record = cli.j("handoff", "show", data["handoff_id"])
+    assert (record["from_actor"], record["from_agent"], record["from_profile"], record["to_actor"], record["to_agent"],
+            record["to_profile"], record["source_id"]) == (SENDER, "codex", "coding", "hermes-one", "hermes", "reviewer", SOURCE)
+    text = cli.ok("session", "handoff", "--dispatch", "--to-actor", "hermes-one", env=env).out
+    assert text.splitlines()[-1].startswith(f"Assignment: {SENDER} -> hermes-one [handoff-")
+    assert len(cli.j("handoff", "inbox", "--actor-id", "hermes-one")["assignments"]) == 2
+    assert cli.refused("session", "handoff", "--dispatch", env=env)["message"] == (
+        "invalid input: --dispatch needs --to-actor with the receiving account alias"
+    )
+    no_sender = {k: v for k, v in env.items() if k != "AIDEMEMO_ACTOR_ID"}
+    assert cli.refused("session", "handoff", "--dispatch", "--to-actor", "x", env=no_sender)["message"] == (
+        "invalid input: set AIDEMEMO_ACTOR_ID or pass --from-actor with the sending account alias"
+    )
+    assert len(cli.j("handoff", "inbox", "--actor-id", "hermes-one")["assignments"]) == 2  # refusals stored nothing
