@@ -33,3 +33,25 @@ def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) 
     assert len(tokens) == 2 and all(len(t) > 20 for t in tokens)
     assert all((p.stat().st_mode & 0o077) == 0 for p in kept.glob("*.token"))
     assert not any(token in done.stdout + done.stderr for token in tokens)
+
+
+def test_demo_names_the_step_when_the_flow_deviates(tmp_path: Path) -> None:
+    # A sabotaged copy whose return no longer checks the author: the demo must catch it.
+    import shutil
+
+    copy = tmp_path / "checkout"
+    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "scripts", copy / "scripts")
+    rules = copy / "aidememo_ref" / "_local" / "_rules.py"
+    source = rules.read_text()
+    guard = "    if fact.actor_id != actor:\n"
+    assert guard in source
+    rules.write_text(source.replace(guard, "    if False:\n"))
+    env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}
+    env |= {"PYTHON": sys.executable, "TMPDIR": str(tmp_path), "AIDEMEMO_DEMO_LOCAL_ONLY": "1"}
+    done = subprocess.run(["bash", str(copy / "scripts" / "demo-agent-handoff.sh")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode != 0
+    assert "FAIL: fail-closed return: not written by the receiver: was accepted but must be refused" in done.stderr
+    assert "OK: return refused: result fact carries another source_id" in done.stdout  # earlier steps ran
+    assert not list(tmp_path.glob("aidememo-demo.*"))  # the temporary store was cleaned up
