@@ -102,15 +102,11 @@ def _settings(store: LocalStore, ctx: Context) -> Settings:
     return load_settings(store.settings(), ctx.env)
 
 
-def _require_actor(flag: str | None, settings: Settings, ctx: Context, hint: str) -> str:
+def _require_actor(flag: str | None, settings: Settings, ctx: Context) -> str:
     actor = resolve_actor(flag, settings, ctx.env)
     if actor is None:
-        raise invalid_input(hint)
+        raise invalid_input("actor_id required: pass --actor-id or set AIDEMEMO_ACTOR_ID")
     return rules.check_actor("actor_id", actor)
-
-
-def _actor_hint(flag: str = "--actor-id") -> str:
-    return f"actor_id required: pass {flag} or set AIDEMEMO_ACTOR_ID"
 
 
 def _limit(value: int) -> int:
@@ -581,7 +577,7 @@ def _mailbox(args: argparse.Namespace, ctx: Context, *, outbox: bool) -> int:
     store = _open(ctx)
     with store.transaction(write=False):
         settings = _settings(store, ctx)
-        actor = _require_actor(args.actor_id, settings, ctx, _actor_hint())
+        actor = _require_actor(args.actor_id, settings, ctx)
         source_id = resolve_source(args.source_id, settings, ctx.env)
         include_completed = (not args.pending_only or args.include_completed) if outbox else args.include_completed
         records = store.mailbox(
@@ -637,7 +633,7 @@ def cmd_handoff_show(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_handoff_status(args: argparse.Namespace, ctx: Context) -> int:
     store = _open(ctx)
     with store.transaction(write=False):
-        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx, _actor_hint())
+        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx)
         record, _ = store.load_handoff(args.handoff_id)
         rules.check_status_reader(record, actor)
     _emit(ctx, record.to_json(), _record_text(record))
@@ -679,7 +675,7 @@ def _resume_env(record: Assignment) -> dict[str, str | None]:
 def cmd_handoff_accept(args: argparse.Namespace, ctx: Context) -> int:
     store = _open(ctx)
     with store.transaction(write=True):
-        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx, _actor_hint())
+        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx)
         record, changed, packet, resume = _accept_in(store, ctx, args.handoff_id, actor, args.claim_id)
     env = _resume_env(record)
     head = (
@@ -702,7 +698,7 @@ def cmd_handoff_accept(args: argparse.Namespace, ctx: Context) -> int:
 def cmd_handoff_heartbeat(args: argparse.Namespace, ctx: Context) -> int:
     store = _open(ctx)
     with store.transaction(write=True):
-        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx, _actor_hint())
+        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx)
         record, updated_at = store.load_handoff(args.handoff_id)
         record = rules.heartbeat(record, actor, ctx.now_ms)
         store.write_handoff(record, updated_at, ctx.now_ms)
@@ -718,7 +714,7 @@ def cmd_handoff_return(args: argparse.Namespace, ctx: Context) -> int:
     outcome = rules.parse_outcome(args.outcome)  # checked before anything is loaded
     store = _open(ctx)
     with store.transaction(write=True):
-        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx, _actor_hint())
+        actor = _require_actor(args.actor_id, _settings(store, ctx), ctx)
         record, updated_at = store.load_handoff(args.handoff_id)
         fact = store.get_fact(args.result_fact_id.strip())
         returned = rules.return_result(record, actor, outcome, args.result_fact_id, fact, ctx.now_ms)
