@@ -85,7 +85,8 @@ def junk_json(conn: socket.socket, stop: threading.Event) -> None:
 def wrong_shapes(conn: socket.socket, stop: threading.Event) -> None:
     """Valid JSON of the wrong shape: errors without codes, 200s that are lists, odd statuses."""
     head = _read_head(conn)
-    rng = random.Random(head)
+    # Seeded by the request without its Host line (the port changes between runs).
+    rng = random.Random(b"\r\n".join(line for line in head.split(b"\r\n") if not line.lower().startswith(b"host:")))
     status, body = rng.choice([(200, []), (200, {"revision": "one"}), (409, {"error": "stale"}),
                                (400, {"error": {"code": 7}}), (418, {}), (200, None), (299, {"ok": True})])
     raw = json.dumps(body).encode()
