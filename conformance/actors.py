@@ -38,6 +38,13 @@ def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
     return data
 
 
+def _revision(receipt: dict[str, Any], step: str) -> int:
+    revision = receipt.get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        raise Untestable(f"setup step '{step}' returned a receipt without a positive integer revision")
+    return revision
+
+
 @dataclass(frozen=True, slots=True)
 class HandoffRef:
     """A handoff a check created: its ids and the revision it was last seen at."""
@@ -196,12 +203,12 @@ class Actor:
         session_id = session_id or self.setup_session()
         handoff_id = self.new_id("handoff")
         receipt = setup_ok(self.send(session_id, to, handoff_id), "send handoff")
-        return HandoffRef(handoff_id, session_id, int(receipt.get("revision", 1)))
+        return HandoffRef(handoff_id, session_id, _revision(receipt, "send handoff"))
 
     def setup_accept(self, ref: HandoffRef, claim_id: str | None = None) -> HandoffRef:
         claim = claim_id or self.new_id("claim")
         receipt = setup_ok(self.accept(ref.handoff_id, ref.revision, claim), "accept handoff")
-        return HandoffRef(ref.handoff_id, ref.session_id, int(receipt["revision"]), claim)
+        return HandoffRef(ref.handoff_id, ref.session_id, _revision(receipt, "accept handoff"), claim)
 
     def setup_record(self, handoff_id: str) -> tuple[int, dict[str, Any]]:
         data = setup_ok(self.status(handoff_id), "read handoff status")

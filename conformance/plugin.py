@@ -281,8 +281,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
     from conformance.verdicts import SHAPE_ERRORS
 
+    if isinstance(exception, KeyError):
+        return f"an answer lacks the promised field {exception}; see the transcript"
     if isinstance(exception, SHAPE_ERRORS):
-        return f"an answer lacks the promised shape ({type(exception).__name__}: {exception}); see the transcript"
+        return f"an answer has the wrong shape ({exception}); see the transcript"
     if exception is not None:
         text = str(exception).strip() or type(exception).__name__
         if isinstance(exception, AssertionError):

@@ -130,6 +130,46 @@ def curl_script(exchanges: list[dict[str, Any]], notes: list[str] | None = None)
     return "\n".join(lines) + "\n"
 
 
+class _Watchdog:
+    """Shuts a request's socket when the request outlives its overall deadline."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            with self._lock:
+                self._sock = info["return_value"].get_extra_info("socket")
+                if self.expired:
+                    self._shut()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> _Watchdog:
+        self._timer = threading.Timer(self.deadline_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
 class _Breaker:
     """Counts consecutive transport failures across the whole run (shared by all checks)."""
 
@@ -171,8 +211,14 @@ class Wire:
             headers={"Accept-Encoding": "identity"},
             # httpx writes headers and body separately; without TCP_NODELAY Nagle waits for the
             # server's delayed ACK and every POST costs ~40 ms (ERRATA 9).
-            transport=httpx.HTTPTransport(socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)]),
+            # A fresh connection per request: the deadline watchdog must know the socket it may
+            # shut, and a connection poisoned by a hostile answer must not serve the next check.
+            transport=httpx.HTTPTransport(
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                limits=httpx.Limits(max_keepalive_connections=0),
+            ),
         )
+        self.deadline_s = timeout_s
 
     def close(self) -> None:
         self._client.close()
@@ -232,24 +278,31 @@ class Wire:
         if self.breaker.open():
             detail = f"not sent: the target failed {self.breaker.failures} requests in a row"
             return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
+        # httpx timeouts bound each read, not the answer: a server trickling a byte per read would
+        # hold a request for hours. A watchdog shuts the socket once the whole request overruns.
+        watch = _Watchdog(self.deadline_s)
         try:
-            request = self._client.build_request(method, url, headers=headers, content=body or None)
-            response = self._client.send(request, stream=True)
-            try:
-                chunks: list[bytes] = []
-                size = 0
-                truncated = False
-                for chunk in response.iter_raw():
-                    size += len(chunk)
-                    if size > self.max_body_bytes:
-                        truncated = True
-                        break
-                    chunks.append(chunk)
-            finally:
-                response.close()
+            request = self._client.build_request(method, url, headers=headers, content=body or None,
+                                                 extensions={"trace": watch.trace})
+            with watch:
+                response = self._client.send(request, stream=True)
+                try:
+                    chunks: list[bytes] = []
+                    size = 0
+                    truncated = False
+                    for chunk in response.iter_raw():
+                        size += len(chunk)
+                        if size > self.max_body_bytes:
+                            truncated = True
+                            break
+                        chunks.append(chunk)
+                finally:
+                    response.close()
         except httpx.HTTPError as exc:
             self.breaker.record(ok=False)
             detail = f"{type(exc).__name__}: {exc or 'no detail'}"
+            if watch.expired:
+                detail = f"no complete answer within the {self.deadline_s:g} s deadline ({detail})"
             return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
         self.breaker.record(ok=True)
         exchange = Exchange(

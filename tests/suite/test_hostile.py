@@ -97,10 +97,7 @@ def test_hostile_target_fails_in_bounded_time(tmp_path, mode):
     assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
     assert "Traceback" not in done.stderr
     records = json.loads((report / "results.json").read_text())["records"]
-    # A bare 200 to HEAD /health is conforming even from these servers; nothing else may pass.
-    passed = {r["nodeid"].rsplit("::", 1)[-1] for r in records if r["verdict"] == "PASS"}
-    assert passed <= {"test_head_is_served_on_get_routes"}, f"checks passed against a {mode} server: {passed}"
-    verdicts = {r["verdict"] for r in records if r["verdict"] != "PASS"}
+    verdicts = {r["verdict"] for r in records}
     assert verdicts <= {"FAIL", "WARN", "UNTESTABLE", "SKIP"}, f"unexpected verdicts {verdicts}"  # WARN: SHOULDs
     health = next(r for r in records if r["requirement"] == "AM-HEALTH-1")
     assert health["verdict"] == "FAIL", health

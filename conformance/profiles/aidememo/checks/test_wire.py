@@ -77,8 +77,11 @@ def test_wrong_method_answers_405_with_allow(world):
 
 @pytest.mark.requirement("AM-WIRE-1")
 def test_head_is_served_on_get_routes(world):
-    exchange = world.runtime.wire.request(world.transcript, "HEAD", "/health")
-    assert exchange.status == 200 and exchange.body == b"", f"HEAD /health answered {exchange.status} {exchange.body[:80]!r}"
+    wire, transcript = world.runtime.wire, world.transcript
+    got = expect_status(wire.request(transcript, "GET", "/health"), 200)
+    assert isinstance(got, dict) and got.get("status") == "ok", f"GET /health answered {got!r}"
+    head = wire.request(transcript, "HEAD", "/health")
+    assert head.status == 200 and head.body == b"", f"HEAD /health answered {head.status} {head.body[:80]!r}"
 
 
 @pytest.mark.requirement("AM-WIRE-2")
