@@ -72,6 +72,7 @@ class Model(Generic[S]):
         partition: splits a history into independent parts, as lists of indices.
         effect_free: true for inputs that never change state (reads); a relaxed one is dropped.
         describe_operation, describe_state: plain text for explanations and timelines.
+        describe_expected: what the model would answer in a state, to say why an output is wrong.
     """
 
     name: str
@@ -82,6 +83,8 @@ class Model(Generic[S]):
     effect_free: Callable[[Input], bool] | None = None
     describe_operation: Callable[[Input, Output], str] = _describe_operation
     describe_state: Callable[[S], str] = repr
+    # What the model would answer to ``input`` in ``state``, for explanations (optional).
+    describe_expected: Callable[[S, Input], str] | None = None
 
 
 class Verdict(StrEnum):
@@ -337,17 +340,21 @@ def _explain(
     lines.append(
         "Longest legal order found: "
         + ("... " if len(legal) > len(tail) else "")
-        + (", ".join(name(i) for i in tail) or "none")
+        + (", ".join(name(i) for i in tail) or "none, not even the first of them")
         + "."
     )
-    if trace.states:
-        states = [model.describe_state(s) for s in trace.states[:4]]  # type: ignore[arg-type]
-        more = " | ..." if len(trace.states) > 4 else ""
-        lines.append("The state could then be: " + " | ".join(states) + more)
+    states = list(trace.states) if trace.states else [model.init()]
+    shown_states = [model.describe_state(s) for s in states[:4]]  # type: ignore[arg-type]
+    more = " | ..." if len(states) > 4 else ""
+    lines.append(("After it" if legal else "Before them") + ", the state could be: " + " | ".join(shown_states) + more)
     stuck = [i for i in by_call if i not in legal]
     if stuck:
         listed = ", ".join(name(i) for i in stuck[:_LISTED]) + (" ..." if len(stuck) > _LISTED else "")
         lines.append(f"None of {listed} can come next with the output it had.")
+        if model.describe_expected is not None:
+            for i in stuck[:3]:
+                answers = sorted({model.describe_expected(s, ops[i].input) for s in states[:4]})  # type: ignore[arg-type]
+                lines.append(f"  {name(i)}: the model would answer " + " or ".join(answers))
     return "\n".join(lines)
 
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+
+import httpx
 from pathlib import Path
 
 from simulations.errors import SimulationError
@@ -139,6 +141,10 @@ def main(argv: list[str] | None = None) -> int:
         return replay_command(args)
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except httpx.HTTPError as exc:
+        # Only setup and planning reads get here; the races themselves record transport errors.
+        print(f"aidememo-sim: the target did not answer: {exc!r}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("aidememo-sim: interrupted", file=sys.stderr)

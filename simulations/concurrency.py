@@ -497,7 +497,7 @@ def _output(response: httpx.Response, op: PlannedOp) -> dict[str, Any]:
         doc = response.json()
     except ValueError:
         doc = None
-    out: dict[str, Any] = {"http": response.status_code, "code": None}
+    out: dict[str, Any] = {"http": response.status_code, "code": None, "response": doc}
     if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
         out["code"] = doc["error"].get("code")
     elif response.status_code == 200 and isinstance(doc, dict):
@@ -519,19 +519,26 @@ def _send_once(client: httpx.Client, op: PlannedOp) -> httpx.Response:
 
 def _perform(target: Target, op: PlannedOp, recorder: Recorder, client_id: int) -> None:
     client = target.client(str(op.input["actor"]))
-    ticket = recorder.invoke(client_id, op.input)
+    ticket = recorder.invoke(client_id, {**op.input, "request": {"method": op.method, "path": op.path}})
+    delivered = False  # could any attempt have reached the target?
     for attempt in (1, 2):
         try:
             response = _send_once(client, op)
+        except httpx.ConnectError:
+            response = None  # refused before anything was sent
         except httpx.HTTPError:
-            response = None
+            response, delivered = None, True
         if response is not None and response.status_code not in RETRYABLE:
             recorder.ok(ticket, _output(response, op))
             return
+        delivered = delivered or response is not None
         if op.method != "POST" or attempt == 2:
             break
         # Indeterminate: the identical command again; a stored receipt or a refusal settles it.
-    recorder.unknown(ticket)
+    if delivered:
+        recorder.unknown(ticket)
+    else:
+        recorder.fail(ticket)  # provably never took effect: nothing to check
 
 
 def execute_batch(

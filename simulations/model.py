@@ -673,6 +673,14 @@ def _describe_state(state: _PartState) -> str:
     )
 
 
+def _describe_expected(state: _PartState, inp: Input) -> str:
+    answer, _ = _part_answer(state, inp)
+    text = f"{answer['http']} {answer.get('code') or ''}".strip()
+    if answer.get("revision") is not None:
+        text += f" rev {answer['revision']}"
+    return f"{text} (in {_describe_state(state)})"
+
+
 LEDGER: Model[_PartState] = Model(
     name="ledger",
     init=lambda: _PartState(None, frozenset()),
@@ -681,4 +689,5 @@ LEDGER: Model[_PartState] = Model(
     effect_free=lambda inp: inp.get("op") == "handoff.status",
     describe_operation=_describe_operation,
     describe_state=_describe_state,
+    describe_expected=_describe_expected,
 )

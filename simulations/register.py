@@ -70,6 +70,15 @@ def _effect_free(op_input: Mapping[str, object]) -> bool:
     return op_input.get("op") == "read"
 
 
+def _describe_expected(state: _State, op_input: Input) -> str:
+    kind = op_input.get("op")
+    if kind == "read":
+        return f"value {state}"
+    if kind == "cas":
+        return "ok" if _canon(op_input.get("expected")) == state else "failed"
+    return "ok"
+
+
 CAS_REGISTER: Model[_State] = Model(
     name="cas-register",
     init=lambda: _NULL,
@@ -78,6 +87,7 @@ CAS_REGISTER: Model[_State] = Model(
     effect_free=_effect_free,
     describe_operation=_describe_operation,
     describe_state=lambda state: f"value {state}",
+    describe_expected=_describe_expected,
 )
 
 

@@ -31,7 +31,7 @@ def found(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFacto
     factory = getattr(mutants, name)
     result = run_campaign(seed=SEED, budget_s=DEFAULT_BUDGET_S, factory=factory)
     assert result.finding is not None, f"{name}: no violation within {DEFAULT_BUDGET_S} s (seed {SEED})"
-    small = shrink(result, factory, budget_s=20.0)
+    small = shrink(result, factory, budget_s=30.0)
     out = tmp_path_factory.mktemp(name)
     paths = export_failure(small, out, target="embedded", factory=f"{HERE / 'mutants.py'}:{name}")
     return name, factory, result, small, paths

@@ -74,6 +74,8 @@ def test_the_cli_takes_a_conformance_target_file(served: tuple[str, dict[str, st
         (["replay", "/nonexistent/replay.json"], "cannot read replay file"),
         (["run", "--ledger", "nofile.py:x"], "cannot load ledger factory"),
         (["frobnicate"], "invalid choice"),
+        (["run", "--url", "http://127.0.0.1:9", "--project", "p", "--token", "a=x", "--token", "b=y", "--budget", "2"],
+         "did not answer"),
     ],
 )
 def test_bad_input_is_one_line_on_stderr(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
