@@ -117,6 +117,12 @@ def raw_kind_unchecked(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def text_unchecked(db_path: str) -> Any:
+    """Topics, contents and focus texts of any length and content are stored."""
+    _ledger._text = lambda value, max_bytes, label: None
+    return _ledger_for(db_path)
+
+
 def fingerprint_ascii(db_path: str) -> Any:
     """The fingerprint escapes non-ASCII (Python's json default) instead of raw UTF-8."""
 
@@ -232,8 +238,8 @@ def unknown_fields_ignored(db_path: str) -> Any:
 # name -> (factory, the requirements whose checks must kill it)
 MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "cas_ignored": (cas_ignored, ("AM-HO-1", "AM-HL-CAS-2", "AM-CMD-5", "AM-CONF-07")),
-    "replay_reexecutes": (replay_reexecutes, ("AM-CMD-2", "AM-CONF-03", "AM-HO-6")),
-    "command_conflict_accepted": (command_conflict_accepted, ("AM-CMD-3", "AM-CONF-05", "AM-CONF-06")),
+    "replay_reexecutes": (replay_reexecutes, ("AM-CMD-2", "AM-CMD-8", "AM-CONF-03", "AM-HO-6")),
+    "command_conflict_accepted": (command_conflict_accepted, ("AM-CMD-3", "AM-CMD-8", "AM-CONF-05", "AM-CONF-06")),
     "wrong_actor_allowed": (wrong_actor_allowed, ("AM-HO-1", "AM-HL-WHO-1")),
     "reader_can_write": (reader_can_write, ("AM-AUTH-4",)),
     "scheme_case_insensitive": (scheme_case_insensitive, ("AM-AUTH-2",)),
@@ -245,5 +251,6 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "lease_never_expires": (lease_never_expires, ("AM-HL-ACC-3", "AM-HL-HB-3", "AM-HL-RET-5")),
     "lease_too_short": (lease_too_short, ("AM-HO-2", "AM-HL-HB-1")),
     "raw_kind_unchecked": (raw_kind_unchecked, ("AM-CMD-4",)),
+    "text_unchecked": (text_unchecked, ("AM-TYPED-4",)),
     "unknown_fields_ignored": (unknown_fields_ignored, ("AM-AUTH-5", "AM-JSON-3")),
 }

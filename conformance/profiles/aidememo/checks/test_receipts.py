@@ -209,3 +209,83 @@ def test_server_stamps_actor_and_inherits_source(world):
     ref = sender.setup_handoff(project.receiver, session_id)
     handoff = expect_status(sender.status(ref.handoff_id), 200)["record"]
     assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff
+
+
+def _race(calls):
+    """Run the calls at once from threads; return their answers in order."""
+    import threading
+
+    from conformance.errors import Indeterminate, TargetError
+
+    answers: list[object] = [None] * len(calls)
+    barrier = threading.Barrier(len(calls))
+
+    def run(index: int) -> None:
+        barrier.wait()
+        try:
+            answers[index] = calls[index]()
+        except (TargetError, Indeterminate) as exc:
+            answers[index] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for answer in answers:
+        if isinstance(answer, Exception):
+            raise answer
+    return answers
+
+
+@pytest.mark.requirement("AM-CMD-8")
+def test_concurrent_identical_commands_commit_once(world):
+    project = world.project()
+    note, command_id = world.new_id("note"), world.new_id("cmd")
+    answers = _race([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
+    receipts = [expect_receipt(answer) for answer in answers]
+    assert len({answer.body for answer in answers}) == 1, "concurrent identical commands got different receipts"
+    body = expect_status(project.writer.resource("custom.note", note), 200)
+    assert body["revision"] == 1 == receipts[0]["revision"], f"identical commands committed more than once: {body!r}"
+
+
+@pytest.mark.requirement("AM-CMD-8")
+def test_concurrent_different_bodies_under_one_command_id_commit_once(world):
+    project = world.project()
+    note, command_id = world.new_id("note"), world.new_id("cmd")
+    answers = _race([lambda v=v: project.writer.put(note, {"v": v}, command_id=command_id) for v in range(4)])
+    winners = [a for a in answers if a.status == 200]
+    assert len(winners) == 1, f"{len(winners)} of 4 bodies under one command id committed"
+    for loser in answers:
+        if loser is not winners[0]:
+            expect_error(loser, 409, "command_conflict")
+    body = expect_status(project.writer.resource("custom.note", note), 200)
+    assert body["revision"] == 1, f"resource at revision {body['revision']} after one commit"
+
+
+@pytest.mark.requirement("AM-TYPED-4")
+@pytest.mark.parametrize("case", ["topic-too-long", "blank-topic", "control-char", "fact-too-long", "focus-too-long"])
+def test_invalid_text_fields_are_refused(world, case):
+    project = world.project(writers=("sender", "receiver"))
+    sender = project.sender
+    if case == "topic-too-long":
+        exchange = sender.create_session(topic="t" * 513)
+    elif case == "blank-topic":
+        exchange = sender.create_session(topic="  \n\t ")
+    elif case == "control-char":
+        exchange = sender.create_session(topic="bell \x07 here")
+    elif case == "fact-too-long":
+        exchange = sender.create_fact(sender.setup_session(), content="f" * 65537)
+    else:
+        exchange = sender.send(sender.setup_session(), project.receiver, focus="x" * 4097)
+    expect_error(exchange, 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-TYPED-4")
+def test_text_at_its_limits_is_accepted(world):
+    project = world.project(writers=("sender", "receiver"))
+    sender = project.sender
+    expect_receipt(sender.create_session(topic="한" * 170 + "ab"))   # 512 bytes of UTF-8
+    session_id = sender.setup_session()
+    expect_receipt(sender.create_fact(session_id, content="line one\nline two\ttabbed\r\n"))
+    expect_receipt(sender.send(session_id, project.receiver, focus="x" * 4096))
