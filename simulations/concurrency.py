@@ -292,19 +292,19 @@ class HttpTarget:
         self.actors = tuple(writers)
         self.project = project
         self.has_reader = READER in tokens
-        self._url = url.rstrip("/")
-        self._tokens = dict(tokens)
+        self.url = url.rstrip("/")
+        self.tokens: Mapping[str, str] = dict(tokens)
         self._timeout = timeout_s
         self._clients: dict[str, httpx.Client] = {}
         self._has_clock: bool | None = None
 
     def client(self, actor: str) -> httpx.Client:
         if actor not in self._clients:
-            if actor not in self._tokens:
-                raise SimulationError(f"no token for actor {actor!r} on {self._url}")
+            if actor not in self.tokens:
+                raise SimulationError(f"no token for actor {actor!r} on {self.url}")
             self._clients[actor] = httpx.Client(
-                base_url=self._url, timeout=self._timeout,
-                headers={"authorization": f"Bearer {self._tokens[actor]}"})
+                base_url=self.url, timeout=self._timeout,
+                headers={"authorization": f"Bearer {self.tokens[actor]}"})
         return self._clients[actor]
 
     def _clock(self, body: Mapping[str, int] | None) -> int | None:
@@ -314,7 +314,7 @@ class HttpTarget:
         try:
             r = c.post("/__test__/clock", json=body) if body else c.get("/__test__/clock")
         except httpx.HTTPError as exc:
-            raise SimulationError(f"cannot reach {self._url}: {exc}") from exc
+            raise SimulationError(f"cannot reach {self.url}: {exc}") from exc
         self._has_clock = r.status_code == 200
         return int(r.json()["now_ms"]) if self._has_clock else None
 

@@ -20,7 +20,7 @@ import secrets
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -67,6 +67,13 @@ class Wire:
     advance: Callable[[int], None] | None
     now_ms: Callable[[], int | None]
     close: Callable[[], None]
+    names: Mapping[str, str] = field(default_factory=dict)  # machine actor name -> target actor id
+
+    def outgoing(self, value: Any) -> Any:
+        return _rename(value, self.names)
+
+    def incoming(self, value: Any) -> Any:
+        return _rename(value, {v: k for k, v in self.names.items()})
 
     @staticmethod
     def embedded() -> Wire:
@@ -93,23 +100,38 @@ class Wire:
 
     @staticmethod
     def over_http(url: str, project: str, tokens: Mapping[str, str]) -> Wire:
-        """Actors must be named as in ``ACTORS`` (three writers and the reader)."""
-        missing = [a for a in ACTORS if a not in tokens]
-        if missing:
-            raise ValueError(f"no token for {', '.join(missing)}")
-        clients = {a: httpx.Client(base_url=url, timeout=10.0, headers={"authorization": f"Bearer {tokens[a]}"})
-                   for a in ACTORS}
+        """Tokens by actor id: three writers and a reader named ``observer``, or any three writer
+        ids plus ``observer`` (the machine calls the writers agent-a, -b, -c in id order)."""
+        writers = sorted(a for a in tokens if a != READER)
+        if len(writers) < 3 or READER not in tokens:
+            raise ValueError("the state machine needs three writer tokens and a reader token ('observer')")
+        names = dict(zip(WRITERS, writers[:3]))
+        clients = {machine: httpx.Client(base_url=url, timeout=10.0,
+                                         headers={"authorization": f"Bearer {tokens[real]}"})
+                   for machine, real in (*names.items(), (READER, READER))}
 
         def close() -> None:
             for c in clients.values():
                 c.close()
 
         return Wire(clients=clients, project=project, prefix=f"x{secrets.token_hex(4)}", advance=None,
-                    now_ms=lambda: None, close=close)
+                    now_ms=lambda: None, close=close, names={k: v for k, v in names.items() if k != v})
 
 
 # The wire the machine uses; tests swap it (``lifecycle_against``), the default is embedded.
 _wire_factory: Callable[[], Wire] = Wire.embedded
+
+
+def _rename(value: Any, names: Mapping[str, str]) -> Any:
+    if not names:
+        return value
+    if isinstance(value, str):
+        return names.get(value, value)
+    if isinstance(value, dict):
+        return {k: _rename(v, names) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_rename(v, names) for v in value]
+    return value
 
 
 def _answer(response: httpx.Response) -> tuple[int, str | None, Any]:
@@ -165,7 +187,8 @@ class HandoffLifecycle(RuleBasedStateMachine):
             path = f"{base}/handoffs/{cmd.resource_id}/{cmd.operation.removeprefix('handoff.')}"
             body = {"command_id": cmd.command_id, "expected_revision": cmd.expected_revision,
                     "payload": dict(cmd.payload)}
-        return _answer(self.wire.clients[cmd.actor].post(path, json=body))
+        status, code, doc = _answer(self.wire.clients[cmd.actor].post(path, json=self.wire.outgoing(body)))
+        return status, code, self.wire.incoming(doc)
 
     def _write(self, operation: Op, actor: str, resource_id: str, payload: Mapping[str, Any],
                expected_revision: int | None = None, command_id: str | None = None) -> Command:
@@ -324,7 +347,8 @@ class HandoffLifecycle(RuleBasedStateMachine):
         return [rid for (kind, rid) in self.model.resources if kind == "handoff"]
 
     def _status(self, actor: str, handoff_id: str) -> tuple[int, str | None, Any]:
-        return _answer(self.wire.clients[actor].get(f"/v1/projects/{self.wire.project}/handoffs/{handoff_id}"))
+        status, code, doc = _answer(self.wire.clients[actor].get(f"/v1/projects/{self.wire.project}/handoffs/{handoff_id}"))
+        return status, code, self.wire.incoming(doc)
 
     def _same_record(self, got: Mapping[str, Any], want: Mapping[str, Any], what: str) -> None:
         if self.wire.now_ms() is not None or "claim_expires_at_ms" not in want:
@@ -397,12 +421,14 @@ class HandoffLifecycle(RuleBasedStateMachine):
             for (kind, rid) in self.model.resources:
                 want = read_resource(self.model, actor, kind, rid)
                 status, code, doc = _answer(client.get(f"{base}/resources/{kind}/{rid}"))
+                doc = self.wire.incoming(doc)
                 assert (status, code) == (want.http, want.code), f"{actor} reading {kind}/{rid}"
                 if status == 200:
                     assert doc["revision"] == want.body["revision"]  # type: ignore[index]
                     self._same_record(doc["state"]["body"], want.body["body"], f"{actor} reads {kind}/{rid}")  # type: ignore[index]
             for box in ("inbox", "outbox"):
                 status, _, doc = _answer(client.get(f"{base}/handoffs", params={"box": box, "limit": 100}))
+                doc = self.wire.incoming(doc)
                 assert status == 200
                 got = [(e["project_seq"], e["revision"], e["record"]["handoff_id"]) for e in doc["assignments"]
                        if f"-{mine}-" in e["record"]["handoff_id"]]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -75,3 +76,27 @@ def test_the_machine_runs_against_a_server_by_url(served: tuple[str, dict[str, s
     url, tokens = served
     run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
                               settings=settings(max_examples=5, stateful_step_count=15, database=None))
+
+
+def test_the_machine_renames_actors_of_a_server_that_has_its_own(tmp_path: Path) -> None:
+    ledger = ReferenceLedger(tmp_path / "ledger.sqlite")
+    tokens = {}
+    for actor in ("alice", "bob", "carol", READER):
+        tokens[actor] = f"tok-{actor}-0123456789"
+        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
+                         role="reader" if actor == READER else "writer")
+    with serve_in_thread(ledger) as url:
+        run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
+                                  settings=settings(max_examples=3, stateful_step_count=12, database=None))
+    ledger.close()
+
+
+@pytest.mark.skipif(not os.environ.get("AIDEMEMO_SIM_CONFIG"),
+                    reason="set AIDEMEMO_SIM_CONFIG=target.toml to run the state machine against your server")
+def test_the_machine_against_the_configured_target() -> None:
+    from simulations.targets import target_from_config
+
+    target = target_from_config(Path(os.environ["AIDEMEMO_SIM_CONFIG"]), actors=3)
+    machine = HandoffLifecycle if target is None else lifecycle_against(
+        lambda: Wire.over_http(target.url, target.project, target.tokens))
+    run_state_machine_as_test(machine)
