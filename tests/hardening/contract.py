@@ -15,7 +15,7 @@ from importlib.resources import files
 from typing import Any, Final
 from urllib.parse import unquote_to_bytes
 
-__all__ = ["DOCUMENT", "Operation", "operations", "match", "validate", "contract_problems"]
+__all__ = ["DOCUMENT", "Operation", "operations", "match", "validate", "contract_problems", "malformed_http"]
 
 DOCUMENT: Final[dict[str, Any]] = json.loads(files("aidememo_ref").joinpath("openapi.json").read_bytes())
 _METHODS: Final = ("get", "post", "put", "delete", "patch", "head", "options")
@@ -139,19 +139,29 @@ def _path_is_utf8(path: str) -> bool:
     return True
 
 
-def contract_problems(method: str, path: str, status: int, headers: dict[str, str], body: bytes) -> list[str]:
+_NOT_HTTP: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f]")
+
+
+def malformed_http(target: bytes, headers: tuple[tuple[bytes, bytes], ...] | list[tuple[bytes, bytes]]) -> bool:
+    """Whether a request breaks HTTP/1.1 syntax (a request-target is visible ASCII; field values
+    have no control characters), so the HTTP layer refuses it before any route sees it."""
+    return (any(b <= 0x20 or b >= 0x7F for b in target)
+            or any(_NOT_HTTP.search(name + value) for name, value in headers))
+
+
+def contract_problems(method: str, path: str, status: int, headers: dict[str, str], body: bytes, *,
+                      malformed: bool = False) -> list[str]:
     """How one real answer departs from the document (empty when it is a documented answer).
 
     Framework answers (empty 404 for an unknown path, empty 405 with ``Allow`` for a known path
-    and another method, text 400 for a non-UTF-8 path segment) are checked as the document's
+    and another method, text 400 for a non-UTF-8 path segment or, with ``malformed``, for a
+    request the HTTP layer refuses) are checked as the document's
     description states them; everything else must be a documented status with a body that
     validates against that status's schema.
     """
-    if status >= 500 and status != 503:
-        return [f"{method} {path[:120]} answered {status}"]
     content_type = headers.get("content-type", "")
-    if status == 400 and content_type.startswith("text/plain") and not _path_is_utf8(path):
-        return []
+    if status == 400 and content_type.startswith("text/plain") and (malformed or not _path_is_utf8(path)):
+        return []  # the HTTP layer's refusal; HEAD gets its text too, as the method is unknown then
     bare = path.split("?", 1)[0]
     if "//" in bare or (bare.endswith("/") and bare != "/"):
         # Trailing slashes and empty segments are other paths to the framework: an empty 404.

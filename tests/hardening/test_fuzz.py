@@ -19,6 +19,7 @@ import pytest
 from aidememo_ref import ManualClock, ReferenceLedger, serve_in_thread
 
 from .conftest import ROOT
+from .contract import contract_problems, malformed_http
 
 SEED = 20261130
 
@@ -57,7 +58,9 @@ def test_http_fuzz_keeps_the_server_serving(ledger: ReferenceLedger, fuzz: Modul
     with serve_in_thread(ledger) as url:
         host, _, port = url.removeprefix("http://").rpartition(":")
         send = fuzz.http_sender(host, int(port))
-        tally = fuzz.run_campaign(send, count=120, seed_value=SEED + 1)
+        # Over a real socket the answers must also be the documented ones, headers included.
+        tally = fuzz.run_campaign(send, count=120, seed_value=SEED + 1, extra=lambda r, s, h, b: contract_problems(
+            r.method, r.target.decode("latin-1"), s, h, b, malformed=malformed_http(r.target, r.headers)))
         assert (tally.server_errors, tally.crashes, tally.findings) == (0, 0, [])
         assert fuzz.health(send)
 
