@@ -10,6 +10,7 @@ status, and the server must keep serving (``/health`` answers 200 at the end).
 
     python scripts/fuzz.py --requests 5000 --seed 7            # in-process, through ReferenceLedger.handle
     python scripts/fuzz.py --requests 2000 --seed 7 --http     # a real `aidememo-ref serve` on loopback
+    python scripts/fuzz.py --requests 2000 --seed 7 --test-clock   # also the /__test__/clock extension
 
 Prints requests tried, 5xx answers and crashes; exit 0 only when both are 0. Every run prints
 its seed and the command that replays it.
@@ -35,7 +36,7 @@ from urllib.parse import quote
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
-from aidememo_ref import ErrorCode, ManualClock, ReferenceLedger
+from aidememo_ref import ErrorCode, ManualClock, OffsetClock, ReferenceLedger
 
 TENANT: Final = "t-fuzz"
 PROJECT: Final = "p-fuzz"
@@ -434,10 +435,10 @@ def run_campaign(send: Callable[[Request], tuple[int, dict[str, str], bytes]], *
 
 # -- the command line ----------------------------------------------------------------------------
 
-def start_server(database: Path) -> tuple[subprocess.Popen[str], str, int]:
+def start_server(database: Path, *, test_clock: bool = False) -> tuple[subprocess.Popen[str], str, int]:
     proc = subprocess.Popen(
         [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", "--database", str(database), "--bind", "127.0.0.1:0"],
+         "serve", "--database", str(database), "--bind", "127.0.0.1:0", *(["--test-clock"] if test_clock else [])],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     assert proc.stdout is not None
     line = proc.stdout.readline()
@@ -469,12 +470,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=2000, help="hostile requests to send (default 2000)")
     parser.add_argument("--seed", type=int, default=None, help="seed of every random choice (default: random, printed)")
     parser.add_argument("--http", action="store_true", help="fuzz a real `aidememo-ref serve` on loopback instead of in-process")
+    parser.add_argument("--test-clock", action="store_true",
+                        help="serve and fuzz the /__test__/clock extension too (off in production)")
     args = parser.parse_args(argv)
     if args.requests < 1 or (args.seed is not None and args.seed < 0):
         print("error: --requests must be positive and --seed non-negative", file=sys.stderr)
         return 2
     seed_value = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    replay = f"python scripts/fuzz.py --requests {args.requests} --seed {seed_value}" + (" --http" if args.http else "")
+    replay = (f"python scripts/fuzz.py --requests {args.requests} --seed {seed_value}" + (" --http" if args.http else "")
+              + (" --test-clock" if args.test_clock else ""))
     print(f"seed={seed_value}  (replay: {replay})", flush=True)
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
@@ -482,15 +486,16 @@ def main(argv: list[str] | None = None) -> int:
         proc = None
         if args.http:
             provision_all(database)
-            proc, host, port = start_server(database)
+            proc, host, port = start_server(database, test_clock=args.test_clock)
             send = http_sender(host, port)
         else:
-            ledger = ReferenceLedger(database, clock=ManualClock())
+            ledger = ReferenceLedger(database, clock=OffsetClock() if args.test_clock else ManualClock(),
+                                     test_clock=args.test_clock)
             provision_all(ledger)
             send = in_process_sender(ledger)
         try:
             populate(send)
-            tally = run_campaign(send, count=args.requests, seed_value=seed_value)
+            tally = run_campaign(send, count=args.requests, seed_value=seed_value, extensions=args.test_clock)
             alive = health(send) and (proc is None or proc.poll() is None)
         finally:
             if proc is not None:
