@@ -254,3 +254,70 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "text_unchecked": (text_unchecked, ("AM-TYPED-4",)),
     "unknown_fields_ignored": (unknown_fields_ignored, ("AM-AUTH-5", "AM-JSON-3")),
 }
+
+
+# -- a stand-in MCP gateway (the reference serves none), to prove the MCP checks run and bite ----
+_READ_TOOLS = ["search", "resource_get", "handoff_list", "handoff_status"]
+_WRITE_TOOLS = ["session_create", "fact_create", "handoff_context_create", "handoff_send", "handoff_accept",
+                "handoff_return"]
+_MCP_VERSION = "2026-07-28"
+
+
+def _mcp_gateway(db_path: str, *, reader_sees_writes: bool) -> Any:
+    def rpc(status: int, request_id: Any, code: int, message: str) -> Any:
+        body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
+        return _service.Response(status, (("content-type", "application/json"),), json.dumps(body).encode())
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        path = target.split(b"?")[0]
+        if not (method == "POST" and path.endswith(b"/mcp")):
+            return handle(method, target, headers, body)
+        project = path.split(b"/")[3]
+        named = {k.lower(): v for k, v in headers}
+        request = _json(body)
+        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or request.get("id") is None:
+            return rpc(400, None, -32600, "invalid MCP request")
+        request_id = request["id"]
+        if named.get(b"mcp-protocol-version") != _MCP_VERSION.encode():
+            return rpc(400, request_id, -32022, "unsupported MCP protocol version")
+        if named.get(b"mcp-method") != str(request.get("method")).encode():
+            return rpc(400, request_id, -32020, "missing Mcp-Method header")
+        auth = [(k, v) for k, v in headers if k.lower() == b"authorization"]
+        if not auth:
+            return _service.Response(401, (("content-type", "application/json"),),
+                                     b'{"error":{"code":"authentication_failed","message":"authentication failed"}}')
+        identity = handle("GET", b"/v1/projects/" + project + b"/identity", auth, b"")
+        if identity.status != 200:
+            return identity
+        role = json.loads(identity.body)["role"]
+        if request["method"] == "tools/list":
+            names = _READ_TOOLS + (_WRITE_TOOLS if role != "reader" or reader_sees_writes else [])
+            tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
+            result = {"resultType": "complete", "tools": tools}
+        elif request["method"] == "tools/call" and request["params"]["name"] == "session_create":
+            args = dict(request["params"].get("arguments", {}))
+            command = {"command_id": args.pop("operation_id"), "payload": args}
+            rest = handle("POST", b"/v1/projects/" + project + b"/sessions",
+                          auth + [(b"content-type", b"application/json")], json.dumps(command).encode())
+            structured = json.loads(rest.body)
+            result = {"resultType": "complete", "content": [{"type": "text", "text": rest.body.decode()}],
+                      "structuredContent": structured, "isError": not 200 <= rest.status < 300}
+        else:
+            return rpc(404, request_id, -32601, "unsupported MCP method")
+        answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
+        return _service.Response(200, (("content-type", "application/json"),), json.dumps(answer).encode())
+
+    return _wrapped(db_path, bend)
+
+
+def mcp_gateway(db_path: str) -> Any:
+    """The reference plus a stand-in MCP gateway that follows wire §1.18 (not a mutant)."""
+    return _mcp_gateway(db_path, reader_sees_writes=False)
+
+
+def mcp_reader_sees_write_tools(db_path: str) -> Any:
+    """The stand-in MCP gateway lists write tools to readers."""
+    return _mcp_gateway(db_path, reader_sees_writes=True)
+
+
+MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-2",))

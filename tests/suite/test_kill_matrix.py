@@ -50,12 +50,13 @@ def _matrix(base: Path, whole: bool) -> dict[str, list[dict]]:
         runs = dict(zip(names, pool.map(lambda n: _run(n, base / n, whole), names)))
     families = sorted({_family(r["requirement"]) for r in runs["reference"]})
     width = max(map(len, names)) + 2
-    lines = ["", "kill matrix (K = a check of the family failed, . = all its checks held, - = not run)",
+    lines = ["", "kill matrix (K = a check of the family failed, . = its checks held, s = not scored, - = not run)",
              " " * width + " ".join(f.removeprefix("AM-") for f in families)]
     for name in names:
         ran = {_family(r["requirement"]) for r in runs[name]}
+        scored = {_family(r["requirement"]) for r in runs[name] if r["verdict"] != "SKIP"}
         failed = {_family(r["requirement"]) for r in runs[name] if r["verdict"] in BAD}
-        cells = ("K" if f in failed else "." if f in ran else "-" for f in families)
+        cells = ("K" if f in failed else "." if f in scored else "s" if f in ran else "-" for f in families)
         row = " ".join(cell.center(len(f.removeprefix("AM-"))) for cell, f in zip(cells, families))
         lines.append(f"{name:<{width}}{row}")
     print("\n".join(lines))
@@ -88,3 +89,17 @@ def test_whole_suite_against_every_mutant(tmp_path):
     runs = _matrix(tmp_path, whole=True)
     for name, (_, requirements) in MUTANTS.items():
         assert any(r["requirement"] in requirements and r["verdict"] == "FAIL" for r in runs[name]), name
+
+
+def test_a_claimed_capability_is_scored(tmp_path):
+    # The stand-in MCP gateway makes `mcp` detectable: its checks must run and pass, not skip.
+    records = _run_with_factory("mcp_gateway", tmp_path, ["--requirement", "AM-MCP-"])
+    assert records and {r["verdict"] for r in records} == {"PASS"}, [(r["nodeid"], r["verdict"]) for r in records]
+
+
+def _run_with_factory(factory: str, report_dir: Path, extra: list[str]) -> list[dict]:
+    args = [sys.executable, "-m", "conformance.cli", "run", "--seed", SEED, "--report-dir", str(report_dir),
+            "--embedded-factory", f"mutants:{factory}", *extra]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
+    subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
+    return json.loads((report_dir / "results.json").read_text())["records"]

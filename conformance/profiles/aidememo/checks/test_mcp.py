@@ -43,3 +43,43 @@ def test_missing_token_gets_the_rest_error(world):
     exchange = world.runtime.wire.request(world.transcript, "POST", f"{project.writer.base}/mcp", json_body=body,
                                           headers={"Mcp-Protocol-Version": VERSION, "Mcp-Method": "tools/list"})
     expect_error(exchange, 401, "authentication_failed")
+
+
+READ_TOOLS = {"search", "resource_get", "handoff_list", "handoff_status"}
+WRITE_TOOLS = {"session_create", "fact_create", "handoff_context_create", "handoff_send", "handoff_accept",
+               "handoff_return"}
+
+
+def _call(actor, method, params):
+    headers = {"Mcp-Protocol-Version": VERSION, "Mcp-Method": method}
+    if method == "tools/call":
+        headers["Mcp-Name"] = params["name"]
+    body = {"jsonrpc": "2.0", "id": 7, "method": method,
+            "params": {**params, "_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}}
+    return actor.request("POST", f"{actor.base}/mcp", json_body=body, headers=headers)
+
+
+@pytest.mark.requirement("AM-MCP-2")
+def test_tools_list_depends_on_the_role(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    for actor, expected in ((project.reader, READ_TOOLS), (project.writer, READ_TOOLS | WRITE_TOOLS)):
+        exchange = _call(actor, "tools/list", {})
+        assert exchange.status == 200, f"tools/list answered {exchange.status} {exchange.body[:200]!r}"
+        tools = exchange.json()["result"]["tools"]
+        names = {tool["name"] for tool in tools}
+        assert names == expected, f"{actor.role} sees tools {sorted(names)}, expected {sorted(expected)}"
+        schemas = str([tool.get("inputSchema") for tool in tools])
+        for identity in ("tenant_id", "project_id", "actor_id"):
+            assert identity not in schemas, f"a tool schema accepts {identity}; identity comes from the token"
+
+
+@pytest.mark.requirement("AM-MCP-2")
+def test_tool_failure_is_a_200_with_is_error(world):
+    project = world.project(writers=("writer",), readers=("reader",))
+    arguments = {"operation_id": world.new_id("op"), "session_id": world.new_id("session"), "source_id": None,
+                 "topic": "refused"}
+    exchange = _call(project.reader, "tools/call", {"name": "session_create", "arguments": arguments})
+    assert exchange.status == 200, f"a failed tool call must still answer 200, got {exchange.status}"
+    result = exchange.json()["result"]
+    assert result.get("isError") is True, f"isError must be true: {result!r}"
+    assert result["structuredContent"]["error"]["code"] == "project_unauthorized", result["structuredContent"]
