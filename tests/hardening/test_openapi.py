@@ -349,3 +349,19 @@ def _storage_faults(tmp_path: Path, fuzz: ModuleType, failures: list[str]) -> se
     wanted = {(m, t, s) for m, t in writes for s in (500, 503)}
     assert wanted <= observed, sorted(wanted - observed)
     return observed
+
+
+@pytest.mark.slow
+def test_snapshot_and_search_past_ten_thousand_resources_are_documented_413s(tmp_path: Path, fuzz: ModuleType) -> None:
+    ledger = ReferenceLedger(tmp_path / "big.sqlite", clock=ManualClock())
+    fuzz.provision_all(ledger)
+    send = fuzz.in_process_sender(ledger)
+    headers = ((b"authorization", f"Bearer {fuzz.ACTORS['sender'][0]}".encode()), (b"content-type", b"application/json"))
+    for i in range(10_001):
+        body = {"command_id": f"put-{i}", "project_id": fuzz.PROJECT, "operation": "resource.put", "payload": {"i": i},
+                "resource": {"kind": "custom.bulk", "id": f"r-{i}"}, "change": "upsert"}
+        assert send(fuzz.Request("POST", b"/v1/commands", headers, json.dumps(body).encode()))[0] == 200
+    for path in (f"/v1/projects/{fuzz.PROJECT}/snapshot", f"/v1/projects/{fuzz.PROJECT}/search?q=anything"):
+        status, answer_headers, answer = send(fuzz.Request("GET", path.encode(), headers[:1], b""))
+        assert status == 413
+        assert contract_problems("GET", path, status, answer_headers, answer) == []
