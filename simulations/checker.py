@@ -363,11 +363,13 @@ def check(
     history: Sequence[Operation],
     budget_s: float = 10.0,
     explain_budget_s: float = 5.0,
+    progress: Callable[[str], None] | None = None,
 ) -> CheckResult:
     """Check ``history`` against ``model`` within ``budget_s`` seconds of search.
 
     Partitions are checked in order; the first ILLEGAL one stops the check and is shrunk and
     explained within ``explain_budget_s`` (0 skips that: the witness is then the partition).
+    ``progress`` hears about the partitions done, at most every two seconds.
     """
     if budget_s <= 0:
         raise SimulationError("the checker's budget must be positive")
@@ -375,7 +377,11 @@ def check(
     deadline = time.monotonic() + budget_s
     results: list[PartitionResult] = []
     overall = Verdict.OK
-    for indices in parts:
+    reported = time.monotonic()
+    for done, indices in enumerate(parts):
+        if progress is not None and time.monotonic() - reported > 2.0:
+            reported = time.monotonic()
+            progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
         sub = [history[i] for i in indices]
         started = time.monotonic()
         remaining = deadline - started

@@ -104,7 +104,8 @@ def _check(args: argparse.Namespace) -> int:
     from simulations.history import load_history
 
     history = load_history(args.file)
-    result = check(model_named(args.model), history, budget_s=args.budget)
+    result = check(model_named(args.model), history, budget_s=args.budget,
+                   progress=lambda line: print(line, file=sys.stderr))
     print(result.summary())
     violation = result.violation
     if violation is not None:

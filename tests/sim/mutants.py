@@ -16,7 +16,7 @@ from aidememo_ref import ReferenceLedger
 from aidememo_ref._errors import LedgerError
 from aidememo_ref._sqlite import SQLiteStore, _TxView
 
-__all__ = ["MUTANTS", "blind_heartbeat", "replay_outside", "split_decide"]
+__all__ = ["MUTANTS", "blind_heartbeat", "double_accept", "replay_outside", "split_decide"]
 
 
 class _SplitDecideStore(SQLiteStore):
@@ -50,6 +50,10 @@ class _SplitDecideStore(SQLiteStore):
 
 class _HeartbeatStore(_SplitDecideStore):
     only = "handoff.heartbeat"
+
+
+class _AcceptStore(_SplitDecideStore):
+    only = "handoff.accept"
 
 
 class _ReplayOutsideStore(SQLiteStore):
@@ -94,11 +98,13 @@ def _with_store(store_class: type[SQLiteStore]) -> Any:
 
 split_decide = _with_store(_SplitDecideStore)
 blind_heartbeat = _with_store(_HeartbeatStore)
+double_accept = _with_store(_AcceptStore)
 replay_outside = _with_store(_ReplayOutsideStore)
 
 # name -> what a maintainer would call the bug
 MUTANTS = {
     "split_decide": "revision check and decision outside the write transaction",
     "blind_heartbeat": "a heartbeat that renews a lease it may no longer hold",
+    "double_accept": "two concurrent accepts of one revision both answered with success",
     "replay_outside": "receipt lookup outside the write transaction: a retry runs twice",
 }
