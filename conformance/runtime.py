@@ -130,7 +130,11 @@ def start_runtime(settings: TargetSettings) -> Runtime:
             base_url, provisioner = _start_embedded(settings, stack)
         else:
             base_url = settings.url or ""
-            provisioner = CommandProvisioner(settings.provision_command) if settings.provision_command else None
+            provisioner = None
+            if settings.provision_command:
+                command = CommandProvisioner(settings.provision_command)
+                stack.callback(command.close)
+                provisioner = command
         wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes)
     except BaseException:
         stack.close()

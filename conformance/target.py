@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import subprocess
 import tempfile
 import tomllib
@@ -87,6 +88,10 @@ class CommandProvisioner:
         self.template = template
         self.timeout_s = timeout_s
         self._dir = tempfile.mkdtemp(prefix="aidememo-tokens-")
+
+    def close(self) -> None:
+        """Delete the token files: they hold live credentials of the target."""
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def provision(self, *, tenant: str, project: str, actor: str, role: str, token: str) -> None:
         token_file = Path(self._dir) / f"{tenant}.{project}.{actor}.token"

@@ -86,7 +86,7 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"verdicts: {shown or 'none'}   requests: {summary['requests']}   seed: {summary['seed']}",
         "capabilities: " + ("; ".join(f"{name} {how.split(',')[0]}" for name, how in summary["capabilities"].items())
                             or "unknown"),
-        f"untested MUSTs: {', '.join(summary['untested_musts']) or 'none'}",
+        f"untested MUSTs (no check of theirs ran): {', '.join(summary['untested_musts']) or 'none'}",
         f"not scored MUSTs (capability unclaimed or identities unavailable): "
         f"{', '.join(summary['not_scored_musts']) or 'none'}",
     ]
