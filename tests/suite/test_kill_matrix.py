@@ -103,3 +103,16 @@ def _run_with_factory(factory: str, report_dir: Path, extra: list[str]) -> list[
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
     return json.loads((report_dir / "results.json").read_text())["records"]
+
+
+def test_a_seed_replays_the_same_requests(tmp_path):
+    # Failing checks carry transcripts; the same seed must send byte-identical requests.
+    runs = [_run_with_factory("wrong_actor_allowed", tmp_path / f"run{i}", ["--requirement", "AM-HO-1"])
+            for i in range(2)]
+
+    def requests(records):
+        return {r["nodeid"]: [(e["method"], e["url"].split("/", 3)[-1], e["request_body"]) for e in r["transcript"]]
+                for r in records if r.get("transcript")}
+
+    first, second = map(requests, runs)
+    assert first and first == second
