@@ -64,6 +64,8 @@ def write_reports(report_dir: Path, state: Any, records: list[dict[str, Any]]) -
         "untested_musts": [row["id"] for row in must_rows if row["status"] == "untested"],
         "not_scored_musts": [row["id"] for row in must_rows if row["status"] == "not scored"],
         "ok": not any(counts.get(v, 0) for v in _NOT_OK),
+        "unmatched_baseline": state.baseline.unmatched([(r["nodeid"], r["requirement"]) for r in records])
+        if state.baseline else [],
         "report_dir": str(report_dir),
         "failures": sorted((r for r in records if r["verdict"] in _NOT_OK or r["verdict"] == "WARN"),
                            key=lambda r: _SEVERITY.index(r["verdict"])),
@@ -90,6 +92,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"not scored MUSTs (capability unclaimed or identities unavailable): "
         f"{', '.join(summary['not_scored_musts']) or 'none'}",
     ]
+    if summary["unmatched_baseline"]:
+        lines.append(f"baseline entries naming no check of this run: {', '.join(summary['unmatched_baseline'])}")
     failures = [f for f in summary["failures"] if f["verdict"] != "WARN"]
     for failure in failures[:12]:
         lines.append(f"  {failure['verdict']:<10} {failure['requirement']:<13} {failure['nodeid'].rsplit('/', 1)[-1]}")

@@ -30,6 +30,11 @@ class Entry:
     requirement: str | None
     reason: str
 
+    def matches(self, nodeid: str, requirement_id: str) -> bool:
+        if self.check is not None:
+            return nodeid == self.check or nodeid.endswith(("/" + self.check, "::" + self.check))
+        return self.requirement == requirement_id
+
 
 @dataclass(frozen=True, slots=True)
 class Baseline:
@@ -37,13 +42,13 @@ class Baseline:
 
     def expects(self, nodeid: str, requirement_id: str) -> str | None:
         """The reason a check is expected to fail, or None."""
-        for entry in self.entries:
-            if entry.check is not None and (nodeid == entry.check or nodeid.endswith("/" + entry.check)
-                                            or nodeid.endswith("::" + entry.check)):
-                return entry.reason
-            if entry.check is None and entry.requirement == requirement_id:
-                return entry.reason
-        return None
+        entry = next((e for e in self.entries if e.matches(nodeid, requirement_id)), None)
+        return entry.reason if entry is not None else None
+
+    def unmatched(self, checks: list[tuple[str, str]]) -> list[str]:
+        """Entries naming no check of this run (renamed, removed, or deselected)."""
+        return [entry.check or entry.requirement or "" for entry in self.entries
+                if not any(entry.matches(nodeid, rid) for nodeid, rid in checks)]
 
 
 def load_baseline(path: str, registry: Registry) -> Baseline:
