@@ -25,7 +25,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args or args[0] in ("-h", "--help"):
         print(
             "usage: aidememo-ref bootstrap|serve ... (reference server)\n"
-            "       aidememo-ref [--store PATH] [--json] session|fact|agent|handoff ... (token-free local flow)"
+            "       aidememo-ref [--store PATH] [--json] session|fact|agent|config|handoff ... (token-free local flow)"
         )
         return 0 if args else 2
     from .local import main as local_main
