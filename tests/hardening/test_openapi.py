@@ -365,3 +365,25 @@ def test_snapshot_and_search_past_ten_thousand_resources_are_documented_413s(tmp
         status, answer_headers, answer = send(fuzz.Request("GET", path.encode(), headers[:1], b""))
         assert status == 413
         assert contract_problems("GET", path, status, answer_headers, answer) == []
+
+
+def test_every_reference_resolves_and_operation_ids_are_unique() -> None:
+    refs: list[str] = []
+
+    def walk(node: Any) -> None:
+        if isinstance(node, dict):
+            if "$ref" in node:
+                refs.append(node["$ref"])
+            for value in node.values():
+                walk(value)
+        elif isinstance(node, list):
+            for value in node:
+                walk(value)
+
+    walk(DOCUMENT)
+    schemas = DOCUMENT["components"]["schemas"]
+    assert refs and all(ref.startswith("#/components/schemas/") and ref.rsplit("/", 1)[1] in schemas for ref in refs)
+    ids = [op.spec["operationId"] for op in operations()]
+    assert len(ids) == len(set(ids))
+    used = {ref.rsplit("/", 1)[1] for ref in refs}
+    assert set(schemas) - used == set(), "schemas nothing refers to"
