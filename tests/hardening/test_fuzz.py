@@ -173,3 +173,27 @@ def test_test_clock_refuses_advances_past_the_storable_range(tmp_path: Path, fuz
     except OverflowError:
         status = 500
     assert leap.status == 400 or status < 500
+
+
+def test_reference_keeps_serving_beside_slow_and_stalled_clients(ledger: ReferenceLedger, fuzz: ModuleType) -> None:
+    # Slow clients hold connections half-sent (headers, or a body short of its length); the
+    # server must still answer everyone else. The deadline is the socket timeout, not a figure.
+    with serve_in_thread(ledger) as url:
+        host, _, port = url.removeprefix("http://").rpartition(":")
+        stalled = []
+        try:
+            for i in range(60):
+                sock = socket.create_connection((host, int(port)), timeout=10)
+                if i % 2:
+                    sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\nx-slow: ")
+                else:
+                    sock.sendall(b"POST /v1/commands HTTP/1.1\r\nhost: x\r\ncontent-type: application/json\r\n"
+                                 b"content-length: 1000000\r\n\r\n{\"command_id\":")
+                stalled.append(sock)
+            send = fuzz.http_sender(host, int(port), timeout_s=10)
+            assert fuzz.health(send)
+            tally = fuzz.run_campaign(send, count=30, seed_value=SEED + 3)
+            assert (tally.server_errors, tally.crashes, tally.findings) == (0, 0, [])
+        finally:
+            for sock in stalled:
+                sock.close()
