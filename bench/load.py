@@ -11,8 +11,9 @@ else (another status or code, a 5xx, a transport failure) is unexpected; the goa
 
 The run stops at whichever cap comes first (operations or wall time). It prints throughput,
 p50/p99 latency per operation and, as a baseline measured in the same run with the same
-threads, the latency of GET /health, with each operation's p50 as a ratio of it. Exit 0 when no
-unexpected error was seen. Only loopback is used.
+threads, the latency of GET /health, with each operation's p50 as a ratio of it. Afterwards
+every handoff sent is read back and must be in a state its answered commands allow. Exit 0
+when no unexpected error was seen. Only loopback is used.
 """
 
 from __future__ import annotations
@@ -71,6 +72,7 @@ class Book:
     expected: Counter[str] = field(default_factory=Counter)
     unexpected: Counter[str] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)
+    sent: list[tuple[str, str]] = field(default_factory=list)  # (handoff_id, sender)
     ops: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -94,6 +96,12 @@ class Book:
                 return
             self.unexpected[f"{op}: {status} {code}"] += 1
             self._example(f"{op}: {status} {detail}")
+
+    def flag(self, label: str, detail: str) -> None:
+        """An unexpected finding that is not a timed request (the audit's)."""
+        with self.lock:
+            self.unexpected[label] += 1
+            self._example(f"{label}: {detail}")
 
     def _example(self, text: str) -> None:
         if len(self.examples) < 10:
@@ -135,9 +143,12 @@ class Worker:
             self.step += 1
             tag = f"{self.actor}-{self.index}-{self.step}"
             if self.rng.random() < 0.3:
-                self.call("send", "POST", f"{base}/handoffs", {"command_id": f"send-{tag}", "payload": {
+                sent = self.call("send", "POST", f"{base}/handoffs", {"command_id": f"send-{tag}", "payload": {
                     "handoff_id": f"h-{tag}", "session_id": SESSION, "to_actor": self.rng.choice(self.others),
                     "focus": "load"}})
+                if sent is not None and sent.status_code == 200:
+                    with self.book.lock:
+                        self.book.sent.append((f"h-{tag}", self.actor))
                 continue
             inbox = self.call("inbox", "GET", f"{base}/handoffs", params={"box": "inbox", "limit": 20})
             if inbox is None or inbox.status_code != 200:
@@ -178,6 +189,28 @@ class Worker:
         self.call("return", "POST", f"{base}/handoffs/{hid}/return", {
             "command_id": f"ret-{tag}", "expected_revision": revision, "payload": {
                 "claim_id": claim, "result_fact_id": f"f-{tag}", "outcome": "succeeded"}})
+
+
+def audit(clients: dict[str, httpx.Client], book: Book) -> Counter[str]:
+    """Read every handoff back after the run: each must be in a state its answered commands
+    allow (a completed handoff carries a succeeded outcome and its result fact; an accepted
+    one a claim and at least one attempt). Problems count as unexpected errors."""
+    states: Counter[str] = Counter()
+    for hid, sender in book.sent:
+        answer = clients[sender].get(f"/v1/projects/{PROJECT}/handoffs/{hid}")
+        if answer.status_code != 200:
+            book.flag(f"audit: status read answered {answer.status_code}", answer.text)
+            continue
+        record = answer.json()["record"]
+        states[record["status"]] += 1
+        broken = {
+            "pending": record["claim_id"] is not None or record["attempt_count"] != 0,
+            "accepted": record["claim_id"] is None or record["attempt_count"] < 1,
+            "completed": record["outcome"] != "succeeded" or record["result_fact_id"] is None,
+        }.get(record["status"], True)
+        if broken:
+            book.flag("audit: inconsistent record", json.dumps(record))
+    return states
 
 
 def start_server(database: Path) -> tuple[subprocess.Popen[str], str]:
@@ -266,6 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                 t.join()
             elapsed = time.monotonic() - started
             alive = proc.poll() is None
+            states: Counter[str] = Counter()
+            if alive:
+                readers = {actor: httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {token}"})
+                           for actor, token in tokens.items()}
+                states = audit(readers, book)
+                for client in readers.values():
+                    client.close()
         finally:
             proc.send_signal(signal.SIGTERM)
             try:
@@ -278,6 +318,7 @@ def main(argv: list[str] | None = None) -> int:
           f"throughput: {done / elapsed:.0f} ops/s")
     print(f"baseline GET /health (same run, {threads} threads): p50 {base_p50 * 1000:.2f} ms  "
           f"p99 {percentile(baseline, 0.99) * 1000:.2f} ms")
+    print("handoffs read back: " + " ".join(f"{state} {n}" for state, n in sorted(states.items())))
     for op in ("send", "inbox", "accept", "heartbeat", "fact", "return"):
         values = book.latencies.get(op, [])
         if values:

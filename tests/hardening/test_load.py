@@ -28,7 +28,7 @@ def test_short_load_run_has_no_unexpected_error() -> None:
     assert 0 < operations <= 400
     for op in ("send", "inbox", "accept", "return"):
         assert re.search(rf"^  {op} +n=\d+ +p50 .* p99 .* p50/health", result.stdout, re.M), op
-    assert "seed=5" in result.stdout
+    assert "seed=5" in result.stdout and "handoffs read back: " in result.stdout
 
 
 def test_the_book_tells_expected_races_from_anything_else() -> None:
@@ -51,3 +51,29 @@ def test_bad_input_is_one_line(argv: list[str]) -> None:
     result = _run(*argv, timeout=60)
     assert result.returncode == 2
     assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1, result.stderr
+
+
+def test_the_audit_flags_records_no_answered_command_allows() -> None:
+    import httpx
+
+    load: ModuleType = load_script("bench/load.py")
+    records = {
+        "h-ok": {"status": "completed", "claim_id": "c", "attempt_count": 1, "outcome": "succeeded", "result_fact_id": "f"},
+        "h-lost-result": {"status": "completed", "claim_id": "c", "attempt_count": 1, "outcome": "succeeded",
+                          "result_fact_id": None},
+        "h-ghost-claim": {"status": "pending", "claim_id": "c", "attempt_count": 0, "outcome": None, "result_fact_id": None},
+        "h-unclaimed": {"status": "accepted", "claim_id": None, "attempt_count": 1, "outcome": None, "result_fact_id": None},
+    }
+
+    def answer(request: httpx.Request) -> httpx.Response:
+        hid = request.url.path.rsplit("/", 1)[1]
+        if hid not in records:
+            return httpx.Response(404, json={"error": {"code": "resource_not_found", "message": "resource not found"}})
+        return httpx.Response(200, json={"revision": 2, "record": records[hid]})
+
+    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://load")
+    book = load.Book()
+    book.sent.extend((hid, "a") for hid in [*records, "h-vanished"])
+    states = load.audit({"a": client}, book)
+    assert states == {"completed": 2, "pending": 1, "accepted": 1}
+    assert book.unexpected == {"audit: inconsistent record": 3, "audit: status read answered 404": 1}
