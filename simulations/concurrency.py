@@ -24,8 +24,7 @@ import json
 import random
 import tempfile
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -44,7 +43,8 @@ __all__ = [
     "PlannedOp",
     "SeededScheduler",
     "execute_batch",
-    "plan_batch",
+    "Planner",
+    "setup",
     "receipt_violations",
 ]
 
@@ -220,8 +220,6 @@ class Target(Protocol):
 
     def set_clock(self, now_ms: int) -> bool: ...
 
-    def scheduler(self) -> SeededScheduler | None: ...
-
     def close(self) -> None: ...
 
 
@@ -265,9 +263,6 @@ class EmbeddedTarget:
     def set_clock(self, now_ms: int) -> bool:
         self.clock.set(now_ms)
         return True
-
-    def scheduler(self) -> SeededScheduler | None:
-        return self._scheduler
 
     def new_scheduler(self, seed: int, script: Sequence[int] = ()) -> SeededScheduler:
         """A fresh scheduler for the next batch (the store keeps calling the same object)."""
@@ -327,9 +322,6 @@ class HttpTarget:
             return False
         # The extension only moves forward; a target already past the plan's time stays there.
         return now_ms <= now or self._clock({"advance_ms": now_ms - now}) is not None
-
-    def scheduler(self) -> SeededScheduler | None:
-        return None
 
     def close(self) -> None:
         for c in self._clients.values():
@@ -584,15 +576,6 @@ def execute_batch(
     if errors:
         raise SimulationError(f"a worker failed: {errors[0]!r}") from errors[0]
     return list(scheduler.decisions) if scheduler is not None else []
-
-
-@contextmanager
-def embedded(actors: Sequence[str], seed: int, factory: LedgerFactory = reference_factory) -> Iterator[EmbeddedTarget]:
-    target = EmbeddedTarget(actors, seed=seed, factory=factory)
-    try:
-        yield target
-    finally:
-        target.close()
 
 
 # -- checks the per-handoff model cannot make ---------------------------------------------------
