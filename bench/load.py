@@ -287,7 +287,8 @@ def main(argv: list[str] | None = None) -> int:
             if created.status_code != 200:
                 raise SystemExit(f"error: could not create the session: {created.status_code} {created.text[:200]}")
             threads = args.actors * args.workers
-            baseline = health_baseline(url, threads, max(20, min(200, args.ops // threads)))
+            per_thread = max(20, min(200, args.ops // threads))
+            baseline = health_baseline(url, threads, per_thread)
             deadline = time.monotonic() + args.seconds
             workers = [Worker(url, actor, i, actors, tokens, seed, book, args.ops, deadline)
                        for actor in actors for i in range(args.workers)]
@@ -301,6 +302,8 @@ def main(argv: list[str] | None = None) -> int:
             alive = proc.poll() is None
             states: Counter[str] = Counter()
             if alive:
+                # Measured before and after the load and pooled: one pass alone drifts with warm-up.
+                baseline += health_baseline(url, threads, per_thread)
                 readers = {actor: httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {token}"})
                            for actor, token in tokens.items()}
                 states = audit(readers, book)
