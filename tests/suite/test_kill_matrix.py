@@ -44,7 +44,7 @@ def _run(name: str, report_dir: Path, whole: bool) -> list[dict]:
     return json.loads(results.read_text())["records"]
 
 
-def _matrix(base: Path, whole: bool) -> dict[str, list[dict]]:
+def _matrix(base: Path, whole: bool, terminal: tuple | None = None) -> dict[str, list[dict]]:
     names = ["reference", *MUTANTS]
     with ThreadPoolExecutor(max_workers=2) as pool:  # two cores: two suites at a time
         runs = dict(zip(names, pool.map(lambda n: _run(n, base / n, whole), names)))
@@ -59,14 +59,21 @@ def _matrix(base: Path, whole: bool) -> dict[str, list[dict]]:
         cells = ("K" if f in failed else "." if f in scored else "s" if f in ran else "-" for f in families)
         row = " ".join(cell.center(len(f.removeprefix("AM-"))) for cell, f in zip(cells, families))
         lines.append(f"{name:<{width}}{row}")
-    print("\n".join(lines))
+    if terminal is not None:  # shown in every run, not only under -s
+        terminal, capture = terminal
+        with capture.global_and_fixture_disabled():
+            terminal.write("\n".join(lines) + "\n")
+    else:
+        print("\n".join(lines))
     (base / "kill-matrix.txt").write_text("\n".join(lines) + "\n")
     return runs
 
 
 @pytest.fixture(scope="module")
-def matrix(tmp_path_factory) -> dict[str, list[dict]]:
-    return _matrix(tmp_path_factory.mktemp("kill-matrix"), whole=False)
+def matrix(tmp_path_factory, pytestconfig) -> dict[str, list[dict]]:
+    plugins = pytestconfig.pluginmanager
+    terminal = (plugins.get_plugin("terminalreporter"), plugins.get_plugin("capturemanager"))
+    return _matrix(tmp_path_factory.mktemp("kill-matrix"), whole=False, terminal=terminal)
 
 
 def test_reference_passes_every_check(matrix):
