@@ -48,7 +48,8 @@ class _RunState:
         if self.runtime is None:
             from conformance.runtime import start_runtime
 
-            self.runtime = start_runtime(self.settings)
+            self.runtime = start_runtime(self.settings, hook=self.config.hook if self.settings.provision_hook else None,
+                                         config=self.config)
         return self.runtime
 
 
@@ -59,7 +60,9 @@ def _settings(config: pytest.Config) -> Any:
         value = config.getoption(name)
         return value if value is not None else (config.getini(name) or None)
 
+    hooked = bool(config.pluginmanager.hook.pytest_aidememo_provision.get_hookimpls())
     return resolve_target(
+        provision_hook=hooked,
         config_path=opt("aidememo_config"),
         url=opt("aidememo_url"),
         timeout_s=config.getoption("aidememo_timeout"),
@@ -100,6 +103,12 @@ def _run_tag(config: pytest.Config) -> str:
     if not all(c.isalnum() or c in "-_." for c in tag) or len(tag) > 24:
         raise pytest.UsageError(f"--aidememo-run-tag: use up to 24 letters, digits, '-', '_' or '.', got {tag!r}")
     return tag
+
+
+def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
+    from conformance import hooks
+
+    pluginmanager.add_hookspecs(hooks)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

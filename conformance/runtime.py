@@ -118,7 +118,21 @@ def serve_app(app: Any) -> Iterator[str]:
         sock.close()
 
 
-def start_runtime(settings: TargetSettings) -> Runtime:
+class _HookProvisioner:
+    """Provisions through a conftest's ``pytest_aidememo_provision``."""
+
+    def __init__(self, hook: Any, config: Any) -> None:
+        self._hook = hook
+        self._config = config
+
+    def provision(self, *, tenant: str, project: str, actor: str, role: str, token: str) -> None:
+        handled = self._hook.pytest_aidememo_provision(config=self._config, tenant=tenant, project=project,
+                                                       actor=actor, role=role, token=token)
+        if not handled:
+            raise Untestable("no pytest_aidememo_provision implementation handled the identity")
+
+
+def start_runtime(settings: TargetSettings, *, hook: Any = None, config: Any = None) -> Runtime:
     """Start (embedded) or reach (URL) the target and settle its capability claims.
 
     Raises:
@@ -131,7 +145,9 @@ def start_runtime(settings: TargetSettings) -> Runtime:
         else:
             base_url = settings.url or ""
             provisioner = None
-            if settings.provision_command:
+            if hook is not None:
+                provisioner = _HookProvisioner(hook, config)
+            elif settings.provision_command:
                 command = CommandProvisioner(settings.provision_command)
                 stack.callback(command.close)
                 provisioner = command

@@ -62,6 +62,7 @@ class TargetSettings:
     provision_command: str | None = None
     fixed_tokens: tuple[FixedToken, ...] = ()
     embedded_factory: str | None = None  # "module:callable" returning a ReferenceLedger (mutants)
+    provision_hook: bool = False  # a conftest implements pytest_aidememo_provision
     origin: str = "defaults"
 
     @property
@@ -72,6 +73,8 @@ class TargetSettings:
     def mode(self) -> str:
         if self.embedded:
             return "embedded"
+        if self.provision_hook:
+            return "provision hook"
         return "command" if self.provision_command else "fixed-tokens"
 
 
@@ -213,6 +216,7 @@ def resolve_target(
     embedded_factory: str | None = None,
     environ: Mapping[str, str] | None = None,
     flag_prefix: str = "--aidememo-",
+    provision_hook: bool = False,
 ) -> TargetSettings:
     """Apply flag > environment > target file > default and validate every value.
 
@@ -295,7 +299,7 @@ def resolve_target(
     if factory is not None and (not isinstance(factory, str) or ":" not in factory):
         raise ConfigError(f"embedded factory must look like 'module:callable', got {factory!r}")
 
-    if resolved_url is not None and command is None and not tokens:
+    if resolved_url is not None and command is None and not tokens and not provision_hook:
         raise ConfigError(
             f"target {resolved_url}: say how to get identities, with a provisioning command template "
             f"({flag_prefix}provision-command or [provision] command) or [[provision.tokens]]"
@@ -308,5 +312,6 @@ def resolve_target(
         provision_command=command,
         fixed_tokens=tokens,
         embedded_factory=factory,
+        provision_hook=provision_hook,
         origin=origin,
     )

@@ -145,3 +145,42 @@ def test_xdist_workers_share_one_seed_and_one_report(pytester, monkeypatch):
     assert {name: r["verdict"] for name, r in records.items()} == {"test_pass": "PASS", "test_must_fails": "FAIL"}
     assert {r["seed"] for r in records.values()} == {5}
     assert result.ret == pytest.ExitCode.TESTS_FAILED
+
+
+HOOK_CONFTEST = '''
+import tempfile
+from pathlib import Path
+
+import aidememo_ref
+from conformance.runtime import serve_app
+
+_served = {}
+
+
+def pytest_configure(config):
+    workdir = tempfile.mkdtemp()
+    ledger = aidememo_ref.ReferenceLedger(str(Path(workdir) / "l.sqlite"))
+    server = serve_app(ledger.asgi)
+    config.option.aidememo_url = server.__enter__()
+    _served.update(ledger=ledger, server=server, calls=[])
+
+
+def pytest_unconfigure(config):
+    _served["server"].__exit__(None, None, None)
+    _served["ledger"].close()
+
+
+def pytest_aidememo_provision(config, tenant, project, actor, role, token):
+    _served["calls"].append(role)
+    _served["ledger"].provision(tenant_id=tenant, project_id=project, actor_id=actor, token=token, role=role)
+    return True
+'''
+
+
+def test_a_conftest_can_provision_through_the_hook(pytester):
+    pytester.makeconftest(HOOK_CONFTEST)
+    pytester.makepyfile(test_checks=CHECKS)
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "-k", "test_pass or test_must_fails")
+    verdicts = {name: record["verdict"] for name, record in _results(pytester).items()}
+    assert verdicts == {"test_pass": "PASS", "test_must_fails": "FAIL"}
+    result.stdout.fnmatch_lines(["*(provision hook)*"])
