@@ -56,12 +56,26 @@ def _health_calls(count: int) -> float:
     return elapsed
 
 
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # type: ignore[override]
+        sys.stderr.write(f"bench/suite.py: {message}\n")
+        raise SystemExit(2)
+
+
+def _positive(text: str) -> int:
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
+    return int(text)
+
+
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=3)
+    parser = _Parser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=_positive, default=3)
     parser.add_argument("--workers", default="2")
-    parser.add_argument("--health", type=int, default=500)
+    parser.add_argument("--health", type=_positive, default=500)
     options = parser.parse_args()
+    if not (options.workers.isdigit() or options.workers == "auto"):
+        parser.error(f"--workers: expected a number or 'auto', got {options.workers!r}")
     with tempfile.TemporaryDirectory() as scratch:
         base = Path(scratch)
         listing, _ = _timed([sys.executable, "-m", "conformance.cli", "requirements"])
