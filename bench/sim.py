@@ -49,6 +49,26 @@ def bench_checker(ops: int, seed: int) -> None:
             print(f"{keys:>5} {kind:>11} {result.verdict.value:>8} {took:>9.3f} {base:>11.4f} {took / base:>7.1f}x{mark}")
 
 
+def bench_runner(seed: int, batches: int) -> None:
+    """Concurrent batches on the embedded reference, against the same requests sent one by one."""
+    from simulations.concurrency import Batch, Plan
+    from simulations.runner import rerun, run_campaign
+
+    result = run_campaign(seed=seed, max_batches=batches, budget_s=600)
+    started = time.perf_counter()
+    again = rerun(result.plan, result.seed, schedule=result.decisions)
+    took = time.perf_counter() - started
+    one_by_one = Plan(actors=result.plan.actors, workers=result.plan.workers,
+                      batches=tuple(Batch(clock_ms=b.clock_ms, ops=(op,)) for b in result.plan.batches for op in b.ops))
+    started = time.perf_counter()
+    rerun(one_by_one, result.seed)
+    base = time.perf_counter() - started
+    n = len(again.history)
+    print(f"runner: {n} operations in {batches} concurrent batches, seeded scheduler, checked: {n / took:.0f} ops/s; "
+          f"the same requests one per batch (baseline): {n / base:.0f} ops/s; ratio {took / base:.2f}x; "
+          f"verdict {again.verdict.value}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=10_000)
@@ -57,6 +77,7 @@ def main() -> None:
     parser.add_argument("--machine-steps", type=int, default=2_000)
     args = parser.parse_args()
     bench_checker(args.ops, args.seed)
+    bench_runner(args.seed, 60)
     if not args.skip_machines:
         from simulations.machines import bench_machines
 
