@@ -326,6 +326,7 @@ class HttpTarget:
     def close(self) -> None:
         for c in self._clients.values():
             c.close()
+        self._clients = {}  # a later run opens fresh connections
 
 
 # -- setup and planning -----------------------------------------------------------------------

@@ -94,3 +94,19 @@ def test_the_model_imports_nothing_from_the_reference() -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[2])
     assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_a_url_replay_sends_the_plan_again_with_fresh_ids(served: tuple[str, dict[str, str]], tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.replay import export_failure
+
+    url, tokens = served
+    result = run_campaign(seed=9, max_batches=6, budget_s=60, target=HttpTarget(url, "p", tokens))
+    paths = export_failure(result, tmp_path, target="url", url=url)
+    token_args = [arg for actor, token in tokens.items() for arg in ("--token", f"{actor}={token}")]
+    assert main(["replay", str(paths["replay file"]), "--times", "2"]) == 2  # tokens are needed again
+    assert "give --url" in capsys.readouterr().err
+    assert main(["replay", str(paths["replay file"]), "--times", "2", "--url", url, "--project", "p", *token_args]) == 0
+    out = capsys.readouterr().out
+    assert "reproduced 0/2" in out
+    assert "tok-" not in paths["replay file"].read_text()
