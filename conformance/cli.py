@@ -79,6 +79,10 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConformanceError(f"--seed: expected a non-negative integer, got {args.seed!r}")
     if args.workers is not None and not (args.workers.isdigit() or args.workers == "auto"):
         raise ConformanceError(f"-n: expected a number of workers or 'auto', got {args.workers!r}")
+    try:
+        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ConformanceError(f"--report-dir {args.report_dir}: {exc.strerror}") from None
 
 
 def build_pytest_args(args: argparse.Namespace) -> list[str]:

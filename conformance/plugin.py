@@ -375,7 +375,14 @@ class _Reporter:
 
         records = self._records(state)
         report_dir = Path(self.config.getoption("aidememo_report_dir") or "aidememo-report")
-        state.summary = write_reports(report_dir, state, records)
+        try:
+            state.summary = write_reports(report_dir, state, records)
+        except OSError as exc:
+            terminal = self.config.pluginmanager.get_plugin("terminalreporter")
+            if terminal is not None:
+                terminal.write_line(f"aidememo: cannot write the reports to {report_dir}: {exc.strerror}", red=True)
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            return
         if not state.summary["ok"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 

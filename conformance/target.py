@@ -198,8 +198,8 @@ def _fixed_tokens(entries: object, base: Path, where: str, env: Mapping[str, str
             path = base / entry["token_file"]
             try:
                 token = path.read_text("utf-8").rstrip("\r\n")
-            except OSError as exc:
-                raise ConfigError(f"{spot}: cannot read token_file {path}: {exc.strerror}") from None
+            except (OSError, UnicodeDecodeError) as exc:
+                raise ConfigError(f"{spot}: cannot read token_file {path}: {exc}") from None
         else:
             raise ConfigError(f"{spot}: give one of token, token_env or token_file")
         tokens.append(FixedToken(project=entry["project"], actor=entry["actor"], role=role, token=token))
@@ -234,7 +234,7 @@ def resolve_target(
             data = tomllib.loads(path.read_text("utf-8"))
         except OSError as exc:
             raise ConfigError(f"target file {config_path}: {exc.strerror}") from None
-        except tomllib.TOMLDecodeError as exc:
+        except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
             raise ConfigError(f"target file {config_path}: {exc}") from None
         base = path.resolve().parent
         origin = str(path)

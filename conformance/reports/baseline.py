@@ -61,7 +61,7 @@ def load_baseline(path: str, registry: Registry) -> Baseline:
         data = tomllib.loads(Path(path).read_text("utf-8"))
     except OSError as exc:
         raise ConfigError(f"baseline {path}: {exc.strerror}") from None
-    except tomllib.TOMLDecodeError as exc:
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
         raise ConfigError(f"baseline {path}: {exc}") from None
     unknown = set(data) - {"expected_failure"}
     if unknown:

@@ -27,6 +27,7 @@ def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
     (["run", "test_nowhere.py::test_x"], "no check module 'test_nowhere.py'"),
     (["run", "-n", "many"], "-n: expected a number"),
     (["frobnicate"], "invalid choice"),
+    (["run", "--report-dir", "/proc/no-such-place/reports"], "--report-dir /proc/no-such-place/reports"),
 ])
 def test_bad_input_is_one_line_and_exit_2(args, needle):
     done = _cli(*args)
@@ -41,6 +42,13 @@ def test_bad_target_file_names_the_file_and_key(tmp_path):
     bad.write_text('url = "http://127.0.0.1:1"\n[provision]\ncommand = "bootstrap --project {project}"\n')
     done = _cli("run", "--config", str(bad))
     assert done.returncode == 2 and "provision.command" in done.stderr and "{actor}" in done.stderr, done.stderr
+
+
+def test_target_file_that_is_not_utf8_is_one_line(tmp_path):
+    bad = tmp_path / "target.toml"
+    bad.write_bytes(b'url = "\xff\xfe"\n')
+    done = _cli("run", "--config", str(bad))
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
 def test_precedence_is_flag_then_environment_then_file(tmp_path):
