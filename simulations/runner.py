@@ -209,7 +209,7 @@ def rerun_over_http(plan: Plan, seed: int, target: HttpTarget) -> RunResult:
 def shrink(
     result: RunResult, factory: LedgerFactory = reference_factory, budget_s: float = 60.0
 ) -> RunResult:
-    """Fewest batches, then fewest operations, that still fail under the same seed."""
+    """Fewest batches, then operations, then actors, that still fail under the same seed."""
     deadline = time.monotonic() + budget_s
     best = result
 
@@ -260,6 +260,20 @@ def shrink(
                 i += 1
         else:
             b += 1
+    # Fewest actors: those the remaining operations name (sender, receiver, fact author).
+    named = {str(op.input.get("actor")) for b in best.plan.batches for op in b.ops}
+    for b in best.plan.batches:
+        for op in b.ops:
+            payload = op.input.get("payload") or {}
+            named.add(str(payload.get("to_actor")))
+            fact = op.input.get("fact") or {}
+            named.add(str(fact.get("actor_id")))
+    actors = tuple(a for a in best.plan.actors if a in named)
+    if 2 <= len(actors) < len(best.plan.actors) and time.monotonic() < deadline:
+        fewer = Plan(actors=actors, workers=best.plan.workers, batches=best.plan.batches, run_id=best.plan.run_id)
+        trial = rerun(fewer, result.seed, factory, best.decisions)
+        if trial.finding is not None:
+            best = trial
     return best
 
 

@@ -42,6 +42,7 @@ def test_the_simulator_finds_the_planted_race(found) -> None:
     assert result.finding is not None and result.finding.witness
     assert small.finding is not None
     assert small.plan.operations <= result.plan.operations
+    assert 2 <= len(small.plan.actors) <= len(result.plan.actors)
 
 
 def test_the_replay_file_reproduces_it_20_times_out_of_20(found) -> None:
