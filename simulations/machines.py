@@ -163,6 +163,7 @@ class HandoffLifecycle(RuleBasedStateMachine):
         self.seen_revision: dict[str, int] = {}
         self.seen_attempts: dict[str, tuple[int, str | None]] = {}
         self.completed: set[str] = set()
+        self.receipts: dict[str, list[Any]] = {}  # command_id -> every receipt answered for it
         self.epoch, self.start_seq = self._head()
 
     def teardown(self) -> None:
@@ -207,6 +208,7 @@ class HandoffLifecycle(RuleBasedStateMachine):
         receipt = expected.receipt
         if receipt is None:
             return
+        self.receipts.setdefault(cmd.command_id, []).append(doc)
         assert doc["command_id"] == cmd.command_id and doc["revision"] == receipt.revision, (
             f"{what}: receipt revision {doc.get('revision')}, the model says {receipt.revision}")
         assert doc["resource"] == {"kind": receipt.kind, "id": receipt.resource_id}
@@ -379,6 +381,12 @@ class HandoffLifecycle(RuleBasedStateMachine):
             self._one_live_claim(handoff_id, record)
             self._attempts_move_with_claims(handoff_id, record)
             self._completed_stays(handoff_id, record)
+
+    @invariant()
+    def identical_replays_return_identical_receipts(self) -> None:
+        """A command id answers with one receipt, byte for byte, however often it is sent (§5.1)."""
+        for command_id, answers in self.receipts.items():
+            assert all(a == answers[0] for a in answers), f"command {command_id} got different receipts: {answers}"
 
     def _one_live_claim(self, handoff_id: str, record: Mapping[str, Any]) -> None:
         """At most one live claim per handoff: the record's claim is the model's (§4.4)."""
