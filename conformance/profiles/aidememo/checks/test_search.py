@@ -7,6 +7,7 @@ import pytest
 from conformance.expect import expect_error, expect_status
 
 
+@pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-SEARCH-1")
 def test_lexical_search_finds_facts_at_the_head(world):
     project = world.project(writers=("writer",), readers=("reader",))
