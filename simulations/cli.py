@@ -62,7 +62,9 @@ def _seed(text: str) -> int:
 def _build_parser() -> argparse.ArgumentParser:
     from simulations.checker import MODEL_NAMES
 
-    parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0],
+                     epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
+                            "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="generate races, run them, check them against the model")
