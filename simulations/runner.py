@@ -82,7 +82,10 @@ def check_history(history: Sequence[Operation], budget_s: float = 10.0) -> tuple
     violation = result.violation
     if violation is None:
         return result.verdict, None
-    return result.verdict, Finding(kind="linearizability", witness=violation.witness, explanation=violation.explanation)
+    text = violation.explanation
+    if not violation.minimal:
+        text += "\n(the shrinking budget ran out: the set above may list more operations than necessary)"
+    return result.verdict, Finding(kind="linearizability", witness=violation.witness, explanation=text)
 
 
 def _actors(count: int) -> tuple[str, ...]:
