@@ -213,18 +213,6 @@ class SQLiteStore:
         self._local = threading.local()
 
     # -- identity ---------------------------------------------------------------------------
-    def authenticate(self, digest: bytes) -> tuple[str, str] | None:
-        """(tenant, actor) of an active binding whose tenant and actor are active."""
-        with self._guard():
-            row = self._conn().execute(
-                "SELECT b.tenant_id, b.actor_id FROM token_bindings b "
-                "JOIN tenants t ON t.tenant_id=b.tenant_id "
-                "JOIN actors a ON a.tenant_id=b.tenant_id AND a.actor_id=b.actor_id "
-                "WHERE b.token_sha256=? AND b.active=1 AND t.status='active' AND a.status='active'",
-                (digest,),
-            ).fetchone()
-        return None if row is None else (row[0], row[1])
-
     def member_by_token(self, digest: bytes, project: str) -> Membership | None | bool:
         """One read for a request: False for a bad token, None for no active membership."""
         with self._guard():
@@ -243,18 +231,6 @@ class SQLiteStore:
         if row[2] is None or row[3] is None:
             return None
         return Membership(row[0], project, row[1], row[2], row[3])
-
-    def membership(self, tenant: str, project: str, actor: str) -> Membership | None:
-        """An active membership in an active project, or None (always a 403 upstream)."""
-        with self._guard():
-            row = self._conn().execute(
-                "SELECT m.role, p.project_epoch FROM memberships m "
-                "JOIN projects p ON p.tenant_id=m.tenant_id AND p.project_id=m.project_id "
-                "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? "
-                "AND m.status='active' AND p.status='active'",
-                (tenant, project, actor),
-            ).fetchone()
-        return None if row is None else Membership(tenant, project, actor, row[0], row[1])
 
     def provision(
         self,
@@ -422,13 +398,6 @@ class SQLiteStore:
             ).fetchone()
         return None if row is None else (row[0], bool(row[1]), row[2])
 
-    def head(self, tenant: str, project: str) -> tuple[str, int]:
-        with self._guard():
-            row = self._conn().execute(
-                "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
-            ).fetchone()
-        return row[0], row[1]
-
     def snapshot(
         self, tenant: str, project: str, max_rows: int
     ) -> tuple[str, int, list[tuple[str, str, int, bool, str | None]]] | None:
@@ -457,7 +426,7 @@ class SQLiteStore:
             rows = conn.execute(
                 "SELECT seq, kind, id, operation, revision, actor_id, committed_at_ms, body FROM changes "
                 "WHERE tenant_id=? AND project_id=? AND seq>? ORDER BY seq LIMIT ?",
-                (tenant, project, min(after_seq, head), limit + 1),
+                (tenant, project, after_seq, limit + 1),
             ).fetchall()
             current: dict[tuple[str, str], tuple[bool, str | None]] = {}
             for row in rows:
