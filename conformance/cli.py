@@ -79,10 +79,7 @@ def _validate(args: argparse.Namespace) -> None:
         raise ConformanceError(f"--seed: expected a non-negative integer, got {args.seed!r}")
     if args.workers is not None and not (args.workers.isdigit() or args.workers == "auto"):
         raise ConformanceError(f"-n: expected a number of workers or 'auto', got {args.workers!r}")
-    try:
-        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise ConformanceError(f"--report-dir {args.report_dir}: {exc.strerror}") from None
+
 
 
 def build_pytest_args(args: argparse.Namespace) -> list[str]:
@@ -125,6 +122,11 @@ def main(argv: list[str] | None = None) -> int:
         if not (_checks_dir() / check.split("::", 1)[0]).is_file():
             sys.stderr.write(f"aidememo-conformance: no check module {check.split('::', 1)[0]!r}\n")
             return 2
+    try:
+        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        sys.stderr.write(f"aidememo-conformance: --report-dir {args.report_dir}: {exc.strerror}\n")
+        return 2
     code = pytest.main(build_pytest_args(args))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         sys.stderr.write("aidememo-conformance: no check matched the selection\n")

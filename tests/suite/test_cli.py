@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,8 @@ from conformance.errors import ConfigError
 from conformance.target import resolve_target
 
 
-def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
+def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    # Never the repository's directory: a run leaves its reports where it runs.
     return subprocess.run([sys.executable, "-m", "conformance.cli", *args], capture_output=True, text=True,
                           timeout=120, cwd=cwd)
 
@@ -29,9 +31,10 @@ def _cli(*args: str, cwd=None) -> subprocess.CompletedProcess[str]:
     (["frobnicate"], "invalid choice"),
     (["run", "--report-dir", "/proc/no-such-place/reports"], "--report-dir /proc/no-such-place/reports"),
 ])
-def test_bad_input_is_one_line_and_exit_2(args, needle):
-    done = _cli(*args)
+def test_bad_input_is_one_line_and_exit_2(args, needle, tmp_path):
+    done = _cli(*args, cwd=tmp_path)
     assert done.returncode == 2, done.stderr
+    assert not (tmp_path / "aidememo-report").exists(), "bad input left a report directory behind"
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and needle in lines[0], done.stderr
     assert "Traceback" not in done.stderr
@@ -40,14 +43,14 @@ def test_bad_input_is_one_line_and_exit_2(args, needle):
 def test_bad_target_file_names_the_file_and_key(tmp_path):
     bad = tmp_path / "target.toml"
     bad.write_text('url = "http://127.0.0.1:1"\n[provision]\ncommand = "bootstrap --project {project}"\n')
-    done = _cli("run", "--config", str(bad))
+    done = _cli("run", "--config", str(bad), cwd=tmp_path)
     assert done.returncode == 2 and "provision.command" in done.stderr and "{actor}" in done.stderr, done.stderr
 
 
 def test_target_file_that_is_not_utf8_is_one_line(tmp_path):
     bad = tmp_path / "target.toml"
     bad.write_bytes(b'url = "\xff\xfe"\n')
-    done = _cli("run", "--config", str(bad))
+    done = _cli("run", "--config", str(bad), cwd=tmp_path)
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
@@ -84,7 +87,7 @@ def test_fixed_tokens_come_from_value_env_or_file(tmp_path):
                        provision_command=None, environ={})
 
 
-def test_requirements_command_lists_every_requirement():
-    done = _cli("requirements")
+def test_requirements_command_lists_every_requirement(tmp_path):
+    done = _cli("requirements", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert "AM-HO-1" in done.stdout and "AM-CONF-15" in done.stdout and "untested MUSTs:" in done.stdout
