@@ -9,6 +9,7 @@ which each route checks path, body, token, membership and rules is upstream's (w
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass
 from functools import partial
@@ -39,6 +40,7 @@ MAX_SEARCH_QUERY_BYTES: Final = 4_096
 DEFAULT_MAILBOX_LIMIT: Final = 20
 MAX_MAILBOX_LIMIT: Final = 100
 _I64_MAX: Final = (1 << 63) - 1
+MAX_CLOCK_MS: Final = 1 << 62  # leaves room for now + lease in an i64 column
 
 CHANGE_QUERY: Final = (Field("project_epoch", "id"), Field("after_seq", "u64"), Field("limit", "u64", optional=True))
 SEARCH_QUERY: Final = (
@@ -56,6 +58,7 @@ MAILBOX_QUERY: Final = (
     Field("limit", "u64", optional=True),
 )
 
+_log = logging.getLogger("aidememo_ref")
 _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
@@ -193,6 +196,9 @@ class Service:
             response = handler(request, *params)
         except LedgerError as error:
             response = _error_response(error)
+        except Exception:  # a bug, never client input: still the wire shape, details to the log
+            _log.exception("unexpected failure answering %s %r", method, raw[:200])
+            response = _error_response(LedgerError.storage_failure())
         if head:
             return Response(response.status, response.headers, b"")
         return response
@@ -479,6 +485,8 @@ class Service:
         advance = body.get("advance_ms") if isinstance(body, dict) else None
         if isinstance(advance, bool) or not isinstance(advance, int) or advance < 0 or set(body) != {"advance_ms"}:
             raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>}')
+        if self.clock.now_ms() + advance > MAX_CLOCK_MS:
+            raise LedgerError.invalid_command("test clock cannot move past 2^62 ms (timestamps are stored as i64)")
         self.clock.advance(advance)
         return _ok(_dumps({"now_ms": self.clock.now_ms()}))
 

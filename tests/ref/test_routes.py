@@ -368,3 +368,17 @@ def test_revoked_token_is_401(world: World) -> None:
 
     world.ledger.store.revoke_token(bearer_digest("writer-token-0123456789"))
     assert world.call("codex-p1", "GET", world.p("/identity")).content == AUTH_FAILED
+
+
+def test_an_internal_bug_still_answers_the_wire_shape(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from aidememo_ref import ReferenceLedger
+
+    def broken(*args: object) -> None:
+        raise RuntimeError("bug")
+
+    ledger = ReferenceLedger(tmp_path / "bug.sqlite", decide=broken)  # type: ignore[arg-type]
+    ledger.provision(tenant_id="t", project_id="project_http", actor_id="a", token="bug-token-0123")
+    r = ledger.handle("POST", "/v1/commands", {"authorization": "Bearer bug-token-0123",
+                                               "content-type": "application/json"}, json.dumps(raw("c1")).encode())
+    assert (r.status, r.json()) == (500, {"error": {"code": "storage_failure", "message": "internal server error"}})
+    assert ledger.handle("GET", "/health").status == 200
