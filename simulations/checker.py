@@ -262,7 +262,7 @@ def _shrink(
     """
     deadline = time.monotonic() + budget_s
     # A cut is never harder than the whole partition, whose check took ``check_s``.
-    per_check = max(4 * check_s, 0.25)
+    per_check = max(4 * check_s, 0.1)
     times = sorted({op.return_ns for op in ops if op.return_ns is not None})
     last_time = times[-1] if times else 0
     lo, hi = 0, len(times) - 1

@@ -70,20 +70,26 @@ class RunResult:
     elapsed_s: float
 
 
-def check_history(history: Sequence[Operation], budget_s: float = 10.0) -> tuple[Verdict, Finding | None]:
-    """The ledger model over the history, then the cross-partition receipt checks."""
+def check_history(
+    history: Sequence[Operation], budget_s: float = 10.0, explain: bool = True
+) -> tuple[Verdict, Finding | None]:
+    """The ledger model over the history, then the cross-partition receipt checks.
+
+    ``explain=False`` gives the verdict only (the witness is then the whole partition): what
+    shrinking needs, many times over.
+    """
     for witness, why in receipt_violations(history):
         text = why + ":\n" + "\n".join(
             f"  #{i} (client {history[i].client}): {LEDGER.describe_operation(history[i].input, history[i].output)}"
             for i in witness
         )
         return Verdict.ILLEGAL, Finding(kind="receipts", witness=tuple(sorted(witness)), explanation=text)
-    result = check(LEDGER, history, budget_s=budget_s, explain_budget_s=min(5.0, budget_s))
+    result = check(LEDGER, history, budget_s=budget_s, explain_budget_s=min(5.0, budget_s) if explain else 0)
     violation = result.violation
     if violation is None:
         return result.verdict, None
     text = violation.explanation
-    if not violation.minimal:
+    if explain and not violation.minimal:
         text += "\n(the shrinking budget ran out: the set above may list more operations than necessary)"
     return result.verdict, Finding(kind="linearizability", witness=violation.witness, explanation=text)
 
@@ -165,6 +171,7 @@ def rerun(
     seed: int,
     factory: LedgerFactory = reference_factory,
     schedule: Sequence[Sequence[int]] = (),
+    explain: bool = True,
 ) -> RunResult:
     """Execute a recorded plan on a fresh embedded ledger, batch seeds as in the original run.
 
@@ -182,7 +189,7 @@ def rerun(
     finally:
         tgt.close()
     history = recorder.history()
-    verdict, finding = check_history(history)
+    verdict, finding = check_history(history, explain=explain)
     return RunResult(seed=seed, plan=plan, history=tuple(history), decisions=tuple(decisions),
                      verdict=verdict, finding=finding, elapsed_s=time.monotonic() - started)
 
@@ -222,7 +229,7 @@ def shrink(
                     run_id=best.plan.run_id)
         if time.monotonic() > deadline or plan.operations == 0:
             return None
-        trial = rerun(plan, result.seed, factory, [d for _, d in kept])
+        trial = rerun(plan, result.seed, factory, [d for _, d in kept], explain=False)
         return trial if trial.finding is not None else None
 
     # Chunks of batches first (halves, quarters, ...), as delta debugging does, then single
@@ -274,10 +281,14 @@ def shrink(
     actors = tuple(a for a in best.plan.actors if a in named)
     if 2 <= len(actors) < len(best.plan.actors) and time.monotonic() < deadline:
         fewer = Plan(actors=actors, workers=best.plan.workers, batches=best.plan.batches, run_id=best.plan.run_id)
-        trial = rerun(fewer, result.seed, factory, best.decisions)
+        trial = rerun(fewer, result.seed, factory, best.decisions, explain=False)
         if trial.finding is not None:
             best = trial
-    return best
+    if best is result:
+        return result
+    # The same run once more, explained: the shrinking runs only needed a verdict.
+    final = rerun(best.plan, result.seed, factory, best.decisions)
+    return final if final.finding is not None else best
 
 
 # -- the command line -----------------------------------------------------------------------
