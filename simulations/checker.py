@@ -346,7 +346,8 @@ def _explain(
     states = list(trace.states) if trace.states else [model.init()]
     shown_states = [model.describe_state(s) for s in states[:4]]  # type: ignore[arg-type]
     more = " | ..." if len(states) > 4 else ""
-    lines.append(("After it" if legal else "Before them") + ", the state could be: " + " | ".join(shown_states) + more)
+    when = "After it" if legal else ("Before it" if len(by_call) == 1 else "Before them")
+    lines.append(f"{when}, the state could be: " + " | ".join(shown_states) + more)
     stuck = [i for i in by_call if i not in legal]
     if stuck:
         listed = ", ".join(name(i) for i in stuck[:_LISTED]) + (" ..." if len(stuck) > _LISTED else "")

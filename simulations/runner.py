@@ -340,7 +340,10 @@ def run_command(args: Any) -> int:
     if target is None:
         print("shrinking ...")
         result = shrink(result, factory)
-        print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches")
+        print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
+              f"{len(result.plan.actors)} actors:")
+        if result.finding is not None:
+            print(result.finding.explanation)
     paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
                            url=args.url, factory=str(Path(args.ledger.rpartition(":")[0]).resolve()) + ":"
                            + args.ledger.rpartition(":")[2] if args.ledger else None)
