@@ -1,0 +1,23 @@
+"""The target files the docs point at stay valid."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conformance.target import resolve_target
+
+EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.toml"))
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
+def test_example_target_file_resolves(path: Path) -> None:
+    settings = resolve_target(config_path=str(path), url=None, timeout_s=None, capabilities=None,
+                              provision_command=None, environ={})
+    assert settings.url == "http://127.0.0.1:3030"
+    assert "{token_file}" in str(settings.provision_command)
+
+
+def test_there_are_examples() -> None:
+    assert {p.name for p in EXAMPLES} == {"aidememo-ref.toml", "aidememo-server.toml"}
