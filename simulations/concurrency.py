@@ -24,6 +24,7 @@ import json
 import random
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -277,6 +278,41 @@ class EmbeddedTarget:
         self._dir.cleanup()
 
 
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # the same cap the conformance suite puts on an answer
+
+
+class _BoundedTransport(httpx.BaseTransport):
+    """Reads each answer whole, but never more than a cap nor for longer than a deadline.
+
+    A hostile server that floods or trickles then costs one bounded, indeterminate operation
+    (an ``httpx`` error, settled like any lost answer) instead of holding the run.
+    """
+
+    def __init__(self, inner: httpx.BaseTransport, *, max_bytes: int, deadline_s: float) -> None:
+        self._inner, self._max, self._deadline = inner, max_bytes, deadline_s
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        started = time.monotonic()
+        response = self._inner.handle_request(request)
+        chunks: list[bytes] = []
+        size = 0
+        try:
+            for chunk in response.stream:  # type: ignore[union-attr]
+                size += len(chunk)
+                if size > self._max:
+                    raise httpx.ReadError(f"answer larger than {self._max} bytes", request=request)
+                if time.monotonic() - started > self._deadline:
+                    raise httpx.ReadTimeout(f"answer took longer than {self._deadline:g} s", request=request)
+                chunks.append(chunk)
+        finally:
+            response.close()
+        return httpx.Response(response.status_code, headers=response.headers, content=b"".join(chunks),
+                              request=request, extensions=response.extensions)
+
+    def close(self) -> None:
+        self._inner.close()
+
+
 class HttpTarget:
     """A server by URL, with one bearer token per actor (at least two writers, ideally a reader)."""
 
@@ -297,8 +333,10 @@ class HttpTarget:
         if actor not in self._clients:
             if actor not in self.tokens:
                 raise SimulationError(f"no token for actor {actor!r} on {self.url}")
+            transport = _BoundedTransport(httpx.HTTPTransport(), max_bytes=MAX_ANSWER_BYTES,
+                                          deadline_s=2 * self._timeout)
             self._clients[actor] = httpx.Client(
-                base_url=self.url, timeout=self._timeout,
+                base_url=self.url, timeout=self._timeout, transport=transport,
                 headers={"authorization": f"Bearer {self.tokens[actor]}"})
         return self._clients[actor]
 
@@ -311,7 +349,12 @@ class HttpTarget:
         except httpx.HTTPError as exc:
             raise SimulationError(f"cannot reach {self.url}: {exc}") from exc
         self._has_clock = r.status_code == 200
-        return int(r.json()["now_ms"]) if self._has_clock else None
+        if not self._has_clock:
+            return None
+        try:
+            return int(r.json()["now_ms"])
+        except (ValueError, KeyError, TypeError):
+            raise SimulationError(f"{self.url}/__test__/clock answered 200 without a now_ms number") from None
 
     def now_ms(self) -> int | None:
         return self._clock(None)
@@ -335,7 +378,11 @@ class HttpTarget:
 def _check(response: httpx.Response, what: str) -> Any:
     if response.status_code != 200:
         raise SimulationError(f"setup failed: {what} answered {response.status_code} {response.text[:200]}")
-    return response.json()
+    try:
+        return response.json()
+    except ValueError:
+        raise SimulationError(f"setup failed: {what} answered 200 with a body that is not JSON: "
+                              f"{response.content[:120]!r}") from None
 
 
 def setup(target: Target, run_id: str) -> None:
