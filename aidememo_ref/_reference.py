@@ -169,8 +169,9 @@ def bind_socket(host: str, port: int) -> socket.socket:
 
 
 @contextmanager
-def serve_in_thread(ledger: ReferenceLedger, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-    """Serve ``ledger`` with uvicorn on a background thread; yields the base URL."""
+def serve_in_thread(ledger: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``ledger`` (a ``ReferenceLedger``, or anything with an ``asgi`` app) with uvicorn
+    on a background thread; yields the base URL."""
     import uvicorn
 
     sock = bind_socket(host, port)
@@ -184,13 +185,10 @@ def serve_in_thread(ledger: ReferenceLedger, host: str = "127.0.0.1", port: int 
                 raise RuntimeError("the reference server thread stopped during start-up")
             threading.Event().wait(0.005)
         bound = sock.getsockname()
-        shown = f"[{bound[0]}]" if family_is_v6(bound[0]) else bound[0]
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         yield f"http://{shown}:{bound[1]}"
     finally:
         server.should_exit = True
         thread.join(timeout=10)
         sock.close()
 
-
-def family_is_v6(host: str) -> bool:
-    return ":" in host

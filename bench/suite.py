@@ -39,12 +39,12 @@ def _suite(workers: str | None, report: Path) -> tuple[float, int, dict[str, int
 def _health_calls(count: int) -> float:
     from aidememo_ref import OffsetClock, ReferenceLedger
 
-    from conformance.runtime import serve_app
+    from aidememo_ref import serve_in_thread
     from conformance.transcript import Wire
 
     with tempfile.TemporaryDirectory() as workdir:
         ledger = ReferenceLedger(str(Path(workdir) / "ledger.sqlite"), clock=OffsetClock(), test_clock=True)
-        with serve_app(ledger.asgi) as url:
+        with serve_in_thread(ledger) as url:
             wire = Wire(url, timeout_s=10, max_body_bytes=1 << 20)
             wire.request(None, "GET", "/health")
             start = time.perf_counter()

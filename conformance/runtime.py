@@ -9,12 +9,8 @@ from __future__ import annotations
 
 import importlib
 import shutil
-import socket
 import tempfile
-import threading
-import time
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -85,37 +81,11 @@ def _start_embedded(settings: TargetSettings, stack: ExitStack) -> tuple[str, Pr
     else:
         ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     stack.callback(ledger.close)
-    base_url = stack.enter_context(serve_app(ledger.asgi))
-    return base_url, _InProcessProvisioner(ledger.provision)
-
-
-@contextmanager
-def serve_app(app: Any) -> Iterator[str]:
-    """Serve an ASGI app with uvicorn on a loopback thread; yields the base URL.
-
-    The listening socket is created with ``IPPROTO_TCP`` so asyncio turns on TCP_NODELAY for
-    accepted connections (it checks ``sock.proto``); otherwise uvicorn's separate header and
-    body writes meet the client's delayed ACK and every request costs ~40 ms (ERRATA 9).
-    """
-    import uvicorn
-
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(("127.0.0.1", 0))
-    sock.listen(1024)
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False))
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
     try:
-        while not server.started:
-            if not thread.is_alive():
-                raise ConfigError("the embedded reference server stopped during start-up")
-            time.sleep(0.005)
-        yield f"http://127.0.0.1:{sock.getsockname()[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
+        base_url = stack.enter_context(aidememo_ref.serve_in_thread(ledger))
+    except (RuntimeError, OSError) as exc:
+        raise ConfigError(f"the embedded reference server did not start: {exc}") from None
+    return base_url, _InProcessProvisioner(ledger.provision)
 
 
 class _HookProvisioner:

@@ -152,7 +152,7 @@ import tempfile
 from pathlib import Path
 
 import aidememo_ref
-from conformance.runtime import serve_app
+from aidememo_ref import serve_in_thread
 
 _served = {}
 
@@ -160,7 +160,7 @@ _served = {}
 def pytest_configure(config):
     workdir = tempfile.mkdtemp()
     ledger = aidememo_ref.ReferenceLedger(str(Path(workdir) / "l.sqlite"))
-    server = serve_app(ledger.asgi)
+    server = serve_in_thread(ledger)
     config.option.aidememo_url = server.__enter__()
     _served.update(ledger=ledger, server=server, calls=[])
 
