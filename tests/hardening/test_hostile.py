@@ -57,11 +57,7 @@ def _run(argv: list[str], deadline: float) -> subprocess.CompletedProcess[str]:
         pytest.fail(f"{' '.join(argv[:3])} did not finish within {deadline} s: the tool hung on a hostile server")
 
 
-@pytest.mark.parametrize("behaviour", [
-    "trickle",
-    "wrong-shapes",
-    "gigantic",
-])
+@pytest.mark.parametrize("behaviour", ["hang", "reset", "garbage", "junk-json", "trickle", "wrong-shapes", "gigantic"])
 def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behaviour: str) -> None:
     report = tmp_path / "report"
     with hostile_server(behaviour) as url:
@@ -79,6 +75,10 @@ def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behavi
     for record in failed:
         assert KIT_FAULT.search(record["reason"]) is None, record["reason"]
         assert record["rerun"].startswith("aidememo-conformance run"), record
+    assert {r["verdict"] for r in results["records"]} <= {"FAIL", "WARN", "UNTESTABLE", "SKIP"}
+    health = next(r for r in results["records"] if r["requirement"] == "AM-HEALTH-1")
+    assert health["verdict"] == "FAIL" and health["transcript"], health  # the failure carries its evidence
+    assert "report.html" in done.stdout and (report / "report.html").exists()
 
 
 @pytest.mark.parametrize("behaviour", [
