@@ -132,3 +132,38 @@ def test_compare_and_swap_increments_lose_no_update(tmp_path: Path) -> None:
     assert final["state"]["body"]["n"] == workers * increments
     assert final["revision"] == workers * increments + 1
     ledger.close()
+
+
+def test_two_server_processes_on_one_database_grant_one_claim(tmp_path: Path) -> None:
+    import subprocess
+    import sys
+
+    path = tmp_path / "shared.sqlite"
+    _prepare(path)
+    servers = [subprocess.Popen([sys.executable, "-m", "aidememo_ref", "serve", "--database", str(path),
+                                 "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    try:
+        urls = [s.stdout.readline().split()[2] for s in servers]  # type: ignore[union-attr]
+        barrier = threading.Barrier(len(urls) * 4)
+        outcomes: list[tuple[int, str]] = []
+        lock = threading.Lock()
+
+        def run(i: int) -> None:
+            with httpx.Client(base_url=urls[i % len(urls)], timeout=30,
+                              headers={"Authorization": f"Bearer {RECEIVER}"}) as http:
+                barrier.wait()
+                r = http.post("/v1/projects/p/handoffs/h/accept",
+                              json={"command_id": f"accept-{i}", "expected_revision": 1, "payload": {"claim_id": f"c{i}"}})
+            with lock:
+                outcomes.append((r.status_code, r.json().get("error", {}).get("code", "ok")))
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(urls) * 4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        for s in servers:
+            s.terminate()
+            s.wait(timeout=15)
+    _check_one_winner(path, outcomes)
