@@ -76,12 +76,13 @@ class Wire:
         return _rename(value, {v: k for k, v in self.names.items()})
 
     @staticmethod
-    def embedded() -> Wire:
+    def embedded(decide: Any = None) -> Wire:
+        """The reference in-process; ``decide`` swaps its rule function (for planted bugs)."""
         from aidememo_ref import ManualClock, ReferenceLedger
 
         workdir = tempfile.TemporaryDirectory(prefix="aidememo-sm-")
         clock = ManualClock(1_767_225_600_000)
-        ledger = ReferenceLedger(Path(workdir.name) / "ledger.sqlite", clock=clock)
+        ledger = ReferenceLedger(Path(workdir.name) / "ledger.sqlite", clock=clock, decide=decide)
         clients = {}
         for actor in ACTORS:
             ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=f"token-{actor}",

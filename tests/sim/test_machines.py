@@ -8,12 +8,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from aidememo_ref import ManualClock, ReferenceLedger, serve_in_thread
+from aidememo_ref import ReferenceLedger, serve_in_thread
 from aidememo_ref._ledger import Write, decide
 from simulations.machines import ACTORS, READER, HandoffLifecycle, Wire, lifecycle_against
 
@@ -31,24 +30,7 @@ def _broken_wire() -> Wire:
             return Write(write.kind, write.resource_id, write.deleted, body)
         return write
 
-    workdir = tempfile.TemporaryDirectory()
-    clock = ManualClock()
-    ledger = ReferenceLedger(Path(workdir.name) / "l.sqlite", clock=clock, decide=double_count)
-    clients = {}
-    for actor in ACTORS:
-        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=f"token-{actor}",
-                         role="reader" if actor == READER else "writer")
-        clients[actor] = httpx.Client(transport=ledger.transport(), base_url="http://ref",
-                                      headers={"authorization": f"Bearer token-{actor}"})
-
-    def close() -> None:
-        for c in clients.values():
-            c.close()
-        ledger.close()
-        workdir.cleanup()
-
-    return Wire(clients=clients, project="p", prefix="x", advance=clock.advance,
-                now_ms=lambda: int(clock.now_ms()), close=close)
+    return Wire.embedded(decide=double_count)
 
 
 def test_the_machine_catches_a_ledger_that_breaks_a_rule() -> None:
