@@ -66,6 +66,13 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         f"{summary['requests']} requests, {escape(summary['kit'])}.</p>",
         f"<p><b>{'Every scored MUST holds.' if summary['ok'] else 'A scored MUST does not hold.'}</b></p>",
         "<p>" + " ".join(f"{_verdict(v)} {n}" for v, n in summary["counts"].items() if n) + "</p>",
+        # What to act on comes first: one line per failure or warning, linking to its case below.
+        "".join(
+            ["<h2>To act on</h2><ul>"]
+            + [f"<li><a href='#{escape(r['nodeid'])}'>{_verdict(r['verdict'])} {escape(r['requirement'])}</a> "
+               f"{escape(r['nodeid'].rsplit('::', 1)[-1])}</li>" for r in summary["failures"]]
+            + ["</ul>"]
+        ) if summary["failures"] else "",
         "<h2>Capabilities</h2><table><tr><th>capability</th><th>claim</th></tr>"
         + "".join(f"<tr><td>{escape(name)}</td><td>{escape(how)}</td></tr>"
                   for name, how in summary.get("capabilities", {}).items())
