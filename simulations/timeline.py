@@ -42,17 +42,19 @@ def render_timeline(
     end = max([op.return_ns or op.call_ns for op in history] + [start + 1])
     # Unknown operations are drawn open to the right, a little past the last answer.
     open_end = end + (end - start) // 20 + 1
-    scale = (_WIDTH_PX - _LEFT_PX - 20) / (open_end - start)
+    names = {c: (actor_names or {}).get(c, f"client {c}") for c in clients}
+    # Lanes start after the longest name (about 8 px per character at the label's font size).
+    left = max(_LEFT_PX, 12 + 8 * max((len(n) for n in names.values()), default=0))
+    scale = (_WIDTH_PX - left - 20) / (open_end - start)
     marked = set(highlight)
     shapes: list[str] = []
     for k, c in enumerate(clients):
         y = 20 + k * _LANE_PX
-        name = (actor_names or {}).get(c, f"client {c}")
-        shapes.append(f'<text x="4" y="{y + 18}" class="lane">{html.escape(name)}</text>')
-        shapes.append(f'<line x1="{_LEFT_PX}" x2="{_WIDTH_PX}" y1="{y + 26}" y2="{y + 26}" class="axis"/>')
+        shapes.append(f'<text x="4" y="{y + 18}" class="lane">{html.escape(names[c])}</text>')
+        shapes.append(f'<line x1="{left}" x2="{_WIDTH_PX}" y1="{y + 26}" y2="{y + 26}" class="axis"/>')
     for i, op in enumerate(history):
-        x1 = _LEFT_PX + (op.call_ns - start) * scale
-        x2 = _LEFT_PX + ((op.return_ns if op.return_ns is not None else open_end) - start) * scale
+        x1 = left + (op.call_ns - start) * scale
+        x2 = left + ((op.return_ns if op.return_ns is not None else open_end) - start) * scale
         y = 22 + lane[op.client] * _LANE_PX
         cls = "bad" if i in marked else ("open" if op.unknown else "op")
         tip = html.escape(f"#{i} client {op.client}: {describe(op.input, op.output)}")
