@@ -56,6 +56,7 @@ class ReferenceLedger:
         test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
         decide: replacement for the rule function (used by the kit's own mutants).
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
+        store_class: the storage class (the kit's planted race bugs subclass ``SQLiteStore``).
     """
 
     def __init__(
@@ -67,10 +68,11 @@ class ReferenceLedger:
         test_clock: bool = False,
         decide: Callable[[Command, str, Any, int], Write] | None = None,
         busy_timeout_ms: int = 5_000,
+        store_class: type[SQLiteStore] = SQLiteStore,
     ) -> None:
         self.database = str(database)
         self.clock = clock if clock is not None else SystemClock()
-        self.store = SQLiteStore(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
+        self.store = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide)
 
     def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:

@@ -86,12 +86,7 @@ class _ReplayOutsideStore(SQLiteStore):
 
 def _with_store(store_class: type[SQLiteStore]) -> Any:
     def factory(database: Path, *, clock: Any, scheduler: Any) -> ReferenceLedger:
-        ledger = ReferenceLedger(database, clock=clock, scheduler=scheduler)
-        ledger.store.close()
-        store = store_class(database, scheduler=scheduler)
-        ledger.store = store
-        ledger.service.store = store
-        return ledger
+        return ReferenceLedger(database, clock=clock, scheduler=scheduler, store_class=store_class)
 
     return factory
 
