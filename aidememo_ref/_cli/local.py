@@ -517,15 +517,13 @@ def cmd_config_list(args: argparse.Namespace, ctx: Context) -> int:
     with store.transaction(write=False):
         stored = store.settings()
         effective = _settings(store, ctx)
-    data = {
-        "stored": stored,
-        "effective": {
-            "source_id": effective.source_id,
-            "source_from_hermes": str(effective.source_from_hermes),
-            "actor_from_hermes_profile": effective.actor_from_hermes_profile,
-        },
+    shown = {
+        "source_id": effective.source_id,
+        "source_from_hermes": str(effective.source_from_hermes),
+        "actor_from_hermes_profile": effective.actor_from_hermes_profile,
     }
-    text = "\n".join(f"{key} = {value}" for key, value in data["effective"].items())
+    data = {"stored": stored, "effective": shown}
+    text = "\n".join(f"{key} = {value}" for key, value in shown.items())
     _emit(ctx, data, text)
     return 0
 
@@ -862,7 +860,8 @@ def cmd_handoff_run(args: argparse.Namespace, ctx: Context) -> int:
         actor_id=profile.alias,
         now_ms=now,
     )
-    outcome: Outcome | None = Outcome.SUCCEEDED if succeeded else Outcome.FAILED
+    planned = Outcome.SUCCEEDED if succeeded else Outcome.FAILED
+    outcome: Outcome | None = planned
     error: str | None = None
     try:
         with store.transaction(write=True):
@@ -873,7 +872,7 @@ def cmd_handoff_run(args: argparse.Namespace, ctx: Context) -> int:
                 outcome, content = current.outcome, f"returned by the worker itself: {current.result_fact_id}"
             else:
                 store.insert_fact(fact)
-                returned = rules.return_result(current, profile.alias, outcome, fact.fact_id, fact, now)
+                returned = rules.return_result(current, profile.alias, planned, fact.fact_id, fact, now)
                 if returned is not None:
                     store.write_handoff(returned, updated_at, now)
                     current = returned
