@@ -133,7 +133,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if code == pytest.ExitCode.USAGE_ERROR:
         return 2
-    return {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1}.get(code, 3)
+    exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1}
+    return exits.get(code, 3)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -357,7 +357,7 @@ class _Reporter:
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         for name, value in report.user_properties:
             if name == _PROP:
-                record = json.loads(value)
+                record = json.loads(str(value))
                 previous = self.records.get(record["nodeid"])
                 # A teardown error overrides a pass; otherwise the first verdict of a check stands.
                 if previous is None or (previous["verdict"] == "PASS" and record["verdict"] != "PASS"):

@@ -24,7 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final
+from typing import Final, TypeVar
 
 from simulations.checker import Input, Model, Output
 from simulations.history import Operation
@@ -286,7 +286,11 @@ def transition(
 # -- the whole project ----------------------------------------------------------------------
 
 
-def _frozen(mapping: Mapping[str, object]) -> Mapping[str, object]:
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+
+
+def _frozen(mapping: Mapping[_K, _V]) -> Mapping[_K, _V]:
     return MappingProxyType(dict(mapping))
 
 
@@ -341,13 +345,13 @@ def _handoff_from(res: Resource) -> Handoff:
         focus=b["focus"],  # type: ignore[arg-type]
         done_when=b["done_when"],  # type: ignore[arg-type]
         context_id=b["context_id"],  # type: ignore[arg-type]
-        status=Status(b["status"]),
+        status=Status(str(b["status"])),
         claim_id=b["claim_id"],  # type: ignore[arg-type]
         claim_heartbeat_at_ms=b["claim_heartbeat_at_ms"],  # type: ignore[arg-type]
         claim_expires_at_ms=b["claim_expires_at_ms"],  # type: ignore[arg-type]
         attempt_count=int(b["attempt_count"]),  # type: ignore[call-overload]
         result_fact_id=b["result_fact_id"],  # type: ignore[arg-type]
-        outcome=None if b["outcome"] is None else Outcome(b["outcome"]),
+        outcome=None if b["outcome"] is None else Outcome(str(b["outcome"])),
         revision=res.revision,
     )
 
@@ -449,8 +453,8 @@ def apply(state: LedgerState, cmd: Command) -> tuple[Answer, LedgerState]:
     return Answer(http=200, receipt=receipt), replace(
         state,
         resources=_frozen({**state.resources, (kind, cmd.resource_id): Resource(
-            kind=kind, resource_id=cmd.resource_id, revision=revision, body=frozen_body)}),  # type: ignore[dict-item]
-        receipts=_frozen({**state.receipts, cmd.command_id: receipt}),  # type: ignore[dict-item]
+            kind=kind, resource_id=cmd.resource_id, revision=revision, body=frozen_body)}),
+        receipts=_frozen({**state.receipts, cmd.command_id: receipt}),
         changes=state.changes + (Change(
             seq=seq, kind=kind, resource_id=cmd.resource_id, revision=revision, actor=cmd.actor,
             committed_at_ms=cmd.now_ms, body=frozen_body),),

@@ -271,9 +271,9 @@ def shrink(
         else:
             b += 1
     # Fewest actors: those the remaining operations name (sender, receiver, fact author).
-    named = {str(op.input.get("actor")) for b in best.plan.batches for op in b.ops}
-    for b in best.plan.batches:
-        for op in b.ops:
+    named = {str(op.input.get("actor")) for batch in best.plan.batches for op in batch.ops}
+    for batch in best.plan.batches:
+        for op in batch.ops:
             payload = op.input.get("payload") or {}
             named.add(str(payload.get("to_actor")))
             fact = op.input.get("fact") or {}

@@ -42,7 +42,7 @@ def write_reports(report_dir: Path, state: Any, records: list[dict[str, Any]]) -
     """Write every report and return the summary the terminal shows."""
     records = sorted(records, key=lambda r: (r["requirement"], r["nodeid"]))
     # Every worker reports the same claims; keep one copy for the summary.
-    capabilities = next((r["claims"] for r in records if r.get("claims")), {})
+    capabilities: dict[str, Any] = next((r["claims"] for r in records if r.get("claims")), {})
     for record in records:
         record.pop("claims", None)
         record["rerun"] = rerun_command(state, record["nodeid"])
