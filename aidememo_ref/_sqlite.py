@@ -327,21 +327,32 @@ class SQLiteStore:
         decide: Callable[[Command, str, Any, int], Write],
     ) -> str:
         """Replay or decide and commit one command; returns the receipt JSON text."""
-        tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
         with self._transaction("IMMEDIATE") as conn:
             self._point("begin")
-            row = conn.execute(
-                "SELECT actor_id, fingerprint, kind, id, receipt FROM receipts "
-                "WHERE tenant_id=? AND project_id=? AND command_id=?",
-                (tenant, project, command.command_id),
-            ).fetchone()
-            if row is not None:
-                if (row[0], row[1], row[2], row[3]) == (actor, command.fingerprint, command.kind, command.resource_id):
-                    return str(row[4])
-                raise LedgerError.command_conflict()
-            write = decide(command, actor, _TxView(conn, tenant, project), now_ms)
+            stored = self._replay(conn, member, command)
+            if stored is not None:
+                return stored
+            write = decide(command, member.actor_id, _TxView(conn, member.tenant_id, member.project_id), now_ms)
             self._point("decided")
             return self._apply(conn, member, command, write, now_ms)
+
+    @staticmethod
+    def _replay(conn: sqlite3.Connection, member: Membership, command: Command) -> str | None:
+        """The stored receipt of an identical earlier command, None for a new command id.
+
+        The same id from another actor, or with another fingerprint or coordinate, is
+        ``command_conflict`` (wire spec §2.4).
+        """
+        row = conn.execute(
+            "SELECT actor_id, fingerprint, kind, id, receipt FROM receipts "
+            "WHERE tenant_id=? AND project_id=? AND command_id=?",
+            (member.tenant_id, member.project_id, command.command_id),
+        ).fetchone()
+        if row is None:
+            return None
+        if (row[0], row[1], row[2], row[3]) == (member.actor_id, command.fingerprint, command.kind, command.resource_id):
+            return str(row[4])
+        raise LedgerError.command_conflict()
 
     def _apply(self, conn: sqlite3.Connection, member: Membership, command: Command, write: Write, now_ms: int) -> str:
         tenant, project, actor = member.tenant_id, member.project_id, member.actor_id

@@ -13,7 +13,6 @@ from pathlib import Path
 from typing import Any
 
 from aidememo_ref import ReferenceLedger
-from aidememo_ref._errors import LedgerError
 from aidememo_ref._sqlite import SQLiteStore, _TxView
 
 __all__ = ["MUTANTS", "blind_heartbeat", "double_accept", "replay_outside", "split_decide"]
@@ -32,15 +31,9 @@ class _SplitDecideStore(SQLiteStore):
             return super().execute(member, command, now_ms, decide)
         tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
         with self._transaction("DEFERRED") as conn:
-            row = conn.execute(
-                "SELECT actor_id, fingerprint, kind, id, receipt FROM receipts "
-                "WHERE tenant_id=? AND project_id=? AND command_id=?",
-                (tenant, project, command.command_id),
-            ).fetchone()
-            if row is not None:
-                if (row[0], row[1], row[2], row[3]) == (actor, command.fingerprint, command.kind, command.resource_id):
-                    return str(row[4])
-                raise LedgerError.command_conflict()
+            stored = self._replay(conn, member, command)
+            if stored is not None:
+                return stored
             write = decide(command, actor, _TxView(conn, tenant, project), now_ms)
         self._point("decided")  # no lock held here: another writer may commit now
         with self._transaction("IMMEDIATE") as conn:
@@ -62,15 +55,9 @@ class _ReplayOutsideStore(SQLiteStore):
     def execute(self, member: Any, command: Any, now_ms: int, decide: Any) -> str:
         tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
         with self._transaction("DEFERRED") as conn:
-            row = conn.execute(
-                "SELECT actor_id, fingerprint, kind, id, receipt FROM receipts "
-                "WHERE tenant_id=? AND project_id=? AND command_id=?",
-                (tenant, project, command.command_id),
-            ).fetchone()
-        if row is not None:
-            if (row[0], row[1], row[2], row[3]) == (actor, command.fingerprint, command.kind, command.resource_id):
-                return str(row[4])
-            raise LedgerError.command_conflict()
+            stored = self._replay(conn, member, command)
+        if stored is not None:
+            return stored
         self._point("decided")
         with self._transaction("IMMEDIATE") as conn:
             self._point("begin")
