@@ -439,12 +439,11 @@ class Service:
         if not 1 <= limit <= MAX_SEARCH_LIMIT:
             raise LedgerError.invalid_command("search limit must be between 1 and 100")
         m = self._member(request, project_id)
-        if self.store.resource_count(m.tenant_id, m.project_id) > MAX_SNAPSHOT_RESOURCES:
+        index = self.store.search(m.tenant_id, m.project_id, list(dict.fromkeys(tokenize(q))))
+        if index.resources > MAX_SNAPSHOT_RESOURCES:
             raise _too_large()
-        terms = list(dict.fromkeys(tokenize(q)))
-        epoch, head, n_docs, avg_len, df, postings = self.store.search(m.tenant_id, m.project_id, terms)
-        if query["at_least_seq"] is not None and query["at_least_seq"] > head:
-            raise _out_of_range(query["at_least_seq"], head)
+        if query["at_least_seq"] is not None and query["at_least_seq"] > index.head:
+            raise _out_of_range(query["at_least_seq"], index.head)
         mode = (query["mode"] or "auto").strip().lower()
         if mode in ("semantic", "hybrid"):
             raise LedgerError.invalid_command(
@@ -453,17 +452,14 @@ class Service:
         if mode not in ("auto", "lexical"):
             raise LedgerError.invalid_command("search mode must be auto, lexical, semantic, or hybrid")
         scores: dict[str, float] = {}
-        for term, fact_id, tf, length in postings:
+        for term, fact_id, tf, length in index.postings:
             scores[fact_id] = scores.get(fact_id, 0.0) + bm25(
-                tf=tf, df=df[term], n_docs=n_docs, doc_len=length, avg_len=avg_len
+                tf=tf, df=index.df[term], n_docs=index.n_docs, doc_len=length, avg_len=index.avg_len
             )
         ranked = sorted((item for item in scores.items() if item[1] > 0), key=lambda kv: (-kv[1], kv[0]))
         results: list[Any] = []
         for fact_id, score in ranked:
-            row = self.store.resource(m.tenant_id, m.project_id, "fact", fact_id)
-            if row is None or row[1] or row[2] is None:
-                continue
-            fact = json.loads(row[2])
+            fact = json.loads(index.facts[fact_id])
             if query["source_id"] is not None and fact["source_id"] != query["source_id"]:
                 continue
             results.append({
@@ -473,7 +469,8 @@ class Service:
             if len(results) == limit:
                 break
         return _ok(_dumps({
-            "project_epoch": epoch, "index_seq": head, "mode": "lexical", "semantic_model": None, "results": results,
+            "project_epoch": index.epoch, "index_seq": index.head, "mode": "lexical", "semantic_model": None,
+            "results": results,
         }))
 
     # -- the virtual-clock extension (only with --test-clock) --------------------------------

@@ -28,7 +28,7 @@ from ._errors import LedgerError
 from ._ledger import Stored, Write
 from ._search import term_counts
 
-__all__ = ["SQLiteStore", "Scheduler", "Membership", "ProvisionError", "SCHEMA_VERSION"]
+__all__ = ["SQLiteStore", "Scheduler", "Membership", "SearchView", "ProvisionError", "SCHEMA_VERSION"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
 BUSY_TIMEOUT_MS: Final = 5_000  # upstream sqlite/lib.rs busy timeout
@@ -94,6 +94,20 @@ class Scheduler(Protocol):
 
 class ProvisionError(Exception):
     """Bootstrap refused: the message is one line for the command line."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SearchView:
+    """One read of the search index: head, corpus statistics, postings and the matched facts."""
+
+    epoch: str
+    head: int
+    resources: int  # all resource rows, for the snapshot bound
+    n_docs: int
+    avg_len: float
+    df: dict[str, int]
+    postings: list[tuple[str, str, int, int]]  # (term, fact_id, tf, doc_len)
+    facts: dict[str, str]  # fact_id -> canonical body
 
 
 @dataclass(frozen=True, slots=True)
@@ -483,36 +497,35 @@ class SQLiteStore:
         with self._guard():
             return [(r[0], r[1], r[2]) for r in self._conn().execute(" ".join(sql), args).fetchall()]
 
-    def search(
-        self, tenant: str, project: str, terms: list[str]
-    ) -> tuple[str, int, int, float, dict[str, int], list[tuple[str, str, int, int]]]:
-        """(epoch, head, n_docs, avg_len, df per term, postings (term, fact_id, tf, doc_len)) in one read."""
+    def search(self, tenant: str, project: str, terms: list[str]) -> SearchView:
+        """Everything a lexical search needs, read in one transaction (one snapshot)."""
         with self._transaction("DEFERRED") as conn:
             epoch, head = conn.execute(
                 "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
             ).fetchone()
+            resources = conn.execute(
+                "SELECT count(*) FROM resources WHERE tenant_id=? AND project_id=?", (tenant, project)
+            ).fetchone()[0]
             n_docs, total = conn.execute(
                 "SELECT count(*), coalesce(sum(length), 0) FROM search_docs WHERE tenant_id=? AND project_id=?",
                 (tenant, project),
             ).fetchone()
             df: dict[str, int] = {}
             postings: list[tuple[str, str, int, int]] = []
+            facts: dict[str, str] = {}
             for term in terms:
                 rows = conn.execute(
-                    "SELECT t.fact_id, t.tf, d.length FROM search_terms t JOIN search_docs d "
+                    "SELECT t.fact_id, t.tf, d.length, r.body FROM search_terms t JOIN search_docs d "
                     "ON d.tenant_id=t.tenant_id AND d.project_id=t.project_id AND d.fact_id=t.fact_id "
+                    "JOIN resources r ON r.tenant_id=t.tenant_id AND r.project_id=t.project_id "
+                    "AND r.kind='fact' AND r.id=t.fact_id AND r.deleted=0 "
                     "WHERE t.tenant_id=? AND t.project_id=? AND t.term=?",
                     (tenant, project, term),
                 ).fetchall()
                 df[term] = len(rows)
                 postings.extend((term, r[0], r[1], r[2]) for r in rows)
-        avg = total / n_docs if n_docs else 0.0
-        return epoch, head, n_docs, avg, df, postings
-
-    def resource_count(self, tenant: str, project: str) -> int:
-        with self._guard():
-            return int(
-                self._conn().execute(
-                    "SELECT count(*) FROM resources WHERE tenant_id=? AND project_id=?", (tenant, project)
-                ).fetchone()[0]
-            )
+                facts.update((r[0], r[3]) for r in rows)
+        return SearchView(
+            epoch=epoch, head=head, resources=resources, n_docs=n_docs,
+            avg_len=total / n_docs if n_docs else 0.0, df=df, postings=postings, facts=facts,
+        )
