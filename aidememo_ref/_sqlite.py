@@ -448,10 +448,12 @@ class SQLiteStore:
             epoch, head = conn.execute(
                 "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
             ).fetchone()
+            # Clamped: a cursor beyond the head (the service answers 409 for it) may exceed the
+            # i64 that SQLite can bind.
             rows = conn.execute(
                 "SELECT seq, kind, id, operation, revision, actor_id, committed_at_ms, body FROM changes "
                 "WHERE tenant_id=? AND project_id=? AND seq>? ORDER BY seq LIMIT ?",
-                (tenant, project, after_seq, limit + 1),
+                (tenant, project, min(after_seq, head), limit + 1),
             ).fetchall()
             current: dict[tuple[str, str], tuple[bool, str | None]] = {}
             for row in rows:

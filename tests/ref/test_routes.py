@@ -252,6 +252,9 @@ def test_feed_cursor_rules(world: World) -> None:
                              ("&after_seq=2", (409, "cursor_out_of_range")),
                              ("&after_seq=0&extra=1", (400, "invalid_command"))):
         assert error_of(world.call("codex-p1", "GET", base + suffix)) == expected
+    for feed in ("changes", "changes/materialized"):  # beyond what SQLite can bind, still a 409
+        huge = world.call("codex-p1", "GET", world.p(f"/{feed}?project_epoch=epoch_http&after_seq=18446744073709551615"))
+        assert error_of(huge) == (409, "cursor_out_of_range")
     epoch = world.call("codex-p1", "GET", world.p("/changes?project_epoch=epoch_replaced&after_seq=0"))
     assert epoch.json()["error"] == {"code": "cursor_epoch_mismatch",
                                      "message": "cursor epoch epoch_replaced does not match current project epoch epoch_http"}
