@@ -7,11 +7,15 @@ reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
 import sys
+from pathlib import Path
+from typing import Any
 
 import httpx
-from pathlib import Path
 
+from simulations.checker import DEFAULT_MAX_CONFIGS, Model
 from simulations.errors import SimulationError
 
 __all__ = ["main"]
@@ -59,8 +63,31 @@ def _seed(text: str) -> int:
     return value
 
 
+# Named models for ``check``, imported on first use so that checking a register never loads
+# the ledger model. A new model is one line here.
+MODELS: dict[str, str] = {
+    "cas-register": "simulations.register:CAS_REGISTER",
+    "kv": "simulations.kv:KV",
+    "ledger": "simulations.model:LEDGER",
+}
+
+
+def _model(name: str) -> Model[Any]:
+    module, attr = MODELS[name].split(":")
+    model: Model[Any] = getattr(importlib.import_module(module), attr)
+    return model
+
+
+def _json_value(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"not a JSON value: {text!r} (a string needs quotes: --init '\"{text}\"')") from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    from simulations.checker import MODEL_NAMES
+    from simulations.porcupine import FORMATS
 
     parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0],
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -92,21 +119,42 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN")
     replay.add_argument("--project")
 
-    chk = sub.add_parser("check", help="check a JSON-lines history for linearizability")
+    chk = sub.add_parser("check", help="check a history for linearizability")
     chk.add_argument("file", type=Path)
-    chk.add_argument("--model", choices=MODEL_NAMES, required=True)
+    chk.add_argument("--model", choices=tuple(MODELS),
+                     help="the model to check against (default: the one the history file names)")
+    chk.add_argument("--init", type=_json_value, metavar="JSON", default=argparse.SUPPRESS,
+                     help="the model's initial state as a JSON value, e.g. 0 (default: the history "
+                          "file's, else the model's own: null for cas-register, \"\" for kv)")
+    chk.add_argument("--format", choices=FORMATS, default="auto",
+                     help="jsonl (this kit's), porcupine (Operation or Event records as JSON), jepsen-log "
+                          "or edn (Jepsen histories, as in Porcupine's test data); default: auto")
     chk.add_argument("--budget", type=_positive_float, default=60.0, metavar="SECONDS",
                      help="search budget; when it runs out the verdict is UNKNOWN (default 60)")
+    chk.add_argument("--max-configurations", type=_positive_int, default=DEFAULT_MAX_CONFIGS, metavar="N",
+                     help="memory budget: configurations the search may hold at once before the verdict "
+                          f"is UNKNOWN (default {DEFAULT_MAX_CONFIGS:,}, about 250 MB)")
     chk.add_argument("--html", type=Path, help="write a timeline of the history here")
     return parser
 
 
 def _check(args: argparse.Namespace) -> int:
-    from simulations.checker import Verdict, check, model_named
-    from simulations.history import load_history
+    from simulations.checker import Verdict, check
+    from simulations.history import read_text
+    from simulations.porcupine import parse
 
-    history = load_history(args.file)
-    result = check(model_named(args.model), history, budget_s=args.budget,
+    header, history = parse(read_text(args.file), args.format, str(args.file))
+    name = args.model or header.model
+    if name is None:
+        raise SimulationError(f"{args.file} names no model; give --model ({', '.join(MODELS)})")
+    if name not in MODELS:
+        raise SimulationError(f"{args.file} names model {name!r}; this kit knows {', '.join(MODELS)}")
+    model = _model(name)
+    if hasattr(args, "init"):
+        model = model.with_init(args.init)
+    elif header.has_init and name == header.model:
+        model = model.with_init(header.init)
+    result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
                    progress=lambda line: print(line, file=sys.stderr))
     print(result.summary())
     violation = result.violation

@@ -604,7 +604,7 @@ def _part_answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _Par
             answer = Answer(http=200)
             new = Handoff(
                 handoff_id=cmd.resource_id, session_id=str(p["session_id"]),
-                source_id=session.get("source_id"),  # type: ignore[arg-type]
+                source_id=session.get("source_id"),
                 from_actor=cmd.actor, to_actor=str(p["to_actor"]), revision=0,
             )
     elif h is None:
@@ -613,7 +613,7 @@ def _part_answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _Par
         answer, new = STALE, None
     else:
         raw = inp.get("fact")
-        fact = FactInfo(**raw) if isinstance(raw, Mapping) else None  # type: ignore[arg-type]
+        fact = FactInfo(**raw) if isinstance(raw, Mapping) else None
         answer, new = transition(h, cmd, fact)
     if new is None:
         return {"http": answer.http, "code": answer.code}, state
@@ -635,11 +635,13 @@ def _step(state: _PartState, inp: Input, output: Output) -> list[_PartState]:
     return [nxt] if _matches(expected, output) else []
 
 
-def _partition(history: Sequence[Operation]) -> list[list[int]]:
-    parts: dict[str, list[int]] = {}
-    for i, op in enumerate(history):
-        parts.setdefault(str(op.input.get("handoff_id")), []).append(i)
-    return list(parts.values())
+def _partition(inp: Input) -> str:
+    return str(inp.get("handoff_id"))
+
+
+def _effect_free(inp: Input, output: Output) -> bool:
+    # A status read never changes the handoff; nor does a write the target refused.
+    return inp.get("op") == "handoff.status" or (output is not None and output.get("http") != 200)
 
 
 def _describe_operation(inp: Input, output: Output) -> str:
@@ -690,7 +692,7 @@ LEDGER: Model[_PartState] = Model(
     init=lambda: _PartState(None, frozenset()),
     step=_step,
     partition=_partition,
-    effect_free=lambda inp: inp.get("op") == "handoff.status",
+    effect_free=_effect_free,
     describe_operation=_describe_operation,
     describe_state=_describe_state,
     describe_expected=_describe_expected,
