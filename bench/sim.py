@@ -23,7 +23,6 @@ import io
 import json
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -162,8 +161,8 @@ def bench_big(ops: int, budget_s: float, seed: int) -> None:
 
 def bench_runner(seed: int, batches: int) -> None:
     """Concurrent batches on the embedded reference, against the same requests sent one by one."""
-    from simulations.plan import Batch, Plan
     from simulations.campaign import rerun, run_campaign
+    from simulations.plan import Batch, Plan
 
     result = run_campaign(seed=seed, max_batches=batches, budget_s=600)
     started = time.perf_counter()

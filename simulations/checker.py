@@ -654,6 +654,10 @@ class Checker(Generic[S]):
         self._parts: dict[Hashable, _Part[S]] = {}
         self._init = model.init()
         self._violation: PartitionResult | None = None
+        # Partitions with operations not yet checked, or whose check ran out of budget: a run
+        # visits only these, so its cost does not grow with the partitions already settled.
+        self._pending: dict[Hashable, _Part[S]] = {}
+        self._unknown = 0  # partitions whose last verdict was UNKNOWN
 
     def add(self, ops: Iterable[Operation]) -> None:
         key = self.model.partition
@@ -666,6 +670,7 @@ class Checker(Generic[S]):
                 part = parts[k] = _Part()
             part.indices.append(len(history))
             history.append(op)
+            self._pending[k] = part
 
     def run(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
             progress: Callable[[str], None] | None = None) -> CheckResult:
@@ -674,26 +679,48 @@ class Checker(Generic[S]):
         The first ILLEGAL partition stops the run and is shrunk and explained within
         ``explain_budget_s`` (0 skips that: the witness is then the partition).
         """
+        detail = self.advance(budget_s, explain_budget_s, progress)
+        return self._result(detail)
+
+    def advance(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
+                progress: Callable[[str], None] | None = None) -> str:
+        """``run`` without building the result: what a campaign calls after every batch.
+
+        Returns why the budget ran out ("" if it did not); ``verdict`` and ``violation`` say
+        where the history stands.
+        """
         if budget_s <= 0:
             raise SimulationError("the checker's budget must be positive")
         deadline = time.monotonic() + budget_s
         reported = time.monotonic()
         detail = ""
-        parts = list(self._parts.values())
-        for done, part in enumerate(parts):
+        parts = list(self._pending.items())
+        for done, (key, part) in enumerate(parts):
             if self._violation is not None:
                 break
             if progress is not None and time.monotonic() - reported > 2.0:
                 reported = time.monotonic()
                 progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
-            if part.fed == len(part.indices) and part.verdict is not Verdict.UNKNOWN:
-                continue
+            self._unknown -= part.verdict is Verdict.UNKNOWN
             why = self._advance(part, deadline)
+            self._unknown += part.verdict is Verdict.UNKNOWN
+            if part.verdict is not Verdict.UNKNOWN:
+                del self._pending[key]
             if why:
                 detail = why
             if part.verdict is Verdict.ILLEGAL:
                 self._violation = self._illegal(part, explain_budget_s)
-        return self._result(detail)
+        return detail
+
+    @property
+    def verdict(self) -> Verdict:
+        if self._violation is not None:
+            return Verdict.ILLEGAL
+        return Verdict.UNKNOWN if self._unknown or self._pending else Verdict.OK
+
+    @property
+    def violation(self) -> PartitionResult | None:
+        return self._violation
 
     def _advance(self, part: _Part[S], deadline: float) -> str:
         """Feed a partition's new events; returns why the budget ran out, if it did."""

@@ -9,14 +9,17 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import random
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import httpx
-
-from simulations.checker import DEFAULT_MAX_CONFIGS, Model
+from simulations.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
+
+if TYPE_CHECKING:
+    from simulations.targets import HttpTarget
 
 __all__ = ["main"]
 
@@ -139,7 +142,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from simulations.checker import Verdict, check
+    from simulations.checker import check
     from simulations.history import read_text
     from simulations.porcupine import parse
 
@@ -178,24 +181,111 @@ def _check(args: argparse.Namespace) -> int:
     ]
 
 
+def _parse_tokens(pairs: Sequence[str]) -> dict[str, str]:
+    tokens = {}
+    for pair in pairs:
+        actor, sep, token = pair.partition("=")
+        if not sep or not actor or not token:
+            raise SimulationError(f"--token takes ACTOR=TOKEN, not {pair!r}")
+        tokens[actor] = token
+    return tokens
+
+
+def _target_from_args(args: argparse.Namespace) -> HttpTarget | None:
+    from simulations.targets import HttpTarget, target_from_config
+
+    if args.config is not None:
+        return target_from_config(args.config, getattr(args, "actors", 3))
+    if args.url is None:
+        if args.token or args.project:
+            raise SimulationError("--token and --project need --url")
+        return None
+    if not args.project:
+        raise SimulationError("--url needs --project")
+    return HttpTarget(args.url, args.project, _parse_tokens(args.token))
+
+
+def _rerun_command(args: argparse.Namespace, seed: int) -> str:
+    """The one command that runs this campaign again (tokens shown as variables, never values)."""
+    parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}"]
+    if args.config is not None:
+        parts += ["--config", str(args.config)]
+    if args.url is not None:
+        parts += ["--url", args.url, "--project", str(args.project)]
+        for pair in args.token:
+            actor = pair.partition("=")[0]
+            parts += ["--token", f"{actor}=$TOKEN_{actor.replace('-', '_').upper()}"]
+    if args.ledger:
+        parts += ["--ledger", args.ledger]
+    return " ".join(parts)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from simulations.campaign import run_campaign
+    from simulations.replay import export_failure
+    from simulations.shrink import shrink
+    from simulations.targets import load_factory
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    target = _target_from_args(args)
+    if target is not None and args.ledger:
+        raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
+    factory = load_factory(args.ledger)
+    where = "the embedded reference" if target is None else args.url or str(args.config)
+    print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
+    print(f"replay this run with: {_rerun_command(args, seed)}")
+    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, target=target,
+                          factory=factory, progress=print)
+    print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
+          f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
+    if result.finding is None:
+        return EXIT_UNKNOWN if result.verdict is Verdict.UNKNOWN else EXIT_OK
+    print(result.finding.explanation)
+    if target is None:
+        print("shrinking ...")
+        result = shrink(result, factory)
+        print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
+              f"{len(result.plan.actors)} actors:")
+        if result.finding is not None:
+            print(result.finding.explanation)
+    factory_spec = None
+    if args.ledger:
+        path, _, name = args.ledger.rpartition(":")
+        factory_spec = f"{Path(path).resolve()}:{name}"
+    paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
+                           url=args.url, factory=factory_spec)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
+    return EXIT_VIOLATION
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from simulations.replay import load_replay, reproduce
+
+    doc = load_replay(args.file)
+    http_target = _target_from_args(args) if doc["target"].get("kind") == "url" else None
+    reproduced = 0
+    last = None
+    for n in range(1, args.times + 1):
+        result = reproduce(doc, http_target)
+        if result.finding is not None:
+            reproduced += 1
+            last = result
+        print(f"run {n}: {'violation' if result.finding else 'no violation'} ({len(result.history)} operations)")
+    print(f"reproduced {reproduced}/{args.times}")
+    if last is not None and last.finding is not None:
+        print(last.finding.explanation)
+    return EXIT_VIOLATION if reproduced else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
-        if args.command == "check":
-            return _check(args)
-        if args.command == "run":
-            from simulations.runner import run_command
-
-            return run_command(args)
-        from simulations.replay import replay_command
-
-        return replay_command(args)
+        command = {"check": _check, "run": _run, "replay": _replay}[args.command]
+        return command(args)
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except httpx.HTTPError as exc:
-        # Only setup and planning reads get here; the races themselves record transport errors.
-        print(f"aidememo-sim: the target did not answer: {exc!r}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("aidememo-sim: interrupted", file=sys.stderr)

@@ -177,6 +177,7 @@ class Recorder:
     _open: dict[int, tuple[int, Mapping[str, object], int]] = field(default_factory=dict)
     _done: list[Operation] = field(default_factory=list)
     _next: int = 0
+    _taken: int = 0  # how many of ``_done`` ``take`` has handed out
 
     def invoke(self, client: int, op_input: Mapping[str, object]) -> int:
         with self._lock:
@@ -203,6 +204,17 @@ class Recorder:
     def fail(self, ticket: int) -> None:
         with self._lock:
             self._open.pop(ticket)
+
+    def take(self) -> list[Operation]:
+        """The operations answered since the last ``take``, in call order; a campaign takes
+        each batch once it is over, so the cost never depends on the history's length."""
+        with self._lock:
+            if self._open:
+                raise SimulationError(f"{len(self._open)} operations are still in flight")
+            new = sorted(self._done[self._taken:], key=lambda op: op.call_ns)
+            self._done[self._taken:] = new
+            self._taken = len(self._done)
+            return new
 
     def history(self) -> list[Operation]:
         with self._lock:

@@ -28,7 +28,7 @@ import httpx
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
-from simulations.concurrency import READER
+from simulations.plan import READER
 from simulations.model import (
     LEASE_MS,
     Answer,

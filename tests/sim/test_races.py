@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from simulations.concurrency import Batch, Plan
+from simulations.campaign import rerun, run_campaign
+from simulations.plan import Batch, Plan
 from simulations.replay import export_failure, load_replay, reproduce
-from simulations.runner import rerun, run_campaign, shrink
+from simulations.shrink import shrink
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref import SystemClock, serve_in_thread
-from simulations.concurrency import READER, HttpTarget
-from simulations.runner import run_campaign
+from simulations.campaign import run_campaign
+from simulations.plan import READER
+from simulations.targets import HttpTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mutants  # noqa: E402
