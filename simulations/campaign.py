@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from simulations.checker import Checker, Verdict
 from simulations.execution import execute_batch
 from simulations.history import Operation, Recorder
-from simulations.model import LEDGER
+from simulations.ledger import LEDGER
 from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup
 from simulations.receipts import ReceiptChecks

@@ -71,7 +71,7 @@ def _seed(text: str) -> int:
 MODELS: dict[str, str] = {
     "cas-register": "simulations.register:CAS_REGISTER",
     "kv": "simulations.kv:KV",
-    "ledger": "simulations.model:LEDGER",
+    "ledger": "simulations.ledger:LEDGER",
 }
 
 

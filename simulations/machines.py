@@ -214,6 +214,7 @@ class HandoffLifecycle(RuleBasedStateMachine):
             f"{what}: receipt revision {doc.get('revision')}, the model says {receipt.revision}")
         assert doc["resource"] == {"kind": receipt.kind, "id": receipt.resource_id}
         assert doc["actor_id"] == receipt.actor
+        assert receipt.project_seq is not None  # the whole-project view always knows it
         known = self.seq_map.setdefault(receipt.project_seq, int(doc["project_seq"]))
         assert known == doc["project_seq"], (
             f"{what}: a replay must return the stored receipt (project_seq {known}, got {doc['project_seq']})")

@@ -18,7 +18,7 @@ from typing import Any
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
 from simulations.history import Header, Operation, dump_history
-from simulations.model import LEDGER
+from simulations.ledger import LEDGER
 from simulations.plan import READER, SESSION_ID, SOURCE, Plan, with_run_placeholder
 from simulations.targets import HttpTarget, load_factory
 from simulations.timeline import write_timeline
