@@ -3,8 +3,10 @@
 Theory of operation. Recall never drops a memory for sharing no word with the query (the
 seed's last query shares none with the decision it must return): every memory the caller may
 see is scored, and the score only orders them. The score is the memory's BM25 relevance to the
-query, normalised to [0, 1] within the candidates, plus a recency term (newest 0.25, oldest 0)
-and, when ``prefer_working`` is set, 0.25 for working memories. Ties fall to the newer memory,
+query, normalised to [0, 1] within the candidates, plus a recency term linear in
+``updated_at`` (newest 0.25, oldest 0)
+and, when ``prefer_working`` is set, 0.5 for working memories (so working state outranks
+recency, but not a strong lexical match). Ties fall to the newer memory,
 then to the smaller id, so the order is a function of the store's contents.
 
 Packing walks that order and keeps an item when its entry still fits; the first item is
@@ -47,7 +49,7 @@ BYTES_PER_TOKEN: Final = 4
 TOKEN_ESTIMATE: Final = "ceil(utf8_bytes(context_text) / 4)"
 TRUNCATION_MARK: Final = " …"
 RECENCY_WEIGHT: Final = 0.25
-WORKING_WEIGHT: Final = 0.25
+WORKING_WEIGHT: Final = 0.5
 ENTRY_SEPARATOR: Final = "\n\n"
 
 
@@ -96,10 +98,9 @@ def rank(memories: Iterable[Memory], query: str, prefer_working: bool) -> list[R
         for doc, length in zip(docs, lengths)
     ]
     top = max(lexical)
-    by_age = sorted(range(len(rows)), key=lambda i: (rows[i].updated_at_ms, rows[i].id))
-    recency = [0.0] * len(rows)
-    for position, index in enumerate(by_age):
-        recency[index] = position / (len(rows) - 1) if len(rows) > 1 else 1.0
+    oldest = min(m.updated_at_ms for m in rows)
+    span = max(m.updated_at_ms for m in rows) - oldest
+    recency = [(m.updated_at_ms - oldest) / span if span else 1.0 for m in rows]
     ranked = []
     for i, memory in enumerate(rows):
         score = (lexical[i] / top if top > 0 else 0.0) + RECENCY_WEIGHT * recency[i]
