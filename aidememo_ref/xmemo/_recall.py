@@ -6,7 +6,8 @@ see is scored, and the score only orders them. The score is the memory's BM25 re
 query, normalised to [0, 1] within the candidates, plus a recency term linear in
 ``updated_at`` (newest 0.25, oldest 0)
 and, when ``prefer_working`` is set, 0.5 for working memories (so working state outranks
-recency, but not a strong lexical match). Ties fall to the newer memory,
+recency, but not a strong lexical match), all divided by their maximum so that a score (and
+search's ``similarity``) lies in [0, 1]. Ties fall to the newer memory,
 then to the smaller id, so the order is a function of the store's contents.
 
 Packing walks that order and keeps an item when its entry still fits; the first item is
@@ -51,6 +52,7 @@ TRUNCATION_MARK: Final = " …"
 RECENCY_WEIGHT: Final = 0.25
 WORKING_WEIGHT: Final = 0.5
 ENTRY_SEPARATOR: Final = "\n\n"
+MAX_SCORE: Final = 1.0 + RECENCY_WEIGHT + WORKING_WEIGHT  # scores are divided by it, so they lie in [0, 1]
 
 
 def estimate_tokens(text: str) -> int:
@@ -106,7 +108,7 @@ def rank(memories: Iterable[Memory], query: str, prefer_working: bool) -> list[R
         score = (lexical[i] / top if top > 0 else 0.0) + RECENCY_WEIGHT * recency[i]
         if prefer_working and memory.memory_type is MemoryType.WORKING:
             score += WORKING_WEIGHT
-        ranked.append(Ranked(memory=memory, score=round(score, 6)))
+        ranked.append(Ranked(memory=memory, score=round(score / MAX_SCORE, 6)))
     ranked.sort(key=lambda r: (-r.score, -r.memory.updated_at_ms, r.memory.id))
     return ranked
 
