@@ -131,7 +131,8 @@ def secret_problem(content: str, own_key: str) -> bool:
 
 
 def _audit(response: httpx.Response) -> str | None:
-    return response.headers.get("x-xmemo-audit-id")
+    value = response.headers.get("x-xmemo-audit-id")
+    return None if value is None else str(value)
 
 
 def _uuid(value: object) -> str | None:
