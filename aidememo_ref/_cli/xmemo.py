@@ -37,7 +37,7 @@ def _bootstrap(argv: list[str]) -> int:
     key = read_token_file(args.key_file)
 
     from ..xmemo._errors import ProvisionError, RequestError
-    from ..xmemo._reference import provision_key
+    from ..xmemo._provision import provision_key
 
     try:
         principal, created = provision_key(

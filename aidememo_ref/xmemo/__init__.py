@@ -34,8 +34,8 @@ __all__ = [
 
 _WHERE = {
     "XMemoReference": "_reference",
-    "provision_key": "_reference",
-    "default_tenant": "_reference",
+    "provision_key": "_provision",
+    "default_tenant": "_provision",
     "Rules": "_operations",
     "SQLiteXMemoStore": "_sqlite",
     "XMemoError": "_errors",

@@ -29,6 +29,7 @@ from ._decode import (
     parse_body,
 )
 from ._errors import RequestError
+from ._keys import key_digest
 from ._http import AGENT_HEADER, AUDIT_HEADER, INSTANCE_HEADER, HttpRequest, agent_header, credential, error_response, json_response
 from ._mcp import McpEndpoint
 from ._operations import Operations, Rules
@@ -46,12 +47,6 @@ _MEMORY_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}
 
 def new_uuid() -> str:
     return str(uuid.uuid4())
-
-
-def key_digest(key: str) -> bytes:
-    from .._ids import bearer_digest
-
-    return bearer_digest(key)
 
 
 Handler = Callable[..., Response]

@@ -14,13 +14,15 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
-from .._sqlite import Scheduler
 from ._errors import ProvisionError, RequestError
 from ._records import Kind, Memory, MemoryType, Principal, Tenant, Trust
 from ._store import IdempotencyClaim, Plan, ReadFilter
 from ._writes import Outcome, Remember
+
+if TYPE_CHECKING:
+    from .._sqlite import Scheduler
 
 __all__ = ["SQLiteXMemoStore", "BUSY_TIMEOUT_MS"]
 

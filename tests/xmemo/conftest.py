@@ -71,7 +71,7 @@ class World:
 
     def count(self, who: str) -> int:
         """Rows stored for ``who``'s tenant, read from the store (not through the API under test)."""
-        from aidememo_ref.xmemo._service import key_digest
+        from aidememo_ref.xmemo._keys import key_digest
 
         principal = self.ref.store.principal(key_digest(KEYS[who][0]))
         assert principal is not None
