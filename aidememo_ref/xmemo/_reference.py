@@ -16,7 +16,7 @@ __all__ = ["XMemoReference"]
 
 
 class XMemoReference:
-    """The XMemo reference server, without a socket.
+    """The XMemo reference server, without a socket (``service.handle`` answers one request).
 
     Args:
         database: SQLite file (created with its schema if missing); references in several
@@ -35,12 +35,6 @@ class XMemoReference:
         self.clock = clock if clock is not None else SystemClock()
         self.store = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
         self.service = XMemoService(self.store, self.clock, rules=rules, new_id=new_id)
-
-    def handle(self, method: str, target: str, headers: Any = (), body: bytes = b"") -> Any:
-        """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
-        pairs = [(k.encode("latin-1"), v.encode("latin-1"))
-                 for k, v in (headers.items() if isinstance(headers, dict) else headers)]
-        return self.service.handle(method, target, pairs, body)
 
     def provision(self, *, owner_id: str, key: str, scopes: tuple[str, ...] | list[str] = DEFAULT_SCOPES,
                   agent_id: str | None = None, organization_id: str | None = None,
