@@ -221,7 +221,7 @@ def main() -> None:
     if not args.skip_campaign:
         bench_campaign(args.campaign, 7)
     if not args.skip_machines:
-        from simulations.machines import bench_machines
+        from simulations.machines.bench import bench_machines
 
         bench_machines(args.machine_steps, args.seed)
 

@@ -118,23 +118,39 @@ _JSON = ("content-type", "application/json")
 
 
 class EmbeddedTarget:
-    """The reference ledger (or a variant of it) in-process, on a manual clock."""
+    """The reference ledger (or a variant of it) in-process, on a manual clock.
 
-    def __init__(self, actors: Sequence[str], *, seed: int, factory: LedgerFactory = reference_factory) -> None:
+    ``project`` names the project the actors are provisioned in; ``next_project`` gives a fresh,
+    isolated project on the same ledger (what the state machines do between examples, instead
+    of creating a database each time).
+    """
+
+    def __init__(self, actors: Sequence[str], *, seed: int, factory: LedgerFactory = reference_factory,
+                 project: str = "project-sim") -> None:
         from aidememo_ref import ManualClock
 
         self.actors = tuple(actors)
-        self.project = "project-sim"
         self.has_reader = True
         self._dir = tempfile.TemporaryDirectory(prefix="aidememo-sim-")
         self.clock = ManualClock(START_MS)
         self.scheduler: SeededScheduler | None = SeededScheduler(seed)
         self.ledger = factory(Path(self._dir.name) / "ledger.sqlite", clock=self.clock, scheduler=self.scheduler)
         self._headers: dict[str, list[tuple[str, str]]] = {}
+        self._projects = 0
+        self._provision(project)
+
+    def _provision(self, project: str) -> None:
+        self.project = project
+        self._projects += 1
         for actor in (*self.actors, READER):
-            self.ledger.provision(tenant_id="tenant-sim", project_id=self.project, actor_id=actor,
-                                  token=f"token-{actor}", role="reader" if actor == READER else "writer")
-            self._headers[actor] = [("authorization", f"Bearer token-{actor}"), _JSON]
+            token = f"token-{actor}-{self._projects}"
+            self.ledger.provision(tenant_id="tenant-sim", project_id=project, actor_id=actor,
+                                  token=token, role="reader" if actor == READER else "writer")
+            self._headers[actor] = [("authorization", f"Bearer {token}"), _JSON]
+
+    def next_project(self) -> None:
+        """Move to a fresh project on the same ledger: nothing written before is visible there."""
+        self._provision(f"project-sim-{self._projects + 1}")
 
     def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
         response = self.ledger.handle(method, path, self._headers[actor], body or b"")
