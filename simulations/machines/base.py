@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from simulations.machines.wire import ACTORS, WRITERS, Wire
-from simulations.model import LEASE_MS, Answer, Command, LedgerState, Op, apply
+from simulations.model import LEASE_MS, Answer, Command, LedgerState, Op, Status, apply
 from simulations.plan import READER
 
 __all__ = ["CreatingMachine", "LedgerMachine"]
@@ -316,3 +316,18 @@ class CreatingMachine(LedgerMachine):
             payload["context_id"] = context_id
         self.write(Op.SEND, sender, handoff_id, payload)
         return handoff_id
+
+    def with_status(self, status: Status) -> list[str]:
+        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).status is status)  # type: ignore[union-attr]
+
+    def write_and_return_result(self, handoff: str, outcome: str) -> str:
+        """The usual path: the receiver writes its result in the handoff's session, then returns
+        it with its current claim and revision; returns the fact id."""
+        h = self.model.handoff(handoff)
+        assert h is not None
+        fact_id = self.new_id("fact")
+        self.write(Op.FACT_CREATE, h.to_actor, fact_id, {"fact_id": fact_id, "session_id": h.session_id,
+                                                         "content": "done"})
+        self.write(Op.RETURN, h.to_actor, handoff, {"claim_id": self.claim(handoff, "current"),
+                                                    "result_fact_id": fact_id, "outcome": outcome}, h.revision)
+        return fact_id

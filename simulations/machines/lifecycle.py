@@ -64,22 +64,12 @@ class HandoffLifecycle(CreatingMachine):
                           {"claim_id": self.claim(handoff, claim), "result_fact_id": fact, "outcome": outcome},
                           self.revision(handoff, stale))
 
-    def _accepted(self) -> list[str]:
-        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).status is Status.ACCEPTED)  # type: ignore[union-attr]
-
-    @precondition(lambda self: bool(self._accepted()))
+    @precondition(lambda self: bool(self.with_status(Status.ACCEPTED)))
     @rule(target=CreatingMachine.facts, data=st.data(), outcome=st.sampled_from(["succeeded", "failed"]))
     def return_own_result(self, data: st.DataObject, outcome: str) -> str:
-        """The usual path: the receiver writes its result in the handoff's session, then returns it."""
-        handoff = data.draw(st.sampled_from(self._accepted()), label="handoff")
-        h = self.model.handoff(handoff)
-        assert h is not None
-        fact_id = self.new_id("fact")
-        self.write(Op.FACT_CREATE, h.to_actor, fact_id, {"fact_id": fact_id, "session_id": h.session_id,
-                                                         "content": "done"})
-        self.write(Op.RETURN, h.to_actor, handoff, {"claim_id": self.claim(handoff, "current"),
-                                                    "result_fact_id": fact_id, "outcome": outcome}, h.revision)
-        return fact_id
+        """The usual path: the receiver writes its result, then returns it."""
+        return self.write_and_return_result(data.draw(st.sampled_from(self.with_status(Status.ACCEPTED)), label="handoff"),
+                                      outcome)
 
     def _revised(self) -> list[str]:
         return sorted(h for h in self.handoff_ids() if self.model.handoff(h).revision > 1)  # type: ignore[union-attr]

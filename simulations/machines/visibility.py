@@ -41,28 +41,19 @@ class ActorVisibility(CreatingMachine):
     def send(self, sender: str, receiver: str, session: str, with_context: bool) -> None:
         self.send_handoff(sender, receiver, session, with_context)
 
-    def _with_status(self, status: Status) -> list[str]:
-        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).status is status)  # type: ignore[union-attr]
-
-    @precondition(lambda self: bool(self._with_status(Status.PENDING)))
+    @precondition(lambda self: bool(self.with_status(Status.PENDING)))
     @rule(data=st.data())
     def accept(self, data: st.DataObject) -> None:
-        handoff = data.draw(st.sampled_from(self._with_status(Status.PENDING)), label="handoff")
+        handoff = data.draw(st.sampled_from(self.with_status(Status.PENDING)), label="handoff")
         self.write(Op.ACCEPT, self.receiver(handoff), handoff, {"claim_id": self.claim(handoff, "new")},
                    self.revision(handoff))
 
-    @precondition(lambda self: bool(self._with_status(Status.ACCEPTED)))
+    @precondition(lambda self: bool(self.with_status(Status.ACCEPTED)))
     @rule(data=st.data())
     def complete(self, data: st.DataObject) -> None:
         """The receiver returns its own result: the handoff leaves the receiver's inbox."""
-        handoff = data.draw(st.sampled_from(self._with_status(Status.ACCEPTED)), label="handoff")
-        h = self.model.handoff(handoff)
-        assert h is not None
-        fact_id = self.new_id("fact")
-        self.write(Op.FACT_CREATE, h.to_actor, fact_id, {"fact_id": fact_id, "session_id": h.session_id,
-                                                         "content": "done"})
-        self.write(Op.RETURN, h.to_actor, handoff, {"claim_id": self.claim(handoff, "current"),
-                                                    "result_fact_id": fact_id, "outcome": "succeeded"}, h.revision)
+        self.write_and_return_result(data.draw(st.sampled_from(self.with_status(Status.ACCEPTED)), label="handoff"),
+                               "succeeded")
 
     # -- one invariant per read path ------------------------------------------------------------------
 
