@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import unquote_to_bytes
 
+from ._canonical import Json
 from ._errors import LedgerError
 from ._ids import id_problem, name_problem
 
@@ -35,7 +36,7 @@ class _Fail(Exception):
     pass
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: Json) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -51,7 +52,7 @@ def _type_name(value: Any) -> str:
     return "a map"
 
 
-def _field_value(field: Field, value: Any, structs: dict[str, tuple[Field, ...]]) -> Any:
+def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]]) -> Json:
     if value is None and field.optional:
         return None
     kind = field.kind
@@ -93,7 +94,7 @@ def _field_value(field: Field, value: Any, structs: dict[str, tuple[Field, ...]]
     raise AssertionError(kind)
 
 
-def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, strict: bool) -> dict[str, Any]:
+def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, strict: bool) -> dict[str, Json]:
     fields = structs[name]
     if isinstance(value, list):
         if len(value) != len(fields):
@@ -107,7 +108,7 @@ def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, str
             if key not in known:
                 expected = ", ".join(f"`{f.name}`" for f in fields)
                 raise _Fail(f"unknown field `{key}`, expected one of {expected}")
-    out: dict[str, Any] = {}
+    out: dict[str, Json] = {}
     for field in fields:
         if field.name not in value:
             if field.optional:
@@ -118,7 +119,7 @@ def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, str
     return out
 
 
-def decode_struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]]) -> dict[str, Any]:
+def decode_struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]]) -> dict[str, Json]:
     """Decode a parsed JSON body into the named struct or raise 400 ``invalid_command``."""
     try:
         return _struct(name, value, structs, strict=True)
@@ -126,7 +127,7 @@ def decode_struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]]) 
         raise LedgerError.invalid_command(BODY_PREFIX + str(exc)) from None
 
 
-def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Any]:
+def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Json]:
     """Decode ``application/x-www-form-urlencoded`` like serde_urlencoded with deny_unknown_fields."""
     try:
         raw: dict[str, str] = {}
@@ -144,7 +145,7 @@ def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Any]:
                 if key in raw:
                     raise _Fail(f"duplicate field `{key}`")
                 raw[key] = val
-        out: dict[str, Any] = {}
+        out: dict[str, Json] = {}
         for field in fields:
             if field.name not in raw:
                 if not field.optional:
