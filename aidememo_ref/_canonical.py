@@ -13,7 +13,8 @@ from decimal import Decimal
 from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
 from typing import NoReturn, TypeAlias
 
-__all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "format_float", "MAX_DEPTH"]
+__all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "envelope_digest", "format_float",
+           "MAX_DEPTH"]
 
 # A parsed JSON value, as json.loads returns it (serde_json's Value).
 Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
@@ -87,6 +88,9 @@ def _surrogate_free(value: Json) -> bool:
     return True
 
 
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
+
+
 def parse_json(body: bytes) -> Json:
     """Parse a request body as serde_json would; raises ``JsonError`` with a one-line detail."""
     try:
@@ -94,9 +98,7 @@ def parse_json(body: bytes) -> Json:
     except UnicodeDecodeError as exc:
         raise JsonError(f"invalid UTF-8 at byte {exc.start}") from exc
     try:
-        value: Json = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant
-        )
+        value: Json = _DECODER.decode(text)
     except RecursionError as exc:
         raise JsonError("recursion limit exceeded") from exc
     except json.JSONDecodeError as exc:
@@ -181,12 +183,15 @@ def _has_float(value: object) -> bool:
     return False
 
 
+_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # made once, not per call
+
+
 def canonical_json(value: object) -> str:
     """Compact JSON with object keys sorted by code point, serde_json escaping and numbers."""
     if not _has_float(value):
         # Without floats the C encoder already writes serde's bytes: code point key order,
         # raw UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return _SORTED.encode(value)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
@@ -203,12 +208,18 @@ def fingerprint(
     change: str,
 ) -> str:
     """The 64-hex command fingerprint of §7.2 (``command_id`` is deliberately not covered)."""
-    # canonical_json of the envelope, written out: its keys in code point order, and only the
-    # payload needs the general encoder.
+    return envelope_digest(project_id, expected_revision, operation, canonical_json(payload), resource_kind,
+                           resource_id, change)
+
+
+def envelope_digest(project_id: str, expected_revision: int | None, operation: str, payload_json: str,
+                    resource_kind: str, resource_id: str, change: str) -> str:
+    """``fingerprint`` for a payload already in canonical form (so a command encodes it once)."""
+    # canonical_json of the envelope, written out: its keys in code point order.
     revision = "null" if expected_revision is None else str(expected_revision)
     text = (
         f'{{"change":{_quote(change)},"expected_revision":{revision},"operation":{_quote(operation)},'
-        f'"payload":{canonical_json(payload)},"project_id":{_quote(project_id)},'
+        f'"payload":{payload_json},"project_id":{_quote(project_id)},'
         f'"resource":{{"id":{_quote(resource_id)},"kind":{_quote(resource_kind)}}}}}'
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, TypeAlias
 
-from ._canonical import Json, fingerprint
+from ._canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
 from ._errors import LedgerError
 from ._records import CONTEXT, FACT, HANDOFF, SESSION, Outcome
@@ -155,6 +155,7 @@ class ResourcePayload:
     """A raw route's payload: any JSON for ``custom.*`` kinds (null for a delete)."""
 
     value: Json
+    canonical: str  # value in canonical form: hashed into the fingerprint, stored as the body
 
 
 Payload: TypeAlias = (
@@ -210,14 +211,9 @@ class RawCommand:
     resource_id: str
     expected_revision: int | None
     payload: Json
+    payload_json: str  # canonical form of payload
     change: str
     fingerprint: str
-
-
-def _fingerprint(project_id: str, expected_revision: int | None, operation: str, payload: Json, kind: str,
-                 resource_id: str, change: str) -> str:
-    return fingerprint(project_id=project_id, expected_revision=expected_revision, operation=operation,
-                       payload=payload, resource_kind=kind, resource_id=resource_id, change=change)
 
 
 def _str(value: Json) -> str:
@@ -238,10 +234,12 @@ def raw_command(body: Json) -> RawCommand:
     operation, kind, resource_id = _str(request["operation"]), _str(resource["kind"]), _str(resource["id"])
     project_id, change, expected = _str(request["project_id"]), _str(request["change"]), _opt_int(request["expected_revision"])
     payload = request["payload"]
+    payload_json = canonical_json(payload)
     return RawCommand(
         command_id=_str(request["command_id"]), project_id=project_id, operation=operation, kind=kind,
-        resource_id=resource_id, expected_revision=expected, payload=payload, change=change,
-        fingerprint=_fingerprint(project_id, expected, operation, payload, kind, resource_id, change),
+        resource_id=resource_id, expected_revision=expected, payload=payload, payload_json=payload_json,
+        change=change,
+        fingerprint=envelope_digest(project_id, expected, operation, payload_json, kind, resource_id, change),
     )
 
 
@@ -258,7 +256,7 @@ def check_raw(raw: RawCommand) -> Command:
         raise LedgerError.invalid_command("resource.delete payload must be JSON null")
     return Command(
         command_id=raw.command_id, project_id=raw.project_id, op=op, kind=raw.kind, resource_id=raw.resource_id,
-        expected_revision=raw.expected_revision, payload=ResourcePayload(value=raw.payload),
+        expected_revision=raw.expected_revision, payload=ResourcePayload(value=raw.payload, canonical=raw.payload_json),
         fingerprint=raw.fingerprint,
     )
 
@@ -286,5 +284,6 @@ def typed_command(project_id: str, *, segment: str, handoff_id: str | None, body
     return Command(
         command_id=_str(request["command_id"]), project_id=project_id, op=op, kind=kind, resource_id=resource_id,
         expected_revision=expected, payload=_payload(struct, decoded),
-        fingerprint=_fingerprint(project_id, expected, op.value, dict(decoded), kind, resource_id, "upsert"),
+        fingerprint=envelope_digest(project_id, expected, op.value, canonical_json(decoded), kind, resource_id,
+                                    "upsert"),
     )

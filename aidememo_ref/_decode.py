@@ -94,6 +94,18 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
     raise AssertionError(kind)
 
 
+_NAMES: dict[int, tuple[tuple[Field, ...], frozenset[str]]] = {}
+
+
+def _names(fields: tuple[Field, ...]) -> frozenset[str]:
+    """A struct's field names, computed once per table (the entry keeps the table alive, so its
+    id cannot be reused for another)."""
+    entry = _NAMES.get(id(fields))
+    if entry is None or entry[0] is not fields:
+        entry = _NAMES[id(fields)] = (fields, frozenset(field.name for field in fields))
+    return entry[1]
+
+
 def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, strict: bool) -> dict[str, Json]:
     fields = structs[name]
     if isinstance(value, list):
@@ -102,8 +114,8 @@ def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, st
         value = {field.name: item for field, item in zip(fields, value)}
     if not isinstance(value, dict):
         raise _Fail(f"invalid type: {_type_name(value)}, expected struct {name}")
-    known = {field.name for field in fields}
-    if strict:
+    if strict and not _names(fields).issuperset(value):
+        known = _names(fields)
         for key in value:
             if key not in known:
                 expected = ", ".join(f"`{f.name}`" for f in fields)

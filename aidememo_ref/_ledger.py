@@ -14,7 +14,6 @@ from dataclasses import dataclass, replace
 from typing import Final, Protocol, TypeAlias, TypeVar
 
 from . import _state
-from ._canonical import canonical_json
 from ._commands import (
     Command,
     FactCreatePayload,
@@ -126,7 +125,7 @@ def _raw(command: Command, p: ResourcePayload, view: View) -> Write:
         _check_revision(command, view.resource(command.kind, command.resource_id))
     if command.op is Op.RESOURCE_DELETE:
         return Write(kind=command.kind, resource_id=command.resource_id, body=None)
-    return Write(kind=command.kind, resource_id=command.resource_id, body=canonical_json(p.value))
+    return Write(kind=command.kind, resource_id=command.resource_id, body=p.canonical)
 
 
 def _create_session(p: SessionCreatePayload, actor_id: str, view: View) -> Session:

@@ -197,10 +197,9 @@ class Service:
         """Answer one request. ``target`` is the raw path with its query string."""
         raw = target.encode("latin-1") if isinstance(target, str) else target
         path, _, query = raw.partition(b"?")
-        pieces = path.split(b"/")
-        if not path.startswith(b"/") or any(not p for p in pieces[1:]):
+        if not path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
             return Response(404)  # axum: trailing slashes and empty segments are other paths
-        methods, raw_params = self._match(tuple(p.decode("latin-1") for p in pieces[1:]))
+        methods, raw_params = self._match(tuple(path[1:].decode("latin-1").split("/")))
         if methods is None:
             return Response(404)
         try:

@@ -110,9 +110,11 @@ _MEMBER_ROLE = (
     "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
     "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
 )
+# The receipt of a command id and the project head in one statement: a write needs both.
 _REPLAY = (
-    "SELECT actor_id, fingerprint, kind, id, seq, revision, committed_at_ms FROM changes "
-    "WHERE tenant_id=? AND project_id=? AND command_id=?"
+    "SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=?1 AND project_id=?2), "
+    "c.actor_id, c.fingerprint, c.kind, c.id, c.seq, c.revision, c.committed_at_ms FROM (SELECT 1) "
+    "LEFT JOIN changes c ON c.tenant_id=?1 AND c.project_id=?2 AND c.command_id=?3"
 )
 _UPSERT_RESOURCE = (
     "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?) "
@@ -146,11 +148,12 @@ def _map(exc: BaseException) -> LedgerError:
 class _Tx:
     """A transaction bound to one member's project: the rules' view, replay and apply."""
 
-    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project")
+    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project", "_head")
 
     def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
         self._conn, self._member, self._mode = conn, member, mode
         self._tenant, self._project = member.tenant_id, member.project_id
+        self._head: int | None = None  # the project head as read by replay in this transaction
 
     def __enter__(self) -> _Tx:
         try:
@@ -191,21 +194,24 @@ class _Tx:
 
     # -- primitives ------------------------------------------------------------------------------
     def replay(self, command: Command) -> Receipt | None:
-        row = self._conn.execute(_REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
-        if row is None:
+        head, actor, fingerprint, kind, rid, seq, revision, committed = self._conn.execute(
+            _REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
+        self._head = head
+        if actor is None:
             return None
-        member = self._member
-        if (row[0], row[1], row[2], row[3]) != (member.actor_id, command.fingerprint, command.kind, command.resource_id):
+        if (actor, fingerprint, kind, rid) != (self._member.actor_id, command.fingerprint, command.kind,
+                                               command.resource_id):
             raise LedgerError.command_conflict()
-        return Receipt(command_id=command.command_id, fingerprint=row[1], tenant_id=self._tenant,
-                       project_id=self._project, actor_id=row[0], project_seq=row[4], kind=row[2],
-                       resource_id=row[3], revision=row[5], committed_at_ms=row[6])
+        return Receipt(command_id=command.command_id, fingerprint=fingerprint, tenant_id=self._tenant,
+                       project_id=self._project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
+                       revision=revision, committed_at_ms=committed)
 
     def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
         conn, tenant, project, actor = self._conn, self._tenant, self._project, self._member.actor_id
         kind, rid, body = write.kind, write.resource_id, write.body
         revision = conn.execute(_UPSERT_RESOURCE, (tenant, project, kind, rid, body is None, body)).fetchone()[0]
-        seq = conn.execute(_HEAD, (tenant, project)).fetchone()[0] + 1
+        head = conn.execute(_HEAD, (tenant, project)).fetchone()[0] if self._head is None else self._head
+        seq = self._head = head + 1  # the write lock is held since BEGIN IMMEDIATE: nobody else moved it
         conn.execute(_INSERT_CHANGE, (tenant, project, seq, kind, rid, revision, actor, now_ms, body,
                                       command.command_id, command.fingerprint))
         record = write.record
@@ -224,15 +230,36 @@ class _Tx:
                        revision=revision, committed_at_ms=now_ms)
 
 
+class _Thread(threading.local):
+    """One thread's connection and what it remembers about the file's identity tables."""
+
+    conn: sqlite3.Connection | None = None
+    members: dict[tuple[bytes, str], Membership]
+    seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
+
+    def __init__(self) -> None:
+        self.members = {}
+
+
 class SQLiteStore:
-    """The ledger's SQLite file. Safe to share between threads and processes."""
+    """The ledger's SQLite file. Safe to share between threads and processes.
+
+    Authentication results are remembered per connection while ``PRAGMA data_version`` says no
+    other connection committed and this store changed no identity (``_generation``): the join
+    over tokens, tenants, actors, memberships and projects then runs once per caller, not once
+    per request, and any suspension or revocation, from any process, still applies to the next
+    request.
+    """
+
+    _MEMBERS_PER_THREAD: Final = 256
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
         self.busy_timeout_ms = busy_timeout_ms
-        self._local = threading.local()
+        self._local = _Thread()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
+        self._generation = 0
         with self._exclusive() as conn:
             layout = conn.execute("PRAGMA user_version").fetchone()[0]
             if layout not in (0, LAYOUT_VERSION):
@@ -246,7 +273,7 @@ class SQLiteStore:
 
     # -- plumbing ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = self._local.conn
         if conn is None:
             conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
                                    timeout=self.busy_timeout_ms / 1000)
@@ -285,21 +312,33 @@ class SQLiteStore:
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-        self._local = threading.local()
+        self._local = _Thread()
 
     def schema_version(self) -> int:
         return SCHEMA_VERSION
 
     # -- identity ---------------------------------------------------------------------------
     def authenticate(self, digest: bytes, project_id: str) -> Membership | Denied:
+        local = self._local
+        version = self._read_one("PRAGMA data_version", ())
+        seen = (int(str(version[0])) if version else -1, self._generation)
+        if seen != local.seen:
+            local.members.clear()
+            local.seen = seen
+        member = local.members.get((digest, project_id))
+        if member is not None:
+            return member
         row = self._read_one(_AUTHENTICATE, (project_id, digest))
         if row is None:
             return Denied.BAD_TOKEN
         tenant, actor, role, epoch = row
         if role is None or epoch is None:
             return Denied.NOT_MEMBER
-        return Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
-                          project_epoch=str(epoch))
+        member = Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
+                            project_epoch=str(epoch))
+        if len(local.members) < self._MEMBERS_PER_THREAD:
+            local.members[(digest, project_id)] = member
+        return member
 
     def provision(
         self,
@@ -317,9 +356,12 @@ class SQLiteStore:
         actor_name: str,
         now_ms: int,
     ) -> str:
-        with self._exclusive() as conn:
-            return self._provision(conn, tenant_id, project_id, actor_id, token_digest, role, actor_kind,
-                                   project_epoch, new_epoch, tenant_name, project_name, actor_name, now_ms)
+        try:
+            with self._exclusive() as conn:
+                return self._provision(conn, tenant_id, project_id, actor_id, token_digest, role, actor_kind,
+                                       project_epoch, new_epoch, tenant_name, project_name, actor_name, now_ms)
+        finally:
+            self._generation += 1  # after the commit: this connection's own commits do not move data_version
 
     @staticmethod
     def _provision(conn: sqlite3.Connection, tenant_id: str, project_id: str, actor_id: str, token_digest: bytes,
@@ -365,6 +407,8 @@ class SQLiteStore:
             self._conn().execute(sql, args)  # autocommit: one statement, one transaction
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
+        finally:
+            self._generation += 1  # after the commit: this connection's own commits do not move data_version
 
     def set_status(self, table: str, status: str, **key: str) -> None:
         if table not in _IDENTITY_TABLES:

@@ -118,7 +118,8 @@ def raw_kind_unchecked(db_path: str) -> Any:
         return Command(command_id=raw.command_id, project_id=raw.project_id,
                        op=Op.RESOURCE_DELETE if raw.change == "delete" else Op.RESOURCE_PUT, kind=raw.kind,
                        resource_id=raw.resource_id, expected_revision=raw.expected_revision,
-                       payload=ResourcePayload(value=raw.payload), fingerprint=raw.fingerprint)
+                       payload=ResourcePayload(value=raw.payload, canonical=raw.payload_json),
+                       fingerprint=raw.fingerprint)
 
     _service.check_raw = unchecked
     return _ledger_for(db_path)
@@ -140,8 +141,14 @@ def fingerprint_ascii(db_path: str) -> Any:
                 "change": envelope["change"]}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
-    _commands.fingerprint = fingerprint
-    assert _canonical.fingerprint is not fingerprint
+    def envelope_digest(project_id: str, expected_revision: Any, operation: str, payload_json: str, kind: str,
+                        resource_id: str, change: str) -> str:
+        return fingerprint(project_id=project_id, expected_revision=expected_revision, operation=operation,
+                           payload=json.loads(payload_json), resource_kind=kind, resource_id=resource_id,
+                           change=change)
+
+    _commands.envelope_digest = envelope_digest
+    assert _canonical.envelope_digest is not envelope_digest
     return _ledger_for(db_path)
 
 
