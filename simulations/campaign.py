@@ -20,11 +20,12 @@ from simulations.history import Operation, Recorder
 from simulations.ledger import LEDGER
 from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup
-from simulations.receipts import ReceiptChecks
+from simulations.feed import FeedFollower
+from simulations.receipts import FeedEntry, ReceiptChecks, Violation
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Target, reference_factory
 
 __all__ = ["Finding", "HistoryCheck", "RunResult", "batch_seed", "check_history", "fresh_run_id", "rerun",
-           "rerun_over_http", "run_campaign"]
+           "rerun_over_http", "run_campaign", "violations_by_rule"]
 
 
 def fresh_run_id(seed: int) -> str:
@@ -41,7 +42,7 @@ def batch_seed(seed: int, index: int) -> int:
 class Finding:
     """A violation: which operations, and why."""
 
-    kind: str  # "linearizability" | "receipts"
+    kind: str  # "linearizability", or a receipts.py rule: "receipts", "revision order", "change feed"
     witness: tuple[int, ...]
     explanation: str
 
@@ -55,6 +56,7 @@ class RunResult:
     verdict: Verdict
     finding: Finding | None
     elapsed_s: float
+    feed: tuple[FeedEntry, ...] = ()  # the change-feed entries read during the run
 
 
 class HistoryCheck:
@@ -72,16 +74,24 @@ class HistoryCheck:
 
     def add(self, ops: Sequence[Operation]) -> None:
         self.checker.add(ops)
-        for violation in self.receipts.add(ops):
-            if self.finding is None:
-                self.finding = self._receipt_finding(violation.operations, violation.why)
+        self._note(self.receipts.add(ops))
 
-    def _receipt_finding(self, witness: Sequence[int], why: str) -> Finding:
+    def feed(self, entries: Sequence[FeedEntry], *, complete: bool = False) -> None:
+        """Change-feed entries read since the last call; ``complete``: the feed was read to its
+        head after the last answer, so a receipt without an entry is a violation."""
+        self._note(self.receipts.feed(entries))
+        if complete:
+            self._note(self.receipts.missing_from_feed())
+
+    def _note(self, violations: Sequence[Violation]) -> None:
+        if self.finding is not None or not violations:
+            return
+        violation = violations[0]
         history = self.receipts.history
-        text = why + ":\n" + "\n".join(
+        text = violation.why + ":\n" + "\n".join(
             f"  #{i} (client {history[i].client}): {LEDGER.describe_operation(history[i].input, history[i].output)}"
-            for i in witness)
-        return Finding(kind="receipts", witness=tuple(sorted(witness)), explanation=text)
+            for i in violation.operations)
+        self.finding = Finding(kind=violation.kind, witness=tuple(sorted(violation.operations)), explanation=text)
 
     def run(self, budget_s: float = 10.0) -> tuple[Verdict, Finding | None]:
         if self.finding is not None:
@@ -97,9 +107,23 @@ class HistoryCheck:
         return Verdict.ILLEGAL, self.finding
 
 
+def violations_by_rule(history: Sequence[Operation], feed: Sequence[FeedEntry]) -> dict[str, int]:
+    """How many violations each rule finds in a run (the ledger model: 0 or 1), to show which
+    property a race breaks and that the others hold."""
+    receipts = ReceiptChecks()
+    found = receipts.add(history) + receipts.feed(feed) + receipts.missing_from_feed()
+    counts = {"linearizability": 0, "receipts": 0, "revision order": 0, "change feed": 0}
+    for violation in found:
+        counts[violation.kind] += 1
+    checker: Checker[object] = Checker(LEDGER)  # type: ignore[arg-type]
+    checker.add(history)
+    counts["linearizability"] = int(checker.run(explain_budget_s=0).verdict is Verdict.ILLEGAL)
+    return counts
+
+
 def check_history(history: Sequence[Operation], budget_s: float = 10.0,
                   explain: bool = True) -> tuple[Verdict, Finding | None]:
-    """The receipt rules, then the ledger model, over a whole history."""
+    """The receipt rules, then the ledger model, over a whole history (without its feed)."""
     check = HistoryCheck(explain=explain)
     check.add(history)
     return check.run(budget_s)
@@ -139,8 +163,10 @@ def run_campaign(
     verdict, finding = Verdict.OK, None
     last_report = started
     operations = 0
+    feed: list[FeedEntry] = []
     try:
         setup(tgt, run_id)
+        follower = FeedFollower(tgt)
         planner = Planner(target=tgt, run_id=run_id, rng=rng, workers=workers)
         while max_batches is None or len(batches) < max_batches:
             if time.monotonic() - started > budget_s * 0.8:
@@ -152,6 +178,9 @@ def run_campaign(
             new = recorder.take()
             operations += len(new)
             check.add(new)
+            entries = follower.poll()
+            feed.extend(entries)
+            check.feed(entries)
             verdict, finding = check.run()
             if on_batch is not None:
                 on_batch(time.monotonic() - started, operations)
@@ -161,31 +190,46 @@ def run_campaign(
                          f"{verdict.value}")
             if finding is not None:
                 break
-        if finding is None and verdict is Verdict.UNKNOWN:
+        if finding is None:
+            entries = follower.poll()
+            feed.extend(entries)
+            check.feed(entries, complete=True)
             verdict, finding = check.run(budget_s=max(1.0, budget_s * 0.1))
     finally:
         tgt.close()
     return RunResult(
         seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id),
         history=tuple(recorder.history()), decisions=tuple(decisions), verdict=verdict, finding=finding,
-        elapsed_s=time.monotonic() - started,
+        elapsed_s=time.monotonic() - started, feed=tuple(feed),
     )
 
 
-def _execute(target: Target, plan: Plan, seed: int, schedule: Sequence[Sequence[int]],
-             explain: bool) -> tuple[list[Operation], list[tuple[int, ...]], Verdict, Finding | None]:
+@dataclass(frozen=True, slots=True)
+class _Executed:
+    history: list[Operation]
+    decisions: list[tuple[int, ...]]
+    verdict: Verdict
+    finding: Finding | None
+    feed: list[FeedEntry]
+
+
+def _execute(target: Target, plan: Plan, seed: int, schedule: Sequence[Sequence[int]], explain: bool) -> _Executed:
     recorder = Recorder()
     decisions = []
+    check = HistoryCheck(explain=explain)
     try:
         setup(target, plan.run_id)
+        follower = FeedFollower(target)
         for index, batch in enumerate(plan.batches):
             script = schedule[index] if index < len(schedule) else ()
             decisions.append(tuple(execute_batch(target, batch, recorder, batch_seed(seed, index), script)))
+            check.add(recorder.take())
+        feed = follower.poll()
+        check.feed(feed, complete=True)
     finally:
         target.close()
-    history = recorder.history()
-    verdict, finding = check_history(history, explain=explain)
-    return history, decisions, verdict, finding
+    verdict, finding = check.run()
+    return _Executed(recorder.history(), decisions, verdict, finding, feed)
 
 
 def rerun(plan: Plan, seed: int, factory: LedgerFactory = reference_factory,
@@ -195,16 +239,16 @@ def rerun(plan: Plan, seed: int, factory: LedgerFactory = reference_factory,
     ``schedule`` (per batch, the workers chosen at each point) is followed where it applies.
     """
     started = time.monotonic()
-    target = EmbeddedTarget(plan.actors, seed=seed, factory=factory)
-    history, decisions, verdict, finding = _execute(target, plan, seed, schedule, explain)
-    return RunResult(seed=seed, plan=plan, history=tuple(history), decisions=tuple(decisions),
-                     verdict=verdict, finding=finding, elapsed_s=time.monotonic() - started)
+    done = _execute(EmbeddedTarget(plan.actors, seed=seed, factory=factory), plan, seed, schedule, explain)
+    return RunResult(seed=seed, plan=plan, history=tuple(done.history), decisions=tuple(done.decisions),
+                     verdict=done.verdict, finding=done.finding, elapsed_s=time.monotonic() - started,
+                     feed=tuple(done.feed))
 
 
 def rerun_over_http(plan: Plan, seed: int, target: HttpTarget) -> RunResult:
     """Execute a recorded plan against a URL with fresh ids (the server keeps old receipts)."""
     started = time.monotonic()
     fresh = plan.rebased(fresh_run_id(seed))
-    history, _, verdict, finding = _execute(target, fresh, seed, (), True)
-    return RunResult(seed=seed, plan=fresh, history=tuple(history), decisions=(), verdict=verdict,
-                     finding=finding, elapsed_s=time.monotonic() - started)
+    done = _execute(target, fresh, seed, (), True)
+    return RunResult(seed=seed, plan=fresh, history=tuple(done.history), decisions=(), verdict=done.verdict,
+                     finding=done.finding, elapsed_s=time.monotonic() - started, feed=tuple(done.feed))

@@ -7,6 +7,12 @@ write), writes with a deliberately stale ``expected_revision``, the same command
 once, identical replays of earlier commands, and status reads by participants and by the
 reader. One batch in five moves the clock past the lease.
 
+Some interleavings are planned rather than left to chance, because they are where stale reads
+and out-of-order commits show: right after a transition, its worker reads the handoff back
+(the same lane, so after the answer) and another worker reads it too, while the rest of the
+batch is in flight; and an agent that pipelines its next transition sends it from its second
+worker at once, expecting the revision the first will produce.
+
 Every per-batch step costs the same however long the run: the planner reads only the handoffs
 still in play (an old one retires after a few batches), and draws replays from a short window.
 """
@@ -153,11 +159,37 @@ class Planner:
                          path=f"/v1/projects/{self.target.project}/handoffs",
                          body={"command_id": command_id, "payload": payload})
 
-    def _status(self, handoff_id: str, actor: str) -> PlannedOp:
+    def _status(self, handoff_id: str, actor: str, worker: int | None = None) -> PlannedOp:
         inp = {"op": "handoff.status", "actor": actor, "handoff_id": handoff_id}
-        worker = self._worker_of(actor) if actor in self.workers else self.rng.randrange(len(self.workers))
+        if worker is None:
+            worker = self._worker_of(actor) if actor in self.workers else self.rng.randrange(len(self.workers))
         return PlannedOp(worker=worker, input=inp, method="GET",
                          path=f"/v1/projects/{self.target.project}/handoffs/{handoff_id}", body=None)
+
+    def _read_back(self, write: PlannedOp, k: _Known) -> list[PlannedOp]:
+        """Its worker reads the handoff back after the answer, and another worker reads it too."""
+        handoff_id = str(write.input["handoff_id"])
+        others = [i for i, a in enumerate(self.workers) if i != write.worker and a in (k.from_actor, k.to_actor, READER)]
+        other = self.rng.choice(others)
+        return [self._status(handoff_id, write.actor, write.worker),
+                self._status(handoff_id, self.workers[other], other)]
+
+    def _pipelined(self, write: PlannedOp, k: _Known, now: int | None) -> PlannedOp:
+        """The same agent's next transition at once, from its other worker, expecting the
+        revision the first one will produce: it commits only after the first did."""
+        handoff_id = str(write.input["handoff_id"])
+        kind = "heartbeat" if write.input["op"] != "handoff.return" else "return"
+        payload: dict[str, Any] = {"claim_id": write.input["payload"]["claim_id"]}
+        if kind == "return":
+            payload |= {k: v for k, v in write.input["payload"].items() if k in ("result_fact_id", "outcome")}
+        expected = int(write.input["expected_revision"]) + 1
+        command_id = self._id(f"cmd-{kind}")
+        inp = {"op": f"handoff.{kind}", "actor": write.actor, "handoff_id": handoff_id, "command_id": command_id,
+               "expected_revision": expected, "payload": payload, "now_ms": now, "fact": write.input.get("fact")}
+        worker = next((i for i, a in enumerate(self.workers) if a == write.actor and i != write.worker), write.worker)
+        return PlannedOp(worker=worker, input=inp, method="POST",
+                         path=f"/v1/projects/{self.target.project}/handoffs/{handoff_id}/{kind}",
+                         body={"command_id": command_id, "expected_revision": expected, "payload": payload})
 
     def next_batch(self) -> Batch:
         rng = self.rng
@@ -194,10 +226,15 @@ class Planner:
                 viewer = rng.choice([*self.target.actors, *([READER] if self.target.has_reader else [])])
                 ops.append(self._status(handoff_id, viewer))
             elif k.status != "absent" or rng.random() < 0.2:
-                ops.append(self._transition(handoff_id, k, now))
-                if rng.random() < 0.3:  # the same command again at once: a retry racing its original
-                    first = ops[-1]
+                first = self._transition(handoff_id, k, now)
+                ops.append(first)
+                roll = rng.random()
+                if roll < 0.3:  # the same command again at once: a retry racing its original
                     ops.append(PlannedOp(worker=self._worker_of(first.actor), input=first.input,
                                          method=first.method, path=first.path, body=first.body))
+                elif roll < 0.55:
+                    ops.extend(self._read_back(first, k))
+                elif roll < 0.75:
+                    ops.append(self._pipelined(first, k, now))
         self.sent.extend(op for op in ops if op.method == "POST")
         return Batch(clock_ms=now, ops=tuple(ops))

@@ -8,7 +8,8 @@ runs next. The same plan and seed therefore give the same interleaving, which is
 failure replayable. A worker that holds the write lock stays the only candidate until its
 request ends (others would block inside SQLite, outside any point, and the run would stall),
 so a correct store's transactions stay atomic while a store that decides outside its
-transaction gets interleaved there.
+transaction gets interleaved there. A store that does more work after its transaction ended
+says so with ``committed``: from there on others may run again.
 """
 
 from __future__ import annotations
@@ -104,6 +105,6 @@ class SeededScheduler:
         with self._cond:
             if name == "begin":
                 self._holder = me
-            elif name == "done" and self._holder == me:
+            elif name in ("done", "committed") and self._holder == me:
                 self._holder = None
             self._wait_turn(me, name)
