@@ -17,7 +17,8 @@ from conformance.errors import ConfigError
 __all__ = ["CAPABILITIES", "Level", "Registry", "Requirement", "load_registry"]
 
 # Optional capabilities a target may claim; `core` is always claimed.
-CAPABILITIES: tuple[str, ...] = ("core", "leases", "test-clock", "replica-feeds", "search", "mcp", "artifacts")
+CAPABILITIES: tuple[str, ...] = ("core", "leases", "test-clock", "replica-feeds", "search", "mcp", "artifacts",
+                                 "concurrency")
 
 
 class Level(StrEnum):

@@ -158,8 +158,10 @@ def _settle_capabilities(runtime: Runtime) -> None:
         "search": ("GET", f"{probe_project}/search", {"params": {"q": "probe"}}),
         "mcp": ("POST", f"{probe_project}/mcp", {"json_body": {}}),
         "artifacts": ("GET", f"{probe_project}/artifacts/resolve", {"params": {"path": "/probe"}}),
+        # Concurrent traffic needs nothing but the core routes: claimed unless declared absent.
+        "concurrency": ("POST", "/v1/commands", {"json_body": {}}),
     }
-    for capability in ("leases", "test-clock", "replica-feeds", "search", "mcp", "artifacts"):
+    for capability in ("leases", "test-clock", "replica-feeds", "search", "mcp", "artifacts", "concurrency"):
         claim = declared.get(capability)
         if claim is not None:
             runtime.claims[capability] = claim
