@@ -16,38 +16,21 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import setup_ok
+from conformance.actors import Actor, World, setup_ok
 from conformance.errors import Indeterminate, TargetError
 from conformance.expect import expect_status
+from conformance.transcript import Exchange
+from conformance.profiles.aidememo.checks._concurrent import at_once
 
 ROUNDS = 6
 WRITERS = ("w1", "w2", "w3", "w4")
 
 
-def _at_once(calls: list[Callable[[], Any]]) -> list[Any]:
-    """Run the calls together (one thread each, released by one barrier); their results."""
-    results: list[Any] = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            results[index] = calls[index]()
-        except (TargetError, Indeterminate) as exc:
-            results[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for result in results:
-        if isinstance(result, Exception):
-            raise result
-    return results
+def _put(actor: Actor, note: str, payload: dict[str, Any]) -> Callable[[], Exchange]:
+    return lambda: actor.put(note, payload)
 
 
-def _feed_after(actor: Any, epoch: str, after_seq: int) -> dict[int, dict[str, Any]]:
+def _feed_after(actor: Actor, epoch: str, after_seq: int) -> dict[int, dict[str, Any]]:
     entries: dict[int, dict[str, Any]] = {}
     while True:
         page = expect_status(actor.changes(epoch, after_seq, 10_000), 200)
@@ -60,16 +43,16 @@ def _feed_after(actor: Any, epoch: str, after_seq: int) -> dict[int, dict[str, A
 
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-1")
-def test_each_concurrent_receipt_names_its_own_change_feed_entry(world):
+def test_each_concurrent_receipt_names_its_own_change_feed_entry(world: World) -> None:
     world.require("replica-feeds")
     project = world.project(writers=WRITERS)
-    writers = [getattr(project, name) for name in WRITERS]
+    writers: list[Actor] = [getattr(project, name) for name in WRITERS]
     epoch = writers[0].setup_epoch()
     head = expect_status(writers[0].snapshot(), 200)["at_seq"]
     receipts = []
     for _ in range(ROUNDS):
         notes = [world.new_id("note") for _ in writers]
-        answers = _at_once([lambda w=w, n=n: w.put(n, {"by": w.name}) for w, n in zip(writers, notes)])
+        answers = at_once([_put(w, n, {"by": w.name}) for w, n in zip(writers, notes)])
         receipts += [(w, setup_ok(a, f"{w.name} put")) for w, a in zip(writers, answers)]
     feed = _feed_after(writers[0], epoch, head)
     for writer, receipt in receipts:
@@ -83,14 +66,14 @@ def test_each_concurrent_receipt_names_its_own_change_feed_entry(world):
 
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-2")
-def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(world):
+def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(world: World) -> None:
     project = world.project(writers=WRITERS)
-    writers = [getattr(project, name) for name in WRITERS]
+    writers: list[Actor] = [getattr(project, name) for name in WRITERS]
     note = world.new_id("note")
     commits: list[tuple[int, int]] = []
     for round_ in range(ROUNDS):
         # No expected_revision: every put commits, each at the next revision of the one note.
-        answers = _at_once([lambda w=w: w.put(note, {"by": w.name, "round": round_}) for w in writers])
+        answers = at_once([_put(w, note, {"by": w.name, "round": round_}) for w in writers])
         commits += [(r["revision"], r["project_seq"]) for r in (setup_ok(a, "put") for a in answers)]
     commits.sort()
     revisions = [revision for revision, _ in commits]
@@ -102,7 +85,7 @@ def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(
 
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-3")
-def test_a_read_after_a_write_sees_it_while_other_writes_are_in_flight(world):
+def test_a_read_after_a_write_sees_it_while_other_writes_are_in_flight(world: World) -> None:
     project = world.project(writers=WRITERS)
     writer, other, *busy = [getattr(project, name) for name in WRITERS]
     note = world.new_id("note")
@@ -110,7 +93,7 @@ def test_a_read_after_a_write_sees_it_while_other_writes_are_in_flight(world):
     stop = threading.Event()
     failures: list[Exception] = []
 
-    def keep_writing(actor: Any, prefix: str) -> None:
+    def keep_writing(actor: Actor, prefix: str) -> None:
         # Other writes in flight the whole time, as on any busy server, until the reads are done.
         n = 0
         while not stop.is_set():

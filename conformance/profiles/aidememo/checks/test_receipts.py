@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.actors import setup_ok
+from conformance.profiles.aidememo.checks._concurrent import at_once
 from conformance.derive import command_fingerprint
 from conformance.expect import expect_error, expect_receipt, expect_status
 
@@ -211,38 +212,11 @@ def test_server_stamps_actor_and_inherits_source(world):
     assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff
 
 
-def _race(calls):
-    """Run the calls at once from threads; return their answers in order."""
-    import threading
-
-    from conformance.errors import Indeterminate, TargetError
-
-    answers: list[object] = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            answers[index] = calls[index]()
-        except (TargetError, Indeterminate) as exc:
-            answers[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for answer in answers:
-        if isinstance(answer, Exception):
-            raise answer
-    return answers
-
-
 @pytest.mark.requirement("AM-CMD-8")
 def test_concurrent_identical_commands_commit_once(world):
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
-    answers = _race([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
+    answers = at_once([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
     receipts = [expect_receipt(answer) for answer in answers]
     assert len({answer.body for answer in answers}) == 1, "concurrent identical commands got different receipts"
     body = expect_status(project.writer.resource("custom.note", note), 200)
@@ -253,7 +227,7 @@ def test_concurrent_identical_commands_commit_once(world):
 def test_concurrent_different_bodies_under_one_command_id_commit_once(world):
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
-    answers = _race([lambda v=v: project.writer.put(note, {"v": v}, command_id=command_id) for v in range(4)])
+    answers = at_once([lambda v=v: project.writer.put(note, {"v": v}, command_id=command_id) for v in range(4)])
     winners = [a for a in answers if a.status == 200]
     assert len(winners) == 1, f"{len(winners)} of 4 bodies under one command id committed"
     for loser in answers:
