@@ -25,6 +25,7 @@ from ._ids import bearer_digest, check_id, check_name
 from ._search import bm25, tokenize
 from ._sqlite import Membership, SQLiteStore
 from ._state import HANDOFF_FIELDS
+from ._text import ascii_lower, trim
 from ._visibility import visible_to
 
 __all__ = ["Response", "Service", "MAX_BODY_BYTES"]
@@ -432,7 +433,7 @@ class Service:
     def _search(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
         query = decode_query(request.query, SEARCH_QUERY)
-        q = query["q"].strip()
+        q = trim(query["q"])
         if not 1 <= len(q.encode("utf-8")) <= MAX_SEARCH_QUERY_BYTES:
             raise LedgerError.invalid_command("search query must contain 1..=4096 bytes")
         limit = DEFAULT_SEARCH_LIMIT if query["limit"] is None else query["limit"]
@@ -444,7 +445,8 @@ class Service:
             raise _too_large()
         if query["at_least_seq"] is not None and query["at_least_seq"] > index.head:
             raise _out_of_range(query["at_least_seq"], index.head)
-        mode = (query["mode"] or "auto").strip().lower()
+        # A present but empty ``mode=`` is Some("") upstream: refused below, not the default.
+        mode = "auto" if query["mode"] is None else ascii_lower(trim(query["mode"]))
         if mode in ("semantic", "hybrid"):
             raise LedgerError.invalid_command(
                 "semantic retrieval requires an aidememo-server build with --features semantic"

@@ -15,6 +15,7 @@ from enum import StrEnum
 from typing import Any, Final
 
 from ._errors import LedgerError
+from ._text import trim
 
 __all__ = [
     "Status",
@@ -65,7 +66,7 @@ HANDOFF_FIELDS: Final = (
 
 def text_problem(value: str, max_bytes: int) -> str | None:
     """Why a topic/content/focus/done_when text is refused (``dom/handoff.rs validate_text``)."""
-    if not value.strip() or len(value.encode("utf-8")) > max_bytes:
+    if not trim(value) or len(value.encode("utf-8")) > max_bytes:
         return "size"
     if any(unicodedata.category(ch) == "Cc" and ch not in "\n\r\t" for ch in value):
         return "control"

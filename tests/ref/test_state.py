@@ -116,3 +116,16 @@ def test_failed_return_keeps_the_claim_without_a_lease_and_allows_a_new_claim() 
     assert accept(failed, "b", "c1", NOW) == failed  # same claim: no-op (wire spec §8 item 4)
     retry = accept(failed, "b", "c2", NOW + 1)
     assert (retry["attempt_count"], retry["outcome"], retry["result_fact_id"]) == (2, None, None)
+
+
+def test_text_rules_trim_with_rusts_whitespace_set() -> None:
+    import sys
+
+    from aidememo_ref._state import text_problem
+    from aidememo_ref._text import RUST_WHITESPACE, ascii_lower, trim
+
+    python_space = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert python_space - set(RUST_WHITESPACE) == set("\x1c\x1d\x1e\x1f")  # the only disagreement
+    assert trim("\u3000\xa0 x\x1f\t") == "x\x1f" and ascii_lower("AİK\u212a") == "aİk\u212a"
+    # "\x1f" is not blank upstream: it is refused for its control character, not for its size.
+    assert (text_problem("\x1f", 64), text_problem(" \u2003", 64)) == ("control", "size")

@@ -36,3 +36,22 @@ def test_bad_search_parameters_are_invalid(world, params):
     project = world.project()
     q = params.pop("q")
     expect_error(project.writer.search(q, **params), 400, "invalid_command")
+
+
+@pytest.mark.requirement("AM-SEARCH-3")
+@pytest.mark.parametrize(("mode", "accepted"), [
+    ("LEXICAL", True), ("Auto", True), ("%20lexical%20", True), ("%09auto%0A", True), ("%C2%A0lexical%E3%80%80", True),
+    ("", False), ("%20", False), ("lex%20ical", False), ("lexical%1F", False), ("lexicalx", False),
+    ("%EF%BD%8C%EF%BD%85%EF%BD%98%EF%BD%89%EF%BD%83%EF%BD%81%EF%BD%8C", False),
+], ids=["upper", "title", "spaces", "tab-newline", "unicode-spaces", "empty", "blank", "inner-space",
+        "unit-separator", "suffix", "fullwidth"])
+def test_search_mode_is_trimmed_and_ascii_lowercased(world, mode, accepted):
+    # Upstream: mode.unwrap_or("auto").trim().to_ascii_lowercase(), then one of four words (wire §1.6).
+    # U+001F is not Unicode White_Space, so Rust's trim keeps it; fullwidth letters are not ASCII.
+    project = world.project()
+    exchange = project.writer.request("GET", f"{project.writer.base}/search", raw_query=f"q=probe&mode={mode}")
+    if accepted:
+        body = expect_status(exchange, 200)
+        assert isinstance(body, dict) and body.get("mode") == "lexical", f"mode={mode} answered mode {body!r}"
+    else:
+        expect_error(exchange, 400, "invalid_command")

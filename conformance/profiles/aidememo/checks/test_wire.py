@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.actors import setup_ok
 from conformance.expect import expect_error, expect_status, is_error_shape
 
 
@@ -39,8 +40,6 @@ def test_error_answers_have_the_wire_shape(world, case):
     expected = {"stale_revision": 409, "resource_not_found": 404, "authentication_failed": 401,
                 "project_unauthorized": 403, "invalid_command": 400}[case]
     if case == "stale_revision":
-        from conformance.actors import setup_ok
-
         note = world.new_id("note")
         setup_ok(writer.put(note, {"v": 1}), "put note")
         exchange = writer.put(note, {"v": 2}, expected_revision=7)
@@ -160,3 +159,34 @@ def test_bad_identifier_in_path_is_invalid_identifier(world):
     exchange = project.writer.request("GET", f"{project.writer.base}/handoffs/bad%20id")
     expect_error(exchange, 400, "invalid_identifier")
     assert is_error_shape(exchange)
+
+
+_FEEDS = pytest.mark.capability("replica-feeds")
+_SEARCH = pytest.mark.capability("search")
+
+
+@pytest.mark.requirement("AM-WIRE-3")
+@pytest.mark.parametrize(("route", "query", "empty"), [
+    pytest.param("search", "q=probe", "mode=", marks=_SEARCH, id="search-mode"),
+    pytest.param("search", "q=probe", "mode", marks=_SEARCH, id="search-mode-without-equals"),
+    pytest.param("search", "q=probe", "limit=", marks=_SEARCH, id="search-limit"),
+    pytest.param("search", "q=probe", "at_least_seq=", marks=_SEARCH, id="search-at_least_seq"),
+    pytest.param("search", "q=probe", "source_id=", marks=_SEARCH, id="search-source_id"),
+    pytest.param("handoffs", "box=inbox", "limit=", id="mailbox-limit"),
+    pytest.param("handoffs", "box=inbox", "before_seq=", id="mailbox-before_seq"),
+    pytest.param("handoffs", "box=inbox", "include_completed=", id="mailbox-include_completed"),
+    pytest.param("handoffs", "box=inbox", "source_id=", id="mailbox-source_id"),
+    pytest.param("changes", "after_seq=0", "limit=", marks=_FEEDS, id="changes-limit"),
+    pytest.param("changes/materialized", "after_seq=0", "limit=", marks=_FEEDS, id="materialized-limit"),
+])
+def test_a_present_empty_query_value_is_not_an_absence(world, route, query, empty):
+    # Upstream's query structs hold Option<T>: `key=` is Some(""), which T refuses (wire §0.4).
+    project = world.project()
+    writer = project.writer
+    if route.startswith("changes"):
+        query = f"project_epoch={writer.setup_epoch()}&{query}"
+    path = f"{writer.base}/{route}"
+    setup_ok(writer.request("GET", path, raw_query=query), f"GET {route} without {empty.rstrip('=')}")
+    exchange = writer.request("GET", path, raw_query=f"{query}&{empty}")
+    assert exchange.status != 200, f"GET {route}?{query}&{empty} answered 200: an empty value was taken as absent"
+    expect_error(exchange, 400, "invalid_command")
