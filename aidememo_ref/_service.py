@@ -18,6 +18,7 @@ from urllib.parse import unquote_to_bytes
 
 from . import _ledger
 from ._canonical import JsonError, format_float, parse_json
+from ._clock import AdvancingClock, Clock
 from ._commands import TRANSITIONS, TYPED_CREATES, Command, raw_command, typed_command
 from ._decode import Field, decode_query
 from ._errors import ErrorCode, LedgerError
@@ -131,7 +132,7 @@ class Service:
     def __init__(
         self,
         store: SQLiteStore,
-        clock: Any,
+        clock: Clock,
         *,
         test_clock: bool = False,
         decide: Callable[[Command, str, Any, int], _ledger.Write] | None = None,
@@ -486,6 +487,7 @@ class Service:
             raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>}')
         if self.clock.now_ms() + advance > MAX_CLOCK_MS:
             raise LedgerError.invalid_command("test clock cannot move past 2^62 ms (timestamps are stored as i64)")
+        assert isinstance(self.clock, AdvancingClock)  # ReferenceLedger refuses test_clock without one
         self.clock.advance(advance)
         return _ok(_dumps({"now_ms": self.clock.now_ms()}))
 
