@@ -54,6 +54,13 @@ class HandoffRef:
     revision: int
     claim_id: str | None = None
 
+    @property
+    def claim(self) -> str:
+        """The claim of an accepted handoff (what ``setup_accept`` returns)."""
+        if self.claim_id is None:
+            raise Untestable(f"handoff {self.handoff_id} has no claim: it was not accepted in setup")
+        return self.claim_id
+
 
 @dataclass(slots=True)
 class Actor:

@@ -31,7 +31,7 @@ def expect_error(exchange: Exchange, status: int, code: str) -> dict[str, Any]:
     assert exchange.status == status and exchange.error_code() == code, (
         f"expected HTTP {status} {code}; {_shown(exchange)}"
     )
-    error = exchange.json()["error"]
+    error: dict[str, Any] = exchange.json()["error"]
     assert isinstance(error.get("message"), str), f"error body lacks a string message; {_shown(exchange)}"
     return error
 

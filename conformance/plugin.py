@@ -321,7 +321,7 @@ def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Any,
         report.longrepr = (str(path), (line or 0) + 1, f"not scored: {reason}")
     elif verdict is Verdict.XFAIL:
         report.outcome = "skipped"
-        report.wasxfail = f"baseline: {reason}"  # type: ignore[attr-defined]
+        report.wasxfail = f"baseline: {reason}"
         report.longrepr = None
     elif verdict in (Verdict.WARN, Verdict.INFO) and report.when == "call":
         report.outcome = "passed"
