@@ -15,7 +15,6 @@ __all__ = [
     "MAX_NAME_BYTES",
     "check_id",
     "check_name",
-    "is_valid_id",
     "stable_operation_id",
     "stable_claim_id",
     "bearer_digest",
@@ -37,10 +36,6 @@ def id_problem(value: str) -> str | None:
     if not value.isascii() or _ID_RE.match(value) is None:
         return "must contain only ASCII letters, digits, '-', '_', '.', ':', or '@'"
     return None
-
-
-def is_valid_id(value: object) -> bool:
-    return isinstance(value, str) and id_problem(value) is None
 
 
 def check_id(kind: str, value: str) -> str:

@@ -65,7 +65,6 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
-HEALTH_BODY: Final = b'{"status":"ok","mode":"single_node","schema_version":4}'
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +258,7 @@ class Service:
 
     # -- routes -----------------------------------------------------------------------------
     def _health(self, request: _Request) -> Response:
-        return Response(200, _JSON_HEADERS, HEALTH_BODY)
+        return _ok(_dumps({"status": "ok", "mode": "single_node", "schema_version": self.store.schema_version()}))
 
     def _openapi(self, request: _Request) -> Response:
         # A reference-only route (the real server has none): the contract, for any language.

@@ -227,6 +227,11 @@ class SQLiteStore:
         self._local = threading.local()
 
     # -- identity ---------------------------------------------------------------------------
+    def schema_version(self) -> int:
+        """``PRAGMA user_version``, which ``/health`` reports; upstream reads it on every call too."""
+        with self._guard():
+            return int(self._conn().execute("PRAGMA user_version").fetchone()[0])
+
     def member_by_token(self, digest: bytes, project: str) -> Membership | None | bool:
         """One read for a request: False for a bad token, None for no active membership."""
         with self._guard():

@@ -9,13 +9,9 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-__all__ = ["PARTICIPANT_KINDS", "is_participant_scoped", "visible_to"]
+__all__ = ["PARTICIPANT_KINDS", "visible_to"]
 
 PARTICIPANT_KINDS: Final = frozenset({"handoff", "handoff_context"})
-
-
-def is_participant_scoped(kind: str) -> bool:
-    return kind in PARTICIPANT_KINDS
 
 
 def visible_to(kind: str, body: Any, deleted: bool, actor_id: str) -> bool:

@@ -41,6 +41,7 @@ from .wire import (
     Receipt,
     ResourceAnswer,
     SearchAnswer,
+    SearchMode,
     Snapshot,
     TypedHandoff,
 )
@@ -247,7 +248,7 @@ class AideMemoClient:
         return cast(MaterializedChangeBatch, self.get(f"{self._base}/changes/materialized", params))
 
     def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
-               at_least_seq: int | None = None, mode: str | None = None) -> SearchAnswer:
+               at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
         params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
         return cast(SearchAnswer, self.get(f"{self._base}/search", params))
 

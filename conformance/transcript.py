@@ -75,9 +75,6 @@ class Exchange:
                 return value
         return None
 
-    def describe(self) -> str:
-        return f"{self.method} {self.url} -> {self.status or self.error}"
-
     def to_dict(self) -> dict[str, object]:
         def text(raw: bytes) -> str:
             shown = raw[:_SHOWN_BODY_BYTES].decode("utf-8", "replace")

@@ -23,7 +23,7 @@ from enum import StrEnum
 from conformance.errors import Indeterminate, NotScored, TargetError, Untestable
 from conformance.registry import Level
 
-__all__ = ["Verdict", "decide", "OK_VERDICTS"]
+__all__ = ["Verdict", "decide"]
 
 
 class Verdict(StrEnum):
@@ -37,9 +37,6 @@ class Verdict(StrEnum):
     XFAIL = "XFAIL"
     XPASS = "XPASS"
     ERROR = "ERROR"
-
-
-OK_VERDICTS = frozenset({Verdict.PASS, Verdict.WARN, Verdict.INFO, Verdict.SKIP, Verdict.XFAIL})
 
 
 # What checks raise when an answer is JSON of the wrong shape (a missing key, a string where an

@@ -448,3 +448,11 @@ def test_search_query_is_trimmed_with_rusts_whitespace(world: World) -> None:
     r = world.call("codex-p1", "GET", world.p("/search?q=%1F"))
     assert (r.status_code, r.json()["results"]) == (200, [])
     assert error_of(world.call("codex-p1", "GET", world.p("/search?q=%E3%80%80%C2%A0"))) == (400, "invalid_command")
+
+
+def test_health_reports_the_stores_schema_version(world: World) -> None:
+    # Upstream asks the store on every call (store.schema_version(): PRAGMA user_version).
+    conn = sqlite3.connect(world.ledger.database)
+    conn.execute("PRAGMA user_version=7")
+    conn.close()
+    assert world.call(None, "GET", "/health").json() == {"status": "ok", "mode": "single_node", "schema_version": 7}
