@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from ._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
     from ._service import Response
     from ._sqlite import ProvisionError
+    from .process import ReferenceProcess, ServerStartError
     from .client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
 __all__ = [
@@ -26,6 +27,8 @@ __all__ = [
     "provision",
     "Provisioning",
     "serve_in_thread",
+    "ReferenceProcess",
+    "ServerStartError",
     "ProvisionError",
     "Clock",
     "SystemClock",
@@ -51,6 +54,8 @@ _WHERE = {
     "provision": "_reference",
     "Provisioning": "_reference",
     "serve_in_thread": "_reference",
+    "ReferenceProcess": "process",
+    "ServerStartError": "process",
     "ProvisionError": "_sqlite",
     "Clock": "_clock",
     "SystemClock": "_clock",

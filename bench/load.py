@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -213,19 +211,6 @@ def audit(clients: dict[str, httpx.Client], book: Book) -> Counter[str]:
     return states
 
 
-def start_server(database: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", "--database", str(database), "--bind", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving" not in line:
-        proc.kill()
-        raise SystemExit(f"error: server did not start: {line.strip() or 'no output'}")
-    return proc, line.split()[2]
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -271,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
               f"--seconds {args.seconds:g} --seed {seed}")
     print(f"seed={seed}  (replay: {replay}; thread interleaving is not replayed, only every choice)", flush=True)
     from aidememo_ref import provision
+    from aidememo_ref.process import ReferenceProcess, ServerStartError
 
     actors = [f"actor-{i}" for i in range(args.actors)]
     tokens = {actor: f"load-token-{actor}-0123456789" for actor in actors}
@@ -280,7 +266,11 @@ def main(argv: list[str] | None = None) -> int:
         for actor in actors:
             provision(database, tenant_id="t-load", project_id=PROJECT, actor_id=actor, token=tokens[actor],
                       project_epoch="e-load")
-        proc, url = start_server(database)
+        try:
+            server = ReferenceProcess.start(database)
+        except ServerStartError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        url = server.url
         try:
             created = httpx.post(f"{url}/v1/projects/{PROJECT}/sessions", headers={"authorization": f"Bearer {tokens[actors[0]]}"},
                                  json={"command_id": "session", "payload": {"session_id": SESSION, "topic": "load"}}, timeout=30)
@@ -299,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
             for t in pool:
                 t.join()
             elapsed = time.monotonic() - started
-            alive = proc.poll() is None
+            alive = server.process.poll() is None
             states: Counter[str] = Counter()
             if alive:
                 # Measured before and after the load and pooled: one pass alone drifts with warm-up.
@@ -310,11 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                 for client in readers.values():
                     client.close()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            server.stop()
     done = sum(len(v) for v in book.latencies.values())
     base_p50 = percentile(baseline, 0.5)
     print(f"actors: {args.actors} x {args.workers} workers  operations: {done}  elapsed: {elapsed:.1f} s  "

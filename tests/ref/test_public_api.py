@@ -13,7 +13,7 @@ def test_public_names_are_pinned_and_resolve() -> None:
         "ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "SystemClock", "ManualClock",
         "OffsetClock", "ErrorCode", "LedgerError", "Response", "canonical_json", "fingerprint",
         "stable_operation_id", "stable_claim_id", "bearer_digest", "AideMemoClient", "AideMemoHTTPError",
-        "Clock", "Provisioning", "AideMemoClientError", "ClientRefusal", "OutcomeUnknown",
+        "Clock", "Provisioning", "ReferenceProcess", "ServerStartError", "AideMemoClientError", "ClientRefusal", "OutcomeUnknown",
     ])
     for name in aidememo_ref.__all__:
         assert getattr(aidememo_ref, name) is not None

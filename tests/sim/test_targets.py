@@ -3,31 +3,13 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aidememo_ref import ReferenceLedger, serve_in_thread
 from simulations.cli import main
 from simulations.concurrency import READER, HttpTarget
 from simulations.runner import run_campaign
-
-ACTORS = ("agent-a", "agent-b", "agent-c")
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    ledger = ReferenceLedger(tmp_path_factory.mktemp("served") / "ledger.sqlite")
-    tokens = {}
-    for actor in (*ACTORS, READER):
-        tokens[actor] = f"tok-{actor}-0123456789"
-        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                         role="reader" if actor == READER else "writer")
-    with serve_in_thread(ledger) as url:
-        yield url, tokens
-    ledger.close()
-
 
 def test_a_url_campaign_against_the_reference_is_clean(served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
