@@ -19,6 +19,7 @@ __all__ = [
     "stable_claim_id",
     "bearer_digest",
     "new_ulid",
+    "CROCKFORD",
 ]
 
 MAX_ID_BYTES = 128  # dom/identity.rs MAX_ID_BYTES
@@ -86,10 +87,10 @@ def bearer_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the ULID alphabet: Crockford base32, no I, L, O, U
 
 
 def new_ulid(now_ms: int, randomness: bytes) -> str:
     """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
     value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))

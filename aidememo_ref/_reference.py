@@ -17,6 +17,7 @@ from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import View, Write
 from ._service import Response, Service
 from ._sqlite import ProvisionError, Scheduler, SQLiteStore
+from .wire import ROLES
 
 if TYPE_CHECKING:
     from ._asgi import ASGIApp
@@ -27,7 +28,6 @@ __all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in
 Decide = Callable[[Command, str, View, int], Write]
 HeaderPairs = Mapping[str, str] | Mapping[bytes, bytes] | Iterable[tuple[str | bytes, str | bytes]]
 
-ROLES = ("owner", "admin", "writer", "reader")
 ACTOR_KINDS = ("human", "agent", "service")
 MAX_DISPLAY_NAME_BYTES = 256
 

@@ -44,6 +44,7 @@ from .wire import (
     SearchMode,
     Snapshot,
     TypedHandoff,
+    error_detail,
 )
 
 __all__ = [
@@ -128,12 +129,12 @@ def _decode(method: str, path: str, response: httpx.Response) -> JSON:
             return cast(JSON, response.json())
         except ValueError as exc:
             raise OutcomeUnknown(method, path, f"HTTP {response.status_code} answer is not JSON", exc) from exc
-    code, message = None, response.text
     try:
-        error = response.json()["error"]
-        code, message = str(error["code"]), str(error["message"])
-    except (ValueError, KeyError, TypeError):
-        pass
+        detail = error_detail(response.json())
+    except ValueError:
+        detail = None
+    code = detail["code"] if detail else None
+    message = detail["message"] if detail and detail["message"] else response.text
     raise AideMemoHTTPError(response.status_code, code, message, response.content)
 
 

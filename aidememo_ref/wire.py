@@ -7,7 +7,7 @@ tests validate the same shapes at run time against ``openapi.json``.
 
 from __future__ import annotations
 
-from typing import Literal, NotRequired, TypeAlias, TypedDict
+from typing import Final, Literal, NotRequired, TypeAlias, TypedDict, get_args
 
 __all__ = [
     "JSON",
@@ -32,20 +32,45 @@ __all__ = [
     "HandoffPage",
     "Health",
     "Role",
+    "ROLES",
+    "WRITER_ROLES",
     "HandoffStatus",
     "HandoffOutcome",
     "Mailbox",
     "SearchMode",
+    "ErrorDetail",
+    "error_detail",
 ]
 
 JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | None"
 JSONObject: TypeAlias = "dict[str, JSON]"
 
 Role = Literal["owner", "admin", "writer", "reader"]
+ROLES: Final[tuple[Role, ...]] = get_args(Role)  # membership roles, strongest first
+WRITER_ROLES: Final[frozenset[Role]] = frozenset({"owner", "admin", "writer"})  # every role but reader may write
 HandoffStatus = Literal["pending", "accepted", "completed"]
 HandoffOutcome = Literal["succeeded", "failed"]
 Mailbox = Literal["inbox", "outbox"]
 SearchMode = Literal["auto", "lexical", "semantic", "hybrid"]
+
+
+class ErrorDetail(TypedDict):
+    code: str  # snake_case wire code, e.g. stale_revision
+    message: str
+
+
+def error_detail(document: object) -> ErrorDetail | None:
+    """The ``error`` of an AideMemo error body ``{"error":{"code","message"}}`` (wire §3.1).
+
+    None unless ``document`` is an object whose ``error`` is an object with a string ``code``;
+    a missing or non-string ``message`` reads as "". This is the one place the kit reads an
+    error code out of a body, so every reader agrees on what counts as one.
+    """
+    error = document.get("error") if isinstance(document, dict) else None
+    if not isinstance(error, dict) or not isinstance(error.get("code"), str):
+        return None
+    message = error.get("message")
+    return {"code": error["code"], "message": message if isinstance(message, str) else ""}
 
 
 class Scope(TypedDict):

@@ -32,6 +32,8 @@ from typing import Any, Final
 
 import httpx
 
+from aidememo_ref.wire import error_detail
+
 PROJECT: Final = "p-load"
 SESSION: Final = "s-load"
 EXPECTED: Final = frozenset({(409, "stale_revision"), (409, "handoff_conflict")})
@@ -129,9 +131,10 @@ class Worker:
         code = None
         if response.status_code != 200:
             try:
-                code = response.json()["error"]["code"]
-            except (ValueError, KeyError, TypeError):
-                code = "(no wire error body)"
+                detail = error_detail(response.json())
+            except ValueError:
+                detail = None
+            code = detail["code"] if detail else "(no wire error body)"
         self.book.record(op, elapsed, response.status_code, code, response.text)
         return response
 

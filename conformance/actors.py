@@ -16,13 +16,13 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from aidememo_ref.wire import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
 from conformance.runtime import Runtime, advance_clock
 from conformance.transcript import Exchange, Transcript
 
 __all__ = ["Actor", "HandoffRef", "Project", "World", "setup_ok"]
 
-WRITER_ROLES = ("writer", "admin", "owner")
 
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from aidememo_ref.wire import ROLES
 from conformance.errors import ConfigError, Untestable
 from conformance.registry import CAPABILITIES
 
@@ -37,7 +38,6 @@ __all__ = [
 DEFAULT_TIMEOUT_S = 10.0
 DEFAULT_MAX_BODY_BYTES = 4 * 1024 * 1024  # well above any answer the suite provokes (1 MiB bodies echo nothing)
 PLACEHOLDERS = ("{tenant}", "{project}", "{actor}", "{token_file}", "{role}")
-ROLES = ("owner", "admin", "writer", "reader")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ from typing import Any
 
 import httpx
 
+from aidememo_ref.wire import error_detail
 from conformance.errors import Indeterminate, TargetError
 
 __all__ = ["Exchange", "Transcript", "Wire", "redact_headers"]
@@ -64,10 +65,8 @@ class Exchange:
             data = json.loads(self.body)
         except ValueError:
             return None
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            code = data["error"].get("code")
-            return code if isinstance(code, str) else None
-        return None
+        detail = error_detail(data)
+        return detail["code"] if detail else None
 
     def header(self, name: str) -> str | None:
         for key, value in self.response_headers:
