@@ -10,6 +10,7 @@ import pytest
 from simulations.cli import main
 from simulations.concurrency import READER, HttpTarget
 from simulations.runner import run_campaign
+from tests.targetfile import token_entry, write_target
 
 def test_a_url_campaign_against_the_reference_is_clean(served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
@@ -35,11 +36,8 @@ def test_the_cli_runs_against_a_url(served: tuple[str, dict[str, str]], tmp_path
 def test_the_cli_takes_a_conformance_target_file(served: tuple[str, dict[str, str]], tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     url, tokens = served
-    entries = "\n".join(
-        f'[[provision.tokens]]\nproject = "p"\nactor = "{a}"\nrole = "{"reader" if a == READER else "writer"}"\n'
-        f'token = "{t}"\n' for a, t in tokens.items())
-    config = tmp_path / "target.toml"
-    config.write_text(f'url = "{url}"\n\n{entries}')
+    entries = [token_entry("p", a, "reader" if a == READER else "writer", token=t) for a, t in tokens.items()]
+    config = write_target(tmp_path / "target.toml", url, entries)
     assert main(["run", "--config", str(config), "--seed", "5", "--budget", "3", "--out", str(tmp_path)]) == 0
     assert "verdict OK" in capsys.readouterr().out
 

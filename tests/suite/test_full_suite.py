@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref.process import ReferenceProcess
+from tests.targetfile import token_entry, write_target
 
 OK = {"PASS", "SKIP"}
 UNSERVED = {"mcp", "artifacts"}  # the reference serves neither; their requirements are not scored
@@ -84,10 +85,8 @@ def test_served_reference_with_fixed_tokens(served, tmp_path):
         subprocess.run(["aidememo-ref", "bootstrap", "--database", str(database), "--tenant-id", "acme",
                         "--project-id", "fixed", "--actor-id", actor, "--token-file", str(token_file),
                         "--role", role], check=True, capture_output=True, timeout=60)
-        tokens.append(f'[[provision.tokens]]\nproject = "fixed"\nactor = "{actor}"\nrole = "{role}"\n'
-                      f'token_file = "{token_file.name}"\n')
-    config = tmp_path / "target.toml"
-    config.write_text(f'url = "{url}"\n' + "".join(tokens))
+        tokens.append(token_entry("fixed", actor, role, token_file=token_file.name))
+    config = write_target(tmp_path / "target.toml", url, tokens)
     report = tmp_path / "report"
     done = _cli("--config", str(config), "--report-dir", str(report), *SUBSET)
     records = _records(report)
