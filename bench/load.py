@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+from faker import Faker
 
 from aidememo_ref.wire import error_detail
 
@@ -116,6 +117,9 @@ class Worker:
         self.http = httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {tokens[actor]}"})
         self.actor, self.index, self.others = actor, index, [a for a in actors if a != actor]
         self.rng = random.Random(f"{seed}/{actor}/{index}")
+        # Realistic text from a stream of its own, so adding words never shifts a seeded choice.
+        self.faker = Faker()
+        self.faker.seed_instance(f"{seed}/{actor}/{index}/text")
         self.book, self.cap, self.deadline = book, cap, deadline
         self.step = 0
 
@@ -146,7 +150,7 @@ class Worker:
             if self.rng.random() < 0.3:
                 sent = self.call("send", "POST", f"{base}/handoffs", {"command_id": f"send-{tag}", "payload": {
                     "handoff_id": f"h-{tag}", "session_id": SESSION, "to_actor": self.rng.choice(self.others),
-                    "focus": "load"}})
+                    "focus": f"Review {self.faker.bs()}", "done_when": self.faker.sentence(nb_words=8)}})
                 if sent is not None and sent.status_code == 200:
                     with self.book.lock:
                         self.book.sent.append((f"h-{tag}", self.actor))
@@ -184,7 +188,7 @@ class Worker:
         if not self.book.take_slot(self.cap):
             return
         fact = self.call("fact", "POST", f"{base}/facts", {"command_id": f"fact-{tag}", "payload": {
-            "fact_id": f"f-{tag}", "session_id": SESSION, "content": f"result of {hid}"}})
+            "fact_id": f"f-{tag}", "session_id": SESSION, "content": self.faker.paragraph(nb_sentences=3)}})
         if fact is None or fact.status_code != 200 or not self.book.take_slot(self.cap):
             return
         self.call("return", "POST", f"{base}/handoffs/{hid}/return", {
