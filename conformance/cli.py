@@ -152,7 +152,12 @@ def main(argv: list[str] | None = None) -> int:
     except ConformanceError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
-    args = _parser(profile).parse_args(argv)
+    try:
+        args, extra = _parser(profile).parse_known_args(argv)
+        if extra:
+            _Parser().error(f"unrecognized arguments: {' '.join(extra)} (profile {profile.name})")
+    except SystemExit as exc:  # argparse's own exit: --help, or a one-line error already printed
+        return exc.code if isinstance(exc.code, int) else 2
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 

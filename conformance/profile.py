@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import importlib
 import random
+import shlex
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BASELINE",
+    "CLI",
     "CONFIG",
     "CheckContext",
     "EMBEDDED_FACTORY",
@@ -162,6 +164,19 @@ def _parse_tag(value: object, where: str, context: ParseContext) -> str:
     return tag
 
 
+def _parse_command_line(value: object, where: str, context: ParseContext) -> tuple[str, ...]:
+    if isinstance(value, list) and value and all(isinstance(word, str) for word in value):
+        return tuple(value)
+    text = parse_text(value, where, context)
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if not words:
+        raise ConfigError(f"{where}: expected a command line, got {value!r}")
+    return tuple(words)
+
+
 def _parse_factory(value: object, where: str, context: ParseContext) -> str:
     if not isinstance(value, str) or ":" not in value:
         raise ConfigError(f"{where}: expected 'module:callable', got {value!r}")
@@ -192,6 +207,12 @@ RUN_SETTINGS: tuple[Setting[Any], ...] = (CONFIG, PROFILE, SEED, RUN_TAG, BASELI
 # Ready-made declarations for profiles whose target is an HTTP server or an embedded reference.
 URL: Setting[str | None] = Setting(name="url", parse=parse_url, default=None, metavar="URL",
                                    help="server under test; without it the embedded reference is started")
+# For profiles whose target is a command line (a CLI, a stdio MCP server): no URL.
+CLI: Setting[tuple[str, ...] | None] = Setting(
+    name="cli", parse=_parse_command_line, default=None, metavar="COMMAND",
+    render=lambda words: [shlex.join(words or ())],
+    help="command line of the CLI under test (a string, or an array in the target file); "
+         "without it the embedded reference's is used")
 EMBEDDED_FACTORY: Setting[str | None] = Setting(
     name="embedded_factory", parse=_parse_factory, default=None, file_key="embedded.factory", ini=None,
     metavar="MODULE:CALLABLE", hidden=True, help="build the embedded reference with this callable (broken variants)")
