@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
-from typing import Any
+from typing import Any, Protocol
 
-from ._service import MAX_BODY_BYTES, Service
+from ._service import MAX_BODY_BYTES, Response
 
-__all__ = ["ASGIApp", "create_asgi"]
+__all__ = ["ASGIApp", "Handles", "create_asgi"]
 
 # ASGI 3's own shapes: scopes and messages are dicts whose keys depend on their "type".
 ASGIScope = MutableMapping[str, Any]
@@ -23,7 +23,14 @@ ASGISend = Callable[[ASGIMessage], Awaitable[None]]
 ASGIApp = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
 
 
-def create_asgi(service: Service) -> ASGIApp:
+class Handles(Protocol):
+    """A sans-IO HTTP service: the AideMemo ``Service`` and the XMemo reference's service both are."""
+
+    def handle(self, method: str, target: str | bytes, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> Response:
+        ...
+
+
+def create_asgi(service: Handles) -> ASGIApp:
     """An ASGI 3 application serving ``service``."""
 
     async def app(scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:

@@ -6,7 +6,7 @@ import threading
 from collections.abc import Callable, Sequence
 
 from conformance.errors import Indeterminate, TargetError
-from conformance.transcript import Exchange
+from conformance.http import Exchange
 
 __all__ = ["race"]
 

@@ -13,7 +13,9 @@ import pytest
 import respx
 
 from conformance.errors import Indeterminate, TargetError
-from conformance.transcript import Transcript, Wire
+from conformance.http import Wire
+from conformance.profiles.aidememo.target import storage_failure
+from conformance.transcript import Transcript
 
 BASE = "http://target.test"
 BUSY = httpx.Response(503, json={"error": {"code": "storage_failure", "message": "canonical storage temporarily unavailable"}})
@@ -27,21 +29,23 @@ def target() -> Iterator[respx.MockRouter]:
 
 
 def wire(**kwargs: int) -> Wire:
-    return Wire(BASE, timeout_s=5, max_body_bytes=kwargs.pop("max_body_bytes", 1 << 20), **kwargs)
+    """The suite's Wire as the AideMemo profile builds it: 503 storage_failure is retryable."""
+    return Wire(BASE, timeout_s=5, max_body_bytes=kwargs.pop("max_body_bytes", 1 << 20), retryable=storage_failure,
+                **kwargs)
 
 
 def test_a_busy_answer_is_retried_and_every_attempt_is_in_the_transcript(target: respx.MockRouter) -> None:
     route = target.get("/health").mock(side_effect=[BUSY, BUSY, OK])
     transcript = Transcript()
-    exchange = wire(retries_503=2).request(transcript, "GET", "/health")
+    exchange = wire(retries=2).request(transcript, "GET", "/health")
     assert exchange.status == 200 and route.call_count == 3
-    assert [e.status for e in transcript.exchanges] == [503, 503, 200]
+    assert [e.status for e in transcript.entries] == [503, 503, 200]
 
 
 def test_only_busy_answers_are_an_indeterminate_outcome_not_a_verdict(target: respx.MockRouter) -> None:
     route = target.post("/v1/commands").mock(return_value=BUSY)
     with pytest.raises(Indeterminate, match="3 answers of 503 storage_failure"):
-        wire(retries_503=2).request(Transcript(), "POST", "/v1/commands", json_body={"command_id": "c"})
+        wire(retries=2).request(Transcript(), "POST", "/v1/commands", json_body={"command_id": "c"})
     assert route.call_count == 3
     assert len({call.request.content for call in route.calls}) == 1  # the identical request each time
 
@@ -61,7 +65,7 @@ def test_the_breaker_stops_sending_after_consecutive_transport_failures(target: 
     transcript = Transcript()
     with pytest.raises(TargetError, match="not sent"):
         bounded.request(transcript, "GET", "/health")
-    assert route.call_count == 2 and transcript.exchanges[0].status == 0
+    assert route.call_count == 2 and transcript.entries[0].status == 0
 
 
 def test_an_answer_over_the_body_bound_is_the_targets_fault(target: respx.MockRouter) -> None:
@@ -69,7 +73,7 @@ def test_an_answer_over_the_body_bound_is_the_targets_fault(target: respx.MockRo
     transcript = Transcript()
     with pytest.raises(TargetError, match="exceeds 1024 bytes"):
         wire(max_body_bytes=1024).request(transcript, "GET", "/snapshot")
-    assert transcript.exchanges[0].truncated and len(transcript.exchanges[0].body) <= 1024
+    assert transcript.entries[0].truncated and len(transcript.entries[0].body) <= 1024
 
 
 def test_a_transport_error_mid_body_is_the_targets_fault(target: respx.MockRouter) -> None:

@@ -10,10 +10,10 @@ import hashlib
 
 import pytest
 
-from conformance.actors import Actor, World
 from conformance.errors import NotScored
-from conformance.expect import expect_error, expect_status
-from conformance.transcript import Exchange
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 BODY = b"artifact-v1"
 

@@ -6,10 +6,10 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance.actors import Actor, World, setup_ok
 from conformance.errors import NotScored
-from conformance.expect import expect_error, expect_status
-from conformance.transcript import Exchange
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World, setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Callable[[], Exchange]]:

@@ -7,10 +7,10 @@ from functools import partial
 
 import pytest
 
-from conformance.actors import World
-from conformance.expect import expect_error, expect_receipt, record_of
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import World
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.race import race
-from conformance.transcript import Exchange
 
 
 @pytest.mark.requirement("AM-HL-CAS-1")

@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import Actor, Project, World, setup_ok
-from conformance.expect import expect_error, expect_receipt, expect_status
-from conformance.transcript import Exchange
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, Project, World, setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 KIND = "custom.fixture"
 

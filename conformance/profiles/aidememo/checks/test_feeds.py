@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import Project, World, setup_ok
-from conformance.expect import expect_error, expect_receipt, expect_status
+from conformance.profiles.aidememo.actors import Project, World, setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 
 def _notes(world: World, count: int = 3) -> tuple[Project, list[dict[str, Any]]]:

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import World, setup_ok
-from conformance.expect import expect_error, expect_status
+from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 def _ids(page: dict[str, Any]) -> list[str]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import Actor, World
-from conformance.expect import expect_error
-from conformance.transcript import Exchange
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World
+from conformance.profiles.aidememo.expect import expect_error
 
 VERSION = "2026-07-28"
 

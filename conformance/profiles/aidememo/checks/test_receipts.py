@@ -7,11 +7,11 @@ from functools import partial
 
 import pytest
 
-from conformance.actors import World, setup_ok
-from conformance.derive import command_fingerprint
-from conformance.expect import expect_error, expect_receipt, expect_status
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.derive import command_fingerprint
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.race import race
-from conformance.transcript import Exchange
 
 
 @pytest.mark.requirement("AM-CMD-1")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import World, setup_ok
-from conformance.expect import expect_error, expect_status, is_error_shape
+from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
 
 @pytest.mark.requirement("AM-HEALTH-1")
