@@ -228,9 +228,11 @@ def run_schemathesis(ledger: ReferenceLedger, url: str | None, requests: int, se
                 def one(case: Any, steer: int, who: str) -> None:
                     if counter[0] >= requests:
                         return
-                    if steer < 6 and "project_id" in (case.path_parameters or {}):
-                        case.path_parameters["project_id"] = fuzz.PROJECT  # steer into the populated world
-                    if steer < 4 and "handoff_id" in (case.path_parameters or {}):
+                    # Steer into the populated world; never a negative case: it could repair the value it broke.
+                    steered = mode is GenerationMode.POSITIVE
+                    if steered and steer < 6 and "project_id" in (case.path_parameters or {}):
+                        case.path_parameters["project_id"] = fuzz.PROJECT
+                    if steered and steer < 4 and "handoff_id" in (case.path_parameters or {}):
                         case.path_parameters["handoff_id"] = ("h-1", "h-2", "h-done")[steer % 3]
                     try:
                         case.call_and_validate(base_url=served if url is not None else None,
