@@ -236,23 +236,28 @@ class SQLiteXMemoStore:
 
     # -- writes -----------------------------------------------------------------------------
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
-        self._point("write.before")
+        # Scheduler points as the AideMemo store names them: "begin" once the write lock is held.
         with self._transaction("IMMEDIATE") as conn:
-            self._point("write.begun")
+            self._point("begin")
             if idempotency is not None:
                 replay = self._replay(conn, tenant, idempotency)
                 if replay is not None:
                     return replay, True
             decision, answer = plan(_Existing(conn, tenant))
+            self._point("decided")
             self._apply(conn, tenant, decision.outcome, decision.memory)
             if idempotency is not None:
-                conn.execute(
-                    "INSERT INTO idempotency(owner_id, organization_id, workspace_id, project_id, idempotency_key, "
-                    "fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
-                    (*_key(tenant), idempotency.key, idempotency.fingerprint, answer),
-                )
-            self._point("write.applied")
+                self._remember_answer(conn, tenant, idempotency, answer)
+            self._point("commit")
         return answer, False
+
+    @staticmethod
+    def _remember_answer(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim, answer: str) -> None:
+        conn.execute(
+            "INSERT INTO idempotency(owner_id, organization_id, workspace_id, project_id, idempotency_key, "
+            "fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
+            (*_key(tenant), claim.key, claim.fingerprint, answer),
+        )
 
     @staticmethod
     def _replay(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim) -> str | None:
