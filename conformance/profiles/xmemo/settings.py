@@ -62,8 +62,9 @@ class XMemoSettings:
 
     @classmethod
     def of(cls, settings: Settings) -> XMemoSettings:
+        claims = settings[CAPABILITIES]
         return cls(url=settings[URL], timeout_s=settings[TIMEOUT], max_body_bytes=settings[MAX_BODY_BYTES],
-                   capabilities=settings[CAPABILITIES], provision_command=settings[PROVISION_COMMAND],
+                   capabilities=claims, provision_command=settings[PROVISION_COMMAND],
                    provision_bound_command=settings[PROVISION_BOUND_COMMAND],
                    fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY])
 

@@ -136,12 +136,13 @@ class Owner:
                             else "no way to bootstrap keys on this target")
         secret = f"xmc-{world.rng.getrandbits(160):040x}"
         world.transcript.secret(secret, label)
-        project = f"{self.owner_id}-side" if other_project else ""
+        # The owner's own id is the reference's default project; another project is a second tenant.
+        project = f"{self.owner_id}-side" if other_project else self.owner_id
         identity = {"owner": self.owner_id, "project": project, "agent": agent or "", "scopes": scopes}
         credential = provisioner.provision(identity, secret)
         if credential != secret:
             world.transcript.secret(credential, label)
-        return Key(world=world, label=label, secret=credential, owner_id=self.owner_id, project_id=project or None,
+        return Key(world=world, label=label, secret=credential, owner_id=self.owner_id, project_id=project,
                    agent_id=agent, scopes=scopes)
 
     def _listed(self, label: str, scopes: str, agent: str | None, other_project: bool) -> Key:

@@ -9,10 +9,11 @@ from conformance.profiles.xmemo.world import XMemoWorld, items_of
 
 ROUTES = (("POST", "/v1/recall/context", {"query": "q"}), ("POST", "/v1/remember", {"content": "c", "path": "p"}),
           ("GET", "/v1/memories/search?query=q", None))
+ROUTE_IDS = ("recall", "remember", "search")
 
 
 @pytest.mark.requirement("XM-AUTH-1")
-@pytest.mark.parametrize(("method", "path", "body"), ROUTES)
+@pytest.mark.parametrize(("method", "path", "body"), ROUTES, ids=ROUTE_IDS)
 def test_no_credential_is_401(world: XMemoWorld, method: str, path: str, body: object) -> None:
     answer = world.target.wire.request(world.transcript, method, path, json_body=body)
     assert answer.status == 401, f"no credential must answer 401; {shown(answer)}"
@@ -55,8 +56,9 @@ def test_a_read_only_key_cannot_write_and_a_write_only_key_cannot_read(world: XM
         assert answer.status == 403, f"a key without memory:write must get 403; {shown(answer)}"
     assert items_of(full.recall()) == [], "a refused write was stored"
     written = full.write("readable")
-    for method, path, body in (("POST", "/v1/recall/context", {"query": "q", "scope": world.scope}),
-                               ("GET", "/v1/memories/search?query=readable", None),
-                               ("GET", f"/v1/memories/{written['id']}", None)):
-        answer = writer.request(method, path, json_body=body)
+    reads: tuple[tuple[str, str, object], ...] = (("POST", "/v1/recall/context", {"query": "q", "scope": world.scope}),
+                                                  ("GET", "/v1/memories/search?query=readable", None),
+                                                  ("GET", f"/v1/memories/{written['id']}", None))
+    for method, path, payload in reads:
+        answer = writer.request(method, path, json_body=payload)
         assert answer.status == 403, f"a key without memory:read must get 403; {shown(answer)}"

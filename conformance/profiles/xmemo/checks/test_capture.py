@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance.expect import expect_status, shown
@@ -10,9 +12,10 @@ from conformance.profiles.xmemo.world import XMemoWorld, is_uuid, items_of
 
 @pytest.mark.requirement("XM-CAP-1")
 @pytest.mark.parametrize(("route", "body"), [
-    ("/v1/remember", {"content": "a durable fact", "path": "notes/fact"}),
-    ("/v1/update_state", {"state_key": "active_task", "current_task": "review", "next_action": "merge"}),
-    ("/v1/timeline/events", {"content": "a milestone", "event_type": "milestone"}),
+    pytest.param("/v1/remember", {"content": "a durable fact", "path": "notes/fact"}, id="remember"),
+    pytest.param("/v1/update_state", {"state_key": "active_task", "current_task": "review", "next_action": "merge"},
+                 id="update_state"),
+    pytest.param("/v1/timeline/events", {"content": "a milestone", "event_type": "milestone"}, id="event"),
 ])
 def test_a_write_answers_a_uuid_id_that_reads_back(world: XMemoWorld, route: str, body: dict[str, object]) -> None:
     key = world.owner().key("writer")
@@ -70,7 +73,8 @@ def test_an_empty_capture_is_refused_and_stores_nothing(world: XMemoWorld, conte
 
 @pytest.mark.requirement("XM-IDEM-1")
 @pytest.mark.parametrize("how", ["Idempotency-Key", "X-Idempotency-Key", "body"])
-@pytest.mark.parametrize("route", ["/v1/timeline/events", "/v1/remember"])
+@pytest.mark.parametrize("route", [pytest.param("/v1/timeline/events", id="event"),
+                                   pytest.param("/v1/remember", id="remember")])
 def test_a_replay_with_the_same_idempotency_key_is_one_memory(world: XMemoWorld, how: str, route: str) -> None:
     key = world.owner().key("hermes")
     idempotency = world.new_id("idem")
@@ -91,7 +95,7 @@ def test_a_replay_with_the_same_idempotency_key_is_one_memory(world: XMemoWorld,
                                                      ("semantic", None)])
 def test_the_helpers_types_and_statuses_read_back(world: XMemoWorld, memory_type: str, status: str | None) -> None:
     key = world.owner().key("claude")
-    fields: dict[str, object] = {"memory_type": memory_type, "path": "workflow/handoff-1/task"}
+    fields: dict[str, Any] = {"memory_type": memory_type, "path": "workflow/handoff-1/task"}
     if status is not None:
         fields["status"] = status
     written = key.write("Review the deployment adapter", agent="claude", **fields)

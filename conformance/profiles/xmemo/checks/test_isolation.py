@@ -23,6 +23,18 @@ def test_another_owners_memories_are_never_returned(world: XMemoWorld) -> None:
     assert single.status == 404, f"another owner's memory must read as 404; {shown(single)}"
 
 
+@pytest.mark.requirement("XM-ISO-1")
+def test_another_projects_memories_are_never_returned(world: XMemoWorld) -> None:
+    owner = world.owner()
+    main, side = owner.key("main-project"), owner.key("side-project", other_project=True)
+    written = side.write("a note of the other project", agent="claude")
+    for scoped in (True, False):
+        ids = {item.get("id") for item in items_of(main.recall("note", scoped=scoped, max_items=100))}
+        assert written["id"] not in ids, "a recall returned a memory of another project of the same owner"
+    single = main.request("GET", f"/v1/memories/{written['id']}")
+    assert single.status == 404, f"another project's memory must read as 404; {shown(single)}"
+
+
 @pytest.mark.requirement("XM-ISO-2")
 def test_a_scope_filter_returns_only_that_scope(world: XMemoWorld) -> None:
     key = world.owner().key("writer")

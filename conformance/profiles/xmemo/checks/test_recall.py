@@ -79,7 +79,7 @@ def test_reads_repeat_identically_and_store_nothing(world: XMemoWorld) -> None:
     answers = [key.recall("fact") for _ in range(3)]
     seen = [[item.get("id") for item in items_of(a)] for a in answers]
     assert seen[0] == seen[1] == seen[2], f"repeated recalls answered differently: {seen}"
-    assert sorted(seen[0]) == sorted(written), f"recalls stored or lost memories: {seen[0]} vs {written}"
+    assert sorted(map(str, seen[0])) == sorted(written), f"recalls stored or lost memories: {seen[0]} vs {written}"
     first, again = (key.request("GET", f"/v1/memories/{written[0]}") for _ in range(2))
     assert first.status == again.status == 200
     assert json.dumps(first.json(), sort_keys=True) == json.dumps(again.json(), sort_keys=True), \

@@ -32,9 +32,9 @@ def test_every_answer_carries_a_uuid_audit_id(world: XMemoWorld) -> None:
 
 @pytest.mark.requirement("XM-ALIAS-1")
 @pytest.mark.parametrize(("route", "body"), [
-    ("remember", {"content": "written under /api/v1", "path": "capture/alias"}),
-    ("update_state", {"state_key": "alias_probe", "content": "state under /api/v1"}),
-    ("timeline/events", {"content": "event under /api/v1", "event_type": "milestone"}),
+    pytest.param("remember", {"content": "written under /api/v1", "path": "capture/alias"}, id="remember"),
+    pytest.param("update_state", {"state_key": "alias_probe", "content": "state under /api/v1"}, id="update_state"),
+    pytest.param("timeline/events", {"content": "event under /api/v1", "event_type": "milestone"}, id="event"),
 ])
 def test_api_v1_writes_read_back_under_v1(world: XMemoWorld, route: str, body: dict[str, object]) -> None:
     key = world.owner().key("maf")
@@ -42,7 +42,7 @@ def test_api_v1_writes_read_back_under_v1(world: XMemoWorld, route: str, body: d
     memory_id = answer.get("id") or answer.get("memory_id")
     assert is_uuid(memory_id), f"/api/v1/{route} answered no UUID id: {answer}"
     stored = expect_status(key.request("GET", f"/v1/memories/{memory_id}"), 200)
-    assert body["content"] in str(stored.get("content")), f"/v1/memories/{memory_id} reads {stored}"
+    assert str(body["content"]) in str(stored.get("content")), f"/v1/memories/{memory_id} reads {stored}"
 
 
 @pytest.mark.requirement("XM-ERR-1")
