@@ -72,3 +72,18 @@ def test_a_fixed_key_list_scores_what_it_can_and_skips_the_rest(tmp_path: Path) 
     assert not any(key in done.stdout + done.stderr for key in keys.values())
     report = (tmp_path / "report" / "report.html").read_text()
     assert not any(key in report for key in keys.values())
+
+
+def test_every_requirement_is_documented_with_its_basis() -> None:
+    import re
+
+    from conformance.profile import load_profile
+
+    registry = load_profile("xmemo").registry()
+    documented = set(re.findall(r"XM-[A-Z]+-\d+", (EXAMPLES.parents[1] / "xmemo.md").read_text()))
+    ids = {r.id for r in registry}
+    ranges = {f"XM-FLOW-{n}" for n in range(1, 7)} | {"XM-BND-2", "XM-BND-3", "XM-BND-4", "XM-BND-5", "XM-BND-6",
+                                                       "XM-CAP-3", "XM-CAP-4", "XM-CAP-5"}
+    assert ids - documented - ranges == set(), "requirements docs/xmemo.md does not name"
+    assert documented - ids == set(), "docs/xmemo.md names ids the registry lacks"
+    assert {r.basis for r in registry} == {"evidenced", "seed", "kit"}
