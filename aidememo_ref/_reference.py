@@ -6,17 +6,17 @@ import os
 import socket
 import threading
 import unicodedata
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, Unpack
 
 from ._clock import AdvancingClock, Clock, SystemClock
-from ._commands import Command
 from ._ids import bearer_digest, id_problem, new_ulid
-from ._ledger import View, Write
+from ._ledger import Decide
 from ._service import Response, Service
-from ._sqlite import ProvisionError, Scheduler, SQLiteStore
+from ._sqlite import SQLiteStore
+from ._store import Execute, ProvisionError, Scheduler, Store
 from .wire import ROLES
 
 if TYPE_CHECKING:
@@ -25,7 +25,6 @@ if TYPE_CHECKING:
 
 __all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
 
-Decide = Callable[[Command, str, View, int], Write]
 HeaderPairs = Mapping[str, str] | Mapping[bytes, bytes] | Iterable[tuple[str | bytes, str | bytes]]
 
 ACTOR_KINDS = ("human", "agent", "service")
@@ -78,7 +77,8 @@ class ReferenceLedger:
         test_clock: serve the ``/__test__/clock`` extension (needs an ``AdvancingClock``).
         decide: replacement for the rule function (used by the kit's own mutants).
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
-        store_class: the storage class (the kit's planted race bugs subclass ``SQLiteStore``).
+        execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
+            race bugs compose the store's primitives wrongly through it.
     """
 
     def __init__(
@@ -90,14 +90,15 @@ class ReferenceLedger:
         test_clock: bool = False,
         decide: Decide | None = None,
         busy_timeout_ms: int = 5_000,
-        store_class: type[SQLiteStore] = SQLiteStore,
+        execute: Execute | None = None,
     ) -> None:
         self.database = str(database)
         self.clock: Clock = clock if clock is not None else SystemClock()
         if test_clock and not isinstance(self.clock, AdvancingClock):
             raise TypeError("test_clock needs a clock with advance(ms), e.g. OffsetClock or ManualClock")
-        self.store = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
-        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide)
+        self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
+                               scheduler=scheduler)
 
     def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
@@ -130,7 +131,7 @@ def _latin1(value: str | bytes) -> bytes:
     return value.encode("latin-1") if isinstance(value, str) else value
 
 
-def _provision_store(store: SQLiteStore, now_ms: int, fields: Provisioning) -> str:
+def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
     tenant_id, project_id, actor_id, token = fields["tenant_id"], fields["project_id"], fields["actor_id"], fields["token"]
     role, actor_kind = fields.get("role", "writer"), fields.get("actor_kind", "agent")
     project_epoch = fields.get("project_epoch")

@@ -7,7 +7,10 @@ tests validate the same shapes at run time against ``openapi.json``.
 
 from __future__ import annotations
 
-from typing import Final, Literal, NotRequired, TypeAlias, TypedDict, get_args
+from typing import Final, Literal, NotRequired, TypeAlias, TypedDict, cast
+
+from ._records import WRITABLE_ROLES as _WRITABLE
+from ._records import Role as _Role
 
 __all__ = [
     "JSON",
@@ -46,8 +49,9 @@ JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | Non
 JSONObject: TypeAlias = "dict[str, JSON]"
 
 Role = Literal["owner", "admin", "writer", "reader"]
-ROLES: Final[tuple[Role, ...]] = get_args(Role)  # membership roles, strongest first
-WRITER_ROLES: Final[frozenset[Role]] = frozenset({"owner", "admin", "writer"})  # every role but reader may write
+# The core's Role enum is the one list; a test keeps the Literal above equal to it.
+ROLES: Final = cast(tuple[Role, ...], tuple(role.value for role in _Role))  # strongest first
+WRITER_ROLES: Final = cast(frozenset[Role], frozenset(role.value for role in _WRITABLE))  # all but reader
 HandoffStatus = Literal["pending", "accepted", "completed"]
 HandoffOutcome = Literal["succeeded", "failed"]
 Mailbox = Literal["inbox", "outbox"]

@@ -33,3 +33,13 @@ def test_type_checkers_see_the_same_names_the_lazy_import_serves() -> None:
              for alias in node.names if node.module}
     assert typed == aidememo_ref._WHERE
     assert set(typed) == set(aidememo_ref.__all__)
+
+
+def test_the_wire_role_literal_is_the_cores_role_list() -> None:
+    from typing import get_args
+
+    from aidememo_ref import wire
+    from aidememo_ref._records import WRITABLE_ROLES, Role
+
+    assert get_args(wire.Role) == wire.ROLES == tuple(role.value for role in Role)
+    assert wire.WRITER_ROLES == {role.value for role in WRITABLE_ROLES} == {"owner", "admin", "writer"}

@@ -366,6 +366,16 @@ def test_suspended_identities_lose_access_at_once(world: World, table: str, key:
     assert world.call("codex-p1", "GET", world.p("/identity")).status_code == expected
 
 
+def test_a_suspension_from_another_connection_applies_to_the_next_request(world: World) -> None:
+    """Authentication is remembered per connection only while no other connection commits."""
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 200
+    other = sqlite3.connect(world.ledger.database)
+    other.execute("UPDATE memberships SET status='suspended' WHERE actor_id='codex-p1'")
+    other.commit()
+    other.close()
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 403
+
+
 def test_revoked_token_is_401(world: World) -> None:
     from aidememo_ref import bearer_digest
 
@@ -450,9 +460,12 @@ def test_search_query_is_trimmed_with_rusts_whitespace(world: World) -> None:
     assert error_of(world.call("codex-p1", "GET", world.p("/search?q=%E3%80%80%C2%A0"))) == (400, "invalid_command")
 
 
-def test_health_reports_the_stores_schema_version(world: World) -> None:
-    # Upstream asks the store on every call (store.schema_version(): PRAGMA user_version).
-    conn = sqlite3.connect(world.ledger.database)
-    conn.execute("PRAGMA user_version=7")
-    conn.close()
-    assert world.call(None, "GET", "/health").json() == {"status": "ok", "mode": "single_node", "schema_version": 7}
+def test_health_reports_the_stores_schema_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Upstream's /health asks the store (store.schema_version()); the reference must not hard-code 4.
+    from aidememo_ref import ReferenceLedger
+    from aidememo_ref._sqlite import SQLiteStore
+
+    monkeypatch.setattr(SQLiteStore, "schema_version", lambda self: 7)
+    ledger = ReferenceLedger(tmp_path / "v.sqlite")
+    assert ledger.handle("GET", "/health").json() == {"status": "ok", "mode": "single_node", "schema_version": 7}
+    ledger.close()
