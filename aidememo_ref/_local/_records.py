@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from .._state import Outcome, Status
+from .._records import Outcome, Status
 from ._errors import invalid_input
 
 __all__ = [
@@ -25,7 +25,7 @@ __all__ = [
 ]
 
 
-# Status and Outcome are the remote protocol's own (``_state``): the local flow has the same three
+# Status and Outcome are the remote protocol's own (``_records``): the local flow has the same three
 # statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
