@@ -43,3 +43,11 @@ def test_the_wire_role_literal_is_the_cores_role_list() -> None:
 
     assert get_args(wire.Role) == wire.ROLES == tuple(role.value for role in Role)
     assert wire.WRITER_ROLES == {role.value for role in WRITABLE_ROLES} == {"owner", "admin", "writer"}
+
+
+def test_the_wire_handoff_shape_is_the_cores_field_list() -> None:
+    # wire.HandoffRecord describes the JSON for clients; the core's record is the one field list.
+    from aidememo_ref import wire
+    from aidememo_ref._records import HANDOFF_FIELDS, Handoff
+
+    assert tuple(wire.HandoffRecord.__annotations__) == HANDOFF_FIELDS == tuple(Handoff.__dataclass_fields__)
