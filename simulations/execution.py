@@ -18,6 +18,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from aidememo_ref.wire import error_detail
 from simulations.errors import SimulationError
 from simulations.history import Recorder
 from simulations.plan import Batch, PlannedOp
@@ -34,8 +35,9 @@ def output_of(reply: Reply, op: PlannedOp) -> dict[str, Any]:
     """What the checker sees of an answer: status, error code, revision, receipt or record."""
     doc = reply.json()
     out: dict[str, Any] = {"http": reply.status, "code": None, "response": doc}
-    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
-        out["code"] = doc["error"].get("code")
+    detail = error_detail(doc)
+    if detail is not None:
+        out["code"] = detail["code"]
     elif reply.status == 200 and isinstance(doc, dict):
         out["revision"] = doc.get("revision")
         if op.method == "GET" and isinstance(doc.get("record"), dict):

@@ -8,9 +8,9 @@ deadline, so a hostile server costs one lost answer, never a stalled run). A los
 ``Lost``; what it means for the history is the execution's business, not the target's.
 
 Targets are also read from the conformance suite's target file (``--config``): its format and
-precedence rules belong to ``conformance.target``; this module only turns resolved settings
-into a ``HttpTarget``, provisioning fresh actors with the file's command or picking writers
-among its fixed tokens.
+precedence rules belong to the suite's AideMemo profile (``conformance.profiles.aidememo.settings``);
+this module only turns resolved settings into a ``HttpTarget``, provisioning fresh actors with
+the file's command or picking writers among its fixed tokens.
 """
 
 from __future__ import annotations
@@ -188,12 +188,11 @@ class HttpTarget:
 
     def _connection(self) -> Any:
         if self._wire is None:
-            from conformance.transcript import Wire
+            from conformance.http import Wire
 
             # No retries and no breaker: a lost answer is the simulator's to settle (it sends
             # the identical command again), and a flaky server is what it is looking for.
-            self._wire = Wire(self.url, timeout_s=self._timeout, max_body_bytes=MAX_ANSWER_BYTES,
-                              retries_503=0, breaker_limit=0)
+            self._wire = Wire(self.url, timeout_s=self._timeout, max_body_bytes=MAX_ANSWER_BYTES, breaker_limit=0)
         return self._wire
 
     def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
@@ -248,11 +247,11 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         SimulationError: for a bad file, a failed provisioning, or too few writer tokens.
     """
     from conformance.errors import ConfigError, Untestable
-    from conformance.target import CommandProvisioner, resolve_target
+    from conformance.profiles.aidememo.settings import target_settings
+    from conformance.provisioning import CommandProvisioner
 
     try:
-        settings = resolve_target(config_path=str(path), url=None, timeout_s=None, capabilities=None,
-                                  provision_command=None)
+        settings = target_settings(str(path))
     except ConfigError as exc:
         raise SimulationError(str(exc)) from exc
     if settings.url is None:
@@ -265,9 +264,8 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         try:
             for name in names:
                 token = f"sim-{secrets.token_hex(16)}"
-                provisioner.provision(tenant="sim-tenant", project=project, actor=name,
-                                      role="reader" if name == READER else "writer", token=token)
-                tokens[name] = token
+                tokens[name] = provisioner.provision({"tenant": "sim-tenant", "project": project, "actor": name,
+                                                      "role": "reader" if name == READER else "writer"}, token)
         except Untestable as exc:
             raise SimulationError(str(exc)) from exc
         finally:
@@ -277,8 +275,8 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
     for fixed in settings.fixed_tokens:
         # The reader's actor id never matters to the model (it is never a participant), so it
         # goes under the simulator's observer name.
-        name = READER if fixed.role == "reader" else fixed.actor
-        by_project.setdefault(fixed.project, {}).setdefault(name, fixed.token)
+        name = READER if fixed["role"] == "reader" else fixed["actor"]
+        by_project.setdefault(fixed["project"], {}).setdefault(name, fixed.token)
     for project, tokens in by_project.items():
         if sum(name != READER for name in tokens) >= 2:
             return HttpTarget(settings.url, project, tokens, timeout_s=settings.timeout_s)

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
+from aidememo_ref.wire import error_detail
 from simulations.plan import READER
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Lost, Target, reference_factory
 
@@ -67,8 +68,8 @@ class Wire:
         except Lost as exc:
             raise AssertionError(f"{actor} {method} {path}: no answer ({exc})") from exc
         doc = _rename(reply.json(), {v: k for k, v in self.names.items()})
-        error = doc.get("error") if isinstance(doc, dict) else None
-        return reply.status, error.get("code") if isinstance(error, dict) else None, doc
+        detail = error_detail(doc)
+        return reply.status, detail["code"] if detail is not None else None, doc
 
     def close(self) -> None:
         if not self.shared:

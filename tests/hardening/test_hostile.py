@@ -21,29 +21,16 @@ from pathlib import Path
 
 import pytest
 
-from .hostile import hostile_server
+from tests.targetfile import token_entry, write_target
+
+from .hostile import TRICKLE_INTERVAL_S, hostile_server
 
 # Far above what a bounded run needs (a breaker-tripped suite finishes in ~15 s at timeout_s=1),
 # far below "hung": only the deadline of the subprocess, not a performance figure.
 CONFORMANCE_DEADLINE_S = 40
 SIM_DEADLINE_S = 40
 
-TARGET = """\
-url = "{url}"
-timeout_s = 1
-
-[[provision.tokens]]
-project = "hostile"
-actor = "w1"
-role = "writer"
-token = "hostile-token-1"
-
-[[provision.tokens]]
-project = "hostile"
-actor = "w2"
-role = "writer"
-token = "hostile-token-2"
-"""
+TOKENS = [token_entry("hostile", f"w{i}", token=f"hostile-token-{i}") for i in (1, 2)]
 
 # A reason that is a bare Python exception (or a traceback) means the kit broke, not the target;
 # a sentence blaming the answer may quote the exception it caught.
@@ -61,8 +48,7 @@ def _run(argv: list[str], deadline: float) -> subprocess.CompletedProcess[str]:
 def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behaviour: str) -> None:
     report = tmp_path / "report"
     with hostile_server(behaviour) as url:
-        config = tmp_path / "target.toml"
-        config.write_text(TARGET.format(url=url))
+        config = write_target(tmp_path / "target.toml", url, TOKENS, timeout_s=1)
         done = _run(["-m", "conformance.cli", "run", "--config", str(config), "--report-dir", str(report),
                      "--seed", "5"], CONFORMANCE_DEADLINE_S)
     assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
@@ -92,8 +78,7 @@ def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behavi
 ])
 def test_simulator_run_is_bounded_and_says_why_in_one_line(tmp_path: Path, behaviour: str) -> None:
     with hostile_server(behaviour) as url:
-        config = tmp_path / "target.toml"
-        config.write_text(TARGET.format(url=url))
+        config = write_target(tmp_path / "target.toml", url, TOKENS, timeout_s=1)
         done = _run(["-m", "simulations.cli", "run", "--config", str(config), "--budget", "3", "--seed", "5",
                      "--out", str(tmp_path / "out")], SIM_DEADLINE_S)
     assert done.returncode != 0, done.stdout[-1500:]
@@ -112,12 +97,16 @@ def test_hostile_servers_misbehave_as_described(behaviour: str) -> None:
         if behaviour == "trickle":
             # Every read returns within the timeout, yet a second brings only a few bytes.
             host, _, port = url.removeprefix("http://").rpartition(":")
-            with socket.create_connection((host, int(port)), timeout=1) as sock:
+            # A generous socket timeout: on a loaded machine one byte may take longer than the
+            # trickle interval; the bound below follows the time that really passed.
+            with socket.create_connection((host, int(port)), timeout=10) as sock:
                 sock.sendall(b"GET /health HTTP/1.1\r\nhost: x\r\n\r\n")
                 got, started = b"", time.monotonic()
                 while time.monotonic() - started < 1:
                     got += sock.recv(100)
-            assert 0 < len(got) <= 10 and b"HTTP/1.1 200 OK".startswith(got), got
+                elapsed = time.monotonic() - started
+            most = int(elapsed / TRICKLE_INTERVAL_S) + 2
+            assert 0 < len(got) <= most and b"HTTP/1.1 200 OK".startswith(got), (got, elapsed)
             return
         try:
             with httpx.Client(timeout=httpx.Timeout(1.0)) as http, http.stream("GET", f"{url}/health") as response:

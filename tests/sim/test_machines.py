@@ -6,8 +6,7 @@ from __future__ import annotations
 import inspect
 import json
 import os
-import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -16,12 +15,11 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from aidememo_ref import ReferenceLedger, serve_in_thread
+from aidememo_ref import ReferenceLedger
 from aidememo_ref._commands import Op
 from aidememo_ref._ledger import Write, decide
 from aidememo_ref._records import Handoff, Status
 from simulations.machines import (
-    ACTORS,
     ActorVisibility,
     ConcurrentSenders,
     HandoffLifecycle,
@@ -34,6 +32,8 @@ from simulations.machines import (
 from simulations.machines.wire import WRITERS
 from simulations.plan import READER
 from simulations.targets import EmbeddedTarget, Reply
+
+from .served import served
 
 # The default run: every machine under the profile's budget (--hypothesis-profile dev|ci|deep).
 TestHandoffLifecycle = HandoffLifecycle.TestCase
@@ -188,20 +188,6 @@ def test_rules_that_cannot_apply_are_never_drawn() -> None:
         assert rule.preconditions, f"{machine.__name__}.{name} has no precondition"
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, dict[str, str]]]:
-    with tempfile.TemporaryDirectory() as workdir:
-        ledger = ReferenceLedger(Path(workdir) / "ledger.sqlite")
-        tokens = {}
-        for actor in ACTORS:
-            tokens[actor] = f"tok-{actor}-0123456789"
-            ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                             role="reader" if actor == READER else "writer")
-        with serve_in_thread(ledger) as url:
-            yield url, tokens
-        ledger.close()
-
-
 @pytest.mark.parametrize("machine", [HandoffLifecycle, ActorVisibility])
 def test_the_machines_run_against_a_server_by_url(machine: type[LedgerMachine],
                                                   served: tuple[str, dict[str, str]]) -> None:
@@ -211,16 +197,9 @@ def test_the_machines_run_against_a_server_by_url(machine: type[LedgerMachine],
 
 
 def test_the_machine_renames_actors_of_a_server_that_has_its_own(tmp_path: Path) -> None:
-    ledger = ReferenceLedger(tmp_path / "ledger.sqlite")
-    tokens = {}
-    for actor in ("alice", "bob", "carol", READER):
-        tokens[actor] = f"tok-{actor}-0123456789"
-        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                         role="reader" if actor == READER else "writer")
-    with serve_in_thread(ledger) as url:
+    with served(ReferenceLedger(tmp_path / "ledger.sqlite"), ("alice", "bob", "carol", READER)) as (url, tokens):
         run_state_machine_as_test(bound_to(HandoffLifecycle, lambda: Wire.over_http(url, "p", tokens)),
                                   settings=settings(max_examples=3, stateful_step_count=12, database=None))
-    ledger.close()
 
 
 @pytest.mark.skipif(not os.environ.get("AIDEMEMO_SIM_CONFIG"),

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import Actor, World, setup_ok
 from conformance.errors import Indeterminate, TargetError
-from conformance.expect import expect_status
-from conformance.transcript import Exchange
-from conformance.profiles.aidememo.checks._concurrent import at_once
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World, setup_ok
+from conformance.profiles.aidememo.expect import expect_status
+from conformance.race import race
 
 ROUNDS = 6
 # A stale read needs a write in flight at the very moment of the read: more tries than rounds.
@@ -54,7 +54,7 @@ def test_each_concurrent_receipt_names_its_own_change_feed_entry(world: World) -
     receipts = []
     for _ in range(ROUNDS):
         notes = [world.new_id("note") for _ in writers]
-        answers = at_once([_put(w, n, {"by": w.name}) for w, n in zip(writers, notes)])
+        answers = race([_put(w, n, {"by": w.name}) for w, n in zip(writers, notes)])
         receipts += [(w, setup_ok(a, f"{w.name} put")) for w, a in zip(writers, answers)]
     feed = _feed_after(writers[0], epoch, head)
     for writer, receipt in receipts:
@@ -75,7 +75,7 @@ def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(
     commits: list[tuple[int, int]] = []
     for round_ in range(ROUNDS):
         # No expected_revision: every put commits, each at the next revision of the one note.
-        answers = at_once([_put(w, note, {"by": w.name, "round": round_}) for w in writers])
+        answers = race([_put(w, note, {"by": w.name, "round": round_}) for w in writers])
         commits += [(r["revision"], r["project_seq"]) for r in (setup_ok(a, "put") for a in answers)]
     commits.sort()
     revisions = [revision for revision, _ in commits]
