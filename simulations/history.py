@@ -24,7 +24,7 @@ from typing import IO
 
 from simulations.errors import SimulationError
 
-__all__ = ["FORMAT", "Header", "Operation", "Recorder", "dump_history", "load_history", "parse_history", "read_text"]
+__all__ = ["FORMAT", "Header", "Operation", "Recorder", "dump_history", "parse_history", "read_text"]
 
 FORMAT = "aidememo-sim/1"
 
@@ -152,10 +152,6 @@ def read_text(path: Path) -> str:
         raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
     except UnicodeDecodeError:
         raise SimulationError(f"{path} is not UTF-8 text") from None
-
-
-def load_history(path: Path) -> tuple[Header, list[Operation]]:
-    return parse_history(read_text(path).splitlines(), str(path))
 
 
 def dump_history(ops: Iterable[Operation], out: IO[str], header: Header | None = None) -> None:
