@@ -9,7 +9,7 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ._clock import SystemClock
 from ._ids import bearer_digest, id_problem, new_ulid
@@ -17,6 +17,9 @@ from ._ledger import Decide
 from ._service import Response, Service
 from ._sqlite import SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
+
+if TYPE_CHECKING:
+    from ._postgres import PostgresSettings
 
 __all__ = ["ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
 
@@ -51,6 +54,9 @@ class ReferenceLedger:
     Args:
         database: SQLite file (created with its schema if missing); several ledgers, in threads
             or processes, may share it.
+        postgres_url: a PostgreSQL database instead (its tables are created if missing); several
+            ledgers and ``aidememo-ref serve`` processes may share it. Never logged.
+        postgres: pool size and timeouts for PostgreSQL (upstream's defaults otherwise).
         clock: object with ``now_ms()``; defaults to the wall clock.
         scheduler: object with ``point(name)``, called at transaction boundaries.
         test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
@@ -62,8 +68,10 @@ class ReferenceLedger:
 
     def __init__(
         self,
-        database: str | Path,
+        database: str | Path | None = None,
         *,
+        postgres_url: str | None = None,
+        postgres: PostgresSettings | None = None,
         clock: Any = None,
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
@@ -71,9 +79,11 @@ class ReferenceLedger:
         busy_timeout_ms: int = 5_000,
         execute: Execute | None = None,
     ) -> None:
-        self.database = str(database)
+        if (database is None) == (postgres_url is None):
+            raise ValueError("ReferenceLedger needs a SQLite database path or a PostgreSQL URL (exactly one)")
+        self.database = None if database is None else str(database)
         self.clock = clock if clock is not None else SystemClock()
-        self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+        self.store = _open_store(database, postgres_url, postgres, busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
                                scheduler=scheduler)
 
@@ -145,14 +155,28 @@ def _provision_store(
     )
 
 
-def provision(database: str | Path, **kwargs: Any) -> str:
-    """Do what ``aidememo-ref bootstrap`` does, on a database file; returns the project epoch.
+def _open_store(database: str | Path | None, postgres_url: str | None, postgres: PostgresSettings | None,
+                busy_timeout_ms: int) -> Store:
+    if postgres_url is not None:
+        from ._postgres import PostgresStore  # psycopg is loaded only for PostgreSQL
+
+        return PostgresStore(postgres_url, postgres)
+    assert database is not None
+    return SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+
+
+def provision(database: str | Path | None = None, *, postgres_url: str | None = None,
+              postgres: PostgresSettings | None = None, **kwargs: Any) -> str:
+    """Do what ``aidememo-ref bootstrap`` does, on a SQLite file or a PostgreSQL database (exactly
+    one); returns the project epoch.
 
     Keyword arguments: ``tenant_id``, ``project_id``, ``actor_id``, ``token``, and optionally
     ``role`` (writer), ``actor_kind`` (agent), ``project_epoch``, ``tenant_name``,
     ``project_name``, ``actor_name``. Raises ``ProvisionError`` on invalid or conflicting input.
     """
-    store = SQLiteStore(database)
+    if (database is None) == (postgres_url is None):
+        raise ValueError("provision needs a SQLite database path or a PostgreSQL URL (exactly one)")
+    store = _open_store(database, postgres_url, postgres, 5_000)
     try:
         return _provision_store(store, now_ms=SystemClock().now_ms(), **kwargs)
     finally:
