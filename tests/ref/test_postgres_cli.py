@@ -1,0 +1,141 @@
+"""The PostgreSQL profile as users run it: upstream's flags and refusal texts, bootstrap and serve,
+and several ``aidememo-ref serve`` processes on one database behaving as one ledger."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+PG = ["--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls"]
+SENDER, RECEIVER = "pg-sender-token-0123456789", "pg-receiver-token-0123456789"
+
+
+def run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=120,
+                          env={**os.environ, **(env or {})})
+
+
+def token_file(tmp_path: Path, name: str, token: str) -> Path:
+    path = tmp_path / name
+    path.write_text(token + "\n")
+    path.chmod(0o600)
+    return path
+
+
+BOOT = ["--tenant-id", "t", "--project-id", "p", "--actor-id", "a"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--canonical-backend", "postgres"], "PostgreSQL TLS is required by default and is not yet implemented; "
+         "local/test use must explicitly select --postgres-transport insecure-no-tls"),
+        ([*PG, "--database", "x.sqlite"], "--database is SQLite-only and must be omitted for PostgreSQL"),
+        ([*PG, "--postgres-lock-timeout-ms", "9000"], "PostgreSQL lock timeout must not exceed statement timeout"),
+        ([*PG, "--postgres-statement-timeout-ms", "0"], "PostgreSQL statement and lock timeouts must be greater than zero"),
+        ([*PG, "--postgres-url-env", " "], "PostgreSQL URL environment variable name must not be empty"),
+        ([*PG, "--postgres-url-env", "AIDEMEMO_TEST_UNSET_URL"], "PostgreSQL URL environment variable AIDEMEMO_TEST_UNSET_URL is not set"),
+        ([], "SQLite bootstrap requires --database"),
+    ],
+)
+def test_bootstrap_refusals_are_upstreams(tmp_path: Path, args: list[str], message: str) -> None:
+    result = run("bootstrap", *BOOT, "--token-file", str(token_file(tmp_path, "t", "t" * 32)), *args)
+    assert (result.returncode, result.stderr) == (1, f"error: {message}\n")
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        ([*PG], "PostgreSQL canonical backend currently requires --artifact-backend disabled because artifact "
+         "catalog metadata is node-local SQLite"),
+        (["--canonical-backend", "postgres", "--artifact-backend", "disabled"],
+         "PostgreSQL TLS is required by default and is not yet implemented; local/test use must explicitly select "
+         "--postgres-transport insecure-no-tls"),
+        ([*PG, "--artifact-backend", "disabled", "--postgres-pool-size", "0"],
+         "PostgreSQL pool size, acquire timeout, and operation timeout must be greater than zero"),
+        ([*PG, "--artifact-backend", "disabled", "--postgres-statement-timeout-ms", "10000"],
+         "PostgreSQL statement timeout must be shorter than operation timeout"),
+        ([*PG, "--artifact-backend", "disabled", "--postgres-url-env", "AIDEMEMO_TEST_EMPTY_URL"],
+         "PostgreSQL URL environment variable AIDEMEMO_TEST_EMPTY_URL is empty"),
+        ([], "SQLite canonical backend requires --database"),
+        (["--database", "x.sqlite", "--bind", "0.0.0.0:1"],
+         "non-loopback plaintext HTTP requires --allow-insecure-http; prefer a TLS ingress"),
+    ],
+)
+def test_serve_refusals_are_upstreams(args: list[str], message: str) -> None:
+    result = run("serve", *args, env={"AIDEMEMO_TEST_EMPTY_URL": ""})
+    assert (result.returncode, result.stderr) == (1, f"error: {message}\n")
+
+
+def _serve(url: str) -> tuple[subprocess.Popen[str], str]:
+    proc = subprocess.Popen([*CLI, "serve", *PG, "--artifact-backend", "disabled", "--bind", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "AIDEMEMO_POSTGRES_URL": url})
+    assert proc.stdout is not None
+    line = proc.stdout.readline()
+    assert "serving" in line and "backend=postgres" in line, line + (proc.stderr.read() if proc.stderr else "")
+    assert url not in line
+    return proc, line.split()[2]
+
+
+@pytest.fixture
+def two_servers(tmp_path: Path, postgres_url: str) -> Iterator[tuple[str, str]]:
+    env = {"AIDEMEMO_POSTGRES_URL": postgres_url}
+    for actor, token in (("sender", SENDER), ("receiver", RECEIVER)):
+        done = run("bootstrap", *PG, "--tenant-id", "t", "--project-id", "p", "--actor-id", actor,
+                   "--project-epoch", "e", "--token-file", str(token_file(tmp_path, actor, token)), env=env)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"bootstrapped tenant=t project=p actor={actor} epoch=e\n"
+    procs = [_serve(postgres_url) for _ in range(2)]
+    try:
+        yield procs[0][1], procs[1][1]
+    finally:
+        for proc, _ in procs:
+            proc.terminate()
+            proc.wait(timeout=15)
+
+
+def test_two_servers_on_one_database_are_one_ledger(two_servers: tuple[str, str]) -> None:
+    one, two = two_servers
+    assert httpx.get(f"{one}/health").content == b'{"status":"ok","mode":"single_node","schema_version":2}'
+    send = {"Authorization": f"Bearer {SENDER}"}
+    session = {"command_id": "s", "payload": {"session_id": "s", "topic": "t"}}
+    assert httpx.post(f"{one}/v1/projects/p/sessions", json=session, headers=send).status_code == 200
+    handoffs = [f"h{i}" for i in range(6)]
+    for hid in handoffs:
+        body = {"command_id": f"send-{hid}", "payload": {"handoff_id": hid, "session_id": "s", "to_actor": "receiver"}}
+        assert httpx.post(f"{two}/v1/projects/p/handoffs", json=body, headers=send).status_code == 200
+    # Four accepts race for each handoff from the same revision, two through each server.
+    outcomes: dict[str, list[int]] = {hid: [] for hid in handoffs}
+    barrier = threading.Barrier(4 * len(handoffs))
+
+    def accept(base: str, hid: str, claim: str) -> None:
+        body = {"command_id": f"acc-{hid}-{claim}", "expected_revision": 1, "payload": {"claim_id": claim}}
+        barrier.wait()
+        r = httpx.post(f"{base}/v1/projects/p/handoffs/{hid}/accept", json=body,
+                       headers={"Authorization": f"Bearer {RECEIVER}"}, timeout=30)
+        outcomes[hid].append(r.status_code)
+
+    threads = [threading.Thread(target=accept, args=(base, hid, f"c{n}"))
+               for hid in handoffs for n, base in enumerate((one, two, one, two))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(sorted(codes) == [200, 409, 409, 409] for codes in outcomes.values()), outcomes
+    # Receipts replay byte for byte from either server; the feed is contiguous and the same on both.
+    body = {"command_id": "s", "payload": {"session_id": "s", "topic": "t"}}
+    first = httpx.post(f"{one}/v1/projects/p/sessions", json=body, headers=send).content
+    assert httpx.post(f"{two}/v1/projects/p/sessions", json=body, headers=send).content == first
+    feeds = [httpx.get(f"{base}/v1/projects/p/changes?project_epoch=e&after_seq=0", headers=send).json()
+             for base in (one, two)]
+    assert feeds[0] == feeds[1]
+    assert [e["seq"] for e in feeds[0]["entries"]] == list(range(1, 1 + 1 + 6 + 6))
