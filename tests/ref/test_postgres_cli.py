@@ -139,3 +139,14 @@ def test_two_servers_on_one_database_are_one_ledger(two_servers: tuple[str, str]
              for base in (one, two)]
     assert feeds[0] == feeds[1]
     assert [e["seq"] for e in feeds[0]["entries"]] == list(range(1, 1 + 1 + 6 + 6))
+
+
+def test_crash_campaign_kills_one_of_two_servers_and_nothing_answered_is_lost(postgres_url: str) -> None:
+    root = Path(__file__).resolve().parents[2]
+    result = subprocess.run([sys.executable, str(root / "scripts" / "crash_campaign.py"), "--backend", "postgres",
+                             "--kills", "4", "--writers", "4", "--seed", "11", "--max-uptime", "0.5"],
+                            capture_output=True, text=True, timeout=300,
+                            env={**os.environ, "AIDEMEMO_POSTGRES_URL": postgres_url})
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "losses: 0" in result.stdout and "kills survived: 4" in result.stdout
+    assert postgres_url not in result.stdout + result.stderr
