@@ -47,6 +47,8 @@ def _parser() -> _Parser:
                      help="only checks of this requirement id or prefix, e.g. AM-HO (repeatable)")
     run.add_argument("-k", dest="keyword", help="pytest -k expression selecting checks")
     run.add_argument("-n", dest="workers", help="pytest-xdist workers (a number or 'auto')")
+    run.add_argument("--backend", choices=["sqlite", "postgres"],
+                     help="storage of the embedded reference (postgres: the database in $AIDEMEMO_POSTGRES_URL)")
     run.add_argument("--embedded-factory", help=argparse.SUPPRESS)
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
     commands.add_parser("requirements", help="list every requirement and the checks that prove it")
@@ -72,7 +74,7 @@ def _validate(args: argparse.Namespace) -> None:
 
     resolve_target(config_path=args.config, url=args.url, timeout_s=args.timeout, capabilities=args.capability,
                    provision_command=args.provision_command, embedded_factory=args.embedded_factory,
-                   flag_prefix="--")
+                   backend=args.backend, flag_prefix="--")
     if args.baseline:
         load_baseline(args.baseline, load_registry())
     if args.seed is not None and not args.seed.isdigit():
@@ -93,6 +95,7 @@ def build_pytest_args(args: argparse.Namespace) -> list[str]:
     options = {"--aidememo-url": args.url, "--aidememo-config": args.config, "--aidememo-baseline": args.baseline,
                "--aidememo-provision-command": args.provision_command, "--aidememo-timeout": args.timeout,
                "--aidememo-seed": args.seed, "--aidememo-embedded-factory": args.embedded_factory,
+               "--aidememo-backend": args.backend,
                "-k": args.keyword, "-n": args.workers}
     for flag, value in options.items():
         if value is not None:

@@ -69,6 +69,7 @@ def _settings(config: pytest.Config) -> Any:
         capabilities=config.getoption("aidememo_capability"),
         provision_command=config.getoption("aidememo_provision_command"),
         embedded_factory=config.getoption("aidememo_embedded_factory"),
+        backend=config.getoption("aidememo_backend"),
     )
 
 
@@ -133,6 +134,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
                     help="run only checks of requirements with this id or id prefix (e.g. AM-HO); repeatable")
     group.addoption("--aidememo-list", dest="aidememo_list", action="store_true", default=False,
                     help="list requirements and their checks, run nothing")
+    group.addoption("--aidememo-backend", dest="aidememo_backend", choices=["sqlite", "postgres"],
+                    help="storage of the embedded reference (postgres: the database in $AIDEMEMO_POSTGRES_URL)")
     group.addoption("--aidememo-embedded-factory", dest="aidememo_embedded_factory", metavar="MODULE:CALLABLE",
                     help="build the embedded ledger with this callable(db_path) (used by the kill matrix)")
     parser.addini("aidememo_url", "server under test (see --aidememo-url)", default=None)

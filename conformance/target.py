@@ -62,6 +62,7 @@ class TargetSettings:
     provision_command: str | None = None
     fixed_tokens: tuple[FixedToken, ...] = ()
     embedded_factory: str | None = None  # "module:callable" returning a ReferenceLedger (mutants)
+    embedded_backend: str = "sqlite"  # or "postgres": the database named by $AIDEMEMO_POSTGRES_URL
     provision_hook: bool = False  # a conftest implements pytest_aidememo_provision
     origin: str = "defaults"
 
@@ -214,6 +215,7 @@ def resolve_target(
     capabilities: list[str] | None,
     provision_command: str | None,
     embedded_factory: str | None = None,
+    backend: str | None = None,
     environ: Mapping[str, str] | None = None,
     flag_prefix: str = "--aidememo-",
     provision_hook: bool = False,
@@ -298,6 +300,10 @@ def resolve_target(
     )
     if factory is not None and (not isinstance(factory, str) or ":" not in factory):
         raise ConfigError(f"embedded factory must look like 'module:callable', got {factory!r}")
+    store = backend or env.get("AIDEMEMO_BACKEND") or (
+        embedded.get("backend", "sqlite") if isinstance(embedded, dict) else "sqlite")
+    if store not in ("sqlite", "postgres"):
+        raise ConfigError(f"embedded backend must be sqlite or postgres, got {store!r}")
 
     if resolved_url is not None and command is None and not tokens and not provision_hook:
         raise ConfigError(
@@ -312,6 +318,7 @@ def resolve_target(
         provision_command=command,
         fixed_tokens=tokens,
         embedded_factory=factory,
+        embedded_backend=str(store),
         provision_hook=provision_hook,
         origin=origin,
     )

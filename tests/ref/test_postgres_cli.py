@@ -150,3 +150,60 @@ def test_crash_campaign_kills_one_of_two_servers_and_nothing_answered_is_lost(po
     assert result.returncode == 0, result.stdout + result.stderr
     assert "losses: 0" in result.stdout and "kills survived: 4" in result.stdout
     assert postgres_url not in result.stdout + result.stderr
+
+
+def _conformance(*args: str, env: dict[str, str]) -> tuple[subprocess.CompletedProcess[str], list[dict[str, str]]]:
+    report = Path(env["REPORT"])
+    done = subprocess.run([sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report), *args],
+                          capture_output=True, text=True, timeout=600, env={**os.environ, **env})
+    import json
+
+    records = json.loads((report / "results.json").read_text())["records"] if (report / "results.json").exists() else []
+    return done, records
+
+
+def _bad(records: list[dict[str, str]]) -> list[tuple[str, str]]:
+    return [(r["nodeid"].rsplit("/", 1)[-1], r["verdict"]) for r in records if r["verdict"] not in ("PASS", "SKIP")]
+
+
+def test_the_suite_passes_against_the_embedded_reference_on_postgres(tmp_path: Path, postgres_url: str) -> None:
+    done, records = _conformance("--backend", "postgres", "--seed", "20261201",
+                                 env={"AIDEMEMO_POSTGRES_URL": postgres_url, "REPORT": str(tmp_path / "r")})
+    assert records and not _bad(records) and done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+
+
+# A sample across families: a provisioning subprocess per actor makes the whole suite slow through
+# a template (tests/suite/test_full_suite.py does the same); the slow test runs all of it.
+SUBSET = ["--requirement", "AM-HO-", "--requirement", "AM-HL-CAS-", "--requirement", "AM-CMD-2",
+          "--requirement", "AM-FEED-", "--requirement", "AM-ID-1"]
+
+
+def _two_runs(tmp_path: Path, postgres_url: str, servers: tuple[str, str], extra: list[str]) -> None:
+    """Two runs at once, one through each server, on the same tables and project locks."""
+    template = ("aidememo-ref bootstrap --canonical-backend postgres --postgres-transport insecure-no-tls "
+                "--tenant-id {tenant} --project-id {project} --actor-id {actor} --token-file {token_file} --role {role}")
+    results: dict[str, tuple[subprocess.CompletedProcess[str], list[dict[str, str]]]] = {}
+
+    def run_against(name: str, url: str) -> None:
+        seed = {"a": "20261201", "b": "20261202"}[name]  # tokens derive from the seed: one set per run
+        results[name] = _conformance("--url", url, "--provision-command", template, "--seed", seed, *extra,
+                                     env={"AIDEMEMO_POSTGRES_URL": postgres_url, "REPORT": str(tmp_path / name)})
+
+    runs = [threading.Thread(target=run_against, args=(name, url)) for name, url in zip(("a", "b"), servers)]
+    for t in runs:
+        t.start()
+    for t in runs:
+        t.join()
+    for name, (done, records) in results.items():
+        assert records and not _bad(records) and done.returncode == 0, (name, done.stdout[-2000:])
+
+
+def test_the_suite_passes_against_two_servers_sharing_one_database(tmp_path: Path, postgres_url: str,
+                                                                   two_servers: tuple[str, str]) -> None:
+    _two_runs(tmp_path, postgres_url, two_servers, SUBSET)
+
+
+@pytest.mark.slow
+def test_the_whole_suite_passes_against_two_servers_sharing_one_database(tmp_path: Path, postgres_url: str,
+                                                                         two_servers: tuple[str, str]) -> None:
+    _two_runs(tmp_path, postgres_url, two_servers, [])
