@@ -4,6 +4,7 @@ and several ``aidememo-ref serve`` processes on one database behaving as one led
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 import threading
@@ -207,3 +208,18 @@ def test_the_suite_passes_against_two_servers_sharing_one_database(tmp_path: Pat
 def test_the_whole_suite_passes_against_two_servers_sharing_one_database(tmp_path: Path, postgres_url: str,
                                                                          two_servers: tuple[str, str]) -> None:
     _two_runs(tmp_path, postgres_url, two_servers, [])
+
+
+def test_the_simulator_finds_no_race_through_two_servers_on_one_database(tmp_path: Path,
+                                                                         two_servers: tuple[str, str]) -> None:
+    """A campaign through each server at once, on the same project: the races meet in PostgreSQL."""
+    tokens = ["--token", f"sender={SENDER}", "--token", f"receiver={RECEIVER}"]
+    runs = [subprocess.Popen([sys.executable, "-m", "simulations.cli", "run", "--url", url, "--project", "p", *tokens,
+                              "--seed", str(seed), "--budget", "6", "--out", str(tmp_path / str(seed))],
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for seed, url in zip((31, 32), two_servers)]
+    for proc in runs:
+        out, _ = proc.communicate(timeout=180)
+        assert proc.returncode == 0 and "verdict OK" in out, out[-3000:]
+        done = re.search(r"(\d+) operations", out)
+        assert done is not None and int(done.group(1)) > 50, out[-3000:]
