@@ -30,6 +30,7 @@ from pathlib import Path
 import httpx
 
 from aidememo_ref import ReferenceLedger, provision
+from aidememo_ref.process import ReferenceProcess
 
 TOKEN = "bench-token-0123456789"
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
@@ -128,17 +129,10 @@ def http_rate(url: str, clients: int, seconds: float, path: str, tag: str) -> fl
     return sum(counts) / elapsed
 
 
-def served_rates(where: list[str], env: dict[str, str], clients: int, seconds: float) -> tuple[float, float]:
-    proc = subprocess.Popen([sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-                             "serve", *where, "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True, env=env)
-    try:
-        assert proc.stdout is not None
-        url = proc.stdout.readline().split()[2]
-        health = http_rate(url, clients, seconds, "/health", "h")
-        commands = http_rate(url, clients, seconds, "/v1/commands", "c")
-    finally:
-        proc.terminate()
-        proc.wait()
+def served_rates(database: Path | None, postgres_url: str | None, clients: int, seconds: float) -> tuple[float, float]:
+    with ReferenceProcess.start(database, postgres_url=postgres_url) as server:
+        health = http_rate(server.url, clients, seconds, "/health", "h")
+        commands = http_rate(server.url, clients, seconds, "/v1/commands", "c")
     return commands, health
 
 
@@ -158,7 +152,7 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
           f"| ratio {ours / base:.2f}")
     db = tmp / "http.sqlite"
     provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
-    commands, health = served_rates(["--database", str(db)], dict(os.environ), args.clients, args.seconds)
+    commands, health = served_rates(db, None, args.clients, args.seconds)
     print(f"sqlite     over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
           f"{health:8.0f}/s | ratio {commands / health:.2f}")
 
@@ -170,9 +164,7 @@ def bench_postgres(server_url: str, args: argparse.Namespace) -> None:
           f"| ratio {ours / base:.2f}")
     url = _fresh_database(server_url, "bench_http")
     provision(postgres_url=url, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
-    env = {**os.environ, "AIDEMEMO_POSTGRES_URL": url}
-    where = ["--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls", "--artifact-backend", "disabled"]
-    commands, health = served_rates(where, env, args.clients, args.seconds)
+    commands, health = served_rates(None, url, args.clients, args.seconds)
     print(f"postgres   over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
           f"{health:8.0f}/s | ratio {commands / health:.2f}")
 

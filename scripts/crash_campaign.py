@@ -24,8 +24,6 @@ import argparse
 import json
 import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -34,33 +32,16 @@ from pathlib import Path
 
 import httpx
 
+from aidememo_ref.process import ReferenceProcess, ServerStartError
+
 TOKENS = {"sender": "crash-sender-token-0123456789", "receiver": "crash-receiver-token-0123456789"}
 
 
-def start_server(database: Path | None, postgres_url: str | None = None) -> tuple[subprocess.Popen[str], str]:
-    where = ["--database", str(database)] if postgres_url is None else [
-        "--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls", "--artifact-backend", "disabled"]
-    env = dict(os.environ) if postgres_url is None else {**os.environ, "AIDEMEMO_POSTGRES_URL": postgres_url}
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", *where, "--bind", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving" not in line:
-        proc.kill()
-        raise SystemExit(f"error: server did not start: {line or proc.stderr.read() if proc.stderr else ''}")
-    url = line.split()[2]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.02)
-    proc.kill()
-    raise SystemExit("error: server never answered /health")
+def start_server(database: Path | None, postgres_url: str | None = None) -> ReferenceProcess:
+    try:
+        return ReferenceProcess.start(database, postgres_url=postgres_url)
+    except ServerStartError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 class Ledger:
@@ -209,29 +190,27 @@ def main(argv: list[str] | None = None) -> int:
             provision(database, postgres_url=postgres_url, tenant_id="t", project_id="p", actor_id=actor, token=token,
                       project_epoch="e")
         servers = [start_server(database, postgres_url) for _ in range(2 if postgres_url else 1)]
-        httpx.post(f"{servers[0][1]}/v1/projects/p/sessions",
+        httpx.post(f"{servers[0].url}/v1/projects/p/sessions",
                    json={"command_id": "s", "payload": {"session_id": "s", "topic": "t"}},
                    headers={"Authorization": f"Bearer {TOKENS['sender']}"})
         started = time.monotonic()
         for incarnation in range(args.kills):
             stop = threading.Event()
-            threads = [threading.Thread(target=writer, args=(servers[w % len(servers)][1], w, incarnation,
+            threads = [threading.Thread(target=writer, args=(servers[w % len(servers)].url, w, incarnation,
                                                              random.Random(rng.random()), book, stop))
                        for w in range(args.writers)]
             for t in threads:
                 t.start()
             time.sleep(rng.uniform(0.05, args.max_uptime))
             victim = rng.randrange(len(servers))  # with two servers, the other one keeps running
-            os.kill(servers[victim][0].pid, signal.SIGKILL)
-            servers[victim][0].wait()
+            servers[victim].kill()
             stop.set()
             for t in threads:
                 t.join(timeout=30)
             servers[victim] = start_server(database, postgres_url)
-        answered, losses = verify(servers[-1][1], book)
-        for proc, _ in servers:
-            proc.send_signal(signal.SIGTERM)
-            proc.wait(timeout=10)
+        answered, losses = verify(servers[-1].url, book)
+        for server in servers:
+            server.stop()
     elapsed = time.monotonic() - started
     print(f"kills survived: {args.kills}  receipts verified: {answered}  losses: {len(losses)}  ({elapsed:.1f} s)")
     for loss in losses[:20]:
