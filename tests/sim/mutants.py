@@ -29,8 +29,8 @@ from aidememo_ref._ledger import Decide
 from aidememo_ref._records import Membership, Receipt, Resource
 from aidememo_ref._store import Execute, FeedRead, MailboxQuery, MailboxRow, Scheduler, Store, execute
 
-__all__ = ["MUTANTS", "blind_heartbeat", "double_accept", "late_stamp", "receipt_numbers", "replay_outside",
-           "split_decide", "stale_cache"]
+__all__ = ["MUTANTS", "RECIPES", "blind_heartbeat", "double_accept", "late_stamp", "receipt_numbers",
+           "replay_outside", "split_decide", "stale_cache"]
 
 
 def _split_decide(only: Op | None) -> Execute:
@@ -285,10 +285,18 @@ def _cached() -> tuple[Execute, Callable[[Store], Store]]:
     return _stale_cache(versions), lambda store: _CachedStore(store, versions)  # type: ignore[return-value]
 
 
-split_decide = _with(_split_decide(None))
-blind_heartbeat = _with(_split_decide(Op.HEARTBEAT))
-double_accept = _with(_split_decide(Op.ACCEPT))
-replay_outside = _with(_replay_outside)
+# name -> the broken recipe, for factories that open another backend (tests/ref/pg_ledgers.py);
+# the last three races keep state per ledger and wrap its store, so they have no lone recipe.
+RECIPES: dict[str, Execute] = {
+    "split_decide": _split_decide(None),
+    "blind_heartbeat": _split_decide(Op.HEARTBEAT),
+    "double_accept": _split_decide(Op.ACCEPT),
+    "replay_outside": _replay_outside,
+}
+split_decide = _with(RECIPES["split_decide"])
+blind_heartbeat = _with(RECIPES["blind_heartbeat"])
+double_accept = _with(RECIPES["double_accept"])
+replay_outside = _with(RECIPES["replay_outside"])
 receipt_numbers = _fresh(lambda: (_ReceiptNumbers(), None))
 late_stamp = _fresh(_stamped)
 stale_cache = _fresh(_cached)
