@@ -169,7 +169,8 @@ class Planner:
     def _read_back(self, write: PlannedOp, k: _Known) -> list[PlannedOp]:
         """Its worker reads the handoff back after the answer, and another worker reads it too."""
         handoff_id = str(write.input["handoff_id"])
-        others = [i for i, a in enumerate(self.workers) if i != write.worker and a in (k.from_actor, k.to_actor, READER)]
+        readers = (k.from_actor, k.to_actor, *([READER] if self.target.has_reader else []))
+        others = [i for i, a in enumerate(self.workers) if i != write.worker and a in readers]
         other = self.rng.choice(others)
         return [self._status(handoff_id, write.actor, write.worker),
                 self._status(handoff_id, self.workers[other], other)]

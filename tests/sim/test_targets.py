@@ -97,3 +97,11 @@ def test_provisioning_from_a_target_file_leaves_no_token_files(tmp_path: Path, m
     assert target is not None and len(target.tokens) == 3
     assert seen.read_text().strip() in target.tokens.values()  # the command saw a live token file ...
     assert not list(tmp_path.glob("conformance-tokens-*"))  # ... and none is left behind
+
+
+def test_a_url_campaign_without_a_reader_token_never_reads_as_the_reader(served: tuple[str, dict[str, str]]) -> None:
+    url, tokens = served
+    writers = {actor: token for actor, token in tokens.items() if actor != READER}
+    result = run_campaign(seed=31, max_batches=15, budget_s=60, target=HttpTarget(url, "p", writers))
+    assert result.finding is None and len(result.history) > 40
+    assert all(op.input["actor"] != READER for op in result.history)
