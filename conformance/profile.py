@@ -59,6 +59,7 @@ __all__ = [
     "RUN_SETTINGS",
     "RUN_TAG",
     "SEED",
+    "Sibling",
     "StartContext",
     "TIMEOUT",
     "Target",
@@ -110,11 +111,32 @@ class StartContext:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Sibling:
+    """Another check this process will run, whose world a check may build ahead of it."""
+
+    check: str  # test_module.py::test_name
+    markers: Mapping[str, tuple[object, ...]]
+    world: Callable[[], Any]  # the world that check will get (built once, on first call)
+
+
+def _no_siblings(marker: str) -> list[Sibling]:
+    return []
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckContext:
     """What ``Profile.world`` gets for one check.
 
     ``rng`` is seeded from the run seed and the check's name, so a seed replays the same ids and
     texts whatever the order or the xdist split; ``check_tag`` is a short stable hash of the name.
+    ``siblings(marker)`` lists the checks with that marker this process will run (itself
+    included; under xdist only those sure to run here, see docs), so checks can share one slow
+    step; ``progress(line)`` shows a line on the user's terminal at once; ``stop(reason)`` ends
+    the run after the current check, as a clean stop.
     """
 
     target: Any  # the profile's own target type, as its ``start`` built it
@@ -123,6 +145,10 @@ class CheckContext:
     check_tag: str
     transcript: Transcript
     markers: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # marker name -> args
+    check: str = ""
+    siblings: Callable[[str], list[Sibling]] = _no_siblings
+    progress: Callable[[str], None] = _silent
+    stop: Callable[[str], None] = _silent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +168,7 @@ class Profile:
     validate: Callable[[Settings, Any], None] | None = None  # (settings, pytest config or None)
     markers: tuple[str, ...] = ()  # "name(args): meaning" lines registered with pytest
     hookspecs: str | None = None  # module of pytest hookspecs a conftest may implement
+    configure: Callable[[Any], None] | None = None  # called in pytest_configure, whatever the profile
     aliases: tuple[str, ...] = ()
 
     @property

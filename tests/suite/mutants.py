@@ -321,3 +321,73 @@ def mcp_reader_sees_write_tools(db_path: str) -> Any:
 
 
 MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-2",))
+
+
+# -- real time: no test clock and short leases, so lease expiry is observed by waiting ------------
+SHORT_LEASE_MS = 1500  # long enough for the shared set-up of every lease check on a loaded machine
+
+
+def _short_lease(db_path: str, *, test_clock: bool = False) -> Any:
+    _state.LEASE_MS = SHORT_LEASE_MS
+    if test_clock:
+        return _ledger_for(db_path)
+    return aidememo_ref.ReferenceLedger(db_path)
+
+
+def no_test_clock(db_path: str) -> Any:
+    """The reference as served without --test-clock: 120 s leases, no virtual clock (not a mutant)."""
+    return aidememo_ref.ReferenceLedger(db_path)
+
+
+def real_time_reference(db_path: str) -> Any:
+    """The reference without the test clock, granting leases of SHORT_LEASE_MS (not a mutant)."""
+    return _short_lease(db_path)
+
+
+def real_time_reference_with_clock(db_path: str) -> Any:
+    """The same, with the test clock served (not a mutant): virtual and forced real time must agree."""
+    return _short_lease(db_path, test_clock=True)
+
+
+def heartbeat_after_expiry(db_path: str) -> Any:
+    """An expired claim is still accepted for heartbeat (and revived by it)."""
+    original = _state.heartbeat
+
+    def heartbeat(record: Any, actor_id: str, claim_id: str, now_ms: int) -> Any:
+        if (record["status"] == "accepted" and record["claim_id"] == claim_id and record["to_actor"] == actor_id
+                and record["outcome"] != "failed"):
+            return {**record, "claim_heartbeat_at_ms": now_ms, "claim_expires_at_ms": now_ms + _state.LEASE_MS}
+        return original(record, actor_id, claim_id, now_ms)
+
+    _state.heartbeat = heartbeat
+    return _short_lease(db_path)
+
+
+def reclaim_refused_after_expiry(db_path: str) -> Any:
+    """A new claim on an expired lease is refused as if the old one were live."""
+    from aidememo_ref._errors import LedgerError
+
+    original = _state.accept
+
+    def accept(record: Any, actor_id: str, claim_id: str, now_ms: int) -> Any:
+        if (record["status"] == "accepted" and claim_id != record["claim_id"] and record["outcome"] != "failed"
+                and _state.claim_is_stale(record, now_ms)):
+            raise LedgerError.handoff_conflict("handoff is already claimed by another live worker")
+        return original(record, actor_id, claim_id, now_ms)
+
+    _state.accept = accept
+    return _short_lease(db_path)
+
+
+def lease_never_expires_real_time(db_path: str) -> Any:
+    """A claim stays live forever (as lease_never_expires, met without the test clock)."""
+    _state.claim_is_stale = lambda record, now_ms: False
+    return _short_lease(db_path)
+
+
+# name -> (factory, the requirements whose checks must kill it), run with --real-time-leases
+REAL_TIME_MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
+    "heartbeat_after_expiry": (heartbeat_after_expiry, ("AM-HL-HB-3",)),
+    "reclaim_refused_after_expiry": (reclaim_refused_after_expiry, ("AM-HL-ACC-3",)),
+    "lease_never_expires_real_time": (lease_never_expires_real_time, ("AM-HL-ACC-3", "AM-HL-HB-3", "AM-HL-RET-5")),
+}

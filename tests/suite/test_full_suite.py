@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
@@ -54,13 +55,20 @@ def _free_port() -> int:
 
 @pytest.fixture
 def served(tmp_path) -> Iterator[tuple[str, Path]]:
-    """``aidememo-ref serve --test-clock`` on a free loopback port, stopped by its pid."""
+    """``aidememo-ref serve --test-clock`` on a free loopback port."""
+    with served_reference(tmp_path, "--test-clock") as where:
+        yield where
+
+
+@contextmanager
+def served_reference(tmp_path: Path, *flags: str) -> Iterator[tuple[str, Path]]:
+    """``aidememo-ref serve FLAGS`` on a free loopback port, stopped by its pid."""
     if shutil.which("aidememo-ref") is None:
         pytest.fail("aidememo-ref is not installed (pip install -e .)")
     database = tmp_path / "ledger.sqlite"
     port = _free_port()
     process = subprocess.Popen(["aidememo-ref", "serve", "--database", str(database), "--bind", f"127.0.0.1:{port}",
-                                "--test-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                *flags], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     try:
         for _ in range(200):

@@ -10,14 +10,14 @@ from typing import Any
 
 from conformance.capabilities import CORE, Capability
 from conformance.profile import CheckContext, Profile, StartContext, Target, World
-from conformance.profiles.aidememo.settings import SETTINGS, describe, validate
+from conformance.profiles.aidememo.settings import SETTINGS, configure, describe, validate
 
 __all__ = ["PROFILE"]
 
 CAPABILITIES = (
     Capability(name=CORE, covers="identity, commands, receipts, typed creates, handoff transitions, visibility, mailbox"),
     Capability(name="leases", covers="lease length and heartbeat renewal", detection="heartbeat route exists"),
-    Capability(name="test-clock", covers="lease expiry, takeover and fencing (the kit's virtual-clock extension)",
+    Capability(name="test-clock", covers="the kit's virtual-clock extension: lease expiry without waiting",
                detection="GET /__test__/clock answers {\"now_ms\": N}"),
     Capability(name="replica-feeds", covers="change feed, materialized feed, snapshot, cursor rules",
                detection="snapshot route exists"),
@@ -56,7 +56,9 @@ PROFILE = Profile(
     world=_world,
     describe=describe,
     validate=_validate,
-    markers=("fresh_project: the check needs a project nobody else writes to",),
+    markers=("fresh_project: the check needs a project nobody else writes to",
+             "lease_expiry(arrange): the check observes lease expiry after arrange(world) set up its lease"),
+    configure=configure,
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),
 )
