@@ -82,6 +82,7 @@ def run(argv: list[str]) -> int:
 
 def _graceful_server_class() -> type:
     import signal
+    from collections.abc import Iterator
     from contextlib import contextmanager
 
     import uvicorn
@@ -90,7 +91,7 @@ def _graceful_server_class() -> type:
         """Stops on SIGINT/SIGTERM and exits 0 (uvicorn re-raises the signal after shutdown)."""
 
         @contextmanager
-        def capture_signals(self):  # type: ignore[no-untyped-def,override]
+        def capture_signals(self) -> Iterator[None]:
             def stop(signum: int, frame: object) -> None:
                 self.should_exit = True
 

@@ -9,4 +9,5 @@ __all__ = ["PROFILES"]
 
 PROFILES: dict[str, str] = {
     "aidememo": "conformance.profiles.aidememo:PROFILE",
+    "xmemo": "conformance.profiles.xmemo:PROFILE",
 }
