@@ -365,31 +365,17 @@ def real_time_reference_with_clock(db_path: str) -> Any:
 
 def heartbeat_after_expiry(db_path: str) -> Any:
     """An expired claim is still accepted for heartbeat (and revived by it)."""
-    original = _state.heartbeat
-
-    def heartbeat(record: Any, actor_id: str, claim_id: str, now_ms: int) -> Any:
-        if (record["status"] == "accepted" and record["claim_id"] == claim_id and record["to_actor"] == actor_id
-                and record["outcome"] != "failed"):
-            return {**record, "claim_heartbeat_at_ms": now_ms, "claim_expires_at_ms": now_ms + _state.LEASE_MS}
-        return original(record, actor_id, claim_id, now_ms)
-
-    _state.heartbeat = heartbeat
+    _state.TRANSITIONS = tuple(row for row in _state.TRANSITIONS
+                               if not (row.op is Op.HEARTBEAT and row.guard is _state.lease_expired))
     return _short_lease(db_path)
 
 
 def reclaim_refused_after_expiry(db_path: str) -> Any:
-    """A new claim on an expired lease is refused as if the old one were live."""
-    from aidememo_ref._errors import LedgerError
-
-    original = _state.accept
-
-    def accept(record: Any, actor_id: str, claim_id: str, now_ms: int) -> Any:
-        if (record["status"] == "accepted" and claim_id != record["claim_id"] and record["outcome"] != "failed"
-                and _state.claim_is_stale(record, now_ms)):
-            raise LedgerError.handoff_conflict("handoff is already claimed by another live worker")
-        return original(record, actor_id, claim_id, now_ms)
-
-    _state.accept = accept
+    """A new claim on an expired lease is refused as if the old one were live (only a failed claim is replaced)."""
+    _state.TRANSITIONS = tuple(
+        dataclasses.replace(row, guard=_state.claim_failed) if row.guard is _state.failed_or_expired else row
+        for row in _state.TRANSITIONS
+    )
     return _short_lease(db_path)
 
 
