@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from conformance.capabilities import CAPABILITIES, CORE, Capability, Claims
+from conformance.capabilities import CAPABILITIES, Capability, Claims
 from conformance.errors import ConfigError
 from conformance.registry import Registry, load_registry
 from conformance.settings import (
@@ -297,7 +297,7 @@ def resolve_run(given: SettingsInput, *, config: Any = None) -> tuple[Profile, S
             raise ConfigError(f"{target_file.where('profile')} is {in_file!r}, but {named.where(PROFILE)} "
                               f"selects profile {profile.name!r}")
     declared = _merged(RUN_SETTINGS + profile.settings, profile.name)
-    settings = resolve(declared, with_file, capabilities=(CORE, *profile.capability_names))
+    settings = resolve(declared, with_file, capabilities=profile.capability_names)
     if profile.validate is not None:
         profile.validate(settings, config)
     return profile, settings
