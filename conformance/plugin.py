@@ -328,6 +328,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     state = item.config.stash.get(_STATE, None)
     if requirement_id is None or state is None or requirement_id not in state.registry:
         return
+    if hasattr(item.config, "workerinput") and not state.collected_sent:
+        # The controller collects nothing under xdist; without this list (sent with the first
+        # report, before any check ran) it could not tell which checks never ran when a run is
+        # interrupted.
+        report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
+        state.collected_sent = True
     if report.when == "setup" and report.passed:
         return
     if report.when == "teardown" and (report.passed or report.skipped):
@@ -357,11 +363,6 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         notes=tuple(world.transcript.notes) if keep and world is not None else (),
     )
     report.user_properties.append((_PROP, record.dumps()))
-    if hasattr(item.config, "workerinput") and not state.collected_sent:
-        # The controller collects nothing under xdist; without this list it could not tell which
-        # checks never ran when a run is interrupted.
-        report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
-        state.collected_sent = True
     _rewrite_outcome(report, item, verdict, reason)
 
 
@@ -448,7 +449,7 @@ class _Reporter:
         if hasattr(self.config, "workerinput") or self.config.getoption("aidememo_list"):
             return
         state = self.config.stash.get(_STATE, None)
-        if state is None and not self.records:
+        if state is None and not self.records and not self.collected:
             return
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
