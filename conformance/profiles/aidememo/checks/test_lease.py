@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.profiles.aidememo.leases import Arranged, after_lease_expiry
 
@@ -71,20 +71,20 @@ def test_heartbeat_after_a_failed_return_conflicts(world):
                  "handoff_conflict")
 
 
-def _leased(world) -> Arranged:
+def _leased(world: World) -> Arranged:
     project = world.project(writers=("sender", "receiver"))
     ref, lease = project.receiver.setup_lease(project.sender.setup_handoff(project.receiver))
     return Arranged(value=(project, ref), lease=lease)
 
 
-def _leased_with_fact(world) -> Arranged:
+def _leased_with_fact(world: World) -> Arranged:
     arranged = _leased(world)
     project, ref = arranged.value
     arranged.value = (project, ref, project.receiver.setup_fact(ref.session_id))
     return arranged
 
 
-def _heartbeat_before_expiry(world) -> Arranged:
+def _heartbeat_before_expiry(world: World) -> Arranged:
     arranged = _leased(world)
     project, ref = arranged.value
     arranged.before_expiry = lambda: project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id)
@@ -93,28 +93,28 @@ def _heartbeat_before_expiry(world) -> Arranged:
 
 @after_lease_expiry(_leased)
 @pytest.mark.requirement("AM-HL-HB-3")
-def test_expired_claim_cannot_heartbeat(world):
+def test_expired_claim_cannot_heartbeat(world: World) -> None:
     project, ref = world.after_lease_expiry().value
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
 
 
 @after_lease_expiry(_heartbeat_before_expiry)
 @pytest.mark.requirement("AM-HL-HB-3")
-def test_lease_is_live_until_its_last_moments(world):
+def test_lease_is_live_until_its_last_moments(world: World) -> None:
     # Taken 5 s before expiry (a quarter of a lease shorter than 20 s), as the lease is surely live.
     expect_receipt(world.after_lease_expiry().before_answer())
 
 
 @after_lease_expiry(_leased)
 @pytest.mark.requirement("AM-HL-ACC-3")
-def test_expired_claim_cannot_be_revived_by_the_same_claim(world):
+def test_expired_claim_cannot_be_revived_by_the_same_claim(world: World) -> None:
     project, ref = world.after_lease_expiry().value
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
 
 
 @after_lease_expiry(_leased)
 @pytest.mark.requirement("AM-HL-ACC-3")
-def test_a_new_claim_takes_over_an_expired_lease(world):
+def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
     project, ref = world.after_lease_expiry().value
     new_claim = world.new_id("claim")
     expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, new_claim))
@@ -124,7 +124,7 @@ def test_a_new_claim_takes_over_an_expired_lease(world):
 
 @after_lease_expiry(_leased_with_fact)
 @pytest.mark.requirement("AM-HL-RET-5")
-def test_return_after_expiry_conflicts(world):
+def test_return_after_expiry_conflicts(world: World) -> None:
     project, ref, fact = world.after_lease_expiry().value
     expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 409,
                  "handoff_conflict")
@@ -132,7 +132,7 @@ def test_return_after_expiry_conflicts(world):
 
 @after_lease_expiry(_leased_with_fact)
 @pytest.mark.requirement("AM-HL-RET-5")
-def test_old_claim_is_fenced_after_a_takeover(world):
+def test_old_claim_is_fenced_after_a_takeover(world: World) -> None:
     project, ref, fact = world.after_lease_expiry().value
     receiver = project.receiver
     new_claim = world.new_id("claim")
