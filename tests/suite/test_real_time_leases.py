@@ -17,13 +17,14 @@ from pathlib import Path
 
 import pytest
 
+from aidememo_ref.process import ReferenceProcess
 from conformance.errors import ConfigError, Untestable
 from conformance.profile import resolve_run
 from conformance.profiles.aidememo.leases import Arranged, Lease, LeaseWait, margin_after, margin_before
 from conformance.profiles.aidememo.settings import REAL_TIME_LEASES, configure
 from conformance.settings import SettingsInput
 from tests.suite.mutants import REAL_TIME_MUTANTS, SHORT_LEASE_MS
-from tests.suite.test_full_suite import served_reference
+from tests.targetfile import token_entry, write_target
 
 HERE = Path(__file__).parent
 SEED = "20261201"
@@ -97,8 +98,10 @@ def test_each_broken_lease_is_killed_by_its_requirements_in_real_time(killed, na
 
 
 def test_a_served_reference_without_the_test_clock_passes_with_fixed_tokens_in_one_project(tmp_path):
-    with served_reference(tmp_path, "--claim-lease-ms", str(SHORT_LEASE_MS)) as (url, database):
-        tokens = ""
+    database = tmp_path / "ledger.sqlite"
+    with ReferenceProcess.start(database, extra_args=["--claim-lease-ms", str(SHORT_LEASE_MS)]) as server:
+        url = server.url
+        tokens = []
         for actor in ("w1", "w2"):
             token_file = tmp_path / f"{actor}.token"
             token_file.write_text(f"fixed-{actor}-token-0123456789\n")
@@ -106,8 +109,8 @@ def test_a_served_reference_without_the_test_clock_passes_with_fixed_tokens_in_o
             subprocess.run(["aidememo-ref", "bootstrap", "--database", str(database), "--tenant-id", "acme",
                             "--project-id", "shared", "--actor-id", actor, "--token-file", str(token_file),
                             "--role", "writer"], check=True, capture_output=True, timeout=60)
-            tokens += f'[[provision.tokens]]\nproject = "shared"\nactor = "{actor}"\ntoken_file = "{token_file.name}"\n'
-        (tmp_path / "target.toml").write_text(f'url = "{url}"\nreal_time_leases = true\n' + tokens)
+            tokens.append(token_entry("shared", actor, token_file=token_file.name))
+        write_target(tmp_path / "target.toml", url, tokens, real_time_leases=True)
         done, verdicts = _run(tmp_path / "fixed", "--config", str(tmp_path / "target.toml"), *EXPIRY_ARGS)
         assert verdicts == dict.fromkeys(EXPIRY_CHECKS, "PASS"), (verdicts, done.stdout[-1500:])
 
