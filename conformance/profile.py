@@ -67,6 +67,7 @@ __all__ = [
     "URL",
     "World",
     "installed_profiles",
+    "lazy",
     "load_profile",
     "resolve_run",
 ]
@@ -243,6 +244,27 @@ CLI: Setting[tuple[str, ...] | None] = Setting(
 EMBEDDED_FACTORY: Setting[str | None] = Setting(
     name="embedded_factory", parse=_parse_factory, default=None, file_key="embedded.factory", ini=None,
     metavar="MODULE:CALLABLE", hidden=True, help="build the embedded reference with this callable (broken variants)")
+
+
+def lazy(spec: str) -> Callable[..., Any]:
+    """A function that imports ``module:attribute.path`` on its first call and calls it.
+
+    Profile declarations are imported whenever the plugin loads, so they name their target,
+    world and check machinery this way instead of importing it.
+    """
+    module_name, _, path = spec.partition(":")
+    found: list[Callable[..., Any]] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not found:
+            target: Any = importlib.import_module(module_name)
+            for part in path.split("."):
+                target = getattr(target, part)
+            found.append(target)
+        return found[0](*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"lazy({spec!r})"
+    return call
 
 
 # -- the installed profiles -----------------------------------------------------------------------
