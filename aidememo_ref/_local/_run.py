@@ -36,8 +36,10 @@ MAX_RESULT_CHARS = 6000
 # The exit status `timeout(1)` reports, which upstream's worker lane also uses.
 TIMEOUT_EXIT_CODE = 124
 
-# What `env_policy = core` passes through besides the profile's `pass_env` names.
-_CORE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "SYSTEMROOT")
+# What `env_policy = core` passes through besides `LC_*` and the profile's `pass_env` names
+# (upstream worker lane's list).
+_CORE_ENV = ("HOME", "USERPROFILE", "PATH", "SHELL", "USER", "LOGNAME", "LANG", "TMPDIR", "TMP", "TEMP",
+             "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -81,7 +83,7 @@ def build_invocation(
     if profile.agent is AgentType.MANUAL:
         raise invalid_input(
             f'agent "{profile.alias}" uses the manual adapter; read/accept/heartbeat/return it'
-            " through the handoff commands"
+            " through CLI, MCP, or the Python SDK"
         )
     if workspace is not None and not os.path.isdir(workspace):
         raise invalid_input(f"workspace {workspace} is not a directory")
@@ -103,7 +105,8 @@ def build_invocation(
     if profile.env_policy is EnvPolicy.ALL:
         env = dict(environ)
     else:
-        env = {name: environ[name] for name in (*_CORE_ENV, *profile.pass_env) if name in environ}
+        env = {name: value for name, value in environ.items() if name in _CORE_ENV or name.startswith("LC_")}
+        env.update({name: environ[name] for name in profile.pass_env if name in environ})
     if profile.config_home is not None:
         home_var = {AgentType.CODEX: "CODEX_HOME", AgentType.CLAUDE: "CLAUDE_CONFIG_DIR"}.get(profile.agent)
         env[home_var or "AIDEMEMO_AGENT_HOME"] = profile.config_home
