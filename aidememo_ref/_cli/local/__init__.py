@@ -12,6 +12,7 @@ the chosen group's modules are imported; ``handoff run`` and ``mcp`` import thei
 
 from __future__ import annotations
 
+import argparse
 import importlib
 import os
 import sys
@@ -142,13 +143,43 @@ def _test_clock(found: _Globals, env: Mapping[str, str]) -> int | None:
         raise invalid_input("AIDEMEMO_NOW_MS must be an integer number of milliseconds") from None
 
 
-def _parser(group: str) -> Parser:
+def _parser(group: str, command: str | None) -> Parser:
+    from . import _context
+
     module_name, register = GROUPS[group]
     module = importlib.import_module(f"{__name__}.{module_name}")
     parser = Parser(prog="aidememo-ref", add_help=True)
     groups = parser.add_subparsers(dest="group", metavar="GROUP", required=True, parser_class=Parser)
-    getattr(module, register)(groups)
+    known = getattr(module, "COMMANDS", ())
+    _context.WANTED[0] = command if command in known else None
+    try:
+        getattr(module, register)(groups)
+    finally:
+        _context.WANTED[0] = None
     return parser
+
+
+def _command_word(rest: list[str]) -> str | None:
+    """The word after the group (``handoff --remote-profile P send``: ``send``)."""
+    words = [token for token in rest[1:] if not token.startswith("-")]
+    if rest[0] == "handoff" and "--remote-profile" in rest[1:2]:
+        words = words[1:]
+    return words[0] if words else None
+
+
+def _place_trailing(args: argparse.Namespace, extras: list[str]) -> None:
+    """Give a late optional positional its value.
+
+    argparse binds an optional positional that follows a required one (``send AGENT [SESSION]``)
+    in the same chunk as the required one, so ``send AGENT --from A SESSION`` leaves SESSION
+    over; it is placed here instead.
+    """
+    if not extras:
+        return
+    slot = getattr(args, "trailing", None)
+    if slot is None or getattr(args, slot) is not None or len(extras) != 1 or extras[0].startswith("-"):
+        raise UsageError(f"aidememo-ref: unrecognized arguments: {' '.join(extras)}")
+    setattr(args, slot, extras[0])
 
 
 def main(argv: list[str]) -> int:
@@ -161,7 +192,8 @@ def main(argv: list[str]) -> int:
             return 0 if rest else 1
         if rest[0] not in GROUPS:
             raise UsageError(f"aidememo-ref: unknown command {rest[0]!r}; expected one of {', '.join(GROUPS)}")
-        args = _parser(rest[0]).parse_args(rest)
+        args, extras = _parser(rest[0], _command_word(rest)).parse_known_args(rest)
+        _place_trailing(args, extras)
         backend = _backend(found.backend)
         if found.project is not None:
             raise _Refusal(f"Error: project '{found.project}' not registered. Run `aidememo project list`.")

@@ -88,7 +88,24 @@ class Context:
 Command = Callable[[argparse.Namespace, Context], int]
 
 
-def add_command(sub: Any, name: str, func: Command, help_text: str) -> Parser:
+class _Skipped:
+    """Stands in for a command the current call does not use (building argparse parsers costs
+    about 2 ms each, and agents call this CLI many times per task)."""
+
+    def add_argument(self, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def set_defaults(self, **kwargs: Any) -> None:
+        pass
+
+
+# The command word the current call names; other commands of its group are not built.
+WANTED: list[str | None] = [None]
+
+
+def add_command(sub: Any, name: str, func: Command, help_text: str) -> Any:
+    if WANTED[0] is not None and WANTED[0] != name:
+        return _Skipped()
     parser: Parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(func=func)
     return parser

@@ -125,6 +125,9 @@ def _register(groups: argparse._SubParsersAction[Parser], group: str, agent_flag
         p.add_argument("alias", metavar="ALIAS")
 
 
+COMMANDS = ('add', 'list', 'show', 'remove')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     _register(groups, "agent", "type", "home", "connect coding-agent accounts (no credentials)")
 

@@ -36,6 +36,9 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+COMMANDS = ('set', 'unset', 'list')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     config = groups.add_parser("config", help="kit settings (source_id, Hermes mapping)").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser

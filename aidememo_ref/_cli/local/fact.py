@@ -100,6 +100,9 @@ def cmd_get(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+COMMANDS = ('add', 'get')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     fact = groups.add_parser("fact", help="facts").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser

@@ -172,6 +172,9 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
     return _worker.run(request, ctx)
 
 
+COMMANDS = ('send', 'inbox', 'outbox', 'show', 'status', 'accept', 'heartbeat', 'complete', 'return', 'board', 'run')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     group = groups.add_parser("handoff", help="assignments")
     group.add_argument("--remote-profile", metavar="NAME", help="route through an authenticated server profile")
@@ -185,6 +188,7 @@ def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignor
     p.add_argument("--kanban-board")
     p.add_argument("alias", metavar="AGENT")
     p.add_argument("session", nargs="?", metavar="SESSION")
+    p.set_defaults(trailing="session")
     for name, func, help_text in (("inbox", cmd_inbox, "assignments addressed to an actor"),
                                   ("outbox", cmd_outbox, "assignments an actor sent, with returned results")):
         p = add_command(handoff, name, func, help_text)
@@ -227,3 +231,4 @@ def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignor
     p.add_argument("--heartbeat-interval", type=positive("--heartbeat-interval"), metavar="SECONDS")
     p.add_argument("alias", nargs="?", metavar="AGENT")
     p.add_argument("handoff_id", nargs="?", metavar="HANDOFF_ID")
+    p.set_defaults(trailing="handoff_id")

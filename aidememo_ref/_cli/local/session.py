@@ -146,6 +146,9 @@ def write_artifact(output: str | None, body: str, payload: dict[str, Any], ctx: 
     return body
 
 
+COMMANDS = ('new', 'start', 'resume', 'current', 'list', 'handoff')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     session = groups.add_parser("session", help="tracked sessions").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser

@@ -62,6 +62,9 @@ def cmd_remove(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+COMMANDS = ('install', 'remove')
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     shim = groups.add_parser("shim", help="opt-in `aidememo` command for this kit").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser

@@ -55,6 +55,9 @@ def cmd_start(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+COMMANDS = ('start',)
+
+
 def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
     workflow = groups.add_parser("workflow", help="workflow-triggered tasks").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
