@@ -128,9 +128,11 @@ def run(request: RunRequest, ctx: RunContext) -> int:
     runner = explicit or shutil.which(RUNNER, path=ctx.env.get("PATH"))
     if runner and profile.agent is not AgentType.COMMAND:
         return _delegate(runner, request, profile, workspace, ctx)
+    code = _builtin(request, profile, workspace, ctx)
+    # Said after the result, so a refusal stays one line (a failed result names its runner too).
     reason = "the command adapter is this kit's own" if runner else f"{RUNNER} is not installed"
     ctx.err(f"note: {reason}; ran aidememo-ref's built-in runner")
-    return _builtin(request, profile, workspace, ctx)
+    return code
 
 
 def _delegate(runner: str, request: RunRequest, profile: AgentProfile, workspace: str, ctx: RunContext) -> int:
@@ -150,6 +152,10 @@ def _delegate(runner: str, request: RunRequest, profile: AgentProfile, workspace
         raise LocalError(LocalErrorCode.INTERNAL, "external handoff worker returned no result")
     ctx.out(stdout)
     return 0
+
+
+class _Kept(Exception):
+    """The worker already returned its own evidence; nothing is written."""
 
 
 def _bounded(text: str, limit: int) -> str:
@@ -206,9 +212,14 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
                                        environ=ctx.env)
 
     def beat() -> None:
-        # Each pulse is its own transaction: the runner holds no lock meanwhile.
-        with store.transaction(write=True):
-            assignments.heartbeat(store, record.handoff_id, record.to_actor, ctx.clock())
+        # Each pulse runs on the pulse thread with its own connection and transaction: the
+        # runner holds no lock meanwhile.
+        pulse = LocalStore(request.store_path)
+        try:
+            with pulse.transaction(write=True):
+                assignments.heartbeat(pulse, record.handoff_id, record.to_actor, ctx.clock())
+        finally:
+            pulse.close()
 
     result = _run.run_process(invocation, timeout_s=timeout_s, heartbeat_interval_s=interval_s, heartbeat=beat)
     output = _bounded(result.stdout, _run.MAX_RESULT_CHARS)
@@ -228,6 +239,13 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
     try:
         with store.transaction(write=True):
             now = ctx.clock()
+            current, _ = assignments.load(store, record.handoff_id)
+            if current.claim_id == claim and current.result_fact_id is not None:
+                # The worker returned its own evidence through the CLI: that evidence stands.
+                fact_id, assignment_status = current.result_fact_id, str(current.status)
+                succeeded = current.outcome is Outcome.SUCCEEDED
+                status = "completed" if succeeded else "failed"
+                raise _Kept
             session = memory.resolve_session(store, record.session_id, record.source_id)
             fact_id = memory.add_fact(
                 store, content=content, fact_type=FactType.NOTE if succeeded else FactType.ERROR,
@@ -237,6 +255,8 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
             returned, _ = assignments.return_result(store, record.handoff_id, record.to_actor, fact_id,
                                                     str(Outcome.SUCCEEDED if succeeded else Outcome.FAILED), now)
             assignment_status = str(returned.status)
+    except _Kept:
+        pass
     except LocalError as exc:
         error, status, succeeded = str(exc), "record_failed" if succeeded else "failed", False
     data: dict[str, Any] = {
