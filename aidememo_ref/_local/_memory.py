@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._facttypes import FactType, WriteType, resolve_write_type
@@ -261,7 +262,7 @@ def session_list(store: LocalStore, source_id: str | None, limit: int) -> list[d
 
 
 def session_start(store: LocalStore, source_id: str | None, recent_limit: int, recent_days: int,
-                  top_entities_limit: int, now_ms: int) -> dict[str, object]:
+                  top_entities_limit: int, now_ms: int) -> dict[str, Any]:
     """The warm-up envelope (upstream's ``session start`` / ``aidememo_session_start``). This kit
     has no pinning, relations or lint, so ``pinned`` is empty and ``open_issues`` counts none."""
     facts = store.facts(source_id)

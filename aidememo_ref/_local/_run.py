@@ -1,7 +1,8 @@
 """Run adapters: turn an agent profile into one process, run it with a timeout and heartbeats.
 
-Adapters: ``codex`` and ``claude`` start the vendor CLI with the profile's home (``CODEX_HOME``,
-``CLAUDE_CONFIG_DIR``) and pass the packet as the prompt on stdin; ``command`` runs the
+Adapters: ``codex`` and ``claude`` start the vendor CLI as upstream's worker lane does (codex
+writes its last message to ``last_message``), with the profile's home (``CODEX_HOME``,
+``CLAUDE_CONFIG_DIR``) and the prompt on stdin; ``command`` runs the
 profile's command line (split like a shell would, never through a shell) with the packet on
 stdin; ``manual`` has no process and is refused. Every adapter sees the handoff through
 ``AIDEMEMO_*`` variables, so a command can record facts or heartbeats itself.
@@ -78,6 +79,7 @@ def build_invocation(
     handoff_env: Mapping[str, str],
     workspace: str | None,
     environ: Mapping[str, str],
+    last_message: str | None = None,
 ) -> Invocation:
     """Check the profile can run here (binary, workspace) before anything is accepted."""
     if profile.agent is AgentType.MANUAL:
@@ -98,10 +100,13 @@ def build_invocation(
     else:
         binary = _executable(profile.binary or str(profile.agent), workspace)
         model = ["--model", profile.model] if profile.model else []
+        # The worker lane's command lines, without its structured-result schema.
         if profile.agent is AgentType.CODEX:
-            argv = [binary, "exec", "--sandbox", "workspace-write", *model, "-"]
+            argv = [binary, "exec", "--cd", workspace or os.getcwd(), "--sandbox", "workspace-write", "--ephemeral",
+                    "--color", "never", "--output-last-message", last_message or os.devnull, *model, "-"]
         else:
-            argv = [binary, "-p", "--permission-mode", "acceptEdits", *model]
+            argv = [binary, "--print", "--permission-mode", "acceptEdits", "--output-format", "text",
+                    "--no-session-persistence", *model]
     if profile.env_policy is EnvPolicy.ALL:
         env = dict(environ)
     else:

@@ -16,7 +16,6 @@ repeated add returns the first id and merges the entities).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import sqlite3
 from collections.abc import Iterable, Iterator, Sequence
@@ -83,6 +82,8 @@ class NewFact:
 
 
 def _content_hash(content: str) -> str:
+    import hashlib  # only writes need it; reads start faster without
+
     return hashlib.sha256(content.encode("utf-8")).hexdigest()
 
 

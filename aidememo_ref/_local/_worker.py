@@ -21,6 +21,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -40,12 +41,20 @@ RUNNER = "aidememo-worker-lane"
 
 
 class RunContext(Protocol):
-    env: Mapping[str, str]
-    as_json: bool
-    now_ms: int
-    clock: Callable[[], int]
-    out: Callable[[str], None]
-    err: Callable[[str], None]
+    @property
+    def env(self) -> Mapping[str, str]: ...
+
+    @property
+    def now_ms(self) -> int: ...
+
+    @property
+    def clock(self) -> Callable[[], int]: ...
+
+    @property
+    def out(self) -> Callable[[str], None]: ...
+
+    @property
+    def err(self) -> Callable[[str], None]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -208,8 +217,6 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
               f"Done when: {record.done_when or 'Return a verifiable result.'}\n\n"
               "--- BEGIN AIDEMEMO EVIDENCE ---\n" + accepted.packet.content + "--- END AIDEMEMO EVIDENCE ---\n"
               "Return a concise final report on stdout.\n")
-    invocation = _run.build_invocation(profile, prompt=prompt, handoff_env=handoff_env, workspace=workspace,
-                                       environ=ctx.env)
 
     def beat() -> None:
         # Each pulse runs on the pulse thread with its own connection and transaction: the
@@ -221,8 +228,16 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
         finally:
             pulse.close()
 
-    result = _run.run_process(invocation, timeout_s=timeout_s, heartbeat_interval_s=interval_s, heartbeat=beat)
-    output = _bounded(result.stdout, _run.MAX_RESULT_CHARS)
+    with tempfile.TemporaryDirectory(prefix="aidememo-ref-run-") as scratch:
+        last_message = os.path.join(scratch, "last-message.txt")
+        invocation = _run.build_invocation(profile, prompt=prompt, handoff_env=handoff_env, workspace=workspace,
+                                           environ=ctx.env, last_message=last_message)
+        result = _run.run_process(invocation, timeout_s=timeout_s, heartbeat_interval_s=interval_s, heartbeat=beat)
+        text = result.stdout
+        if profile.agent is AgentType.CODEX and os.path.isfile(last_message):
+            with open(last_message, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
+    output = _bounded(text, _run.MAX_RESULT_CHARS)
     succeeded = result.exit_code == 0 and bool(output)
     if succeeded:
         content = f"External worker result ({agent}, handoff {record.handoff_id}):\n{output}"

@@ -237,7 +237,8 @@ class LocalTools:
             who = need_actor()
             record = assignments.heartbeat(store, need("handoff_id"), who, now)
         elif action == "board":
-            stale = args.get("stale_after") if isinstance(args.get("stale_after"), str) else "1h"
+            given = args.get("stale_after")
+            stale = given if isinstance(given, str) else "1h"
             return _sorted(assignments.board(store, actor, self._source(args), parse_duration_ms(stale),
                                              _flag(args.get("include_completed"), False),
                                              _uint(args.get("limit"), 50), now))

@@ -184,3 +184,43 @@ def test_builtin_checks_before_accepting_and_keeps_a_workers_own_evidence(cli: C
     record = cli.j("handoff", "show", own)
     assert data["ok"] and data["result_fact_id"] == record["result_fact_id"]
     assert cli.j("fact", "get", record["result_fact_id"])["content"] == "worker wrote this"
+
+
+def test_builtin_codex_and_claude_use_the_worker_lanes_command_lines(cli: Cli, sent: Handoff, tmp_path: Path) -> None:
+    # Stand-in vendor binaries: they report argv, config home and the prompt; codex answers through
+    # its --output-last-message file, as the real one does.
+    for agent, home_var in (("codex", "CODEX_HOME"), ("claude", "CLAUDE_CONFIG_DIR")):
+        fake = tmp_path / f"fake-{agent}"
+        fake.write_text(
+            f"#!{sys.executable}\n"
+            "import os, sys\n"
+            "argv = sys.argv[1:]\n"
+            f"text = ' '.join(['argv=' + '|'.join(argv), 'home=' + os.environ.get({home_var!r}, '-'),"
+            " 'secret=' + os.environ.get('BENCH_SECRET', '-'), 'packet=' + str('# AideMemo Agent Handoff' in sys.stdin.read())])\n"
+            "if '--output-last-message' in argv:\n"
+            "    open(argv[argv.index('--output-last-message') + 1], 'w').write(text)\n"
+            "else:\n"
+            "    print(text)\n"
+        )
+        fake.chmod(0o755)
+        home = tmp_path / f"{agent}-home"
+        home.mkdir()
+        alias = f"{agent}-bot"
+        cli.ok("agent", "add", alias, "--type", agent, "--binary", str(fake), "--home", str(home), "--model", "m-1",
+               "--workspace", str(sent.workspace), "--source-id", SOURCE)
+        _send(cli, sent, alias)
+        data = json.loads(cli.ok("handoff", "run", alias, env={"BENCH_SECRET": "leak"}).out)
+        assert data["ok"], data
+        argv = data["result"].split(" home=")[0].removeprefix("argv=").split("|")
+        if agent == "codex":
+            assert argv[:8] == ["exec", "--cd", str(sent.workspace), "--sandbox", "workspace-write", "--ephemeral",
+                                "--color", "never"]
+            assert argv[8] == "--output-last-message" and argv[10:] == ["--model", "m-1", "-"]
+        else:
+            assert argv == ["--print", "--permission-mode", "acceptEdits", "--output-format", "text",
+                            "--no-session-persistence", "--model", "m-1"]
+        assert data["result"].endswith(f"home={home} secret=- packet=True")  # core policy drops BENCH_SECRET
+    cli.ok("agent", "add", "codex-bot", "--type", "codex", "--binary", str(tmp_path / "fake-codex"), "--source-id",
+           SOURCE, "--workspace", str(sent.workspace), "--pass-env", "BENCH_SECRET")
+    _send(cli, sent, "codex-bot")
+    assert "secret=leak" in json.loads(cli.ok("handoff", "run", "codex-bot", env={"BENCH_SECRET": "leak"}).out)["result"]

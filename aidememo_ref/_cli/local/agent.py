@@ -102,7 +102,7 @@ def cmd_remove(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
-def _register(groups: argparse._SubParsersAction[Parser], group: str, agent_flag: str, home_flag: str,  # type: ignore[type-arg]
+def _register(groups: argparse._SubParsersAction[Parser], group: str, agent_flag: str, home_flag: str,
               help_text: str) -> None:
     sub = groups.add_parser(group, help=help_text).add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
@@ -128,9 +128,9 @@ def _register(groups: argparse._SubParsersAction[Parser], group: str, agent_flag
 COMMANDS = ('add', 'list', 'show', 'remove')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     _register(groups, "agent", "type", "home", "connect coding-agent accounts (no credentials)")
 
 
-def register_installation(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register_installation(groups: argparse._SubParsersAction[Parser]) -> None:
     _register(groups, "installation", "agent", "config-home", "coding-agent runtime profiles (no credentials)")

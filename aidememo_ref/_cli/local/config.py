@@ -39,7 +39,7 @@ def cmd_list(args: argparse.Namespace, ctx: Context) -> int:
 COMMANDS = ('set', 'unset', 'list')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     config = groups.add_parser("config", help="kit settings (source_id, Hermes mapping)").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )

@@ -103,7 +103,7 @@ def cmd_get(args: argparse.Namespace, ctx: Context) -> int:
 COMMANDS = ('add', 'get')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     fact = groups.add_parser("fact", help="facts").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )

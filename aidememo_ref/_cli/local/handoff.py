@@ -175,7 +175,7 @@ def cmd_run(args: argparse.Namespace, ctx: Context) -> int:
 COMMANDS = ('send', 'inbox', 'outbox', 'show', 'status', 'accept', 'heartbeat', 'complete', 'return', 'board', 'run')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     group = groups.add_parser("handoff", help="assignments")
     group.add_argument("--remote-profile", metavar="NAME", help="route through an authenticated server profile")
     handoff = group.add_subparsers(dest="command", metavar="COMMAND", required=True, parser_class=Parser)

@@ -38,7 +38,7 @@ def _version() -> str:
         return "0.0.0"
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     p = groups.add_parser("mcp", help="stdio MCP server (newline-delimited JSON-RPC)")
     p.set_defaults(func=cmd_mcp)
     p.add_argument("--remote-profile", metavar="NAME")

@@ -149,7 +149,7 @@ def write_artifact(output: str | None, body: str, payload: dict[str, Any], ctx: 
 COMMANDS = ('new', 'start', 'resume', 'current', 'list', 'handoff')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     session = groups.add_parser("session", help="tracked sessions").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )

@@ -65,7 +65,7 @@ def cmd_remove(args: argparse.Namespace, ctx: Context) -> int:
 COMMANDS = ('install', 'remove')
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     shim = groups.add_parser("shim", help="opt-in `aidememo` command for this kit").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )

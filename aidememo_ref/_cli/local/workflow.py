@@ -58,7 +58,7 @@ def cmd_start(args: argparse.Namespace, ctx: Context) -> int:
 COMMANDS = ('start',)
 
 
-def register(groups: argparse._SubParsersAction[Parser]) -> None:  # type: ignore[type-arg]
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
     workflow = groups.add_parser("workflow", help="workflow-triggered tasks").add_subparsers(
         dest="command", metavar="COMMAND", required=True, parser_class=Parser
     )
