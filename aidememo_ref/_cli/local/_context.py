@@ -21,7 +21,7 @@ from aidememo_ref._local._errors import invalid_input
 from aidememo_ref._local._scope import Settings, hermes_actor, hermes_source, load_settings
 from aidememo_ref._local._store import LocalStore
 
-__all__ = ["Context", "Command", "Parser", "add_command", "clean", "dumps"]
+__all__ = ["Context", "Command", "Parser", "add_command", "add_group", "clean", "dumps"]
 
 
 def dumps(data: object, *, sort: bool, pretty: bool = True) -> str:
@@ -109,6 +109,13 @@ def add_command(sub: Any, name: str, func: Command, help_text: str) -> Any:
     parser: Parser = sub.add_parser(name, help=help_text, description=help_text)
     parser.set_defaults(func=func)
     return parser
+
+
+def add_group(groups: Any, name: str, help_text: str) -> Any:
+    """A command group (``session``, ``fact``, …) whose commands ``add_command`` adds."""
+    return groups.add_parser(name, help=help_text).add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=Parser
+    )
 
 
 def positive(flag: str) -> Callable[[str], int]:

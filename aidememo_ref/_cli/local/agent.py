@@ -9,7 +9,7 @@ import re
 from aidememo_ref._local._errors import invalid_input
 from aidememo_ref._local._records import AgentProfile, AgentType, EnvPolicy
 
-from ._context import Context, Parser, add_command, clean, dumps, require_dir
+from ._context import Context, Parser, add_command, add_group, clean, dumps, require_dir
 
 _ALIAS = re.compile(r"[A-Za-z0-9._-]+")
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -104,9 +104,7 @@ def cmd_remove(args: argparse.Namespace, ctx: Context) -> int:
 
 def _register(groups: argparse._SubParsersAction[Parser], group: str, agent_flag: str, home_flag: str,
               help_text: str) -> None:
-    sub = groups.add_parser(group, help=help_text).add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    sub = add_group(groups, group, help_text)
     p = add_command(sub, "add", cmd_add, "add or replace an agent profile")
     p.add_argument(f"--{agent_flag}", dest="agent", required=True, metavar="AGENT",
                    help="codex, claude or manual (or this kit's command)")

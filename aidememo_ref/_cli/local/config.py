@@ -8,7 +8,7 @@ import argparse
 
 from aidememo_ref._local._scope import SETTING_KEYS, parse_setting
 
-from ._context import Context, Parser, add_command
+from ._context import Context, Parser, add_command, add_group
 
 
 def cmd_set(args: argparse.Namespace, ctx: Context) -> int:
@@ -40,9 +40,7 @@ COMMANDS = ('set', 'unset', 'list')
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
-    config = groups.add_parser("config", help="kit settings (source_id, Hermes mapping)").add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    config = add_group(groups, "config", "kit settings (source_id, Hermes mapping)")
     p = add_command(config, "set", cmd_set, "store a setting")
     p.add_argument("key", choices=list(SETTING_KEYS))
     p.add_argument("value")

@@ -10,7 +10,7 @@ from aidememo_ref._local._errors import invalid_input
 from aidememo_ref._local._facttypes import parse_fact_type
 from aidememo_ref._local._records import Entity
 
-from ._context import Context, Parser, add_command, clean
+from ._context import Context, Parser, add_command, add_group, clean
 
 
 def _split(values: list[str]) -> list[str]:
@@ -104,9 +104,7 @@ COMMANDS = ('add', 'get')
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
-    fact = groups.add_parser("fact", help="facts").add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    fact = add_group(groups, "fact", "facts")
     p = add_command(fact, "add", cmd_add, "add a fact (attached to the active session where it is visible)")
     p.add_argument("-t", "--type", metavar="TYPE")
     p.add_argument("-e", "--entities", action="append", default=[], metavar="A,B")

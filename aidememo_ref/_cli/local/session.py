@@ -10,7 +10,7 @@ from aidememo_ref._local import _memory as memory
 from aidememo_ref._local._errors import LocalError, LocalErrorCode, invalid_input
 from aidememo_ref._local._packet import DEFAULT_PACKET_LIMIT, Route, resolve_endpoint, resume_command, resume_exports
 
-from ._context import Context, Parser, add_command, clean, positive
+from ._context import Context, Parser, add_command, add_group, clean, positive
 
 
 def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
@@ -150,9 +150,7 @@ COMMANDS = ('new', 'start', 'resume', 'current', 'list', 'handoff')
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
-    session = groups.add_parser("session", help="tracked sessions").add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    session = add_group(groups, "session", "tracked sessions")
     p = add_command(session, "new", cmd_new, "start a tracked session; prints eval-able exports")
     p.add_argument("--source-id")
     p.add_argument("topic", metavar="TOPIC")

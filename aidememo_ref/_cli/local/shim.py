@@ -14,7 +14,7 @@ import shutil
 
 from aidememo_ref._local._errors import invalid_input
 
-from ._context import Context, Parser, add_command
+from ._context import Context, Parser, add_command, add_group
 
 MARKER = "# aidememo-ref shim"
 _DEFAULT_DIR = os.path.join("~", ".local", "bin")
@@ -66,9 +66,7 @@ COMMANDS = ('install', 'remove')
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
-    shim = groups.add_parser("shim", help="opt-in `aidememo` command for this kit").add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    shim = add_group(groups, "shim", "opt-in `aidememo` command for this kit")
     p = add_command(shim, "install", cmd_install, "write DIR/aidememo that runs aidememo-ref")
     p.add_argument("--dir", default=_DEFAULT_DIR, help="default ~/.local/bin")
     p.add_argument("--force", action="store_true", help="replace or sit beside a non-shim aidememo")

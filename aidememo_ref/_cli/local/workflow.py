@@ -9,7 +9,7 @@ from typing import Any
 from aidememo_ref._local import _memory as memory
 from aidememo_ref._local._errors import LocalError, LocalErrorCode, invalid_input
 
-from ._context import Context, Parser, add_command, clean, positive
+from ._context import Context, Parser, add_command, add_group, clean, positive
 
 
 def _body(args: argparse.Namespace) -> str | None:
@@ -59,9 +59,7 @@ COMMANDS = ('start',)
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
-    workflow = groups.add_parser("workflow", help="workflow-triggered tasks").add_subparsers(
-        dest="command", metavar="COMMAND", required=True, parser_class=Parser
-    )
+    workflow = add_group(groups, "workflow", "workflow-triggered tasks")
     p = add_command(workflow, "start", cmd_start, "start a tracked session from a ticket")
     p.add_argument("--body")
     p.add_argument("--body-file", metavar="PATH")
