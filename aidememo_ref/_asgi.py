@@ -8,14 +8,21 @@ an oversized body is refused without buffering the rest.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Protocol
 
-from ._service import MAX_BODY_BYTES, Service
+from ._service import MAX_BODY_BYTES, Response
 
-__all__ = ["create_asgi"]
+__all__ = ["create_asgi", "Handles"]
 
 
-def create_asgi(service: Service) -> Any:
+class Handles(Protocol):
+    """A sans-IO HTTP service: the AideMemo ``Service`` and the XMemo reference's service both are."""
+
+    def handle(self, method: str, target: str | bytes, headers: list[tuple[bytes, bytes]], body: bytes = b"") -> Response:
+        ...
+
+
+def create_asgi(service: Handles) -> Any:
     """An ASGI 3 application serving ``service``."""
 
     async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:

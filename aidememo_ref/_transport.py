@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from ._service import Service
+from ._asgi import Handles
 
 __all__ = ["LedgerTransport"]
 
@@ -12,7 +12,7 @@ __all__ = ["LedgerTransport"]
 class LedgerTransport(httpx.BaseTransport):
     """Runs each request through ``Service.handle`` in the calling thread."""
 
-    def __init__(self, service: Service) -> None:
+    def __init__(self, service: Handles) -> None:
         self._service = service
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:

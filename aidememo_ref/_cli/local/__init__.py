@@ -41,7 +41,8 @@ GROUPS: dict[str, tuple[str, str]] = {
 _BACKENDS = ("sqlite", "libsqlite")
 USAGE = (
     "usage: aidememo-ref [-s PATH] [-j] [--backend sqlite] GROUP ...\n"
-    f"groups: {', '.join(GROUPS)} (token-free local flow); bootstrap, serve (reference server)"
+    f"groups: {', '.join(GROUPS)} (token-free local flow); bootstrap, serve (reference server);"
+    " xmemo bootstrap|serve (XMemo reference server)"
 )
 
 

@@ -1,0 +1,103 @@
+"""``aidememo-ref xmemo bootstrap|serve``: the XMemo reference's command line.
+
+Same flag style, file-mode and idempotence rules as ``aidememo-ref bootstrap|serve``: the key
+file must be a regular file no one else can read (mode & 0o077 == 0), trailing CR/LF are
+stripped, re-running a bootstrap with the same arguments is a no-op, the same key with another
+owner, tenant, scope set or agent is refused. The key is never printed.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+
+from ._args import Parser, fail
+from .bootstrap import read_token_file
+from .serve import _graceful_server_class, parse_bind
+
+__all__ = ["run"]
+
+DEFAULT_BIND = "127.0.0.1:3040"
+USAGE = "usage: aidememo-ref xmemo bootstrap|serve ... (XMemo reference server)"
+
+
+def _bootstrap(argv: list[str]) -> int:
+    parser = Parser(prog="aidememo-ref xmemo bootstrap",
+                    description="Bind an API key to an owner's tenant, with scopes and optionally an agent identity.")
+    parser.add_argument("--database", required=True)
+    parser.add_argument("--owner-id", required=True)
+    parser.add_argument("--key-file", required=True)
+    parser.add_argument("--scopes", default="memory:read,memory:write",
+                        help="comma-separated: memory:read, memory:write (default both)")
+    parser.add_argument("--agent-id", help="bind this agent identity to the key (token_bound); headers cannot override it")
+    parser.add_argument("--organization-id", help="default org-<owner>")
+    parser.add_argument("--workspace-id", help="default ws-<owner>")
+    parser.add_argument("--project-id", help="default <owner>")
+    args = parser.parse_args(argv)
+    key = read_token_file(args.key_file)
+
+    from ..xmemo._errors import ProvisionError, RequestError
+    from ..xmemo._provision import provision_key
+
+    try:
+        principal, created = provision_key(
+            args.database, owner_id=args.owner_id, key=key, scopes=args.scopes.split(","), agent_id=args.agent_id,
+            organization_id=args.organization_id, workspace_id=args.workspace_id, project_id=args.project_id,
+        )
+    except ProvisionError as exc:
+        fail(str(exc))
+    except RequestError as exc:
+        fail(f"storage failure: {exc.detail}")
+    tenant = principal.tenant
+    print(
+        f"{'bootstrapped' if created else 'already bootstrapped'} owner={tenant.owner_id} "
+        f"organization={tenant.organization_id} workspace={tenant.workspace_id} project={tenant.project_id} "
+        f"agent={principal.bound_agent_id or '-'} scopes={','.join(principal.scopes)}"
+    )
+    return 0
+
+
+def _serve(argv: list[str]) -> int:
+    parser = Parser(prog="aidememo-ref xmemo serve", description="Serve the XMemo reference over HTTP.")
+    parser.add_argument("--database", required=True)
+    parser.add_argument("--bind", default=DEFAULT_BIND)
+    parser.add_argument("--allow-insecure-http", action="store_true")
+    args = parser.parse_args(argv)
+    host, port = parse_bind(args.bind)
+    if not ipaddress.ip_address(host).is_loopback and not args.allow_insecure_http:
+        fail(f"refusing to serve plain HTTP on non-loopback address {host} without --allow-insecure-http")
+    parent = os.path.dirname(os.path.abspath(args.database))
+    if not os.path.isdir(parent):
+        fail(f"database directory does not exist: {parent}")
+
+    import uvicorn
+
+    from .._reference import bind_socket
+    from ..xmemo._reference import XMemoReference
+
+    try:
+        reference = XMemoReference(args.database)
+    except Exception as exc:  # a corrupt or unreadable file: one line, not a traceback
+        fail(f"cannot open database {args.database}: {exc}")
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        fail(f"cannot bind {args.bind}: {exc.strerror}")
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(f"aidememo-ref xmemo serving http://{shown}:{bound_port} database={args.database}", flush=True)
+    config = uvicorn.Config(reference.asgi, log_level="warning", lifespan="off", access_log=False)
+    _graceful_server_class()(config).run(sockets=[sock])
+    reference.close()
+    return 0
+
+
+def run(argv: list[str]) -> int:
+    if not argv or argv[0] in ("-h", "--help"):
+        print(USAGE)
+        return 0 if argv else 2
+    if argv[0] == "bootstrap":
+        return _bootstrap(argv[1:])
+    if argv[0] == "serve":
+        return _serve(argv[1:])
+    fail(f"aidememo-ref xmemo: unknown command {argv[0]!r} (bootstrap or serve)", code=2)

@@ -1,0 +1,140 @@
+"""``aidememo-ref xmemo bootstrap|serve`` as users run them, and nothing lost on kill -9."""
+
+from __future__ import annotations
+
+import io
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from pathlib import Path
+
+import httpx
+import pytest
+
+CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+KEY = "xm-cli-key-0123456789abcdefgh"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    """``aidememo-ref xmemo ARGS`` in this process (the command line is a function; serve runs as a process)."""
+    from aidememo_ref._cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    with redirect_stdout(out), redirect_stderr(err):
+        try:
+            code = main(["xmemo", *args])
+        except SystemExit as exc:
+            code = int(exc.code or 0)
+    return subprocess.CompletedProcess(["aidememo-ref", "xmemo", *args], code, out.getvalue(), err.getvalue())
+
+
+def key_file(tmp_path: Path, name: str, key: str, mode: int = 0o600) -> Path:
+    path = tmp_path / name
+    path.write_text(key + "\r\n")
+    path.chmod(mode)
+    return path
+
+
+def bootstrap(db: Path, kf: Path, *extra: str, owner: str = "acme") -> subprocess.CompletedProcess[str]:
+    return run("bootstrap", "--database", str(db), "--owner-id", owner, "--key-file", str(kf), *extra)
+
+
+def one_line_error(result: subprocess.CompletedProcess[str], needle: str) -> None:
+    assert result.returncode != 0, result.stdout
+    assert needle in result.stderr, result.stderr
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+
+
+def test_bootstrap_binds_once_and_refuses_a_conflicting_rerun(tmp_path: Path) -> None:
+    db, kf = tmp_path / "x.sqlite", key_file(tmp_path, "k", KEY)
+    first = bootstrap(db, kf, "--agent-id", "claude", "--project-id", "memory-os")
+    assert first.returncode == 0, first.stderr
+    assert first.stdout == ("bootstrapped owner=acme organization=org-acme workspace=ws-acme project=memory-os "
+                            "agent=claude scopes=memory:read,memory:write\n")
+    again = bootstrap(db, kf, "--agent-id", "claude", "--project-id", "memory-os")
+    assert again.returncode == 0 and again.stdout == "already " + first.stdout
+    for extra in (["--agent-id", "codex", "--project-id", "memory-os"], ["--agent-id", "claude"],
+                  ["--agent-id", "claude", "--project-id", "memory-os", "--scopes", "memory:read"]):
+        one_line_error(bootstrap(db, kf, *extra), "key binding conflict")
+    one_line_error(bootstrap(db, kf, owner="globex"), "key binding conflict")
+    assert KEY not in first.stdout + first.stderr
+    reader = bootstrap(db, key_file(tmp_path, "r", "r" * 32), "--scopes", "memory:read", "--organization-id", "o",
+                       "--workspace-id", "w")
+    assert reader.stdout == ("bootstrapped owner=acme organization=o workspace=w project=acme agent=- "
+                             "scopes=memory:read\n")
+
+
+@pytest.mark.parametrize(("key", "mode", "extra", "needle"), [
+    (KEY, 0o644, [], "chmod 600"),
+    ("short-key", 0o600, [], "at least 24 characters"),
+    ("a key with spaces in it 0123", 0o600, [], "visible ASCII"),
+    (KEY, 0o600, ["--scopes", "memory:admin"], "unknown scope memory:admin"),
+    (KEY, 0o600, ["--scopes", ","], "scopes must name"),
+    (KEY, 0o600, ["--owner-id", "bad owner"], "invalid owner id"),
+    (KEY, 0o600, ["--project-id", "a.b"], "invalid project id"),
+    (KEY, 0o600, ["--agent-id", "bad agent"], "invalid agent id"),
+])
+def test_bootstrap_refusals_are_one_line(tmp_path: Path, key: str, mode: int, extra: list[str], needle: str) -> None:
+    kf = key_file(tmp_path, "k", key, mode)
+    args = ["bootstrap", "--database", str(tmp_path / "x.sqlite"), "--owner-id", "acme", "--key-file", str(kf)]
+    one_line_error(run(*args, *extra), needle)
+
+
+def test_missing_key_file_and_unknown_subcommand(tmp_path: Path) -> None:
+    one_line_error(bootstrap(tmp_path / "x.sqlite", tmp_path / "absent"), "cannot read token file")
+    one_line_error(run("frobnicate"), "unknown command")
+    assert run().returncode == 2
+
+
+@contextmanager
+def serving(db: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
+    proc = subprocess.Popen([*CLI, "xmemo", "serve", "--database", str(db), "--bind", "127.0.0.1:0"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None
+        line = proc.stdout.readline()
+        assert line.startswith("aidememo-ref xmemo serving http://127.0.0.1:"), line + (proc.stderr.read() if proc.stderr else "")
+        yield proc, line.split()[3]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=15)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+
+def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path) -> None:
+    # SIGINT takes the same path (the AideMemo serve tests cover both signals on the shared server class)
+    db = tmp_path / "x.sqlite"
+    assert bootstrap(db, key_file(tmp_path, "k", KEY)).returncode == 0
+    with serving(db) as (proc, url):
+        health = httpx.get(f"{url}/health", timeout=5)
+        assert health.json()["status"] == "ok" and health.headers["x-xmemo-audit-id"]
+        assert httpx.get(f"{url}/v1/auth/token/validate", headers={"X-API-Key": KEY}, timeout=5).json()["status"] == "valid"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=15) == 0
+
+
+def test_an_answered_write_survives_kill_9(tmp_path: Path) -> None:
+    db = tmp_path / "x.sqlite"
+    assert bootstrap(db, key_file(tmp_path, "k", KEY), "--agent-id", "claude").returncode == 0
+    headers = {"Authorization": f"Bearer {KEY}"}
+    with serving(db) as (proc, url):
+        written = [httpx.post(f"{url}/v1/remember", headers=headers, timeout=5,
+                              json={"content": f"durable {i}", "path": "p"}).json()["id"] for i in range(5)]
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+    with serving(db) as (_, url):
+        for memory_id in written:
+            assert httpx.get(f"{url}/v1/memories/{memory_id}", headers=headers, timeout=5).status_code == 200
+
+
+def test_serve_refusals(tmp_path: Path) -> None:
+    for args, needle in ((["--bind", "0.0.0.0:3040"], "allow-insecure-http"), (["--bind", "localhost:1"], "IP literal"),
+                         (["--database", str(tmp_path / "no" / "x.sqlite")], "does not exist")):
+        one_line_error(run("serve", *(["--database", str(tmp_path / "x.sqlite")] if "--database" not in args else []),
+                           *args), needle)
