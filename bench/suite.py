@@ -40,7 +40,7 @@ def _health_calls(count: int) -> float:
     from aidememo_ref import OffsetClock, ReferenceLedger
 
     from aidememo_ref import serve_in_thread
-    from conformance.transcript import Wire
+    from conformance.http import Wire
 
     with tempfile.TemporaryDirectory() as workdir:
         ledger = ReferenceLedger(str(Path(workdir) / "ledger.sqlite"), clock=OffsetClock(), test_clock=True)

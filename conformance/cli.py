@@ -1,62 +1,80 @@
-"""``aidememo-conformance``: run the suite against a server (or the embedded reference).
+"""``aidememo-conformance``: run a profile's suite against a target (or its embedded reference).
 
-    aidememo-conformance run [--url URL] [--config target.toml] [--baseline FILE] [--report-dir DIR]
-                             [--capability CAPS ...] [--provision-command TEMPLATE] [--timeout S]
-                             [-k EXPR] [-n N] [--seed N] [CHECK ...]
-    aidememo-conformance requirements
+    aidememo-conformance run [--profile NAME] [--config target.toml] [--baseline FILE] [--report-dir DIR]
+                             [--capability CAPS ...] [--timeout S] [--seed N] [--requirement ID ...]
+                             [-k EXPR] [-n N] [profile flags: --url URL, --provision-command T, ...] [CHECK ...]
+    aidememo-conformance requirements [--profile NAME]
 
-``run`` validates the target first (a bad value is one line on stderr and exit 2), then calls
-``pytest.main`` on the installed checks with the plugin's options. Exit 0 only when every
-scored MUST holds; 1 when one does not; 2 for bad input; 3 when pytest itself broke.
+The profile (default ``aidememo``) decides which flags exist besides the shared ones, so the
+command line is parsed twice: once for ``--profile`` and ``--config`` (whose file may name the
+profile), then with the profile's flags. ``run`` resolves every setting first (a bad value is
+one line on stderr and exit 2), then calls ``pytest.main`` on the profile's checks with the
+plugin's options. Exit 0 only when every scored MUST holds; 1 when one does not; 2 for bad
+input; 3 when pytest itself broke.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import sys
 from pathlib import Path
+from typing import Any, NoReturn
 
 from conformance.errors import ConformanceError
 
-__all__ = ["main"]
+__all__ = ["build_pytest_args", "main", "rerun_command"]
+
+PROG = "aidememo-conformance"
 
 
 class _Parser(argparse.ArgumentParser):
     """argparse that reports bad input on one line (no usage block) and exits 2."""
 
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"aidememo-conformance: {message}\n")
+    def error(self, message: str) -> NoReturn:
+        sys.stderr.write(f"{PROG}: {message}\n")
         raise SystemExit(2)
 
 
-def _parser() -> _Parser:
-    parser = _Parser(prog="aidememo-conformance", description="AideMemo protocol conformance suite")
+def _profile_of(argv: list[str]) -> Any:
+    """The profile named by --profile, AIDEMEMO_PROFILE or the target file, before the full parse."""
+    from conformance.profile import CONFIG, PROFILE, load_profile
+    from conformance.settings import SettingsInput, load_target_file, resolve
+
+    early = _Parser(add_help=False)
+    early.add_argument("--profile")
+    early.add_argument("--config")
+    known, _ = early.parse_known_args(argv)
+    given = SettingsInput(flags={"profile": known.profile, "config": known.config}, environ=os.environ)
+    path = resolve([CONFIG], given, check_file_keys=False)[CONFIG]
+    with_file = SettingsInput(flags=given.flags, environ=os.environ, target_file=load_target_file(path) if path else None)
+    named = resolve([PROFILE], with_file, check_file_keys=False)
+    return load_profile(named[PROFILE], named.where(PROFILE))
+
+
+def _parser(profile: Any) -> _Parser:
+    from conformance.profile import RUN_SETTINGS
+
+    parser = _Parser(prog=PROG, description="Protocol conformance suite (AideMemo and the other installed profiles)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-    run = commands.add_parser("run", help="run the suite and write the reports")
-    run.add_argument("--url", help="server under test; without it the embedded reference ledger is started")
-    run.add_argument("--config", help="target file (TOML)")
-    run.add_argument("--baseline", help="expected failures (TOML)")
-    run.add_argument("--report-dir", default="aidememo-report", help="default ./aidememo-report")
-    run.add_argument("--capability", action="append", default=[], metavar="CAPS",
-                     help="claim or disclaim capabilities: search, -mcp, leases=auto (repeatable)")
-    run.add_argument("--provision-command", help="bootstrap template with {tenant} {project} {actor} {token_file} {role}")
-    run.add_argument("--timeout", help="per-request timeout in seconds (default 10)")
-    run.add_argument("--seed", help="seed of every random choice (printed by every run)")
+    run = commands.add_parser("run", help=f"run the suite of a profile (now: {profile.name}) and write the reports")
+    for setting in [*RUN_SETTINGS, *profile.settings]:
+        if setting.cli_flag is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": setting.name, "action": setting.action,
+                                  "help": argparse.SUPPRESS if setting.hidden else setting.help}
+        if setting.action != "store_true":
+            kwargs["metavar"] = setting.metavar
+        run.add_argument(setting.cli_flag, **kwargs)
     run.add_argument("--requirement", action="append", default=[], metavar="ID",
                      help="only checks of this requirement id or prefix, e.g. AM-HO (repeatable)")
     run.add_argument("-k", dest="keyword", help="pytest -k expression selecting checks")
     run.add_argument("-n", dest="workers", help="pytest-xdist workers (a number or 'auto')")
-    run.add_argument("--embedded-factory", help=argparse.SUPPRESS)
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
-    commands.add_parser("requirements", help="list every requirement and the checks that prove it")
+    listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
+    listing.add_argument("--profile", help="protocol profile (default aidememo)")
     return parser
-
-
-def _checks_dir() -> Path:
-    from conformance.profiles.aidememo import checks
-
-    return Path(checks.__file__).parent
 
 
 def _plugin_args(workers: str | None = None) -> list[str]:
@@ -65,71 +83,108 @@ def _plugin_args(workers: str | None = None) -> list[str]:
     return ["-p", "conformance.plugin", *(["-p", "xdist.plugin"] if workers is not None else [])]
 
 
-def _validate(args: argparse.Namespace) -> None:
-    from conformance.registry import load_registry
+def _resolve(args: argparse.Namespace) -> tuple[Any, Any]:
+    from conformance.profile import BASELINE, resolve_run
     from conformance.reports.baseline import load_baseline
-    from conformance.target import resolve_target
+    from conformance.settings import SettingsInput
 
-    resolve_target(config_path=args.config, url=args.url, timeout_s=args.timeout, capabilities=args.capability,
-                   provision_command=args.provision_command, embedded_factory=args.embedded_factory,
-                   flag_prefix="--")
-    if args.baseline:
-        load_baseline(args.baseline, load_registry())
-    if args.seed is not None and not args.seed.isdigit():
-        raise ConformanceError(f"--seed: expected a non-negative integer, got {args.seed!r}")
+    profile, settings = resolve_run(SettingsInput(flags=vars(args), environ=os.environ, flag_style="cli"))
+    baseline = settings[BASELINE]
+    if baseline:
+        load_baseline(baseline, profile.registry())
     if args.workers is not None and not (args.workers.isdigit() or args.workers == "auto"):
         raise ConformanceError(f"-n: expected a number of workers or 'auto', got {args.workers!r}")
+    return profile, settings
 
 
-
-def build_pytest_args(args: argparse.Namespace) -> list[str]:
+def build_pytest_args(args: argparse.Namespace, profile: Any, report_dir: str) -> list[str]:
     """The pytest command line equivalent to ``aidememo-conformance run``."""
-    base = _checks_dir()
+    from conformance.profile import RUN_SETTINGS
+
+    base = profile.checks_dir()
     targets = [str(base / check) for check in args.checks] or [str(base)]
     # The terminal gets our one-screen summary; tracebacks live in the reports.
     pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--rootdir", str(base),
-                   "--aidememo-report-dir", args.report_dir,
-                   "--junitxml", str(Path(args.report_dir) / "junit.xml")]
-    options = {"--aidememo-url": args.url, "--aidememo-config": args.config, "--aidememo-baseline": args.baseline,
-               "--aidememo-provision-command": args.provision_command, "--aidememo-timeout": args.timeout,
-               "--aidememo-seed": args.seed, "--aidememo-embedded-factory": args.embedded_factory,
-               "-k": args.keyword, "-n": args.workers}
-    for flag, value in options.items():
-        if value is not None:
-            pytest_args += [flag, value]
-    for claim in args.capability:
-        pytest_args += ["--aidememo-capability", claim]
+                   "--junitxml", str(Path(report_dir) / "junit.xml")]
+    for setting in [*RUN_SETTINGS, *profile.settings]:
+        value = getattr(args, setting.name, None)
+        if setting.pytest_flag is None or value is None:
+            continue
+        if setting.action == "store_true":
+            pytest_args.append(setting.pytest_flag)
+        else:
+            for item in value if isinstance(value, list) else [value]:
+                pytest_args += [setting.pytest_flag, str(item)]
     for requirement in args.requirement:
         pytest_args += ["--aidememo-requirement", requirement]
+    for flag, value in (("-k", args.keyword), ("-n", args.workers)):
+        if value is not None:
+            pytest_args += [flag, value]
     return pytest_args + targets
 
 
+def rerun_command(profile: Any, settings: Any, seed: int, check: str) -> str:
+    """The one command that replays a check against the same target with the same seed.
+
+    Values given by flag or environment are spelled as flags; the target file is passed as is.
+    """
+    from conformance.profile import CONFIG, DEFAULT_PROFILE, PROFILE, REPORT_DIR, RUN_SETTINGS, RUN_TAG, SEED
+    from conformance.settings import Layer
+
+    parts = [PROG, "run"]
+    if profile.name != DEFAULT_PROFILE:
+        parts += ["--profile", profile.name]
+    if settings.target_file is not None:
+        parts += ["--config", settings.target_file.path]
+    for setting in [*RUN_SETTINGS, *profile.settings]:
+        if setting in (CONFIG, PROFILE, SEED, REPORT_DIR, RUN_TAG):
+            continue
+        if settings.layer(setting) in (Layer.FLAG, Layer.ENV):
+            parts += setting.arguments(settings[setting])
+    parts += ["--seed", str(seed), check]
+    return " ".join(shlex.quote(p) for p in parts)
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        profile = _profile_of(argv)
+    except ConformanceError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    try:
+        args, extra = _parser(profile).parse_known_args(argv)
+        if extra:
+            _Parser().error(f"unrecognized arguments: {' '.join(extra)} (profile {profile.name})")
+    except SystemExit as exc:  # argparse's own exit: --help, or a one-line error already printed
+        return exc.code if isinstance(exc.code, int) else 2
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 
     if args.command == "requirements":
-        code = pytest.main([*_plugin_args(), "-p", "no:cacheprovider", "-q", "--rootdir", str(_checks_dir()),
-                            "--aidememo-list", str(_checks_dir())])
+        code = pytest.main([*_plugin_args(), "-p", "no:cacheprovider", "-q", "--rootdir", str(profile.checks_dir()),
+                            "--aidememo-profile", profile.name, "--aidememo-list", str(profile.checks_dir())])
         return 0 if code in (0, 5) else 3
     try:
-        _validate(args)
+        profile, settings = _resolve(args)
     except ConformanceError as exc:
-        sys.stderr.write(f"aidememo-conformance: {exc}\n")
+        sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
+    from conformance.profile import REPORT_DIR
+
     for check in args.checks:
-        if not (_checks_dir() / check.split("::", 1)[0]).is_file():
-            sys.stderr.write(f"aidememo-conformance: no check module {check.split('::', 1)[0]!r}\n")
+        if not (profile.checks_dir() / check.split("::", 1)[0]).is_file():
+            sys.stderr.write(f"{PROG}: no check module {check.split('::', 1)[0]!r} in profile {profile.name}\n")
             return 2
+    report_dir = settings[REPORT_DIR]
     try:
-        Path(args.report_dir).mkdir(parents=True, exist_ok=True)
+        Path(report_dir).mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        sys.stderr.write(f"aidememo-conformance: --report-dir {args.report_dir}: {exc.strerror}\n")
+        sys.stderr.write(f"{PROG}: {settings.where(REPORT_DIR)} {report_dir}: {exc.strerror}\n")
         return 2
-    code = pytest.main(build_pytest_args(args))
+    code = pytest.main(build_pytest_args(args, profile, report_dir))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
-        sys.stderr.write("aidememo-conformance: no check matched the selection\n")
+        sys.stderr.write(f"{PROG}: no check matched the selection\n")
         return 2
     if code == pytest.ExitCode.USAGE_ERROR:
         return 2

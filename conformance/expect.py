@@ -1,66 +1,21 @@
-"""Assertions checks make about raw answers; each failure message carries the evidence."""
+"""Assertions any profile's checks make about raw HTTP answers; each failure carries the evidence."""
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
-from conformance.transcript import Exchange
+from conformance.http import Exchange
 
-__all__ = ["RECEIPT_FIELDS", "expect_error", "expect_receipt", "expect_status", "record_of"]
-
-RECEIPT_FIELDS = ("command_id", "fingerprint", "tenant_id", "project_id", "actor_id", "project_seq", "resource",
-                  "revision", "committed_at_ms")
-_HEX64 = re.compile(r"^[0-9a-f]{64}$")
-_SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
+__all__ = ["expect_status", "shown"]
 
 
-def _shown(exchange: Exchange) -> str:
+def shown(exchange: Exchange) -> str:
+    """``METHOD URL answered STATUS: <first 300 bytes of the body>``, for assertion messages."""
     body = exchange.body[:300].decode("utf-8", "replace")
     return f"{exchange.method} {exchange.url} answered {exchange.status}: {body}"
 
 
 def expect_status(exchange: Exchange, status: int) -> Any:
     """Assert the status; return the JSON body when there is one."""
-    assert exchange.status == status, f"expected HTTP {status}; {_shown(exchange)}"
+    assert exchange.status == status, f"expected HTTP {status}; {shown(exchange)}"
     return exchange.json() if exchange.body else None
-
-
-def expect_error(exchange: Exchange, status: int, code: str) -> dict[str, Any]:
-    """Assert an AideMemo error answer: status, ``{"error":{"code","message"}}`` and the code."""
-    assert exchange.status == status and exchange.error_code() == code, (
-        f"expected HTTP {status} {code}; {_shown(exchange)}"
-    )
-    error = exchange.json()["error"]
-    assert isinstance(error.get("message"), str), f"error body lacks a string message; {_shown(exchange)}"
-    return error
-
-
-def expect_receipt(exchange: Exchange, *, kind: str | None = None, resource_id: str | None = None) -> dict[str, Any]:
-    """Assert a 200 command receipt with every field of wire §2.5 well-typed."""
-    receipt = expect_status(exchange, 200)
-    assert isinstance(receipt, dict), f"a receipt must be a JSON object; {_shown(exchange)}"
-    missing = [name for name in RECEIPT_FIELDS if name not in receipt]
-    assert not missing, f"receipt lacks {missing}; {_shown(exchange)}"
-    assert isinstance(receipt["fingerprint"], str) and _HEX64.match(receipt["fingerprint"]), (
-        f"fingerprint is not 64 lowercase hex: {receipt['fingerprint']!r}")
-    for name in ("project_seq", "revision", "committed_at_ms"):
-        assert isinstance(receipt[name], int) and not isinstance(receipt[name], bool) and receipt[name] >= 1, (
-            f"receipt {name} must be a positive integer, got {receipt[name]!r}")
-    if kind is not None:
-        assert receipt["resource"] == {"kind": kind, "id": resource_id}, (
-            f"receipt resource {receipt['resource']!r} is not {kind}/{resource_id}")
-    return receipt
-
-
-def record_of(exchange: Exchange) -> tuple[int, dict[str, Any]]:
-    """Assert a 200 typed status answer; return (revision, record)."""
-    data = expect_status(exchange, 200)
-    assert isinstance(data, dict) and isinstance(data.get("revision"), int) and isinstance(data.get("record"), dict), (
-        f"typed status must be {{revision, record}}; {_shown(exchange)}")
-    return data["revision"], data["record"]
-
-
-def is_error_shape(exchange: Exchange) -> bool:
-    code = exchange.error_code()
-    return code is not None and bool(_SNAKE.match(code))

@@ -1,78 +1,99 @@
-"""pytest11 entry point of the AideMemo conformance suite.
+"""pytest11 entry point of the conformance suite, for every installed profile.
 
-Idle cost is an option group and three marker lines: the target starts, the registry loads and
-reports are written only when at least one check marked ``requirement`` is collected. Verdicts
-are computed per check in ``pytest_runtest_makereport`` (see ``conformance.verdicts``) and
-travel to the xdist controller in ``user_properties``; the controller writes the reports.
+Idle cost is an option group, ini twins and a few marker lines: the profile's target starts,
+its registry loads and reports are written only when at least one check marked
+``requirement`` is collected. Every setting resolves through ``conformance.profile.resolve_run``
+(flag > environment > target file > ini > default). Verdicts are computed per check in
+``pytest_runtest_makereport`` (see ``conformance.verdicts``) and travel to the xdist controller
+in ``user_properties``; the controller writes the reports.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import random
 import secrets
 import zlib
+from collections.abc import Generator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from conformance.errors import ConfigError, ConformanceError, NotScored
+from conformance.profile import (
+    BASELINE,
+    REPORT_DIR,
+    RUN_SETTINGS,
+    RUN_TAG,
+    SEED,
+    CheckContext,
+    Profile,
+    installed_profiles,
+    resolve_run,
+)
+from conformance.settings import Setting, Settings, SettingsInput, resolve
+
+if TYPE_CHECKING:
+    from conformance.profile import Target, TargetDescription, World
+    from conformance.registry import Registry
+    from conformance.reports.baseline import Baseline
+    from conformance.verdicts import Verdict, VerdictRecord
 
 __all__: list[str] = []
 
 _STATE = pytest.StashKey["_RunState"]()
 _WORLD = pytest.StashKey[Any]()
-_PROP = "aidememo"  # user_properties key carrying one check's verdict record
+_SEEDS = pytest.StashKey[tuple[int, str]]()
+_PROP = "conformance"  # user_properties key carrying one check's verdict record
+
+
+def _declared() -> list[Setting[Any]]:
+    """Every setting of every installed profile, once (pytest options must exist before a profile is chosen)."""
+    found: dict[str, Setting[Any]] = {s.name: s for s in RUN_SETTINGS}
+    for profile in installed_profiles().values():
+        for setting in profile.settings:
+            found.setdefault(setting.name, setting)
+    return list(found.values())
+
+
+def _given(config: pytest.Config, declared: list[Setting[Any]] | None = None) -> SettingsInput:
+    flags: dict[str, object] = {}
+    ini: dict[str, object] = {}
+    for setting in declared if declared is not None else _declared():
+        if setting.pytest_flag is not None:
+            flags[setting.name] = config.getoption(setting.dest)
+        if setting.ini_name is not None:
+            ini[setting.ini_name] = config.getini(setting.ini_name)
+    return SettingsInput(flags=flags, environ=os.environ, ini=ini, flag_style="pytest")
 
 
 class _RunState:
-    """Per-process state, created only when AideMemo checks are collected."""
+    """Per-process state, created only when checks are collected."""
 
     def __init__(self, config: pytest.Config) -> None:
-        from conformance.registry import load_registry
         from conformance.reports.baseline import load_baseline
 
         self.config = config
-        self.registry = load_registry()
-        self.settings = _settings(config)
-        baseline_path = config.getoption("aidememo_baseline") or os.environ.get("AIDEMEMO_BASELINE") or None
-        self.baseline = load_baseline(baseline_path, self.registry) if baseline_path else None
+        self.profile: Profile
+        self.settings: Settings
+        self.profile, self.settings = resolve_run(_given(config), config=config)
+        self.registry: Registry = self.profile.registry()
+        baseline_path = self.settings[BASELINE]
+        self.baseline: Baseline | None = load_baseline(baseline_path, self.registry) if baseline_path else None
+        self.description: TargetDescription = self.profile.describe(self.settings, config)
         self.seed, self.run_tag = _seeds(config)
-        self.runtime: Any = None
+        self.target: Target | None = None
         self.collected: list[tuple[str, str]] = []  # (nodeid, requirement id), known where items are collected
         self.summary: dict[str, Any] | None = None
+        self.others = {p.prefix: p.name for p in installed_profiles().values() if p.name != self.profile.name}
 
-    def runtime_or_start(self) -> Any:
-        if self.runtime is None:
-            from conformance.runtime import start_runtime
+    def target_or_start(self) -> Target:
+        if self.target is None:
+            from conformance.profile import StartContext
 
-            self.runtime = start_runtime(self.settings, hook=self.config.hook if self.settings.provision_hook else None,
-                                         config=self.config)
-        return self.runtime
-
-
-def _settings(config: pytest.Config) -> Any:
-    from conformance.target import resolve_target
-
-    def opt(name: str) -> Any:
-        value = config.getoption(name)
-        return value if value is not None else (config.getini(name) or None)
-
-    hooked = bool(config.pluginmanager.hook.pytest_aidememo_provision.get_hookimpls())
-    return resolve_target(
-        provision_hook=hooked,
-        config_path=opt("aidememo_config"),
-        url=opt("aidememo_url"),
-        timeout_s=config.getoption("aidememo_timeout"),
-        capabilities=config.getoption("aidememo_capability"),
-        provision_command=config.getoption("aidememo_provision_command"),
-        embedded_factory=config.getoption("aidememo_embedded_factory"),
-    )
-
-
-_SEEDS = pytest.StashKey[tuple[int, str]]()
+            self.target = self.profile.start(StartContext(settings=self.settings, config=self.config))
+        return self.target
 
 
 def _seeds(config: pytest.Config) -> tuple[int, str]:
@@ -83,69 +104,52 @@ def _seeds(config: pytest.Config) -> tuple[int, str]:
         if workerinput and "aidememo_seed" in workerinput:
             seeds = (workerinput["aidememo_seed"], workerinput["aidememo_run_tag"])
         else:
-            seeds = (_seed(config), _run_tag(config))
+            try:
+                given = resolve([SEED, RUN_TAG], _given(config, [SEED, RUN_TAG]), check_file_keys=False)
+            except ConfigError as exc:
+                raise pytest.UsageError(str(exc)) from None
+            seed = given[SEED]
+            seeds = (random.SystemRandom().randrange(2**32) if seed is None else seed,
+                     given[RUN_TAG] or secrets.token_hex(4))
         config.stash[_SEEDS] = seeds
     return seeds
 
 
-def _seed(config: pytest.Config) -> int:
-    value = config.getoption("aidememo_seed") or os.environ.get("AIDEMEMO_SEED")
-    if value is None:
-        return random.SystemRandom().randrange(2**32)
-    try:
-        return int(value)
-    except ValueError:
-        raise pytest.UsageError(f"--aidememo-seed: expected an integer, got {value!r}") from None
-
-
-def _run_tag(config: pytest.Config) -> str:
-    tag = config.getoption("aidememo_run_tag") or secrets.token_hex(4)
-    if not all(c.isalnum() or c in "-_." for c in tag) or len(tag) > 24:
-        raise pytest.UsageError(f"--aidememo-run-tag: use up to 24 letters, digits, '-', '_' or '.', got {tag!r}")
-    return tag
-
-
 def pytest_addhooks(pluginmanager: pytest.PytestPluginManager) -> None:
-    from conformance import hooks
+    import importlib
 
-    pluginmanager.add_hookspecs(hooks)
+    for profile in installed_profiles().values():
+        if profile.hookspecs:
+            pluginmanager.add_hookspecs(importlib.import_module(profile.hookspecs))
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
-    group = parser.getgroup("aidememo", "AideMemo conformance suite")
-    group.addoption("--aidememo-url", dest="aidememo_url", metavar="URL",
-                    help="server under test; without it the embedded reference ledger is started")
-    group.addoption("--aidememo-config", dest="aidememo_config", metavar="TOML", help="target file")
-    group.addoption("--aidememo-timeout", dest="aidememo_timeout", metavar="SECONDS",
-                    help="per-request timeout (default 10)")
-    group.addoption("--aidememo-capability", dest="aidememo_capability", action="append", metavar="CAPS",
-                    help="claim capabilities: 'search', '-mcp', 'leases=auto'; comma lists allowed; repeatable")
-    group.addoption("--aidememo-provision-command", dest="aidememo_provision_command", metavar="TEMPLATE",
-                    help="bootstrap command with {tenant} {project} {actor} {token_file} {role}")
-    group.addoption("--aidememo-baseline", dest="aidememo_baseline", metavar="TOML",
-                    help="expected failures; an entry that now passes fails the run")
-    group.addoption("--aidememo-report-dir", dest="aidememo_report_dir", metavar="DIR",
-                    help="where results.json, report.html and traceability.json go (default ./aidememo-report)")
-    group.addoption("--aidememo-seed", dest="aidememo_seed", metavar="N", help="seed of every random choice")
-    group.addoption("--aidememo-run-tag", dest="aidememo_run_tag", metavar="TAG",
-                    help="namespace of the tenant ids this run creates (default: random)")
+    group = parser.getgroup("aidememo", "conformance suite (aidememo-conformance)")
+    for setting in _declared():
+        if setting.pytest_flag is not None:
+            kwargs: dict[str, Any] = {"dest": setting.dest, "default": None, "action": setting.action}
+            if setting.action != "store_true":
+                kwargs["metavar"] = setting.metavar
+            help_text = f"{setting.help} [env {setting.env_name}]" if setting.env_name else setting.help
+            group.addoption(setting.pytest_flag, help=help_text, **kwargs)
+        if setting.ini_name is not None:
+            parser.addini(setting.ini_name, f"{setting.help} (ini twin of {setting.pytest_flag or setting.name})",
+                          default=None)
     group.addoption("--aidememo-requirement", dest="aidememo_requirement", action="append", metavar="ID",
                     help="run only checks of requirements with this id or id prefix (e.g. AM-HO); repeatable")
     group.addoption("--aidememo-list", dest="aidememo_list", action="store_true", default=False,
                     help="list requirements and their checks, run nothing")
-    group.addoption("--aidememo-embedded-factory", dest="aidememo_embedded_factory", metavar="MODULE:CALLABLE",
-                    help="build the embedded ledger with this callable(db_path) (used by the kill matrix)")
-    parser.addini("aidememo_url", "server under test (see --aidememo-url)", default=None)
-    parser.addini("aidememo_config", "target file (see --aidememo-config)", default=None)
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requirement(id): the AideMemo requirement this check proves")
+    config.addinivalue_line("markers", "requirement(id): the requirement this check proves")
     config.addinivalue_line("markers", "capability(name): an optional capability the check needs besides its requirement's")
-    config.addinivalue_line("markers", "fresh_project: the check needs a project nobody else writes to")
-    config.pluginmanager.register(_Reporter(config), "aidememo-reporter")
+    for profile in installed_profiles().values():
+        for marker in profile.markers:
+            config.addinivalue_line("markers", marker)
+    config.pluginmanager.register(_Reporter(config), "conformance-reporter")
     if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistHooks(), "aidememo-xdist")
+        config.pluginmanager.register(_XdistHooks(), "conformance-xdist")
 
 
 class _XdistHooks:
@@ -179,19 +183,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
         return
     state = _ensure_state(config)
     listing = []
+    foreign = []  # checks of another installed profile: not this run's business
     for item in checks:
         requirement_id = _requirement_of(item) or ""
-        if requirement_id not in state.registry.requirements:
-            raise pytest.UsageError(f"{item.nodeid}: unknown requirement id {requirement_id!r}")
-        listing.append((item.nodeid, requirement_id))
+        if requirement_id in state.registry:
+            listing.append((item.nodeid, requirement_id))
+        elif any(requirement_id.startswith(prefix) for prefix in state.others):
+            foreign.append(item)
+        else:
+            raise pytest.UsageError(f"{item.nodeid}: unknown requirement id {requirement_id!r} "
+                                    f"(profile {state.profile.name})")
     wanted = config.getoption("aidememo_requirement")
-    if wanted:
-        keep = [item for item in items
-                if not _requirement_of(item) or any((_requirement_of(item) or "").startswith(w) for w in wanted)]
-        dropped = [item for item in items if item not in keep]
-        if dropped:
-            config.hook.pytest_deselected(items=dropped)
-            items[:] = keep
+    dropped = [item for item in items if item in foreign or (
+        wanted and _requirement_of(item) and not any((_requirement_of(item) or "").startswith(w) for w in wanted))]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [item for item in items if item not in dropped]
     if config.getoption("aidememo_list"):
         from conformance.reports.traceability import render_listing
 
@@ -203,22 +210,22 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
 
 
 @pytest.fixture(scope="session")
-def aidememo_runtime(request: pytest.FixtureRequest) -> Any:
-    """The started target of this process (embedded reference or URL)."""
+def conformance_target(request: pytest.FixtureRequest) -> Generator[Any, None, None]:
+    """The started target of this process (the selected profile's embedded reference, URL, CLI...)."""
     state = _ensure_state(request.config)
     try:
-        runtime = state.runtime_or_start()
+        target = state.target_or_start()
     except ConfigError as exc:
         pytest.exit(f"aidememo: {exc}", returncode=2)
-    yield runtime
-    runtime.close()
-    state.runtime = None
+    yield target
+    target.close()
+    state.target = None
 
 
 @pytest.fixture
-def world(request: pytest.FixtureRequest, aidememo_runtime: Any) -> Any:
-    """A fresh view of the target for one check: ids, provisioning, transcript, clock."""
-    from conformance.actors import World
+def world(request: pytest.FixtureRequest, conformance_target: Any) -> Any:
+    """A fresh view of the target for one check: ids, identities, transcript (built by the profile)."""
+    from conformance.transcript import Transcript
 
     state = _ensure_state(request.config)
     node = request.node
@@ -228,65 +235,56 @@ def world(request: pytest.FixtureRequest, aidememo_runtime: Any) -> Any:
     # Keyed by module::name, not the full node id, so a seed replays the same ids whether the
     # suite runs through the CLI, `pytest --pyargs` or a path.
     check = node.nodeid.rsplit("/", 1)[-1]
-    check_tag = f"{zlib.crc32(check.encode()):08x}"
-    rng = random.Random(f"{state.seed}:{check}")
-    instance = World(aidememo_runtime, rng, state.run_tag, check_tag,
-                     fresh_project=node.get_closest_marker("fresh_project") is not None)
+    markers: dict[str, tuple[object, ...]] = {}
+    for marker in node.iter_markers():
+        markers.setdefault(marker.name, tuple(marker.args))
+    context = CheckContext(target=conformance_target, rng=random.Random(f"{state.seed}:{check}"),
+                           run_tag=state.run_tag, check_tag=f"{zlib.crc32(check.encode()):08x}",
+                           transcript=Transcript(), markers=markers)
+    instance = state.profile.world(context)
     node.stash[_WORLD] = instance
     for capability in needs:
-        aidememo_runtime.require(capability)
+        conformance_target.claims.require(capability)
     return instance
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Generator[None, Any, None]:
     outcome = yield
     report: pytest.TestReport = outcome.get_result()
     requirement_id = _requirement_of(item)
-    if requirement_id is None:
-        return
     state = item.config.stash.get(_STATE, None)
-    if state is None:
+    if requirement_id is None or state is None or requirement_id not in state.registry:
         return
     if report.when == "setup" and report.passed:
         return
     if report.when == "teardown" and (report.passed or report.skipped):
         return
-    from conformance.verdicts import Verdict, decide
+    from conformance.verdicts import Verdict, VerdictRecord, decide
 
     requirement = state.registry.get(requirement_id)
-    world = item.stash.get(_WORLD, None)
+    world: World | None = item.stash.get(_WORLD, None)
     exception = call.excinfo.value if call.excinfo is not None else None
     skipped = report.skipped and not isinstance(exception, NotScored)
     if skipped and exception is not None and call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
         exception = None
     expected = state.baseline.expects(item.nodeid, requirement_id) if state.baseline else None
     warnings = list(world.warnings) if world is not None else []
-    answered = world is not None and any(e.status for e in world.transcript.exchanges)
+    entries = world.transcript.entries if world is not None else []
     verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=expected is not None, answered=answered)
+                     expected_failure=expected is not None, answered=any(e.answered for e in entries))
     if report.when == "setup" and verdict is Verdict.FAIL:
         verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
     reason = _reason(exception, report, warnings, expected)
-    record: dict[str, Any] = {
-        "nodeid": item.nodeid,
-        "requirement": requirement_id,
-        "level": str(requirement.level),
-        "capability": requirement.capability,
-        "verdict": str(verdict),
-        "reason": reason,
-        "requests": len(world.transcript.exchanges) if world is not None else 0,
-        "seed": state.seed,
-    }
-    if state.runtime is not None:
-        record["claims"] = {name: state.runtime.detected.get(name, "") for name in state.runtime.claims}
-        record["claims"]["core"] = "always"
-        record["claims"] = {name: ("claimed, " if state.runtime.claimed(name) else "not claimed, ") + how
-                            for name, how in record["claims"].items()}
-    if verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None:
-        record["transcript"] = world.transcript.to_list()
-        record["notes"] = list(world.transcript.notes)
-    report.user_properties.append((_PROP, json.dumps(record)))
+    keep = verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None
+    record = VerdictRecord(
+        nodeid=item.nodeid, requirement=requirement_id, level=requirement.level, capability=requirement.capability,
+        verdict=verdict, reason=reason, requests=len(entries), seed=state.seed,
+        claims=state.target.claims.describe() if state.target is not None else {},
+        transcript=tuple(world.transcript.to_list()) if keep and world is not None else (),
+        notes=tuple(world.transcript.notes) if keep and world is not None else (),
+    )
+    report.user_properties.append((_PROP, record.dumps()))
     _rewrite_outcome(report, item, verdict, reason)
 
 
@@ -311,7 +309,7 @@ def _reason(exception: BaseException | None, report: pytest.TestReport, warnings
     return ""
 
 
-def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Any, reason: str) -> None:
+def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Verdict, reason: str) -> None:
     """Make pytest's own outcome agree with the verdict, so its exit status and JUnit do too."""
     from conformance.verdicts import Verdict
 
@@ -321,7 +319,7 @@ def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Any,
         report.longrepr = (str(path), (line or 0) + 1, f"not scored: {reason}")
     elif verdict is Verdict.XFAIL:
         report.outcome = "skipped"
-        report.wasxfail = f"baseline: {reason}"  # type: ignore[attr-defined]
+        report.wasxfail = f"baseline: {reason}"
         report.longrepr = None
     elif verdict in (Verdict.WARN, Verdict.INFO) and report.when == "call":
         report.outcome = "passed"
@@ -336,7 +334,7 @@ class _Reporter:
 
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
-        self.records: dict[str, dict[str, Any]] = {}
+        self.records: dict[str, VerdictRecord] = {}
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         state = self.config.stash.get(_STATE, None)
@@ -344,24 +342,28 @@ class _Reporter:
             return
         # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
         state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
-                           if _requirement_of(item) in state.registry.requirements]
+                           if _requirement_of(item) in state.registry]
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and state.collected and not hasattr(self.config, "workerinput"):
             terminal.write_line(self._header(state))
 
     def _header(self, state: _RunState) -> str:
-        settings = state.settings
-        return (f"aidememo: target {settings.url or 'embedded reference'} ({settings.mode}), seed {state.seed}, "
-                f"run tag {state.run_tag}; rerun with --aidememo-seed {state.seed}")
+        return (f"aidememo: profile {state.profile.name}, target {state.description.target} "
+                f"({state.description.mode}), seed {state.seed}, run tag {state.run_tag}; "
+                f"rerun with --aidememo-seed {state.seed}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        from conformance.verdicts import Verdict, VerdictRecord
+
         for name, value in report.user_properties:
             if name == _PROP:
-                record = json.loads(str(value))
-                previous = self.records.get(record["nodeid"])
+                import json
+
+                record = VerdictRecord.from_json(json.loads(str(value)))
+                previous = self.records.get(record.nodeid)
                 # A teardown error overrides a pass; otherwise the first verdict of a check stands.
-                if previous is None or (previous["verdict"] == "PASS" and record["verdict"] != "PASS"):
-                    self.records[record["nodeid"]] = record
+                if previous is None or (previous.verdict is Verdict.PASS and record.verdict is not Verdict.PASS):
+                    self.records[record.nodeid] = record
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
@@ -371,12 +373,16 @@ class _Reporter:
         if state is None and not self.records:
             return
         state = _ensure_state(self.config)
-        from conformance.reports import write_reports
+        from conformance.cli import rerun_command
+        from conformance.reports import RunInfo, write_reports
 
-        records = self._records(state)
-        report_dir = Path(self.config.getoption("aidememo_report_dir") or "aidememo-report")
+        run = RunInfo(profile=state.profile.name, title=state.profile.title, target=state.description.target,
+                      mode=state.description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
+                      baseline=state.baseline,
+                      rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check))
+        report_dir = Path(state.settings[REPORT_DIR])
         try:
-            state.summary = write_reports(report_dir, state, records)
+            state.summary = write_reports(report_dir, run, self._records(state))
         except OSError as exc:
             terminal = self.config.pluginmanager.get_plugin("terminalreporter")
             if terminal is not None:
@@ -386,15 +392,17 @@ class _Reporter:
         if not state.summary["ok"] and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
-    def _records(self, state: _RunState) -> list[dict[str, Any]]:
+    def _records(self, state: _RunState) -> list[VerdictRecord]:
+        from conformance.verdicts import Verdict, VerdictRecord
+
         records = dict(self.records)
         for nodeid, requirement_id in state.collected:
             if nodeid not in records:
                 requirement = state.registry.get(requirement_id)
-                records[nodeid] = {"nodeid": nodeid, "requirement": requirement_id, "level": str(requirement.level),
-                                   "capability": requirement.capability, "verdict": "UNTESTABLE",
-                                   "reason": "collected but did not run (interrupted or deselected late)",
-                                   "requests": 0, "seed": state.seed}
+                records[nodeid] = VerdictRecord(
+                    nodeid=nodeid, requirement=requirement_id, level=requirement.level,
+                    capability=requirement.capability, verdict=Verdict.UNTESTABLE,
+                    reason="collected but did not run (interrupted or deselected late)", seed=state.seed)
         return list(records.values())
 
     def pytest_terminal_summary(self, terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:

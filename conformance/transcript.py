@@ -1,323 +1,172 @@
-"""Every request a check sends and the answer it got, bounded in time and size.
+"""What one check sent and got back, safe to paste into an issue.
 
-``Wire`` is the only place the suite touches the network. It records each exchange on the
-check's ``Transcript`` (tokens redacted), stops reading a body beyond ``max_body_bytes``, maps
-transport failures to ``TargetError`` and retries the indeterminate ``503 storage_failure``
-(ERRATA 7). A circuit breaker makes a dead or hanging target fail fast after a few timeouts,
-so a hostile server cannot stretch a run to (checks x timeout).
+A ``Transcript`` holds a check's entries in order: HTTP exchanges (``conformance.http``),
+command runs (``conformance.process``) or any record of a profile's own with the ``Entry``
+shape. Every credential the check was handed is registered with ``secret``; ``to_list`` replaces
+each occurrence, anywhere in an entry, with ``<redacted:NAME>``, and credential headers are
+hidden by name as well, so a report never carries a token even when a server echoes one.
+
+``replay_script`` turns recorded entries back into a shell script (curl for HTTP, the command
+line for runs) in which each credential is ``$TOKEN_<NAME>``.
 """
 
 from __future__ import annotations
 
-import json
+import re
 import shlex
-import socket
-import threading
-import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol, cast
 
-import httpx
+__all__ = ["Entry", "Transcript", "redact_headers", "replay_script", "shown_text"]
 
-from conformance.errors import Indeterminate, TargetError
+# Headers that carry credentials in the protocols the kit speaks (AideMemo bearer, XMemo API keys).
+SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"})
+SHOWN_BYTES = 8192  # what a report shows of one body or output stream
+_REDACTED = re.compile(r"<redacted(?::([A-Za-z0-9_.-]+))?>")
 
-__all__ = ["Exchange", "Transcript", "Wire", "redact_headers"]
 
-REDACTED = "Bearer <redacted>"
-_ACTOR_HEADER = "X-Aidememo-Actor"  # never sent: names whose token a recorded request carried
-_SHOWN_BODY_BYTES = 8192  # what a report shows of one body; the full bound applies to reading
+class Entry(Protocol):
+    """One recorded step. ``to_dict`` must give ``kind``, ``summary``, ``request`` and ``response``."""
+
+    @property
+    def answered(self) -> bool:
+        """The target answered (an HTTP status, an exit status): it, not the kit, spoke last."""
+        ...
+
+    def to_dict(self) -> dict[str, object]: ...
 
 
 def redact_headers(headers: list[tuple[str, str]], actor: str | None = None) -> list[tuple[str, str]]:
-    """Hide bearer tokens; a report must be safe to paste into an issue."""
-    shown = f"Bearer <redacted:{actor}>" if actor else REDACTED
-    return [(name, shown if name.lower() == "authorization" else value) for name, value in headers]
+    """Hide credential headers; ``Authorization`` keeps its scheme (``Bearer <redacted:writer>``)."""
+    hidden = f"<redacted:{actor}>" if actor else "<redacted>"
+    shown = []
+    for name, value in headers:
+        if name.lower() in SECRET_HEADERS:
+            scheme, space, _ = value.partition(" ")
+            value = f"{scheme} {hidden}" if space and name.lower().endswith("authorization") else hidden
+        shown.append((name, value))
+    return shown
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Exchange:
-    """One request and its answer (``status`` 0 when no answer came; ``error`` then says why)."""
-
-    method: str
-    url: str
-    request_headers: tuple[tuple[str, str], ...]
-    request_body: bytes
-    status: int
-    response_headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
-    error: str | None = None
-    truncated: bool = False
-    actor: str | None = None  # the check's name for the actor whose token was sent
-
-    def json(self) -> Any:
-        """The answer as JSON; a body that is not JSON is a protocol departure (AssertionError)."""
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            raise AssertionError(
-                f"{self.method} {self.url} answered {self.status} with a body that is not JSON: {self.body[:200]!r}"
-            ) from None
-
-    def error_code(self) -> str | None:
-        """The ``error.code`` of an AideMemo error body, or None when the body has no such shape."""
-        try:
-            data = json.loads(self.body)
-        except ValueError:
-            return None
-        if isinstance(data, dict) and isinstance(data.get("error"), dict):
-            code = data["error"].get("code")
-            return code if isinstance(code, str) else None
-        return None
-
-    def header(self, name: str) -> str | None:
-        for key, value in self.response_headers:
-            if key.lower() == name.lower():
-                return value
-        return None
-
-    def describe(self) -> str:
-        return f"{self.method} {self.url} -> {self.status or self.error}"
-
-    def to_dict(self) -> dict[str, object]:
-        def text(raw: bytes) -> str:
-            shown = raw[:_SHOWN_BODY_BYTES].decode("utf-8", "replace")
-            return shown + (f"... ({len(raw)} bytes)" if len(raw) > _SHOWN_BODY_BYTES else "")
-
-        return {
-            "method": self.method,
-            "url": self.url,
-            "actor": self.actor,
-            "request_headers": [list(pair) for pair in redact_headers(list(self.request_headers), self.actor)],
-            "request_body": text(self.request_body),
-            "status": self.status,
-            "response_headers": [list(pair) for pair in self.response_headers],
-            "response_body": text(self.body) + (" [truncated by the size bound]" if self.truncated else ""),
-            "error": self.error,
-        }
+def shown_text(raw: bytes) -> str:
+    """A body or stream as a report shows it: UTF-8 (replacing), cut at ``SHOWN_BYTES``."""
+    text = raw[:SHOWN_BYTES].decode("utf-8", "replace")
+    return text + (f"... ({len(raw)} bytes)" if len(raw) > SHOWN_BYTES else "")
 
 
 @dataclass(slots=True)
 class Transcript:
-    """The exchanges of one check, in order."""
+    """The entries of one check, in order, plus notes (identities provisioned, waits)."""
 
-    exchanges: list[Exchange] = field(default_factory=list)
+    entries: list[Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    _secrets: dict[str, str] = field(default_factory=dict)  # credential -> label
 
-    def to_list(self) -> list[dict[str, Any]]:
-        return [exchange.to_dict() for exchange in self.exchanges]
+    @property
+    def exchanges(self) -> list[Entry]:
+        """The entries (the name checks and reports have always used)."""
+        return self.entries
+
+    def record(self, entry: Entry) -> None:
+        self.entries.append(entry)
+
+    def secret(self, value: str, label: str) -> None:
+        """Register a credential; it never appears in ``to_list`` output."""
+        if len(value) >= 4:  # a shorter "secret" would blank out ordinary text
+            self._secrets[value] = label
+
+    def scrub(self, text: str) -> str:
+        for value, label in sorted(self._secrets.items(), key=lambda item: -len(item[0])):
+            text = text.replace(value, f"<redacted:{label}>")
+        return text
+
+    def to_list(self) -> list[dict[str, object]]:
+        return [cast(dict[str, object], self._scrubbed(entry.to_dict())) for entry in self.entries]
+
+    def _scrubbed(self, value: object) -> object:
+        if isinstance(value, str):
+            return self.scrub(value)
+        if isinstance(value, dict):
+            return {key: self._scrubbed(item) for key, item in value.items()}
+        if isinstance(value, list | tuple):
+            return [self._scrubbed(item) for item in value]
+        return value
 
 
-def curl_script(exchanges: list[dict[str, Any]], notes: list[str] | None = None) -> str:
-    """A shell script replaying the recorded requests; each actor's token is ``$TOKEN_<actor>``."""
-    actors = sorted({str(e["actor"]) for e in exchanges if e.get("actor")})
-    lines = ["#!/bin/sh", "# Replays the requests of one check. Provision the same identities, then export:"]
-    lines += [f"#   TOKEN_{actor}=<token of {actor}>" for actor in actors]
+def _tokens(text: str) -> tuple[str, set[str]]:
+    """Replace ``<redacted:NAME>`` with ``$TOKEN_NAME``; return the names used."""
+    names: set[str] = set()
+
+    def swap(match: re.Match[str]) -> str:
+        name = match.group(1)
+        names.add(name or "")
+        return f"$TOKEN_{name}" if name else "$TOKEN"
+
+    return _REDACTED.sub(swap, text), names
+
+
+def _shell_word(text: str) -> str:
+    """Quote for sh; a word holding ``$TOKEN_...`` goes in double quotes so the variable expands."""
+    if "$TOKEN" not in text:
+        return shlex.quote(text)
+    return '"' + re.sub(r'(["\\`])', r"\\\1", text) + '"'
+
+
+def _http_line(entry: Mapping[str, object]) -> tuple[str, set[str]]:
+    parts = ["curl", "-sS", "-i", "-X", str(entry["method"])]
+    names: set[str] = set()
+    headers = entry.get("request_headers")
+    for pair in headers if isinstance(headers, list) else []:
+        name, value = str(pair[0]), str(pair[1])
+        if name.lower() in {"host", "content-length", "accept-encoding", "connection", "user-agent", "accept"}:
+            continue
+        value, used = _tokens(value)
+        names |= used
+        parts += ["-H", f"{name}: {value}"]
+    if entry.get("request_body"):
+        parts += ["--data-binary", str(entry["request_body"])]
+    parts.append(str(entry["url"]))
+    return " ".join(_shell_word(part) for part in parts), names
+
+
+def _command_line(entry: Mapping[str, object]) -> tuple[str, set[str]]:
+    names: set[str] = set()
+    words = []
+    env = entry.get("env")
+    for name, value in (env.items() if isinstance(env, dict) else []):
+        value, used = _tokens(str(value))
+        names |= used
+        words.append(f"{name}={_shell_word(value)}")
+    argv = entry.get("argv")
+    for word in argv if isinstance(argv, list) else []:
+        text, used = _tokens(str(word))
+        names |= used
+        words.append(_shell_word(text))
+    line = " ".join(words)
+    if entry.get("stdin"):
+        stdin, used = _tokens(str(entry["stdin"]))
+        names |= used
+        line = f"printf '%s' {_shell_word(stdin)} | {line}"
+    return line, names
+
+
+def replay_script(entries: list[dict[str, object]], notes: list[str] | None = None) -> str:
+    """A shell script replaying recorded entries; each credential is ``$TOKEN_<NAME>``."""
+    body: list[str] = []
+    names: set[str] = set()
+    for entry in entries:
+        kind = entry.get("kind", "http")
+        if kind == "http":
+            line, used = _http_line(entry)
+        elif kind == "command":
+            line, used = _command_line(entry)
+        else:
+            line, used = f"# {kind}: {str(entry.get('summary', ''))}", set()
+        names |= used
+        body.append(line)
+    lines = ["#!/bin/sh", "# Replays the recorded steps of one check. Provision the same identities, then export:"]
+    lines += [f"#   TOKEN_{name}=<token of {name}>" if name else "#   TOKEN=<token>" for name in sorted(names)]
     lines += [f"# {note}" for note in notes or []]
     lines.append("set -x")
-    for exchange in exchanges:
-        token_hint = f"$TOKEN_{exchange.get('actor')}" if exchange.get("actor") else "$TOKEN"
-        parts = ["curl", "-sS", "-i", "-X", str(exchange["method"])]
-        for name, value in exchange["request_headers"]:
-            if name.lower() in {"host", "content-length", "accept-encoding", "connection", "user-agent", "accept"}:
-                continue
-            shown = f"Bearer {token_hint}" if value.startswith("Bearer <redacted") else value
-            parts += ["-H", f"{name}: {shown}"]
-        if exchange["request_body"]:
-            parts += ["--data-binary", str(exchange["request_body"])]
-        parts.append(str(exchange["url"]))
-        quoted = " ".join(shlex.quote(part) for part in parts)
-        lines.append(quoted.replace(shlex.quote(f"Authorization: Bearer {token_hint}"), f'"Authorization: Bearer {token_hint}"'))
-    return "\n".join(lines) + "\n"
-
-
-class _Watchdog:
-    """Shuts a request's socket when the request outlives its overall deadline."""
-
-    def __init__(self, deadline_s: float) -> None:
-        self.deadline_s = deadline_s
-        self.expired = False
-        self._sock: socket.socket | None = None
-        self._lock = threading.Lock()
-        self._timer: threading.Timer | None = None
-
-    def trace(self, event: str, info: dict[str, Any]) -> None:
-        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
-            with self._lock:
-                self._sock = info["return_value"].get_extra_info("socket")
-                if self.expired:
-                    self._shut()
-
-    def _fire(self) -> None:
-        with self._lock:
-            self.expired = True
-            self._shut()
-
-    def _shut(self) -> None:
-        if self._sock is not None:
-            try:
-                self._sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-    def __enter__(self) -> _Watchdog:
-        self._timer = threading.Timer(self.deadline_s, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
-
-
-class _Breaker:
-    """Counts consecutive transport failures across the whole run (shared by all checks)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.failures = 0
-        self.lock = threading.Lock()
-
-    def open(self) -> bool:
-        return self.limit > 0 and self.failures >= self.limit
-
-    def record(self, ok: bool) -> None:
-        with self.lock:
-            self.failures = 0 if ok else self.failures + 1
-
-
-class Wire:
-    """Bounded HTTP to one target; shared by all checks of a worker."""
-
-    def __init__(
-        self,
-        base_url: str,
-        *,
-        timeout_s: float,
-        max_body_bytes: int,
-        retries_503: int = 3,
-        breaker_limit: int = 3,
-    ) -> None:
-        self.base_url = base_url.rstrip("/")
-        self.max_body_bytes = max_body_bytes
-        self.retries_503 = retries_503
-        self.breaker = _Breaker(breaker_limit)
-        # No pooling across a reset: a hostile server must not poison later checks' connections.
-        self._client = httpx.Client(
-            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
-            follow_redirects=False,
-            trust_env=False,
-            # Raw bytes are what we bound; a compressed answer could expand past the bound.
-            headers={"Accept-Encoding": "identity"},
-            # httpx writes headers and body separately; without TCP_NODELAY Nagle waits for the
-            # server's delayed ACK and every POST costs ~40 ms (ERRATA 9).
-            # A fresh connection per request: the deadline watchdog must know the socket it may
-            # shut, and a connection poisoned by a hostile answer must not serve the next check.
-            transport=httpx.HTTPTransport(
-                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
-                limits=httpx.Limits(max_keepalive_connections=0),
-            ),
-        )
-        self.deadline_s = timeout_s
-
-    def close(self) -> None:
-        self._client.close()
-
-    def request(
-        self,
-        transcript: Transcript | None,
-        method: str,
-        path: str,
-        *,
-        token: str | None = None,
-        json_body: object = None,
-        content: bytes | None = None,
-        headers: dict[str, str] | None = None,
-        params: dict[str, object] | list[tuple[str, object]] | None = None,
-        raw_query: str | None = None,
-        actor: str | None = None,
-    ) -> Exchange:
-        """Send one request, retrying only ``503 storage_failure``.
-
-        Raises:
-            TargetError: no well-formed answer within the bounds.
-            Indeterminate: every attempt answered ``503 storage_failure``.
-        """
-        send_headers: dict[str, str] = {}
-        if token is not None:
-            send_headers["Authorization"] = f"Bearer {token}"
-        body = content
-        if body is None and json_body is not None:
-            body = json.dumps(json_body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
-            send_headers["Content-Type"] = "application/json"
-        send_headers.update(headers or {})
-        url = self.base_url + path
-        if raw_query is not None:
-            url += "?" + raw_query
-        elif params:
-            items = params.items() if isinstance(params, dict) else params
-            url = str(httpx.URL(url, params=[(key, _query_value(value)) for key, value in items if value is not None]))
-        for attempt in range(self.retries_503 + 1):
-            exchange, failure = self._send_once(method, url, send_headers, body or b"", actor)
-            if transcript is not None:
-                transcript.exchanges.append(exchange)
-            if failure is not None:
-                raise failure
-            if exchange.status == 503 and exchange.error_code() == "storage_failure":
-                time.sleep(0.05 * (attempt + 1))  # the server's own queue wait is 1 s; back off briefly
-                continue
-            return exchange
-        raise Indeterminate(f"{method} {url}: {self.retries_503 + 1} answers of 503 storage_failure")
-
-    def _send_once(
-        self, method: str, url: str, headers: dict[str, str], body: bytes, actor: str | None
-    ) -> tuple[Exchange, TargetError | None]:
-        request_headers = tuple(headers.items())
-        base: dict[str, Any] = {"method": method, "url": url, "request_headers": request_headers, "request_body": body,
-                                "actor": actor}
-        if self.breaker.open():
-            detail = f"not sent: the target failed {self.breaker.failures} requests in a row"
-            return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
-        # httpx timeouts bound each read, not the answer: a server trickling a byte per read would
-        # hold a request for hours. A watchdog shuts the socket once the whole request overruns.
-        watch = _Watchdog(self.deadline_s)
-        try:
-            request = self._client.build_request(method, url, headers=headers, content=body or None,
-                                                 extensions={"trace": watch.trace})
-            with watch:
-                response = self._client.send(request, stream=True)
-                try:
-                    chunks: list[bytes] = []
-                    size = 0
-                    truncated = False
-                    for chunk in response.iter_raw():
-                        size += len(chunk)
-                        if size > self.max_body_bytes:
-                            truncated = True
-                            break
-                        chunks.append(chunk)
-                finally:
-                    response.close()
-        except httpx.HTTPError as exc:
-            self.breaker.record(ok=False)
-            detail = f"{type(exc).__name__}: {exc or 'no detail'}"
-            if watch.expired:
-                detail = f"no complete answer within the {self.deadline_s:g} s deadline ({detail})"
-            return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
-        self.breaker.record(ok=True)
-        exchange = Exchange(
-            **base,
-            status=response.status_code,
-            response_headers=tuple(response.headers.items()),
-            body=b"".join(chunks),
-            truncated=truncated,
-        )
-        if truncated:
-            return exchange, TargetError(f"{method} {url}: response body exceeds {self.max_body_bytes} bytes")
-        return exchange, None
-
-
-def _query_value(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return "\n".join(lines + body) + "\n"

@@ -1,4 +1,4 @@
-"""Verdicts: what a check's pytest outcome means for its requirement.
+"""Verdicts: what a check's pytest outcome means for its requirement, and the record of it.
 
 The table (outcome x level x baseline -> verdict) is here and nowhere else:
 
@@ -9,24 +9,31 @@ The table (outcome x level x baseline -> verdict) is here and nowhere else:
     AssertionError / TargetError, MAY       -> INFO
     Untestable (setup step failed)          -> UNTESTABLE (XFAIL when the baseline lists it)
     NotScored / capability unclaimed        -> SKIP
-    Indeterminate (only 503 answers)        -> UNKNOWN
+    Indeterminate (only retryable answers)  -> UNKNOWN
     KeyError/TypeError/... after an answer  -> as AssertionError: the answer lacked a promised field
     any other exception (a bug in a check)  -> ERROR
 
-Only PASS, WARN, INFO, SKIP and XFAIL let the run succeed; XPASS means the baseline is stale.
+``Verdict.ok`` says whether a verdict lets the run succeed (PASS, WARN, INFO, SKIP, XFAIL);
+``Verdict.severity`` orders verdicts from harmless to worst, for a requirement's worst verdict
+and the order failures are listed in. Everything that reports verdicts asks these two.
 """
 
 from __future__ import annotations
 
+import json
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 
 from conformance.errors import Indeterminate, NotScored, TargetError, Untestable
 from conformance.registry import Level
 
-__all__ = ["Verdict", "decide", "OK_VERDICTS"]
+__all__ = ["SHAPE_ERRORS", "Verdict", "VerdictRecord", "decide"]
 
 
 class Verdict(StrEnum):
+    """One check's verdict; declaration order is the order reports count them in."""
+
     PASS = "PASS"
     FAIL = "FAIL"
     WARN = "WARN"
@@ -38,8 +45,91 @@ class Verdict(StrEnum):
     XPASS = "XPASS"
     ERROR = "ERROR"
 
+    @property
+    def ok(self) -> bool:
+        """The verdict lets the run succeed."""
+        return self in _OK
 
-OK_VERDICTS = frozenset({Verdict.PASS, Verdict.WARN, Verdict.INFO, Verdict.SKIP, Verdict.XFAIL})
+    @property
+    def scored(self) -> bool:
+        """The check judged the target (everything but SKIP)."""
+        return self is not Verdict.SKIP
+
+    @property
+    def severity(self) -> int:
+        """0 for PASS up to the worst verdict, FAIL: a server departing from a MUST comes first."""
+        return _SEVERITY.index(self)
+
+
+_OK = frozenset({Verdict.PASS, Verdict.WARN, Verdict.INFO, Verdict.SKIP, Verdict.XFAIL})
+# Harmless to worst. A FAIL says most about the target, so it outranks the kit's own ERROR and a
+# stale baseline; UNKNOWN and UNTESTABLE say the point was never reached.
+_SEVERITY = (Verdict.PASS, Verdict.SKIP, Verdict.INFO, Verdict.WARN, Verdict.XFAIL, Verdict.UNTESTABLE,
+             Verdict.UNKNOWN, Verdict.XPASS, Verdict.ERROR, Verdict.FAIL)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class VerdictRecord:
+    """The result of one check: the verdict, why, and what it takes to reproduce it."""
+
+    nodeid: str
+    requirement: str
+    level: Level
+    capability: str
+    verdict: Verdict
+    reason: str = ""
+    requests: int = 0
+    seed: int = 0
+    claims: dict[str, str] = field(default_factory=dict)  # capability -> how it was claimed
+    transcript: tuple[dict[str, object], ...] = ()  # redacted entries, for failures and warnings
+    notes: tuple[str, ...] = ()
+    rerun: str = ""  # the command replaying the check (filled in by the reports)
+    replay: str = ""  # a shell script replaying the transcript
+
+    @property
+    def ok(self) -> bool:
+        return self.verdict.ok
+
+    @property
+    def severity(self) -> int:
+        return self.verdict.severity
+
+    @property
+    def check(self) -> str:
+        """``test_module.py::test_name[param]``: how the command line names the check anywhere."""
+        return self.nodeid.rsplit("/", 1)[-1]
+
+    def to_json(self) -> dict[str, object]:
+        data = asdict(self)
+        data["level"] = str(self.level)
+        data["verdict"] = str(self.verdict)
+        data["transcript"] = list(self.transcript)
+        data["notes"] = list(self.notes)
+        return data
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json())
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, object]) -> VerdictRecord:
+        transcript = data.get("transcript") or []
+        notes = data.get("notes") or []
+        claims = data.get("claims") or {}
+        return cls(
+            nodeid=str(data["nodeid"]),
+            requirement=str(data["requirement"]),
+            level=Level(str(data["level"])),
+            capability=str(data["capability"]),
+            verdict=Verdict(str(data["verdict"])),
+            reason=str(data.get("reason", "")),
+            requests=int(str(data.get("requests", 0))),
+            seed=int(str(data.get("seed", 0))),
+            claims={str(k): str(v) for k, v in claims.items()} if isinstance(claims, dict) else {},
+            transcript=tuple(e for e in transcript if isinstance(e, dict)) if isinstance(transcript, list) else (),
+            notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
+            rerun=str(data.get("rerun", "")),
+            replay=str(data.get("replay", "")),
+        )
 
 
 # What checks raise when an answer is JSON of the wrong shape (a missing key, a string where an

@@ -1,6 +1,7 @@
 """Targets from the conformance suite's target file, so both tools aim at a server the same way.
 
-The file format and its precedence rules belong to ``conformance.target``; this module only
+The file format and its precedence rules belong to the conformance suite's AideMemo profile
+(``conformance.profiles.aidememo.settings``); this module only
 turns resolved settings into the simulator's ``HttpTarget``: it provisions fresh actors with the
 file's command template, or picks the writers (and a reader, if any) among its fixed tokens.
 """
@@ -23,11 +24,11 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         SimulationError: for a bad file, a failed provisioning, or too few writer tokens.
     """
     from conformance.errors import ConfigError, Untestable
-    from conformance.target import CommandProvisioner, resolve_target
+    from conformance.profiles.aidememo.settings import target_settings
+    from conformance.provisioning import CommandProvisioner
 
     try:
-        settings = resolve_target(config_path=str(path), url=None, timeout_s=None, capabilities=None,
-                                  provision_command=None)
+        settings = target_settings(str(path))
     except ConfigError as exc:
         raise SimulationError(str(exc)) from exc
     if settings.url is None:
@@ -40,18 +41,19 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         try:
             for name in names:
                 token = f"sim-{secrets.token_hex(16)}"
-                provisioner.provision(tenant="sim-tenant", project=project, actor=name,
-                                      role="reader" if name == READER else "writer", token=token)
-                tokens[name] = token
+                tokens[name] = provisioner.provision({"tenant": "sim-tenant", "project": project, "actor": name,
+                                                      "role": "reader" if name == READER else "writer"}, token)
         except Untestable as exc:
             raise SimulationError(str(exc)) from exc
+        finally:
+            provisioner.close()
         return HttpTarget(settings.url, project, tokens, timeout_s=settings.timeout_s)
     by_project: dict[str, dict[str, str]] = {}
     for fixed in settings.fixed_tokens:
         # The reader's actor id never matters to the model (it is never a participant), so it
         # goes under the simulator's observer name.
-        name = READER if fixed.role == "reader" else fixed.actor
-        by_project.setdefault(fixed.project, {}).setdefault(name, fixed.token)
+        name = READER if fixed["role"] == "reader" else fixed["actor"]
+        by_project.setdefault(fixed["project"], {}).setdefault(name, fixed.token)
     for project, tokens in by_project.items():
         if sum(name != READER for name in tokens) >= 2:
             return HttpTarget(settings.url, project, tokens, timeout_s=settings.timeout_s)

@@ -1,1 +1,12 @@
-"""Protocol profiles: each package holds one profile's requirements and checks."""
+"""The installed protocol profiles, by name: ``"module:attribute"`` of each ``Profile``.
+
+A new profile adds one line here (see docs/conformance.md, "Writing a profile").
+"""
+
+from __future__ import annotations
+
+__all__ = ["PROFILES"]
+
+PROFILES: dict[str, str] = {
+    "aidememo": "conformance.profiles.aidememo:PROFILE",
+}

@@ -14,12 +14,11 @@ file cannot silently outlive the bugs it excuses.
 
 from __future__ import annotations
 
-import tomllib
 from dataclasses import dataclass
-from pathlib import Path
 
 from conformance.errors import ConfigError
 from conformance.registry import Registry
+from conformance.settings import read_toml
 
 __all__ = ["Baseline", "load_baseline"]
 
@@ -57,12 +56,7 @@ def load_baseline(path: str, registry: Registry) -> Baseline:
     Raises:
         ConfigError: unreadable file, unknown keys or requirement ids, missing reasons.
     """
-    try:
-        data = tomllib.loads(Path(path).read_text("utf-8"))
-    except OSError as exc:
-        raise ConfigError(f"baseline {path}: {exc.strerror}") from None
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"baseline {path}: {exc}") from None
+    data = read_toml(path, "baseline")
     unknown = set(data) - {"expected_failure"}
     if unknown:
         raise ConfigError(f"baseline {path}: unknown key {sorted(unknown)[0]!r}")
@@ -76,6 +70,8 @@ def load_baseline(path: str, registry: Registry) -> Baseline:
             raise ConfigError(f"{where}: every entry needs a reason")
         if check is None and requirement is None:
             raise ConfigError(f"{where}: name a check or a requirement")
+        if not isinstance(check, str | None) or not isinstance(requirement, str | None):
+            raise ConfigError(f"{where}: check and requirement must be strings")
         if requirement is not None and requirement not in registry.requirements:
             raise ConfigError(f"{where}: unknown requirement {requirement!r}")
         entries.append(Entry(check=check, requirement=requirement, reason=reason.strip()))

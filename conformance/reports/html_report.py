@@ -12,6 +12,8 @@ from collections import Counter, defaultdict
 from html import escape
 from typing import Any
 
+from conformance.verdicts import VerdictRecord
+
 __all__ = ["render_html"]
 
 _CSS = """
@@ -36,31 +38,28 @@ def _verdict(v: str | None) -> str:
     return f'<span class="v {escape(v or "")}">{escape(v or "-")}</span>'
 
 
-def _exchange(number: int, exchange: dict[str, Any]) -> str:
-    request = "\n".join(f"{k}: {v}" for k, v in exchange["request_headers"])
-    response = "\n".join(f"{k}: {v}" for k, v in exchange["response_headers"])
-    status = exchange["status"] or f"no answer ({exchange['error']})"
+def _entry(number: int, entry: dict[str, Any]) -> str:
     return (
-        f"<details{' open' if number < 12 else ''}><summary>#{number + 1} {escape(exchange['method'])} "
-        f"{escape(exchange['url'])} &rarr; {escape(str(status))}</summary>"
-        f"<pre>{escape(exchange['method'])} {escape(exchange['url'])}\n{escape(request)}\n\n"
-        f"{escape(exchange['request_body'])}</pre>"
-        f"<pre>HTTP {escape(str(status))}\n{escape(response)}\n\n{escape(exchange['response_body'])}</pre></details>"
+        f"<details{' open' if number < 12 else ''}><summary>#{number + 1} {escape(str(entry.get('summary', '')))}"
+        f"</summary><pre>{escape(str(entry.get('request', '')))}</pre>"
+        f"<pre>{escape(str(entry.get('response', '')))}</pre></details>"
     )
 
 
-def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: list[dict[str, Any]]) -> str:
+def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: list[VerdictRecord],
+                failures: list[VerdictRecord]) -> str:
     """Render the report; every value from the target is escaped."""
     texts = {row["id"]: row for row in rows}
     grid: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for record in records:
-        grid[(record["capability"], record["level"])][record["verdict"]] += 1
+        grid[(record.capability, str(record.level))][str(record.verdict)] += 1
     capabilities = sorted({cap for cap, _ in grid})
     levels = ("MUST", "SHOULD", "MAY")
     parts = [
-        "<!doctype html><html><head><meta charset='utf-8'><title>AideMemo conformance report</title>",
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(summary['title'])} conformance report"
+        "</title>",
         f"<style>{_CSS}</style><script>{_JS}</script></head><body>",
-        f"<h1>AideMemo conformance: {escape(summary['target'])}</h1>",
+        f"<h1>{escape(summary['title'])} conformance: {escape(summary['target'])}</h1>",
         f"<p>profile <b>{escape(summary['profile'])}</b>, mode {escape(summary['mode'])}, seed "
         f"<code>{summary['seed']}</code>, run tag <code>{escape(summary['run_tag'])}</code>, "
         f"{summary['requests']} requests, {escape(summary['kit'])}.</p>",
@@ -69,10 +68,10 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         # What to act on comes first: one line per failure or warning, linking to its case below.
         "".join(
             ["<h2>To act on</h2><ul>"]
-            + [f"<li><a href='#{escape(r['nodeid'])}'>{_verdict(r['verdict'])} {escape(r['requirement'])}</a> "
-               f"{escape(r['nodeid'].rsplit('::', 1)[-1])}</li>" for r in summary["failures"]]
+            + [f"<li><a href='#{escape(r.nodeid)}'>{_verdict(r.verdict)} {escape(r.requirement)}</a> "
+               f"{escape(r.nodeid.rsplit('::', 1)[-1])}</li>" for r in failures]
             + ["</ul>"]
-        ) if summary["failures"] else "",
+        ) if failures else "",
         "<h2>Capabilities</h2><table><tr><th>capability</th><th>claim</th></tr>"
         + "".join(f"<tr><td>{escape(name)}</td><td>{escape(how)}</td></tr>"
                   for name, how in summary.get("capabilities", {}).items())
@@ -99,27 +98,28 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         parts.append(
             f"<tr data-status='{escape(row['status'])}'><td>{escape(row['id'])}</td><td>{row['level']}</td>"
             f"<td>{escape(row['capability'])}</td><td>{escape(row['status'])}</td><td>{_verdict(row['verdict'])}</td>"
-            f"<td>{escape(row['text'])}<div class='muted'>{escape(row['source'])} &middot; "
+            f"<td>{escape(row['text'])}<div class='muted'>{escape(row['source'])}"
+            f"{' &middot; ' + escape(row['basis']) if row.get('basis') else ''} &middot; "
             f"{len(row['checks'])} check(s)</div></td></tr>")
     parts.append("</tbody></table><h2>Failures and warnings</h2>")
-    cases = summary["failures"]
-    if not cases:
+    if not failures:
         parts.append("<p>None.</p>")
-    for record in cases:
-        row = texts.get(record["requirement"], {})
+    for record in failures:
+        row = texts.get(record.requirement, {})
         parts.append(
-            f"<div class='case' id='{escape(record['nodeid'])}'><h3>{_verdict(record['verdict'])} "
-            f"{escape(record['requirement'])} ({record['level']}) &mdash; "
-            f"{escape(record['nodeid'].rsplit('::', 1)[-1])}</h3>"
+            f"<div class='case' id='{escape(record.nodeid)}'><h3>{_verdict(record.verdict)} "
+            f"{escape(record.requirement)} ({record.level}) &mdash; "
+            f"{escape(record.nodeid.rsplit('::', 1)[-1])}</h3>"
             f"<p class='req'>{escape(row.get('text', ''))}</p>"
-            f"<p><b>Why:</b></p><pre>{escape(record['reason'])}</pre>"
-            f"<p><b>pytest node id:</b> <code>{escape(record['nodeid'])}</code><br>"
-            f"<b>Rerun:</b> <code>{escape(record['rerun'])}</code></p>")
-        transcript = record.get("transcript", [])
-        parts.append(f"<p><b>Transcript</b> ({len(transcript)} exchanges, tokens redacted):</p>")
-        parts.extend(_exchange(i, exchange) for i, exchange in enumerate(transcript))
-        if record.get("curl"):
-            parts.append(f"<details><summary>curl reproduction</summary><pre>{escape(record['curl'])}</pre></details>")
+            f"<p><b>Why:</b></p><pre>{escape(record.reason)}</pre>"
+            f"<p><b>pytest node id:</b> <code>{escape(record.nodeid)}</code><br>"
+            f"<b>Rerun:</b> <code>{escape(record.rerun)}</code></p>")
+        parts.append(f"<p><b>Transcript</b> ({len(record.transcript)} steps, tokens redacted):</p>")
+        parts.extend(_entry(i, dict(entry)) for i, entry in enumerate(record.transcript))
+        if record.replay:
+            parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
+        for note in record.notes:
+            parts.append(f"<p class='muted'>{escape(note)}</p>")
         parts.append("</div>")
     parts.append("</body></html>\n")
     return "".join(parts)

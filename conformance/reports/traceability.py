@@ -9,25 +9,22 @@ it is deliberately unchecked. An untested or not-scored MUST is listed in every 
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any
 
 from conformance.registry import Registry
+from conformance.verdicts import Verdict, VerdictRecord
 
 __all__ = ["render_listing", "trace"]
 
-_FAILING = {"FAIL", "UNTESTABLE", "UNKNOWN", "XPASS", "ERROR"}
 
-
-def trace(registry: Registry, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, object]]:
     """One row per requirement with its status, worst verdict and checks."""
-    by_requirement: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    by_requirement: dict[str, list[VerdictRecord]] = defaultdict(list)
     for record in records:
-        by_requirement[record["requirement"]].append(record)
-    rows = []
+        by_requirement[record.requirement].append(record)
+    rows: list[dict[str, object]] = []
     for requirement in registry:
         mine = by_requirement.get(requirement.id, [])
-        verdicts = [r["verdict"] for r in mine]
-        scored = [v for v in verdicts if v != "SKIP"]
+        scored = [r.verdict for r in mine if r.verdict.scored]
         if requirement.excluded:
             status = "excluded"
         elif not mine:
@@ -36,8 +33,7 @@ def trace(registry: Registry, records: list[dict[str, Any]]) -> list[dict[str, A
             status = "not scored"
         else:
             status = "tested"
-        worst = next((v for v in ("ERROR", "XPASS", "UNKNOWN", "UNTESTABLE", "FAIL", "XFAIL", "WARN", "INFO", "PASS")
-                      if v in scored), None)
+        worst = max(scored, key=lambda v: v.severity) if scored else (Verdict.SKIP if mine else None)
         rows.append({
             "id": requirement.id,
             "profile": requirement.profile,
@@ -45,11 +41,12 @@ def trace(registry: Registry, records: list[dict[str, Any]]) -> list[dict[str, A
             "capability": requirement.capability,
             "text": requirement.text,
             "source": requirement.source,
+            "basis": requirement.basis,
             "status": status,
-            "verdict": worst or ("SKIP" if mine else None),
+            "verdict": str(worst) if worst is not None else None,
             "excluded": requirement.excluded,
-            "checks": [r["nodeid"] for r in mine],
-            "holds": status == "tested" and worst not in _FAILING,
+            "checks": [r.nodeid for r in mine],
+            "holds": status == "tested" and all(v.ok for v in scored),
         })
     return rows
 
@@ -62,9 +59,10 @@ def render_listing(registry: Registry, collected: list[tuple[str, str]]) -> str:
     lines = ["", f"{'requirement':<14} {'level':<6} {'capability':<13} checks"]
     for requirement in registry:
         names = checks.get(requirement.id, [])
+        basis = f" [{requirement.basis}]" if requirement.basis else ""
         lines.append(f"{requirement.id:<14} {requirement.level:<6} {requirement.capability:<13} "
                      f"{len(names) if names else 'UNTESTED'}")
-        lines.append(f"    {requirement.text}")
+        lines.append(f"    {requirement.text}{basis}")
         lines.extend(f"      - {name}" for name in names)
     untested = [r.id for r in registry if r.level == "MUST" and not checks.get(r.id) and not r.excluded]
     lines.append(f"\n{sum(len(v) for v in checks.values())} checks; untested MUSTs: {', '.join(untested) or 'none'}\n")

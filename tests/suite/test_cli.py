@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conformance.errors import ConfigError
-from conformance.target import resolve_target
+from conformance.profiles.aidememo.settings import target_settings
 
 
 def _cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -54,22 +54,6 @@ def test_target_file_that_is_not_utf8_is_one_line(tmp_path):
     assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
 
 
-def test_precedence_is_flag_then_environment_then_file(tmp_path):
-    target = tmp_path / "target.toml"
-    target.write_text('url = "http://file.example:1"\ntimeout_s = 3\n[capabilities]\nsearch = false\n'
-                      '[provision]\ncommand = "x --project {project} --actor {actor} --token-file {token_file}"\n')
-    env = {"AIDEMEMO_URL": "http://env.example:2", "AIDEMEMO_TIMEOUT": "4", "AIDEMEMO_CAPABILITIES": "search"}
-    from_file = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
-                               provision_command=None, environ={})
-    assert (from_file.url, from_file.timeout_s, from_file.capabilities["search"]) == ("http://file.example:1", 3.0, False)
-    from_env = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
-                              provision_command=None, environ=env)
-    assert (from_env.url, from_env.timeout_s, from_env.capabilities["search"]) == ("http://env.example:2", 4.0, True)
-    from_flag = resolve_target(config_path=str(target), url="http://flag.example:3", timeout_s="5",
-                               capabilities=["-search"], provision_command=None, environ=env)
-    assert (from_flag.url, from_flag.timeout_s, from_flag.capabilities["search"]) == ("http://flag.example:3", 5.0, False)
-
-
 def test_fixed_tokens_come_from_value_env_or_file(tmp_path):
     (tmp_path / "r.token").write_text("reader-token\n")
     target = tmp_path / "target.toml"
@@ -77,14 +61,12 @@ def test_fixed_tokens_come_from_value_env_or_file(tmp_path):
                       '[[provision.tokens]]\nproject = "p"\nactor = "w"\nrole = "writer"\ntoken = "writer-token"\n'
                       '[[provision.tokens]]\nproject = "p"\nactor = "e"\ntoken_env = "MY_TOKEN"\n'
                       '[[provision.tokens]]\nproject = "p"\nactor = "r"\nrole = "reader"\ntoken_file = "r.token"\n')
-    settings = resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
-                              provision_command=None, environ={"MY_TOKEN": "env-token"})
-    assert [(t.actor, t.role, t.token) for t in settings.fixed_tokens] == [
+    settings = target_settings(str(target), environ={"MY_TOKEN": "env-token"})
+    assert [(t["actor"], t["role"], t.token) for t in settings.fixed_tokens] == [
         ("w", "writer", "writer-token"), ("e", "writer", "env-token"), ("r", "reader", "reader-token")]
     assert settings.mode == "fixed-tokens"
     with pytest.raises(ConfigError, match="MY_TOKEN is empty"):
-        resolve_target(config_path=str(target), url=None, timeout_s=None, capabilities=None,
-                       provision_command=None, environ={})
+        target_settings(str(target), environ={})
 
 
 def test_requirements_command_lists_every_requirement(tmp_path):

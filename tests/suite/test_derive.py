@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.derive import bearer_digest, canonical_json, command_fingerprint, stable_operation_id
+from conformance.profiles.aidememo.derive import bearer_digest, canonical_json, command_fingerprint, stable_operation_id
 
 # (fingerprint, canonical preimage) from aidememo-wire.md §7.2
 VECTORS = [

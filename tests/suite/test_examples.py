@@ -6,15 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from conformance.target import resolve_target
+from conformance.profiles.aidememo.settings import target_settings
 
 EXAMPLES = sorted((Path(__file__).resolve().parents[2] / "docs" / "examples").glob("*.toml"))
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.name for p in EXAMPLES])
 def test_example_target_file_resolves(path: Path) -> None:
-    settings = resolve_target(config_path=str(path), url=None, timeout_s=None, capabilities=None,
-                              provision_command=None, environ={})
+    settings = target_settings(str(path), environ={})
     assert settings.url == "http://127.0.0.1:3030"
     assert "{token_file}" in str(settings.provision_command)
 

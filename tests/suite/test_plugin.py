@@ -10,8 +10,8 @@ pytest_plugins = ["pytester"]
 
 CHECKS = '''
 import pytest
-from conformance.actors import setup_ok
-from conformance.expect import expect_status
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_status
 
 @pytest.mark.requirement("AM-HEALTH-1")
 def test_pass(world):
@@ -110,7 +110,7 @@ def test_failure_case_file_is_redacted_and_reproducible(pytester):
     assert record["transcript"], "a failure carries its transcript"
     assert "tok-" not in json.dumps(record["transcript"]) and "tok-" not in html, "a token leaked into a report"
     assert "Bearer &lt;redacted:writer&gt;" in html
-    assert "curl" in record["curl"] and "$TOKEN_writer" in record["curl"]
+    assert "curl" in record["replay"] and "$TOKEN_writer" in record["replay"]
     assert record["rerun"].endswith("--seed 11 test_checks.py::test_must_fails")
     assert "planted departure" in html and record["nodeid"] in html
 

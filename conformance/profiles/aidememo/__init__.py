@@ -1,1 +1,62 @@
-"""The ``aidememo-remote`` profile: the AideMemo handoff protocol over HTTP (``aidememo-server``)."""
+"""The ``aidememo`` profile: the AideMemo handoff protocol over HTTP (``aidememo-server``).
+
+This module is the profile's declaration and stays light: the target, the world and the checks
+are imported only when a run selects the profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.capabilities import CORE, Capability
+from conformance.profile import CheckContext, Profile, StartContext, Target, World
+from conformance.profiles.aidememo.settings import SETTINGS, describe, validate
+
+__all__ = ["PROFILE"]
+
+CAPABILITIES = (
+    Capability(name=CORE, covers="identity, commands, receipts, typed creates, handoff transitions, visibility, mailbox"),
+    Capability(name="leases", covers="lease length and heartbeat renewal", detection="heartbeat route exists"),
+    Capability(name="test-clock", covers="lease expiry, takeover and fencing (the kit's virtual-clock extension)",
+               detection="GET /__test__/clock answers {\"now_ms\": N}"),
+    Capability(name="replica-feeds", covers="change feed, materialized feed, snapshot, cursor rules",
+               detection="snapshot route exists"),
+    Capability(name="search", covers="lexical search", detection="search route exists"),
+    Capability(name="mcp", covers="the stateless MCP gateway", detection="MCP route exists"),
+    Capability(name="artifacts", covers="artifact reservations, upload, publish, download",
+               detection="resolve route exists"),
+)
+
+
+def _start(context: StartContext) -> Target:
+    from conformance.profiles.aidememo.target import start
+
+    return start(context)
+
+
+def _world(context: CheckContext) -> World:
+    from conformance.profiles.aidememo.actors import World as AideMemoWorld
+
+    return AideMemoWorld.build(context)
+
+
+def _validate(settings: Any, config: Any) -> None:
+    validate(settings, config)
+
+
+PROFILE = Profile(
+    name="aidememo",
+    title="AideMemo",
+    prefix="AM-",
+    package="conformance.profiles.aidememo",
+    checks="conformance.profiles.aidememo.checks",
+    capabilities=CAPABILITIES,
+    settings=SETTINGS,
+    start=_start,
+    world=_world,
+    describe=describe,
+    validate=_validate,
+    markers=("fresh_project: the check needs a project nobody else writes to",),
+    hookspecs="conformance.profiles.aidememo.hooks",
+    aliases=("aidememo-remote",),
+)

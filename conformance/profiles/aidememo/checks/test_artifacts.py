@@ -11,7 +11,7 @@ import hashlib
 import pytest
 
 from conformance.errors import NotScored
-from conformance.expect import expect_error, expect_status
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 BODY = b"artifact-v1"
 

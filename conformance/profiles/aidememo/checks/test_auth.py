@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
+from conformance.profiles.aidememo.actors import setup_ok
 from conformance.errors import NotScored
-from conformance.expect import expect_error, expect_status
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 def _write_routes(actor, world, session_id):

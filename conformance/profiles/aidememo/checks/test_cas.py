@@ -7,7 +7,7 @@ import threading
 import pytest
 
 from conformance.errors import Indeterminate, TargetError
-from conformance.expect import expect_error, expect_receipt, record_of
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 
 @pytest.mark.requirement("AM-HL-CAS-1")

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.expect import expect_error, expect_receipt, expect_status
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 KIND = "custom.fixture"
 

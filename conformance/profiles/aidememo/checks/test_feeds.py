@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.expect import expect_error, expect_receipt, expect_status
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 
 def _notes(world, count=3):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.expect import expect_error, expect_receipt, record_of
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 NULL_ON_SEND = ("claim_id", "claim_heartbeat_at_ms", "claim_expires_at_ms", "result_fact_id", "outcome")
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.expect import expect_error, expect_receipt, record_of
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 LEASE_MS = 120_000
 

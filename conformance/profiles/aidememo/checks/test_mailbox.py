@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.expect import expect_error, expect_status
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 def _ids(page):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.expect import expect_error
+from conformance.profiles.aidememo.expect import expect_error
 
 VERSION = "2026-07-28"
 

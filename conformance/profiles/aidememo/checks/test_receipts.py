@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.actors import setup_ok
-from conformance.derive import command_fingerprint
-from conformance.expect import expect_error, expect_receipt, expect_status
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.derive import command_fingerprint
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 
 @pytest.mark.requirement("AM-CMD-1")

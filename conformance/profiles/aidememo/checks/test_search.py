@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.expect import expect_error, expect_status
+from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
@@ -15,7 +15,7 @@ def test_lexical_search_finds_facts_at_the_head(world):
     word = f"zq{world.rng.getrandbits(40):x}"
     alpha, beta = writer.setup_session("alpha"), writer.setup_session("beta")
     hit = writer.new_id("fact")
-    from conformance.actors import setup_ok
+    from conformance.profiles.aidememo.actors import setup_ok
 
     setup_ok(writer.create_fact(alpha, hit, content=f"{word} cluster timeout decision"), "fact alpha")
     other = writer.new_id("fact")

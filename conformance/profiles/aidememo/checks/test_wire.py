@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.expect import expect_error, expect_status, is_error_shape
+from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
 
 @pytest.mark.requirement("AM-HEALTH-1")
@@ -39,7 +39,7 @@ def test_error_answers_have_the_wire_shape(world, case):
     expected = {"stale_revision": 409, "resource_not_found": 404, "authentication_failed": 401,
                 "project_unauthorized": 403, "invalid_command": 400}[case]
     if case == "stale_revision":
-        from conformance.actors import setup_ok
+        from conformance.profiles.aidememo.actors import setup_ok
 
         note = world.new_id("note")
         setup_ok(writer.put(note, {"v": 1}), "put note")

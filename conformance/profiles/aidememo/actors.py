@@ -12,13 +12,15 @@ check tests.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.errors import NotScored, Untestable
-from conformance.runtime import Runtime, advance_clock
-from conformance.transcript import Exchange, Transcript
+from conformance.http import Exchange
+from conformance.profile import CheckContext
+from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
+from conformance.provisioning import FixedIdentity
+from conformance.world import BaseWorld
 
 __all__ = ["Actor", "HandoffRef", "Project", "World", "setup_ok"]
 
@@ -240,34 +242,16 @@ class Project:
 
 
 @dataclass(slots=True)
-class World:
+class World(BaseWorld):
     """One check's view of the target: fresh ids, provisioning, the transcript, the clock."""
 
-    runtime: Runtime
-    rng: random.Random
-    run_tag: str
-    check_tag: str
-    transcript: Transcript = field(default_factory=Transcript)
-    warnings: list[str] = field(default_factory=list)
-    fresh_project: bool = False
-    _counter: int = 0
-    _faker: Any = None
+    runtime: AideMemoTarget = field(kw_only=True)
+    fresh_project: bool = field(default=False, kw_only=True)
 
-    def new_id(self, prefix: str) -> str:
-        self._counter += 1
-        return f"{prefix}-{self.check_tag}-{self._counter}-{self.rng.getrandbits(32):08x}"
-
-    def text(self, what: str) -> str:
-        if self._faker is None:
-            from faker import Faker  # imported only when a check runs: the plugin must cost nothing idle
-
-            self._faker = Faker()
-            self._faker.seed_instance(self.rng.getrandbits(64))
-        return f"{what}: {self._faker.sentence(nb_words=6)}"
-
-    def warn(self, message: str) -> None:
-        """Record a tolerated departure; a passing check with warnings reads as WARN."""
-        self.warnings.append(message)
+    @classmethod
+    def build(cls, context: CheckContext) -> World:
+        return cls(**cls.context_fields(context), runtime=context.target,
+                   fresh_project="fresh_project" in context.markers)
 
     def require(self, capability: str) -> None:
         self.runtime.require(capability)
@@ -291,13 +275,15 @@ class World:
         for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
             actor_id = self.new_id(name)
             token = f"tok-{self.rng.getrandbits(128):032x}"
+            self.transcript.secret(token, name)
+            identity = {"tenant": tenant, "project": project_id, "actor": actor_id, "role": role}
             try:
-                self.runtime.provisioner.provision(tenant=tenant, project=project_id, actor=actor_id, role=role,
-                                                   token=token)
+                token = self.runtime.provisioner.provision(identity, token)
             except Untestable:
                 raise
             except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
                 raise Untestable(f"provisioning {name} ({role}) failed: {exc}") from exc
+            self.transcript.secret(token, name)
             project.actors[name] = Actor(name, actor_id, role, token, project)
             self.transcript.notes.append(f"{name}: tenant {tenant}, project {project_id}, actor {actor_id}, role {role}")
         return project
@@ -305,16 +291,15 @@ class World:
     def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
         if self.fresh_project:
             raise NotScored("this check needs a fresh project; the fixed token list cannot provide one")
-        by_project: dict[str, list[Any]] = {}
-        for token in self.runtime.fixed_tokens:
-            by_project.setdefault(token.project, []).append(token)
-        for project_id, tokens in sorted(by_project.items()):
-            writer_pool = [t for t in tokens if t.role in WRITER_ROLES]
-            reader_pool = [t for t in tokens if t.role == "reader"]
+        for project_id, identities in sorted(self.runtime.fixed_tokens.grouped("project").items()):
+            writer_pool = [i for i in identities if i["role"] in WRITER_ROLES]
+            reader_pool = [i for i in identities if i["role"] == "reader"]
             if len(writer_pool) >= len(writers) and len(reader_pool) >= len(readers):
                 project = Project(self, "(fixed)", project_id)
-                for name, token in [*zip(writers, writer_pool), *zip(readers, reader_pool)]:
-                    project.actors[name] = Actor(name, token.actor, token.role, token.token, project)
+                pairs: list[tuple[str, FixedIdentity]] = [*zip(writers, writer_pool), *zip(readers, reader_pool)]
+                for name, identity in pairs:
+                    self.transcript.secret(identity.token, name)
+                    project.actors[name] = Actor(name, identity["actor"], identity["role"], identity.token, project)
                 return project
         raise NotScored(
             f"the fixed token list has no project with {len(writers)} writer(s) and {len(readers)} reader(s)"

@@ -1,0 +1,299 @@
+"""Bounded HTTP to one target: the only place HTTP profiles touch the network.
+
+``Wire`` records each exchange on the check's ``Transcript``, stops reading a body beyond
+``max_body_bytes``, enforces an overall deadline per request (a watchdog shuts the socket, so a
+server trickling a byte per read cannot stretch it), maps transport failures to
+``TargetError`` and retries only what the profile says is retryable (AideMemo's
+``503 storage_failure``, ERRATA 7). A circuit breaker makes a dead or hanging target fail fast
+after a few consecutive transport failures, so a hostile server cannot stretch a run to
+(checks x timeout).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from conformance.errors import Indeterminate, TargetError
+from conformance.transcript import Transcript, redact_headers, shown_text
+
+__all__ = ["Exchange", "Wire"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Exchange:
+    """One request and its answer (``status`` 0 when no answer came; ``error`` then says why)."""
+
+    method: str
+    url: str
+    request_headers: tuple[tuple[str, str], ...]
+    request_body: bytes
+    status: int
+    response_headers: tuple[tuple[str, str], ...] = ()
+    body: bytes = b""
+    error: str | None = None
+    truncated: bool = False
+    actor: str | None = None  # the check's name for the actor whose credential was sent
+
+    @property
+    def answered(self) -> bool:
+        return self.status != 0
+
+    def json(self) -> Any:
+        """The answer as JSON; a body that is not JSON is a protocol departure (AssertionError)."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            raise AssertionError(
+                f"{self.method} {self.url} answered {self.status} with a body that is not JSON: {self.body[:200]!r}"
+            ) from None
+
+    def error_code(self) -> str | None:
+        """The ``error.code`` string of a JSON error body, or None when the body has no such shape."""
+        try:
+            data = json.loads(self.body)
+        except ValueError:
+            return None
+        if isinstance(data, dict) and isinstance(data.get("error"), dict):
+            code = data["error"].get("code")
+            return code if isinstance(code, str) else None
+        return None
+
+    def header(self, name: str) -> str | None:
+        for key, value in self.response_headers:
+            if key.lower() == name.lower():
+                return value
+        return None
+
+    def to_dict(self) -> dict[str, object]:
+        request_headers = redact_headers(list(self.request_headers), self.actor)
+        response_headers = redact_headers(list(self.response_headers))
+        status = self.status or f"no answer ({self.error})"
+        response_body = shown_text(self.body) + (" [truncated by the size bound]" if self.truncated else "")
+        request_text = "\n".join(f"{k}: {v}" for k, v in request_headers)
+        response_text = "\n".join(f"{k}: {v}" for k, v in response_headers)
+        return {
+            "kind": "http",
+            "summary": f"{self.method} {self.url} -> {status}",
+            "request": f"{self.method} {self.url}\n{request_text}\n\n{shown_text(self.request_body)}",
+            "response": f"HTTP {status}\n{response_text}\n\n{response_body}",
+            "method": self.method,
+            "url": self.url,
+            "actor": self.actor,
+            "request_headers": [list(pair) for pair in request_headers],
+            "request_body": shown_text(self.request_body),
+            "status": self.status,
+            "response_headers": [list(pair) for pair in response_headers],
+            "response_body": response_body,
+            "error": self.error,
+        }
+
+
+class _Watchdog:
+    """Shuts a request's socket when the request outlives its overall deadline."""
+
+    def __init__(self, deadline_s: float) -> None:
+        self.deadline_s = deadline_s
+        self.expired = False
+        self._sock: socket.socket | None = None
+        self._lock = threading.Lock()
+        self._timer: threading.Timer | None = None
+
+    def trace(self, event: str, info: dict[str, Any]) -> None:
+        if event == "connection.connect_tcp.complete" and info.get("return_value") is not None:
+            with self._lock:
+                self._sock = info["return_value"].get_extra_info("socket")
+                if self.expired:
+                    self._shut()
+
+    def _fire(self) -> None:
+        with self._lock:
+            self.expired = True
+            self._shut()
+
+    def _shut(self) -> None:
+        if self._sock is not None:
+            try:
+                self._sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+    def __enter__(self) -> _Watchdog:
+        self._timer = threading.Timer(self.deadline_s, self._fire)
+        self._timer.daemon = True
+        self._timer.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+
+
+class _Breaker:
+    """Counts consecutive transport failures across the whole run (shared by all checks)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.failures = 0
+        self.lock = threading.Lock()
+
+    def open(self) -> bool:
+        return self.limit > 0 and self.failures >= self.limit
+
+    def record(self, ok: bool) -> None:
+        with self.lock:
+            self.failures = 0 if ok else self.failures + 1
+
+
+class Wire:
+    """Bounded HTTP to one target; shared by all checks of a worker."""
+
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        timeout_s: float,
+        max_body_bytes: int,
+        retryable: Callable[[Exchange], str | None] | None = None,
+        retries: int = 3,
+        breaker_limit: int = 3,
+    ) -> None:
+        """
+        Args:
+            retryable: names why an answer is indeterminate and worth resending (None: it is not);
+                a profile's rule, e.g. AideMemo's ``503 storage_failure``.
+        """
+        self.base_url = base_url.rstrip("/")
+        self.max_body_bytes = max_body_bytes
+        self.retryable = retryable
+        self.retries = retries
+        self.breaker = _Breaker(breaker_limit)
+        # No pooling across a reset: a hostile server must not poison later checks' connections.
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(timeout_s, connect=min(timeout_s, 5.0)),
+            follow_redirects=False,
+            trust_env=False,
+            # Raw bytes are what we bound; a compressed answer could expand past the bound.
+            headers={"Accept-Encoding": "identity"},
+            # httpx writes headers and body separately; without TCP_NODELAY Nagle waits for the
+            # server's delayed ACK and every POST costs ~40 ms (ERRATA 9).
+            # A fresh connection per request: the deadline watchdog must know the socket it may
+            # shut, and a connection poisoned by a hostile answer must not serve the next check.
+            transport=httpx.HTTPTransport(
+                socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
+                limits=httpx.Limits(max_keepalive_connections=0),
+            ),
+        )
+        self.deadline_s = timeout_s
+
+    def close(self) -> None:
+        self._client.close()
+
+    def request(
+        self,
+        transcript: Transcript | None,
+        method: str,
+        path: str,
+        *,
+        token: str | None = None,
+        json_body: object = None,
+        content: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        params: dict[str, object] | list[tuple[str, object]] | None = None,
+        raw_query: str | None = None,
+        actor: str | None = None,
+    ) -> Exchange:
+        """Send one request, resending only answers the profile calls retryable.
+
+        Raises:
+            TargetError: no well-formed answer within the bounds.
+            Indeterminate: every attempt got a retryable answer.
+        """
+        send_headers: dict[str, str] = {}
+        if token is not None:
+            send_headers["Authorization"] = f"Bearer {token}"
+        body = content
+        if body is None and json_body is not None:
+            body = json.dumps(json_body, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+            send_headers["Content-Type"] = "application/json"
+        send_headers.update(headers or {})
+        url = self.base_url + path
+        if raw_query is not None:
+            url += "?" + raw_query
+        elif params:
+            items = params.items() if isinstance(params, dict) else params
+            url = str(httpx.URL(url, params=[(key, _query_value(value)) for key, value in items if value is not None]))
+        attempts = self.retries + 1 if self.retryable is not None else 1
+        why: str | None = None
+        for attempt in range(attempts):
+            exchange, failure = self._send_once(method, url, send_headers, body or b"", actor)
+            if transcript is not None:
+                transcript.record(exchange)
+            if failure is not None:
+                raise failure
+            why = self.retryable(exchange) if self.retryable is not None else None
+            if why is None:
+                return exchange
+            if attempt + 1 < attempts:
+                time.sleep(0.05 * (attempt + 1))  # brief backoff; servers queue writes for about a second
+        raise Indeterminate(f"{method} {url}: {attempts} answers of {why}")
+
+    def _send_once(
+        self, method: str, url: str, headers: dict[str, str], body: bytes, actor: str | None
+    ) -> tuple[Exchange, TargetError | None]:
+        request_headers = tuple(headers.items())
+        base: dict[str, Any] = {"method": method, "url": url, "request_headers": request_headers, "request_body": body,
+                                "actor": actor}
+        if self.breaker.open():
+            detail = f"not sent: the target failed {self.breaker.failures} requests in a row"
+            return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
+        # httpx timeouts bound each read, not the answer: a server trickling a byte per read would
+        # hold a request for hours. A watchdog shuts the socket once the whole request overruns.
+        watch = _Watchdog(self.deadline_s)
+        try:
+            request = self._client.build_request(method, url, headers=headers, content=body or None,
+                                                 extensions={"trace": watch.trace})
+            with watch:
+                response = self._client.send(request, stream=True)
+                try:
+                    chunks: list[bytes] = []
+                    size = 0
+                    truncated = False
+                    for chunk in response.iter_raw():
+                        size += len(chunk)
+                        if size > self.max_body_bytes:
+                            truncated = True
+                            break
+                        chunks.append(chunk)
+                finally:
+                    response.close()
+        except httpx.HTTPError as exc:
+            self.breaker.record(ok=False)
+            detail = f"{type(exc).__name__}: {exc or 'no detail'}"
+            if watch.expired:
+                detail = f"no complete answer within the {self.deadline_s:g} s deadline ({detail})"
+            return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
+        self.breaker.record(ok=True)
+        exchange = Exchange(
+            **base,
+            status=response.status_code,
+            response_headers=tuple(response.headers.items()),
+            body=b"".join(chunks),
+            truncated=truncated,
+        )
+        if truncated:
+            return exchange, TargetError(f"{method} {url}: response body exceeds {self.max_body_bytes} bytes")
+        return exchange, None
+
+
+def _query_value(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)

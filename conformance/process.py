@@ -1,0 +1,148 @@
+"""Bounded runs of a target's command line, for profiles whose target is a CLI, not a URL.
+
+``run_command`` starts one process with extra environment, optional stdin, an overall deadline
+and a bound on what is read of stdout and stderr (beyond it the process is killed), and records
+a ``CommandExchange`` on the check's transcript. A command that cannot start, outlives its
+deadline or floods its output raises ``TargetError``, the same verdict as a hanging server.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from conformance.errors import TargetError
+from conformance.transcript import Transcript, shown_text
+
+__all__ = ["CommandExchange", "run_command"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CommandExchange:
+    """One command run and what it printed (``exit_code`` None when it never finished)."""
+
+    argv: tuple[str, ...]
+    env: tuple[tuple[str, str], ...]  # only the variables the check set
+    stdin: bytes
+    exit_code: int | None
+    stdout: bytes = b""
+    stderr: bytes = b""
+    error: str | None = None
+    truncated: bool = False
+    elapsed_s: float = 0.0
+    actor: str | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.exit_code is not None
+
+    def text(self) -> str:
+        """stdout as UTF-8 (replacing undecodable bytes)."""
+        return self.stdout.decode("utf-8", "replace")
+
+    def to_dict(self) -> dict[str, object]:
+        ended = f"exit {self.exit_code}" if self.exit_code is not None else f"no exit ({self.error})"
+        line = " ".join(self.argv)
+        return {
+            "kind": "command",
+            "summary": f"$ {line} -> {ended}",
+            "request": "".join(f"{k}={v} " for k, v in self.env) + line + (
+                f"\n<stdin>\n{shown_text(self.stdin)}" if self.stdin else ""),
+            "response": f"{ended} after {self.elapsed_s:.2f} s\n<stdout>\n{shown_text(self.stdout)}\n"
+                        f"<stderr>\n{shown_text(self.stderr)}" + (" [truncated by the size bound]" if self.truncated else ""),
+            "argv": list(self.argv),
+            "env": dict(self.env),
+            "stdin": shown_text(self.stdin),
+            "exit_code": self.exit_code,
+            "stdout": shown_text(self.stdout),
+            "stderr": shown_text(self.stderr),
+            "error": self.error,
+            "actor": self.actor,
+        }
+
+
+def _drain(stream: object, sink: list[bytes], limit: int, over: threading.Event) -> None:
+    size = 0
+    read = getattr(stream, "read1", None) or getattr(stream, "read")
+    while True:
+        chunk = read(65536)
+        if not chunk:
+            return
+        size += len(chunk)
+        if size > limit:
+            over.set()
+            return
+        sink.append(chunk)
+
+
+def run_command(
+    transcript: Transcript | None,
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str] | None = None,
+    stdin: bytes = b"",
+    timeout_s: float,
+    max_output_bytes: int,
+    cwd: str | None = None,
+    actor: str | None = None,
+) -> CommandExchange:
+    """Run one command within the bounds and record it.
+
+    Raises:
+        TargetError: it could not start, outlived ``timeout_s`` or printed more than the bound.
+    """
+    extra = dict(env or {})
+    started = time.perf_counter()
+    base = {"argv": tuple(argv), "env": tuple(extra.items()), "stdin": stdin, "actor": actor}
+    try:
+        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env={**os.environ, **extra}, cwd=cwd)
+    except OSError as exc:
+        exchange = CommandExchange(**base, exit_code=None, error=f"cannot start: {exc.strerror or exc}")  # type: ignore[arg-type]
+        if transcript is not None:
+            transcript.record(exchange)
+        raise TargetError(f"{argv[0]}: {exchange.error}") from exc
+    out: list[bytes] = []
+    err: list[bytes] = []
+    over = threading.Event()
+    readers = [threading.Thread(target=_drain, args=(process.stdout, out, max_output_bytes, over), daemon=True),
+               threading.Thread(target=_drain, args=(process.stderr, err, max_output_bytes, over), daemon=True)]
+    for reader in readers:
+        reader.start()
+    error: str | None = None
+    try:
+        if process.stdin is not None:
+            try:
+                process.stdin.write(stdin)
+                process.stdin.close()
+            except BrokenPipeError:
+                pass  # it exited without reading its input; what it printed still counts
+        deadline = started + timeout_s
+        while process.poll() is None:
+            if over.is_set():
+                error = f"printed more than {max_output_bytes} bytes"
+                break
+            if time.perf_counter() > deadline:
+                error = f"did not finish within the {timeout_s:g} s deadline"
+                break
+            time.sleep(0.005)
+    finally:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        for reader in readers:
+            reader.join(timeout=1.0)
+    if over.is_set() and error is None:
+        error = f"printed more than {max_output_bytes} bytes"
+    exchange = CommandExchange(**base, exit_code=None if error else process.returncode,  # type: ignore[arg-type]
+                               stdout=b"".join(out), stderr=b"".join(err), error=error, truncated=over.is_set(),
+                               elapsed_s=time.perf_counter() - started)
+    if transcript is not None:
+        transcript.record(exchange)
+    if error is not None:
+        raise TargetError(f"{' '.join(argv)}: {error}")
+    return exchange

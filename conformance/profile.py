@@ -1,0 +1,285 @@
+"""Profiles: one protocol's requirements, checks and target, plugged into the shared suite.
+
+The shared parts (settings, capabilities, provisioning, verdicts, reports, baseline, the
+command line and the pytest plugin) know no protocol. A ``Profile`` supplies the rest:
+
+* its requirement registry (``requirements.toml`` in ``package``, ids starting ``prefix``) and
+  its checks package;
+* the settings and capabilities it adds to the shared ones;
+* ``start``: builds the target of one pytest process (an embedded reference, a URL, a command
+  line...) with its provisioning and settled capability claims;
+* ``world``: builds one check's view of the target (fresh identities and the verbs checks use).
+
+See docs/conformance.md, "Writing a profile". Profiles are listed in ``conformance.profiles``;
+this module imports none of them until one is asked for.
+"""
+
+from __future__ import annotations
+
+import importlib
+import random
+import shlex
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from conformance.capabilities import CAPABILITIES, CORE, Capability, Claims
+from conformance.errors import ConfigError
+from conformance.registry import Registry, load_registry
+from conformance.settings import (
+    ParseContext,
+    Setting,
+    Settings,
+    SettingsInput,
+    load_target_file,
+    parse_bytes,
+    parse_int,
+    parse_path,
+    parse_seconds,
+    parse_text,
+    parse_url,
+    resolve,
+)
+from conformance.transcript import Transcript
+
+if TYPE_CHECKING:
+    import pytest
+
+__all__ = [
+    "BASELINE",
+    "CLI",
+    "CONFIG",
+    "CheckContext",
+    "EMBEDDED_FACTORY",
+    "MAX_BODY_BYTES",
+    "PROFILE",
+    "Profile",
+    "REPORT_DIR",
+    "RUN_SETTINGS",
+    "RUN_TAG",
+    "SEED",
+    "StartContext",
+    "TIMEOUT",
+    "Target",
+    "TargetDescription",
+    "URL",
+    "World",
+    "installed_profiles",
+    "load_profile",
+    "resolve_run",
+]
+
+DEFAULT_PROFILE = "aidememo"
+
+
+# -- what a profile returns to the shared parts ------------------------------------------------------
+class Target(Protocol):
+    """The started target of one pytest process."""
+
+    @property
+    def claims(self) -> Claims: ...
+
+    def close(self) -> None: ...
+
+
+class World(Protocol):
+    """What the plugin reads from one check's world after the check ran."""
+
+    @property
+    def transcript(self) -> Transcript: ...
+
+    @property
+    def warnings(self) -> list[str]: ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TargetDescription:
+    """How the run header and reports name the target: ``http://...`` or ``embedded reference``, and the mode."""
+
+    target: str
+    mode: str  # "embedded", "command", "fixed-tokens", "provision hook", ...
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StartContext:
+    """What ``Profile.start`` gets: the resolved settings and the pytest config (for a profile's hooks)."""
+
+    settings: Settings
+    config: pytest.Config | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CheckContext:
+    """What ``Profile.world`` gets for one check.
+
+    ``rng`` is seeded from the run seed and the check's name, so a seed replays the same ids and
+    texts whatever the order or the xdist split; ``check_tag`` is a short stable hash of the name.
+    """
+
+    target: Any  # the profile's own target type, as its ``start`` built it
+    rng: random.Random
+    run_tag: str
+    check_tag: str
+    transcript: Transcript
+    markers: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # marker name -> args
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Profile:
+    """One protocol's plug-in (see the module docstring)."""
+
+    name: str
+    title: str  # the protocol as headings name it: "AideMemo"
+    prefix: str  # requirement id prefix, "AM-"
+    package: str  # holds requirements.toml
+    checks: str  # the checks package
+    capabilities: tuple[Capability, ...]
+    start: Callable[[StartContext], Target]
+    world: Callable[[CheckContext], World]
+    describe: Callable[[Settings, Any], TargetDescription]  # (settings, pytest config or None)
+    settings: tuple[Setting[Any], ...] = ()
+    validate: Callable[[Settings, Any], None] | None = None  # (settings, pytest config or None)
+    markers: tuple[str, ...] = ()  # "name(args): meaning" lines registered with pytest
+    hookspecs: str | None = None  # module of pytest hookspecs a conftest may implement
+    aliases: tuple[str, ...] = ()
+
+    @property
+    def capability_names(self) -> tuple[str, ...]:
+        return tuple(c.name for c in self.capabilities)
+
+    def registry(self) -> Registry:
+        return load_registry(self.name, self.package, self.prefix, self.capability_names)
+
+    def checks_dir(self) -> Path:
+        module = importlib.import_module(self.checks)
+        return Path(str(module.__file__)).parent
+
+
+# -- settings every profile shares ------------------------------------------------------------------
+def _parse_tag(value: object, where: str, context: ParseContext) -> str:
+    tag = parse_text(value, where, context)
+    if not all(c.isalnum() or c in "-_." for c in tag) or len(tag) > 24:
+        raise ConfigError(f"{where}: use up to 24 letters, digits, '-', '_' or '.', got {tag!r}")
+    return tag
+
+
+def _parse_command_line(value: object, where: str, context: ParseContext) -> tuple[str, ...]:
+    if isinstance(value, list) and value and all(isinstance(word, str) for word in value):
+        return tuple(value)
+    text = parse_text(value, where, context)
+    try:
+        words = shlex.split(text)
+    except ValueError as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    if not words:
+        raise ConfigError(f"{where}: expected a command line, got {value!r}")
+    return tuple(words)
+
+
+def _parse_factory(value: object, where: str, context: ParseContext) -> str:
+    if not isinstance(value, str) or ":" not in value:
+        raise ConfigError(f"{where}: expected 'module:callable', got {value!r}")
+    return value
+
+
+CONFIG: Setting[str | None] = Setting(name="config", parse=parse_text, default=None, file_key=None, metavar="TOML",
+                                      help="target file (TOML)")
+PROFILE: Setting[str] = Setting(name="profile", parse=parse_text, default=DEFAULT_PROFILE, metavar="NAME",
+                                help=f"protocol profile to run (default {DEFAULT_PROFILE})")
+SEED: Setting[int | None] = Setting(name="seed", parse=parse_int, default=None, file_key=None, metavar="N",
+                                    help="seed of every random choice (printed by every run)")
+RUN_TAG: Setting[str | None] = Setting(name="run_tag", parse=_parse_tag, default=None, file_key=None, metavar="TAG",
+                                       help="namespace of the ids this run creates (default: random)")
+BASELINE: Setting[str | None] = Setting(name="baseline", parse=parse_path, default=None, metavar="TOML",
+                                        help="expected failures; an entry that now passes fails the run")
+REPORT_DIR: Setting[str] = Setting(name="report_dir", parse=parse_text, default="aidememo-report", file_key=None,
+                                   metavar="DIR", help="where the reports go (default ./aidememo-report)")
+TIMEOUT: Setting[float] = Setting(name="timeout", parse=parse_seconds, default=10.0, file_key="timeout_s",
+                                  metavar="SECONDS", help="per-request (or per-command) deadline (default 10)")
+# Well above any answer the AideMemo suite provokes (its 1 MiB bodies echo nothing back).
+MAX_BODY_BYTES: Setting[int] = Setting(name="max_body_bytes", parse=parse_bytes, default=4 * 1024 * 1024,
+                                       metavar="BYTES", help="answers beyond this fail (default 4 MiB)")
+
+RUN_SETTINGS: tuple[Setting[Any], ...] = (CONFIG, PROFILE, SEED, RUN_TAG, BASELINE, REPORT_DIR, TIMEOUT,
+                                          MAX_BODY_BYTES, CAPABILITIES)
+
+# Ready-made declarations for profiles whose target is an HTTP server or an embedded reference.
+URL: Setting[str | None] = Setting(name="url", parse=parse_url, default=None, metavar="URL",
+                                   help="server under test; without it the embedded reference is started")
+# For profiles whose target is a command line (a CLI, a stdio MCP server): no URL.
+CLI: Setting[tuple[str, ...] | None] = Setting(
+    name="cli", parse=_parse_command_line, default=None, metavar="COMMAND",
+    render=lambda words: [shlex.join(words or ())],
+    help="command line of the CLI under test (a string, or an array in the target file); "
+         "without it the embedded reference's is used")
+EMBEDDED_FACTORY: Setting[str | None] = Setting(
+    name="embedded_factory", parse=_parse_factory, default=None, file_key="embedded.factory", ini=None,
+    metavar="MODULE:CALLABLE", hidden=True, help="build the embedded reference with this callable (broken variants)")
+
+
+# -- the installed profiles -----------------------------------------------------------------------
+def installed_profiles() -> dict[str, Profile]:
+    """Every installed profile by name (their declarations are light: nothing heavy is imported)."""
+    from conformance.profiles import PROFILES
+
+    found = {}
+    for name, spec in PROFILES.items():
+        module_name, _, attribute = spec.partition(":")
+        profile = getattr(importlib.import_module(module_name), attribute)
+        if not isinstance(profile, Profile) or profile.name != name:
+            raise ConfigError(f"profile {name!r}: {spec} is not a Profile named {name!r}")
+        found[name] = profile
+    return found
+
+
+def load_profile(name: str, where: str = "profile") -> Profile:
+    """The profile called ``name`` (or one of its aliases).
+
+    Raises:
+        ConfigError: no such profile; the message names ``where`` the name came from.
+    """
+    profiles = installed_profiles()
+    for profile in profiles.values():
+        if name == profile.name or name in profile.aliases:
+            return profile
+    raise ConfigError(f"{where}: unknown profile {name!r} (known: {', '.join(profiles)})")
+
+
+def resolve_run(given: SettingsInput, *, config: Any = None) -> tuple[Profile, Settings]:
+    """Resolve the profile and every setting of a run (see ``conformance.settings``).
+
+    The target file is found first (flag > environment > ini), then the profile (its ``profile``
+    key may name it), then every shared and profile setting; last the profile checks how the
+    values fit together.
+
+    Raises:
+        ConfigError: naming where the bad value came from.
+    """
+    bare = SettingsInput(flags=given.flags, environ=given.environ, ini=given.ini, flag_style=given.flag_style)
+    located = resolve([CONFIG], bare, check_file_keys=False)
+    path = located[CONFIG]
+    target_file = load_target_file(path) if path else None
+    with_file = SettingsInput(flags=given.flags, environ=given.environ, ini=given.ini, flag_style=given.flag_style,
+                              target_file=target_file)
+    named = resolve([PROFILE], with_file, check_file_keys=False)
+    profile = load_profile(named[PROFILE], named.where(PROFILE))
+    if target_file is not None:
+        present, in_file = target_file.get("profile")
+        if present and in_file != named[PROFILE] and in_file != profile.name and in_file not in profile.aliases:
+            raise ConfigError(f"{target_file.where('profile')} is {in_file!r}, but {named.where(PROFILE)} "
+                              f"selects profile {profile.name!r}")
+    declared = _merged(RUN_SETTINGS + profile.settings, profile.name)
+    settings = resolve(declared, with_file, capabilities=(CORE, *profile.capability_names))
+    if profile.validate is not None:
+        profile.validate(settings, config)
+    return profile, settings
+
+
+def _merged(declared: tuple[Setting[Any], ...], owner: str) -> list[Setting[Any]]:
+    names: dict[str, Setting[Any]] = {}
+    for setting in declared:
+        if setting.name in names and names[setting.name] is not setting:
+            raise ConfigError(f"profile {owner}: setting {setting.name!r} is declared twice")
+        names[setting.name] = setting
+    return list(names.values())

@@ -1,0 +1,104 @@
+"""The AideMemo profile's settings and the typed view its target is built from.
+
+Declarations only (the shared resolver applies flag > environment > target file > ini >
+default to them). Three ways to get identities, in this order of preference: a conftest hook
+(``pytest_aidememo_provision``), a bootstrap command template, a list of pre-provisioned tokens;
+without a URL the embedded reference provisions in-process.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from conformance.capabilities import CAPABILITIES, Claim
+from conformance.errors import ConfigError
+from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription, resolve_run
+from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
+from conformance.settings import Setting, Settings, SettingsInput
+
+__all__ = ["PROVISION_COMMAND", "PROVISION_TOKENS", "ROLES", "SETTINGS", "AideMemoSettings", "target_settings"]
+
+ROLES = ("owner", "admin", "writer", "reader")
+PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
+
+PROVISION_COMMAND: Setting[str | None] = Setting(
+    name="provision_command", parse=template_parser(("project", "actor")), default=None, file_key="provision.command",
+    metavar="TEMPLATE", help="bootstrap command with {tenant} {project} {actor} {token_file} {role}")
+PROVISION_TOKENS: Setting[TokenList] = Setting(
+    name="provision_tokens", parse=token_list_parser((TokenField(name="project"), TokenField(name="actor"),
+                                                      TokenField(name="role", default="writer", choices=ROLES))),
+    default=TokenList(), flag=None, env=None, ini=None, file_key="provision.tokens",
+    help="pre-provisioned identities ([[provision.tokens]] in the target file)")
+
+SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY)
+
+
+def hook_implemented(config: Any) -> bool:
+    """A conftest implements ``pytest_aidememo_provision``."""
+    if config is None:
+        return False
+    return bool(config.pluginmanager.hook.pytest_aidememo_provision.get_hookimpls())
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AideMemoSettings:
+    """Everything the AideMemo target needs, after precedence is applied."""
+
+    url: str | None  # None: the embedded reference ledger
+    timeout_s: float
+    max_body_bytes: int
+    capabilities: Mapping[str, Claim]  # declared claims; None: detect
+    provision_command: str | None
+    fixed_tokens: TokenList
+    embedded_factory: str | None  # "module:callable" returning a ReferenceLedger (broken variants)
+    provision_hook: bool  # a conftest implements pytest_aidememo_provision
+
+    @property
+    def embedded(self) -> bool:
+        return self.url is None
+
+    @property
+    def mode(self) -> str:
+        if self.embedded:
+            return "embedded"
+        if self.provision_hook:
+            return "provision hook"
+        return "command" if self.provision_command else "fixed-tokens"
+
+    @classmethod
+    def of(cls, settings: Settings, config: Any = None) -> AideMemoSettings:
+        claims = settings[CAPABILITIES]
+        return cls(url=settings[URL], timeout_s=settings[TIMEOUT], max_body_bytes=settings[MAX_BODY_BYTES],
+                   capabilities=claims, provision_command=settings[PROVISION_COMMAND],
+                   fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
+                   provision_hook=hook_implemented(config))
+
+
+def validate(settings: Settings, config: Any) -> None:
+    """A URL needs a way to get identities."""
+    view = AideMemoSettings.of(settings, config)
+    if view.url is not None and view.provision_command is None and not view.fixed_tokens and not view.provision_hook:
+        raise ConfigError(
+            f"target {view.url}: say how to get identities, with a provisioning command template "
+            f"({settings.flag_name(PROVISION_COMMAND)} or [provision] command) or [[provision.tokens]]")
+
+
+def describe(settings: Settings, config: Any) -> TargetDescription:
+    view = AideMemoSettings.of(settings, config)
+    return TargetDescription(target=view.url or "embedded reference", mode=view.mode)
+
+
+def target_settings(config_path: str, environ: Mapping[str, str] | None = None) -> AideMemoSettings:
+    """The AideMemo target a target file names (for tools beside the suite, like the simulator).
+
+    Raises:
+        ConfigError: naming the file key, or the variable, holding a bad value.
+    """
+    given = SettingsInput(flags={"config": config_path}, environ=os.environ if environ is None else environ)
+    profile, settings = resolve_run(given)
+    if profile.name != "aidememo":
+        raise ConfigError(f"{config_path}: names profile {profile.name!r}, not an AideMemo target")
+    return AideMemoSettings.of(settings)

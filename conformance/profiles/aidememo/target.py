@@ -1,0 +1,182 @@
+"""The started AideMemo target of one pytest process: its wire, provisioner and capability claims.
+
+Built lazily the first time a check runs, so loading the plugin costs nothing when no check is
+collected; each xdist worker builds its own (with the embedded reference, its own server and
+database).
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+import tempfile
+from collections.abc import Callable, Mapping
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.capabilities import Claims, settle
+from conformance.errors import ConfigError, TargetError, Untestable
+from conformance.http import Exchange, Wire
+from conformance.profile import StartContext
+from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
+from conformance.profiles.aidememo.settings import AideMemoSettings
+from conformance.transcript import Transcript
+
+__all__ = ["AideMemoTarget", "advance_clock", "start"]
+
+CLOCK_PATH = "/__test__/clock"
+
+
+def storage_failure(exchange: Exchange) -> str | None:
+    """``503 storage_failure`` is indeterminate and retryable (ERRATA 7)."""
+    if exchange.status == 503 and exchange.error_code() == "storage_failure":
+        return "503 storage_failure"
+    return None
+
+
+@dataclass(slots=True)
+class AideMemoTarget:
+    """What every check of this process shares."""
+
+    settings: AideMemoSettings
+    wire: Wire
+    provisioner: Provisioner | None  # None: identities come from the fixed token list
+    fixed_tokens: TokenList
+    base_url: str
+    claims: Claims = field(default_factory=Claims)
+    _stack: ExitStack = field(default_factory=ExitStack)
+
+    def claimed(self, capability: str) -> bool:
+        return self.claims.claimed(capability)
+
+    def require(self, capability: str) -> None:
+        self.claims.require(capability)
+
+    def close(self) -> None:
+        self.wire.close()
+        self._stack.close()
+
+
+def _load_factory(spec: str) -> Callable[[str], Any]:
+    module_name, _, attr = spec.partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attr)
+    except (ImportError, AttributeError) as exc:
+        raise ConfigError(f"embedded factory {spec!r}: {exc}") from None
+    return factory  # type: ignore[no-any-return]
+
+
+def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner]:
+    try:
+        import aidememo_ref
+    except ImportError as exc:  # pragma: no cover - the kit ships the reference
+        raise ConfigError(f"no URL given and the embedded reference is unavailable: {exc}") from None
+    workdir = tempfile.mkdtemp(prefix="aidememo-embedded-")
+    stack.callback(shutil.rmtree, workdir, True)
+    db_path = str(Path(workdir) / "ledger.sqlite")
+    if settings.embedded_factory:
+        ledger = _load_factory(settings.embedded_factory)(db_path)
+    else:
+        ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
+    stack.callback(ledger.close)
+    try:
+        base_url = stack.enter_context(aidememo_ref.serve_in_thread(ledger))
+    except (RuntimeError, OSError) as exc:
+        raise ConfigError(f"the embedded reference server did not start: {exc}") from None
+
+    def provision(identity: Mapping[str, str], token: str) -> bool:
+        ledger.provision(tenant_id=identity["tenant"], project_id=identity["project"], actor_id=identity["actor"],
+                         token=token, role=identity["role"])
+        return True
+
+    return base_url, FunctionProvisioner(provision, "the embedded reference")
+
+
+def _hook_provisioner(config: Any) -> Provisioner:
+    def provision(identity: Mapping[str, str], token: str) -> object:
+        return config.hook.pytest_aidememo_provision(config=config, tenant=identity["tenant"],
+                                                     project=identity["project"], actor=identity["actor"],
+                                                     role=identity["role"], token=token)
+
+    return FunctionProvisioner(provision, "no pytest_aidememo_provision implementation")
+
+
+def start(context: StartContext) -> AideMemoTarget:
+    """Start (embedded) or reach (URL) the target and settle its capability claims.
+
+    Raises:
+        ConfigError: the target cannot be started as configured.
+    """
+    settings = AideMemoSettings.of(context.settings, context.config)
+    stack = ExitStack()
+    try:
+        provisioner: Provisioner | None = None
+        if settings.embedded:
+            base_url, provisioner = _start_embedded(settings, stack)
+        else:
+            base_url = settings.url or ""
+            if settings.provision_hook:
+                provisioner = _hook_provisioner(context.config)
+            elif settings.provision_command:
+                provisioner = CommandProvisioner(settings.provision_command)
+                stack.callback(provisioner.close)
+        wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
+                    retryable=storage_failure)
+    except BaseException:
+        stack.close()
+        raise
+    target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
+                            fixed_tokens=settings.fixed_tokens, base_url=base_url, _stack=stack)
+    from conformance.profiles.aidememo import CAPABILITIES
+
+    target.claims = settle(settings.capabilities, CAPABILITIES, lambda name: _detect(wire, name))
+    return target
+
+
+_PROBE_PROJECT = "/v1/projects/capability-probe"
+_PROBES: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "leases": ("POST", f"{_PROBE_PROJECT}/handoffs/probe/heartbeat", {"json_body": {}}),
+    "replica-feeds": ("GET", f"{_PROBE_PROJECT}/snapshot", {}),
+    "search": ("GET", f"{_PROBE_PROJECT}/search", {"params": {"q": "probe"}}),
+    "mcp": ("POST", f"{_PROBE_PROJECT}/mcp", {"json_body": {}}),
+    "artifacts": ("GET", f"{_PROBE_PROJECT}/artifacts/resolve", {"params": {"path": "/probe"}}),
+}
+
+
+def _detect(wire: Wire, capability: str) -> tuple[bool, str]:
+    """Harmless probes: a route exists when the framework does not answer its bare 404/405 (ERRATA 8)."""
+    if capability == "test-clock":
+        return _clock_served(wire)
+    method, path, kwargs = _PROBES[capability]
+    try:
+        exchange = wire.request(None, method, path, **kwargs)
+    except TargetError as exc:
+        return False, f"probe failed: {exc}"
+    if exchange.status in (404, 405) and exchange.error_code() is None:
+        return False, f"probe {method} {path} answered {exchange.status}"
+    return True, f"probe {method} {path} answered {exchange.status}"
+
+
+def _clock_served(wire: Wire) -> tuple[bool, str]:
+    try:
+        exchange = wire.request(None, "GET", CLOCK_PATH)
+    except TargetError as exc:
+        return False, f"probe failed: {exc}"
+    try:
+        ok = exchange.status == 200 and isinstance(exchange.json().get("now_ms"), int)
+    except (AssertionError, AttributeError):
+        ok = False
+    return ok, f"probe GET {CLOCK_PATH} answered {exchange.status}"
+
+
+def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int) -> int:
+    """Move the target's virtual clock (the ``test-clock`` extension); returns the new now_ms."""
+    exchange = wire.request(transcript, "POST", CLOCK_PATH, json_body={"advance_ms": advance_ms})
+    if exchange.status != 200:
+        raise Untestable(f"advancing the test clock answered {exchange.status}")
+    now = exchange.json().get("now_ms")
+    if not isinstance(now, int):
+        raise Untestable("advancing the test clock returned no integer now_ms")
+    return now
