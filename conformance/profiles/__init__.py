@@ -9,4 +9,5 @@ __all__ = ["PROFILES"]
 
 PROFILES: dict[str, str] = {
     "aidememo": "conformance.profiles.aidememo:PROFILE",
+    "aidememo-local": "conformance.profiles.aidememo_local:PROFILE",
 }
