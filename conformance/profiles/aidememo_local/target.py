@@ -34,7 +34,8 @@ class LocalTarget:
 
 def start(context: StartContext) -> LocalTarget:
     settings = context.settings
-    target = LocalTarget(argv=settings[CLI] or EMBEDDED, root=tempfile.mkdtemp(prefix="aidememo-local-"),
+    command: tuple[str, ...] | None = settings[CLI]
+    target = LocalTarget(argv=command or EMBEDDED, root=tempfile.mkdtemp(prefix="aidememo-local-"),
                          timeout_s=settings[TIMEOUT], max_output_bytes=settings[MAX_BODY_BYTES])
 
     def detect(name: str) -> tuple[bool, str]:
@@ -52,7 +53,8 @@ def start(context: StartContext) -> LocalTarget:
             return False, f"`mcp` did not answer initialize (exit {done.exit_code})"
         return True, f"`mcp` answered initialize with protocolVersion {version}"
 
-    target.claims = settle(settings[CLAIMS], _capabilities(), detect)
+    declared: dict[str, bool | None] = settings[CLAIMS]
+    target.claims = settle(declared, _capabilities(), detect)
     return target
 
 
