@@ -19,7 +19,7 @@ from typing import Final
 __all__ = ["BEHAVIOURS", "hostile_server"]
 
 Behaviour = Callable[[socket.socket, threading.Event], None]
-_TRICKLE_INTERVAL_S: Final = 0.2
+TRICKLE_INTERVAL_S: Final = 0.2
 
 
 def _read_head(conn: socket.socket) -> bytes:
@@ -58,7 +58,7 @@ def trickle(conn: socket.socket, stop: threading.Event) -> None:
             conn.sendall(bytes([next(stream)]))
         except (OSError, StopIteration):
             return
-        stop.wait(_TRICKLE_INTERVAL_S)
+        stop.wait(TRICKLE_INTERVAL_S)
 
 
 def garbage(conn: socket.socket, stop: threading.Event) -> None:
