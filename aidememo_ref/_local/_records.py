@@ -11,6 +11,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from .._state import Outcome, Status
 from ._facttypes import FactType
 
 __all__ = [
@@ -32,17 +33,8 @@ SESSION_TYPE = "session"
 HANDOFF_TYPE = "handoff"
 
 
-class Status(StrEnum):
-    """The three assignment statuses; "returned" is a board lane, never a status."""
-
-    PENDING = "pending"
-    ACCEPTED = "accepted"
-    COMPLETED = "completed"
-
-
-class Outcome(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+# Status and Outcome are the remote protocol's own (``_state``): the local flow has the same three
+# statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
 class AgentType(StrEnum):
