@@ -26,7 +26,9 @@ __all__ = [
     "bounded",
     "render_packet",
     "render_profile",
+    "ProfileEntity",
     "one_line",
+    "fact_time",
 ]
 
 # The program upstream's printed commands name; this kit answers to it too (docs/local.md).

@@ -10,7 +10,7 @@ from aidememo_ref._local import _memory as memory
 from aidememo_ref._local._errors import LocalError, LocalErrorCode, invalid_input
 from aidememo_ref._local._packet import DEFAULT_PACKET_LIMIT, Route, resolve_endpoint, resume_command, resume_exports
 
-from ._context import Context, Parser, add_command, add_group, clean, positive
+from ._context import Context, Parser, add_command, add_group, clean, dumps, positive
 
 
 def cmd_new(args: argparse.Namespace, ctx: Context) -> int:
@@ -131,8 +131,6 @@ def cmd_handoff(args: argparse.Namespace, ctx: Context) -> int:
 
 def write_artifact(output: str | None, body: str, payload: dict[str, Any], ctx: Context) -> str:
     """Upstream's ``write_artifact_or_stdout``: the file and a one-line receipt, or the body."""
-    from ._context import dumps
-
     if output is not None:
         try:
             with open(output, "w", encoding="utf-8") as handle:
