@@ -201,3 +201,17 @@ def test_dispatch_stores_one_pointer_and_no_fact(cli: Cli) -> None:
     assert (record["to_agent"], record["to_profile"], record["upstream_system"], record["upstream_task_id"]) == (
         "claude", "review", "hermes_kanban", "t-1")
     assert cli.j("session", "handoff", "--source-id", SOURCE, session_id)["fact_count"] == 1  # no fact was added
+
+
+def test_session_start_is_the_warm_up_envelope(cli: Cli) -> None:
+    session_id = cli.j("session", "new", "--source-id", SOURCE, "Topic", env=AT)["session_id"]
+    cli.ok("fact", "add", "Lesson: tried a cache", "--source-id", SOURCE, "--entities", "Redis", env=AT)
+    envelope = cli.j("session", "start", "--source-id", SOURCE, env={"AIDEMEMO_NOW_MS": str(NOW + 1000)})
+    assert list(envelope) == ["open_issues", "pinned", "recent", "stats", "top_entities"]
+    assert envelope["stats"] == {"entity_count": 2, "fact_count": 2, "relation_count": None, "source_id": SOURCE}
+    # One fact each: ties go by name.
+    assert envelope["top_entities"] == [{"fact_count": 1, "name": "Redis", "type": "unknown"},
+                                        {"fact_count": 1, "name": session_id, "type": "session"}]
+    assert len(envelope["recent"]) == 2 and envelope["pinned"] == []
+    text = cli.ok("session", "start", "--source-id", SOURCE, env={"AIDEMEMO_NOW_MS": str(NOW + 1000)}).out
+    assert text.startswith("stats: 2 entities, 2 facts, relations unavailable in source scope\npinned (0/20):\n")
