@@ -18,7 +18,7 @@ from typing import Any
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._facttypes import FactType, WriteType, resolve_write_type
 from ._ids import is_ulid, new_ulid
-from ._packet import ProfileEntity, Route, bounded, render_packet, render_profile, resume_exports
+from ._packet import ProfileEntity, Route, bounded, render_canvas, render_packet, render_profile, resume_exports
 from ._records import SESSION_TYPE, Entity, Fact
 from ._store import LocalStore, NewFact
 
@@ -32,6 +32,7 @@ __all__ = [
     "fact_get",
     "Packet",
     "packet",
+    "canvas",
     "workflow_start",
     "search",
     "profile_export",
@@ -147,6 +148,13 @@ def packet(store: LocalStore, session_name: str | None, route: Route, limit: int
     session = resolve_session(store, session_name, route.source_id)
     facts = bounded(store.entity_facts(session.entity_id, route.source_id), limit)
     return Packet(session, facts, render_packet(session, facts, route))
+
+
+def canvas(store: LocalStore, session_name: str | None, source_id: str | None, limit: int) -> Packet:
+    """The session canvas, from the session's current facts in ``source_id``."""
+    session = resolve_session(store, session_name, source_id)
+    facts = bounded(store.entity_facts(session.entity_id, source_id), limit)
+    return Packet(session, facts, render_canvas(session, facts))
 
 
 def search(store: LocalStore, query: str, source_id: str | None, limit: int) -> list[tuple[Fact, float]]:

@@ -26,6 +26,7 @@ __all__ = [
     "bounded",
     "render_packet",
     "render_profile",
+    "render_canvas",
     "ProfileEntity",
     "one_line",
     "fact_time",
@@ -220,4 +221,40 @@ def render_profile(facts: Sequence[Fact], entities: Sequence[ProfileEntity]) -> 
             suffix = f" [{', '.join(names)}]" if names else ""
             lines.append(f"- `{fact.id}`{suffix} {one_line(fact.content, 180)} (verify: `{PROGRAM} fact get {fact.id}`)")
         lines.append("")
+    return "\n".join(lines) + "\n"
+
+
+def _mermaid(text: str, max_chars: int) -> str:
+    return one_line(text, max_chars).replace("\\", "\\\\").replace('"', "'")
+
+
+def _node_suffix(name: str) -> str:
+    kept = "".join(ch for ch in name if ch.isascii() and ch.isalnum())[:12]
+    return kept or "entity"
+
+
+def render_canvas(session: Entity, facts: Sequence[Fact]) -> str:
+    """Upstream's session canvas: a Mermaid graph of the facts, then the evidence thread."""
+    lines = ["# AideMemo Session Canvas", "", f"session: `{session.name}`"]
+    if session.source_page is not None:
+        lines.append(f"topic: {_inline(session.source_page)}")
+    lines += [f"facts: {len(facts)}", "",
+              f"This is a derived, read-only artifact. Verify evidence with `{PROGRAM} fact get <fact_id>`.", "",
+              "## Mermaid Canvas", "", "```mermaid", "flowchart TD",
+              f'    S["session: {_mermaid(session.source_page or session.name, 48)}"]']
+    for index, fact in enumerate(facts, start=1):
+        lines += [f'    F{index}["{_mermaid(f"{fact.fact_type} - {fact.id[-6:]}", 48)}"]', f"    S --> F{index}"]
+        for name in [n for n in fact.entity_names if n != session.name][:2]:
+            node = f"E{index}_{_node_suffix(name)}"
+            lines += [f'    {node}["{_mermaid(name, 36)}"]', f"    F{index} --> {node}"]
+    lines += ["```", "", "## Evidence Thread", ""]
+    for index, fact in enumerate(facts, start=1):
+        lines += [f"### {index}. {fact.fact_type} `{fact.id}`", "", f"- time: {fact_time(fact)}"]
+        if fact.entity_names:
+            lines.append(f"- entities: {', '.join(fact.entity_names)}")
+        if fact.tags:
+            lines.append(f"- tags: {', '.join(fact.tags)}")
+        if fact.source is not None:
+            lines.append(f"- source: {_inline(fact.source)}")
+        lines += [f"- verify: `{PROGRAM} fact get {fact.id}`", "", fact.content.strip(), ""]
     return "\n".join(lines) + "\n"

@@ -215,3 +215,41 @@ def test_session_start_is_the_warm_up_envelope(cli: Cli) -> None:
     assert len(envelope["recent"]) == 2 and envelope["pinned"] == []
     text = cli.ok("session", "start", "--source-id", SOURCE, env={"AIDEMEMO_NOW_MS": str(NOW + 1000)}).out
     assert text.startswith("stats: 2 entities, 2 facts, relations unavailable in source scope\npinned (0/20):\n")
+
+
+def test_session_canvas_and_profile_export_are_upstreams_artifacts(cli: Cli, tmp_path: Path) -> None:
+    session_id = cli.j("session", "new", "--source-id", SOURCE, 'A "quoted" topic', env=AT)["session_id"]
+    fact_id = cli.j("fact", "add", "Decision: use Redis 7", "--entities", "Redis,Cache Layer", "--tags", "infra",
+                    "--source-id", SOURCE, "--session-id", session_id, env=AT)["id"]
+    opener = cli.j("session", "handoff", "--source-id", SOURCE, session_id)["content"].split("- **question** `")[1][:26]
+    canvas = cli.ok("session", "canvas", "--source-id", SOURCE, session_id).out
+    stamp = "2026-01-01T00:00:00+00:00"
+    first, second = sorted([(opener, "question"), (fact_id, "decision")])
+    assert canvas == "\n".join([
+        "# AideMemo Session Canvas", "", f"session: `{session_id}`", 'topic: A "quoted" topic', "facts: 2", "",
+        "This is a derived, read-only artifact. Verify evidence with `aidememo fact get <fact_id>`.", "",
+        "## Mermaid Canvas", "", "```mermaid", "flowchart TD", "    S[\"session: A 'quoted' topic\"]",
+        *([f'    F1["question - {opener[-6:]}"]', "    S --> F1"] if first[0] == opener else []),
+        *([f'    F1["decision - {fact_id[-6:]}"]', "    S --> F1", '    E1_Redis["Redis"]', "    F1 --> E1_Redis",
+           '    E1_CacheLayer["Cache Layer"]', "    F1 --> E1_CacheLayer"] if first[0] == fact_id else []),
+        *([f'    F2["decision - {fact_id[-6:]}"]', "    S --> F2", '    E2_Redis["Redis"]', "    F2 --> E2_Redis",
+           '    E2_CacheLayer["Cache Layer"]', "    F2 --> E2_CacheLayer"] if second[0] == fact_id else []),
+        *([f'    F2["question - {opener[-6:]}"]', "    S --> F2"] if second[0] == opener else []),
+        "```", "", "## Evidence Thread", "",
+    ]) + "\n" + "".join(
+        f"### {index}. {kind} `{fid}`\n\n- time: {stamp}\n" + (
+            f"- entities: Redis, Cache Layer, {session_id}\n- tags: infra\n" if kind == "decision"
+            else f"- entities: {session_id}\n- tags: session-start\n")
+        + f"- verify: `aidememo fact get {fid}`\n\n"
+        + ("Decision: use Redis 7" if kind == "decision" else f'Session {session_id} started: A "quoted" topic') + "\n\n"
+        for index, (fid, kind) in enumerate((first, second), start=1)) + "\n"
+    assert cli.ok("session", "canvas", session_id).out == canvas  # unscoped: the same two facts
+    out = tmp_path / "profile.md"
+    receipt = cli.ok("profile", "export", "--source-id", SOURCE, "-o", str(out)).out
+    profile = out.read_text()
+    assert receipt == f"Wrote {len(profile.encode())} bytes to {out}\n"
+    assert profile.startswith("# AideMemo Project Profile\n\n")
+    assert f"- `{fact_id}` [Redis, Cache Layer] Decision: use Redis 7 (verify: `aidememo fact get {fact_id}`)" in profile
+    assert "## Question" not in profile  # session start facts stay out unless --include-sessions
+    data = cli.j("profile", "export", "--source-id", SOURCE)
+    assert (data["artifact"], data["fact_count"], data["output"]) == ("project_profile", 1, None)

@@ -34,6 +34,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "agent": ("agent", "register"),
     "installation": ("agent", "register_installation"),
     "handoff": ("handoff", "register"),
+    "profile": ("profile", "register"),
     "config": ("config", "register"),
     "mcp": ("mcp", "register"),
     "shim": ("shim", "register"),

@@ -129,6 +129,16 @@ def cmd_handoff(args: argparse.Namespace, ctx: Context) -> int:
     return 0
 
 
+def cmd_canvas(args: argparse.Namespace, ctx: Context) -> int:
+    with ctx.store(write=False) as store:
+        built = memory.canvas(store, args.session or ctx.env.get("AIDEMEMO_SESSION_ID"), clean(args.source_id),
+                              args.limit)
+    ctx.out(write_artifact(args.output, built.content, {
+        "artifact": "session_canvas", "session_id": built.session.name, "topic": built.session.source_page,
+        "fact_count": len(built.facts), "bytes": len(built.content.encode("utf-8"))}, ctx))
+    return 0
+
+
 def write_artifact(output: str | None, body: str, payload: dict[str, Any], ctx: Context) -> str:
     """Upstream's ``write_artifact_or_stdout``: the file and a one-line receipt, or the body."""
     if output is not None:
@@ -144,7 +154,7 @@ def write_artifact(output: str | None, body: str, payload: dict[str, Any], ctx: 
     return body
 
 
-COMMANDS = ('new', 'start', 'resume', 'current', 'list', 'handoff')
+COMMANDS = ('new', 'start', 'resume', 'current', 'list', 'canvas', 'handoff')
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:
@@ -166,6 +176,12 @@ def register(groups: argparse._SubParsersAction[Parser]) -> None:
     p = add_command(session, "list", cmd_list, "recent tracked sessions")
     p.add_argument("--limit", type=positive("--limit"), default=20)
     p.add_argument("--source-id")
+    p = add_command(session, "canvas", cmd_canvas, "the session as Markdown plus a Mermaid fact graph")
+    p.add_argument("-o", "--output", metavar="PATH")
+    p.add_argument("-l", "--limit", type=positive("--limit"), default=80)
+    p.add_argument("--include-superseded", action="store_true")
+    p.add_argument("--source-id")
+    p.add_argument("session", nargs="?", metavar="SESSION")
     p = add_command(session, "handoff", cmd_handoff, "the read-only handoff packet (or --dispatch it)")
     p.add_argument("-o", "--output", metavar="PATH")
     p.add_argument("-l", "--limit", type=positive("--limit"), default=DEFAULT_PACKET_LIMIT)
