@@ -121,8 +121,10 @@ def test_fact_refusals_are_upstreams_lines(cli: Cli) -> None:
 def _expected_packet(session_id: str, topic: str, facts: list[tuple[str, str, str]], *, source: str,
                      route: list[str], focus: str, done_when: str) -> str:
     stamp = "2026-01-01T00:00:00+00:00"
-    rows = {kind: [f"- **{kind}** `{fid}` ({stamp}): {text}" for fid, k, text in facts if k == kind]
-            for kind in ("decision", "question", "lesson", "error", "note")}
+    # Facts in their (time, id) order; a section keeps that order across its types.
+    def rows(*kinds: str) -> list[str]:
+        return [f"- **{k}** `{fid}` ({stamp}): {text}" for fid, k, text in facts if k in kinds]
+
     lines = ["# AideMemo Agent Handoff", "", "## Routing", "", f"- session: `{session_id}`", f"- topic: {topic}",
              *route, f"- source_id: {source}", f"- included_facts: {len(facts)}", "",
              "Actor aliases, agent names, and profiles are routing metadata, not authorization boundaries."
@@ -134,9 +136,9 @@ def _expected_packet(session_id: str, topic: str, facts: list[tuple[str, str, st
              " `aidememo fact get <fact_id>`.",
              "4. Attach new decisions, lessons, errors, and open questions to this session so the next handoff"
              " remains continuous.", "", "## Requested Focus", "", focus, "", "## Definition of Done", "", done_when, "",
-             "## Decisions and Constraints", "", *rows["decision"], "", "## Open Questions", "", *rows["question"], "",
-             "## Lessons and Risks", "", *rows["lesson"], *rows["error"], "", "## Supporting Evidence", "",
-             *rows["note"], "", "## Continuation Commands", "",
+             "## Decisions and Constraints", "", *rows("decision"), "", "## Open Questions", "", *rows("question"), "",
+             "## Lessons and Risks", "", *rows("lesson", "error"), "", "## Supporting Evidence", "",
+             *rows("note"), "", "## Continuation Commands", "",
              f"- Refresh this packet: `aidememo session handoff --source-id '{source}' '{session_id}'`",
              f"- Inspect the full thread: `aidememo session canvas '{session_id}'`",
              '- Record a durable update: `aidememo fact add "..." --type decision --entities ...`']
