@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Final
 
 from .._search import bm25, tokenize
@@ -85,13 +86,19 @@ class Packet:
     omitted_by_tokens: int
 
 
+@lru_cache(maxsize=65_536)
+def _terms(content: str, path: str) -> Counter[str]:
+    # Memoised because every recall scores every visible memory; callers never mutate the Counter.
+    return Counter(tokenize(f"{content} {path}"))
+
+
 def rank(memories: Iterable[Memory], query: str, prefer_working: bool) -> list[Ranked]:
     """Score and order every candidate (see the module docstring for the formula)."""
     rows = list(memories)
     if not rows:
         return []
     terms = set(tokenize(query))
-    docs = [Counter(tokenize(f"{m.content} {m.path}")) for m in rows]
+    docs = [_terms(m.content, m.path) for m in rows]
     lengths = [sum(doc.values()) for doc in docs]
     avg_len = sum(lengths) / len(rows)
     df = {term: sum(1 for doc in docs if term in doc) for term in terms}

@@ -22,7 +22,7 @@ from ._store import IdempotencyClaim, Plan, ReadFilter
 from ._writes import Outcome, Remember
 
 if TYPE_CHECKING:
-    from .._sqlite import Scheduler
+    from .._store import Scheduler
 
 __all__ = ["SQLiteXMemoStore", "BUSY_TIMEOUT_MS"]
 
@@ -70,25 +70,24 @@ def _key(tenant: Tenant) -> tuple[str, str, str, str]:
     return tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id
 
 
+# The schema's column types are the record's (TEXT, INTEGER, REAL or NULL), so rows go in as they come.
+_KINDS: Final = {k.value: k for k in Kind}
+_TYPES: Final = {t.value: t for t in MemoryType}
+_TRUSTS: Final = {t.value: t for t in Trust}
+
+
 def _memory(tenant: Tenant, row: Any) -> Memory:
     (mid, kind, content, path, bucket, scope, team_id, memory_type, status, importance, confidence, semantic_key,
      state_key, event_type, session_id, source, agent_id, instance, trust, metadata, version, created, updated,
      expires) = row
     return Memory(
-        id=str(mid), tenant=tenant, kind=Kind(kind), content=str(content), path=str(path), bucket=str(bucket),
-        scope=_opt(scope), team_id=_opt(team_id), memory_type=MemoryType(memory_type), status=str(status),
-        importance=None if importance is None else float(importance),
-        confidence=None if confidence is None else float(confidence),
-        semantic_key=_opt(semantic_key), state_key=_opt(state_key), event_type=_opt(event_type),
-        session_id=_opt(session_id), source=_opt(source), agent_id=_opt(agent_id),
-        agent_instance_id_hash=_opt(instance), agent_trust=Trust(trust), metadata_json=str(metadata),
-        version=int(version), created_at_ms=int(created), updated_at_ms=int(updated),
-        expires_at_ms=None if expires is None else int(expires),
+        id=mid, tenant=tenant, kind=_KINDS[kind], content=content, path=path, bucket=bucket,
+        scope=scope, team_id=team_id, memory_type=_TYPES[memory_type], status=status,
+        importance=importance, confidence=confidence,
+        semantic_key=semantic_key, state_key=state_key, event_type=event_type, session_id=session_id,
+        source=source, agent_id=agent_id, agent_instance_id_hash=instance, agent_trust=_TRUSTS[trust],
+        metadata_json=metadata, version=version, created_at_ms=created, updated_at_ms=updated, expires_at_ms=expires,
     )
-
-
-def _opt(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def _row(memory: Memory) -> tuple[object, ...]:
@@ -236,23 +235,28 @@ class SQLiteXMemoStore:
 
     # -- writes -----------------------------------------------------------------------------
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
-        self._point("write.before")
+        # Scheduler points as the AideMemo store names them: "begin" once the write lock is held.
         with self._transaction("IMMEDIATE") as conn:
-            self._point("write.begun")
+            self._point("begin")
             if idempotency is not None:
                 replay = self._replay(conn, tenant, idempotency)
                 if replay is not None:
                     return replay, True
             decision, answer = plan(_Existing(conn, tenant))
+            self._point("decided")
             self._apply(conn, tenant, decision.outcome, decision.memory)
             if idempotency is not None:
-                conn.execute(
-                    "INSERT INTO idempotency(owner_id, organization_id, workspace_id, project_id, idempotency_key, "
-                    "fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
-                    (*_key(tenant), idempotency.key, idempotency.fingerprint, answer),
-                )
-            self._point("write.applied")
+                self._remember_answer(conn, tenant, idempotency, answer)
+            self._point("commit")
         return answer, False
+
+    @staticmethod
+    def _remember_answer(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim, answer: str) -> None:
+        conn.execute(
+            "INSERT INTO idempotency(owner_id, organization_id, workspace_id, project_id, idempotency_key, "
+            "fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
+            (*_key(tenant), claim.key, claim.fingerprint, answer),
+        )
 
     @staticmethod
     def _replay(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim) -> str | None:

@@ -1,0 +1,1 @@
+"""The xmemo profile's checks: one module per requirement family."""
