@@ -83,6 +83,13 @@ def test_bootstrap_refusals_are_one_line(tmp_path: Path, key: str, mode: int, ex
     one_line_error(run(*args, *extra), needle)
 
 
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("this is not an SQLite database, not even close" * 4)
+    one_line_error(bootstrap(bad, key_file(tmp_path, "k", KEY)), "file is not a database")
+    one_line_error(run("serve", "--database", str(bad), "--bind", "127.0.0.1:0"), "file is not a database")
+
+
 def test_missing_key_file_and_unknown_subcommand(tmp_path: Path) -> None:
     one_line_error(bootstrap(tmp_path / "x.sqlite", tmp_path / "absent"), "cannot read token file")
     one_line_error(run("frobnicate"), "unknown command")
