@@ -10,9 +10,14 @@ from __future__ import annotations
 import hashlib
 import json
 from decimal import Decimal
-from typing import Any
+from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
+from typing import NoReturn, TypeAlias
 
-__all__ = ["JsonError", "parse_json", "canonical_json", "fingerprint", "format_float", "MAX_DEPTH"]
+__all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "envelope_digest", "format_float",
+           "MAX_DEPTH"]
+
+# A parsed JSON value, as json.loads returns it (serde_json's Value).
+Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
 MAX_DEPTH = 128  # serde_json's recursion limit (errata 3)
 _U64_MAX = (1 << 64) - 1
@@ -47,12 +52,12 @@ def _parse_float(text: str) -> float:
     return value
 
 
-def _reject_constant(name: str) -> Any:
+def _reject_constant(name: str) -> NoReturn:
     raise JsonError(f"expected value (got {name})")
 
 
-def _depth_ok(value: Any) -> bool:
-    stack: list[tuple[Any, int]] = [(value, 1)]
+def _depth_ok(value: Json) -> bool:
+    stack: list[tuple[Json, int]] = [(value, 1)]
     while stack:
         node, depth = stack.pop()
         if isinstance(node, dict):
@@ -66,8 +71,8 @@ def _depth_ok(value: Any) -> bool:
     return True
 
 
-def _surrogate_free(value: Any) -> bool:
-    stack = [value]
+def _surrogate_free(value: Json) -> bool:
+    stack: list[Json] = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, str):
@@ -83,16 +88,17 @@ def _surrogate_free(value: Any) -> bool:
     return True
 
 
-def parse_json(body: bytes) -> Any:
+_DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
+
+
+def parse_json(body: bytes) -> Json:
     """Parse a request body as serde_json would; raises ``JsonError`` with a one-line detail."""
     try:
         text = body.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise JsonError(f"invalid UTF-8 at byte {exc.start}") from exc
     try:
-        value = json.loads(
-            text, parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant
-        )
+        value: Json = _DECODER.decode(text)
     except RecursionError as exc:
         raise JsonError("recursion limit exceeded") from exc
     except json.JSONDecodeError as exc:
@@ -129,7 +135,7 @@ def format_float(value: float) -> str:
     return f"{prefix}{text[0]}.{text[1:]}{exp}"
 
 
-def _encode(value: Any, out: list[str]) -> None:
+def _encode(value: object, out: list[str]) -> None:
     if isinstance(value, str):
         out.append(json.dumps(value, ensure_ascii=False))
     elif value is None:
@@ -164,8 +170,8 @@ def _encode(value: Any, out: list[str]) -> None:
         raise TypeError(f"not a JSON value: {type(value).__name__}")
 
 
-def _has_float(value: Any) -> bool:
-    stack = [value]
+def _has_float(value: object) -> bool:
+    stack: list[object] = [value]
     while stack:
         node = stack.pop()
         if isinstance(node, float):
@@ -177,12 +183,15 @@ def _has_float(value: Any) -> bool:
     return False
 
 
-def canonical_json(value: Any) -> str:
+_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # made once, not per call
+
+
+def canonical_json(value: object) -> str:
     """Compact JSON with object keys sorted by code point, serde_json escaping and numbers."""
     if not _has_float(value):
         # Without floats the C encoder already writes serde's bytes: code point key order,
         # raw UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
-        return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+        return _SORTED.encode(value)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
@@ -193,18 +202,24 @@ def fingerprint(
     project_id: str,
     expected_revision: int | None,
     operation: str,
-    payload: Any,
+    payload: Json,
     resource_kind: str,
     resource_id: str,
     change: str,
 ) -> str:
     """The 64-hex command fingerprint of §7.2 (``command_id`` is deliberately not covered)."""
-    envelope = {
-        "project_id": project_id,
-        "expected_revision": expected_revision,
-        "operation": operation,
-        "payload": payload,
-        "resource": {"kind": resource_kind, "id": resource_id},
-        "change": change,
-    }
-    return hashlib.sha256(canonical_json(envelope).encode("utf-8")).hexdigest()
+    return envelope_digest(project_id, expected_revision, operation, canonical_json(payload), resource_kind,
+                           resource_id, change)
+
+
+def envelope_digest(project_id: str, expected_revision: int | None, operation: str, payload_json: str,
+                    resource_kind: str, resource_id: str, change: str) -> str:
+    """``fingerprint`` for a payload already in canonical form (so a command encodes it once)."""
+    # canonical_json of the envelope, written out: its keys in code point order.
+    revision = "null" if expected_revision is None else str(expected_revision)
+    text = (
+        f'{{"change":{_quote(change)},"expected_revision":{revision},"operation":{_quote(operation)},'
+        f'"payload":{payload_json},"project_id":{_quote(project_id)},'
+        f'"resource":{{"id":{_quote(resource_id)},"kind":{_quote(resource_kind)}}}}}'
+    )
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

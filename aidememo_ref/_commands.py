@@ -1,19 +1,58 @@
 """The command envelope: what a write request means, independent of how it arrived.
 
-Each route's body decodes into a ``Command``: operation, resource coordinate, precondition,
-the payload exactly as fingerprinted (§7.2: typed payloads with every declared field present),
-and the fingerprint itself. The rules that decide a command live in ``_ledger``.
+Each route's body decodes into a ``Command``: the operation (``Op``), resource coordinate,
+precondition, one typed payload per operation, and the fingerprint of the payload exactly as
+upstream hashes it (§7.2: typed payloads with every declared field present). The payload types
+are built from the decode tables below, field for field; the rules that decide a command live
+in ``_ledger``.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Final
+from enum import StrEnum
+from typing import Final, TypeAlias
 
-from ._canonical import fingerprint
+from ._canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
+from ._errors import LedgerError
+from ._records import CONTEXT, FACT, HANDOFF, SESSION, Outcome
 
-__all__ = ["Command", "STRUCTS", "TYPED_CREATES", "TRANSITIONS", "raw_command", "typed_command"]
+__all__ = [
+    "Op",
+    "STRUCTS",
+    "TYPED_CREATES",
+    "TRANSITION_ROUTES",
+    "RAW_OPERATIONS",
+    "SessionCreatePayload",
+    "FactCreatePayload",
+    "HandoffContextCreatePayload",
+    "HandoffSendPayload",
+    "HandoffClaimPayload",
+    "HandoffReturnPayload",
+    "ResourcePayload",
+    "Payload",
+    "Command",
+    "RawCommand",
+    "raw_command",
+    "typed_command",
+    "check_raw",
+]
+
+
+class Op(StrEnum):
+    """A write operation, spelled as on the wire (receipts and feeds name them so)."""
+
+    RESOURCE_PUT = "resource.put"
+    RESOURCE_DELETE = "resource.delete"
+    SESSION_CREATE = "session.create"
+    FACT_CREATE = "fact.create"
+    CONTEXT_CREATE = "handoff_context.create"
+    SEND = "handoff.send"
+    ACCEPT = "handoff.accept"
+    HEARTBEAT = "handoff.heartbeat"
+    RETURN = "handoff.return"
+
 
 STRUCTS: Final[dict[str, tuple[Field, ...]]] = {
     "CommandRequest": (
@@ -61,19 +100,90 @@ STRUCTS: Final[dict[str, tuple[Field, ...]]] = {
     ),
 }
 
+
+# One class per payload struct above, same fields in the same order (a test pins it). Values
+# arrive already checked by the decoder, so construction needs no second validation.
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionCreatePayload:
+    session_id: str
+    source_id: str | None
+    topic: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FactCreatePayload:
+    fact_id: str
+    session_id: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffContextCreatePayload:
+    context_id: str
+    handoff_id: str
+    session_id: str
+    to_actor: str
+    content: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffSendPayload:
+    handoff_id: str
+    session_id: str
+    to_actor: str
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffClaimPayload:
+    """The payload of both ``handoff.accept`` and ``handoff.heartbeat`` (as upstream)."""
+
+    claim_id: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffReturnPayload:
+    claim_id: str
+    result_fact_id: str
+    outcome: Outcome
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ResourcePayload:
+    """A raw route's payload: any JSON for ``custom.*`` kinds (null for a delete)."""
+
+    value: Json
+    canonical: str  # value in canonical form: hashed into the fingerprint, stored as the body
+
+
+Payload: TypeAlias = (
+    SessionCreatePayload | FactCreatePayload | HandoffContextCreatePayload | HandoffSendPayload
+    | HandoffClaimPayload | HandoffReturnPayload | ResourcePayload
+)
+
+_PAYLOAD_TYPES: Final[dict[str, type[Payload]]] = {
+    cls.__name__: cls
+    for cls in (SessionCreatePayload, FactCreatePayload, HandoffContextCreatePayload, HandoffSendPayload,
+                HandoffClaimPayload, HandoffReturnPayload)
+}
+
 # route segment -> (operation, resource kind, payload struct, field naming the resource id)
 TYPED_CREATES: Final = {
-    "sessions": ("session.create", "session", "SessionCreatePayload", "session_id"),
-    "facts": ("fact.create", "fact", "FactCreatePayload", "fact_id"),
-    "handoff-contexts": ("handoff_context.create", "handoff_context", "HandoffContextCreatePayload", "context_id"),
-    "handoffs": ("handoff.send", "handoff", "HandoffSendPayload", "handoff_id"),
+    "sessions": (Op.SESSION_CREATE, SESSION, "SessionCreatePayload", "session_id"),
+    "facts": (Op.FACT_CREATE, FACT, "FactCreatePayload", "fact_id"),
+    "handoff-contexts": (Op.CONTEXT_CREATE, CONTEXT, "HandoffContextCreatePayload", "context_id"),
+    "handoffs": (Op.SEND, HANDOFF, "HandoffSendPayload", "handoff_id"),
 }
 # transition segment -> (operation, payload struct)
-TRANSITIONS: Final = {
-    "accept": ("handoff.accept", "HandoffClaimPayload"),
-    "heartbeat": ("handoff.heartbeat", "HandoffClaimPayload"),
-    "return": ("handoff.return", "HandoffReturnPayload"),
+TRANSITION_ROUTES: Final = {
+    "accept": (Op.ACCEPT, "HandoffClaimPayload"),
+    "heartbeat": (Op.HEARTBEAT, "HandoffClaimPayload"),
+    "return": (Op.RETURN, "HandoffReturnPayload"),
 }
+# The raw route's (operation, change) pairs (wire spec §2.2).
+RAW_OPERATIONS: Final = {("resource.put", "upsert"): Op.RESOURCE_PUT, ("resource.delete", "delete"): Op.RESOURCE_DELETE}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,72 +192,98 @@ class Command:
 
     command_id: str
     project_id: str
+    op: Op
+    kind: str
+    resource_id: str
+    expected_revision: int | None
+    payload: Payload
+    fingerprint: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class RawCommand:
+    """A ``POST /v1/commands`` body before the §2.2 rules, which run only after authentication."""
+
+    command_id: str
+    project_id: str
     operation: str
     kind: str
     resource_id: str
     expected_revision: int | None
-    payload: Any
+    payload: Json
+    payload_json: str  # canonical form of payload
     change: str
     fingerprint: str
 
 
-def _build(
-    *, command_id: str, project_id: str, operation: str, kind: str, resource_id: str,
-    expected_revision: int | None, payload: Any, change: str,
-) -> Command:
-    return Command(
-        command_id=command_id,
-        project_id=project_id,
-        operation=operation,
-        kind=kind,
-        resource_id=resource_id,
-        expected_revision=expected_revision,
-        payload=payload,
-        change=change,
-        fingerprint=fingerprint(
-            project_id=project_id,
-            expected_revision=expected_revision,
-            operation=operation,
-            payload=payload,
-            resource_kind=kind,
-            resource_id=resource_id,
-            change=change,
-        ),
-    )
+def _str(value: Json) -> str:
+    assert isinstance(value, str)  # the decoder checked it
+    return value
 
 
-def raw_command(body: Any) -> Command:
+def _opt_int(value: Json) -> int | None:
+    assert value is None or (isinstance(value, int) and not isinstance(value, bool))
+    return value
+
+
+def raw_command(body: Json) -> RawCommand:
     """Decode a ``POST /v1/commands`` body (structure only; §2.2 rules run after auth)."""
     request = decode_struct("CommandRequest", body, STRUCTS)
-    return _build(
-        command_id=request["command_id"],
-        project_id=request["project_id"],
-        operation=request["operation"],
-        kind=request["resource"]["kind"],
-        resource_id=request["resource"]["id"],
-        expected_revision=request["expected_revision"],
-        payload=request["payload"],
-        change=request["change"],
+    resource = request["resource"]
+    assert isinstance(resource, dict)
+    operation, kind, resource_id = _str(request["operation"]), _str(resource["kind"]), _str(resource["id"])
+    project_id, change, expected = _str(request["project_id"]), _str(request["change"]), _opt_int(request["expected_revision"])
+    payload = request["payload"]
+    payload_json = canonical_json(payload)
+    return RawCommand(
+        command_id=_str(request["command_id"]), project_id=project_id, operation=operation, kind=kind,
+        resource_id=resource_id, expected_revision=expected, payload=payload, payload_json=payload_json,
+        change=change,
+        fingerprint=envelope_digest(project_id, expected, operation, payload_json, kind, resource_id, change),
     )
 
 
-def typed_command(
-    project_id: str, *, segment: str, handoff_id: str | None, body: Any
-) -> Command:
+def check_raw(raw: RawCommand) -> Command:
+    """§2.2 raw-route rules; upstream runs them after membership and before the role check."""
+    if not raw.kind.startswith("custom."):
+        raise LedgerError.invalid_command(
+            "raw resource commands only accept custom.* extension kinds; product kinds require a typed API"
+        )
+    op = RAW_OPERATIONS.get((raw.operation, raw.change))
+    if op is None:
+        raise LedgerError.invalid_command("operation/change must be resource.put/upsert or resource.delete/delete")
+    if op is Op.RESOURCE_DELETE and raw.payload is not None:
+        raise LedgerError.invalid_command("resource.delete payload must be JSON null")
+    return Command(
+        command_id=raw.command_id, project_id=raw.project_id, op=op, kind=raw.kind, resource_id=raw.resource_id,
+        expected_revision=raw.expected_revision, payload=ResourcePayload(value=raw.payload, canonical=raw.payload_json),
+        fingerprint=raw.fingerprint,
+    )
+
+
+def _payload(struct: str, decoded: dict[str, Json]) -> Payload:
+    if struct == "HandoffReturnPayload":
+        return HandoffReturnPayload(claim_id=_str(decoded["claim_id"]), result_fact_id=_str(decoded["result_fact_id"]),
+                                    outcome=Outcome(_str(decoded["outcome"])))
+    return _PAYLOAD_TYPES[struct](**decoded)  # type: ignore[arg-type]  # fields and types match STRUCTS
+
+
+def typed_command(project_id: str, *, segment: str, handoff_id: str | None, body: Json) -> Command:
     """Decode a typed create (``segment`` in TYPED_CREATES) or a transition of ``handoff_id``."""
     if handoff_id is None:
-        operation, kind, struct, id_field = TYPED_CREATES[segment]
+        op, kind, struct, id_field = TYPED_CREATES[segment]
         request = decode_struct("CreateRequest", body, STRUCTS)
-        payload = decode_struct(struct, request["payload"], STRUCTS)
-        return _build(
-            command_id=request["command_id"], project_id=project_id, operation=operation, kind=kind,
-            resource_id=payload[id_field], expected_revision=None, payload=payload, change="upsert",
-        )
-    operation, struct = TRANSITIONS[segment]
-    request = decode_struct("TransitionRequest", body, STRUCTS)
-    payload = decode_struct(struct, request["payload"], STRUCTS)
-    return _build(
-        command_id=request["command_id"], project_id=project_id, operation=operation, kind="handoff",
-        resource_id=handoff_id, expected_revision=request["expected_revision"], payload=payload,
-        change="upsert",
+        decoded = decode_struct(struct, request["payload"], STRUCTS)
+        resource_id, expected = _str(decoded[id_field]), None
+    else:
+        op, struct = TRANSITION_ROUTES[segment]
+        kind = HANDOFF
+        request = decode_struct("TransitionRequest", body, STRUCTS)
+        decoded = decode_struct(struct, request["payload"], STRUCTS)
+        resource_id, expected = handoff_id, _opt_int(request["expected_revision"])
+    return Command(
+        command_id=_str(request["command_id"]), project_id=project_id, op=op, kind=kind, resource_id=resource_id,
+        expected_revision=expected, payload=_payload(struct, decoded),
+        fingerprint=envelope_digest(project_id, expected, op.value, canonical_json(decoded), kind, resource_id,
+                                    "upsert"),
     )

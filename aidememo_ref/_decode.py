@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Final
 from urllib.parse import unquote_to_bytes
 
+from ._canonical import Json
 from ._errors import LedgerError
 from ._ids import id_problem, name_problem
 
@@ -35,7 +36,7 @@ class _Fail(Exception):
     pass
 
 
-def _type_name(value: Any) -> str:
+def _type_name(value: Json) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -51,7 +52,7 @@ def _type_name(value: Any) -> str:
     return "a map"
 
 
-def _field_value(field: Field, value: Any, structs: dict[str, tuple[Field, ...]]) -> Any:
+def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]]) -> Json:
     if value is None and field.optional:
         return None
     kind = field.kind
@@ -93,7 +94,19 @@ def _field_value(field: Field, value: Any, structs: dict[str, tuple[Field, ...]]
     raise AssertionError(kind)
 
 
-def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, strict: bool) -> dict[str, Any]:
+_NAMES: dict[int, tuple[tuple[Field, ...], frozenset[str]]] = {}
+
+
+def _names(fields: tuple[Field, ...]) -> frozenset[str]:
+    """A struct's field names, computed once per table (the entry keeps the table alive, so its
+    id cannot be reused for another)."""
+    entry = _NAMES.get(id(fields))
+    if entry is None or entry[0] is not fields:
+        entry = _NAMES[id(fields)] = (fields, frozenset(field.name for field in fields))
+    return entry[1]
+
+
+def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, strict: bool) -> dict[str, Json]:
     fields = structs[name]
     if isinstance(value, list):
         if len(value) != len(fields):
@@ -101,13 +114,13 @@ def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, str
         value = {field.name: item for field, item in zip(fields, value)}
     if not isinstance(value, dict):
         raise _Fail(f"invalid type: {_type_name(value)}, expected struct {name}")
-    known = {field.name for field in fields}
-    if strict:
+    if strict and not _names(fields).issuperset(value):
+        known = _names(fields)
         for key in value:
             if key not in known:
                 expected = ", ".join(f"`{f.name}`" for f in fields)
                 raise _Fail(f"unknown field `{key}`, expected one of {expected}")
-    out: dict[str, Any] = {}
+    out: dict[str, Json] = {}
     for field in fields:
         if field.name not in value:
             if field.optional:
@@ -118,7 +131,7 @@ def _struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]], *, str
     return out
 
 
-def decode_struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]]) -> dict[str, Any]:
+def decode_struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]]) -> dict[str, Json]:
     """Decode a parsed JSON body into the named struct or raise 400 ``invalid_command``."""
     try:
         return _struct(name, value, structs, strict=True)
@@ -126,7 +139,7 @@ def decode_struct(name: str, value: Any, structs: dict[str, tuple[Field, ...]]) 
         raise LedgerError.invalid_command(BODY_PREFIX + str(exc)) from None
 
 
-def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Any]:
+def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Json]:
     """Decode ``application/x-www-form-urlencoded`` like serde_urlencoded with deny_unknown_fields."""
     try:
         raw: dict[str, str] = {}
@@ -144,7 +157,7 @@ def decode_query(query: bytes, fields: tuple[Field, ...]) -> dict[str, Any]:
                 if key in raw:
                     raise _Fail(f"duplicate field `{key}`")
                 raw[key] = val
-        out: dict[str, Any] = {}
+        out: dict[str, Json] = {}
         for field in fields:
             if field.name not in raw:
                 if not field.optional:

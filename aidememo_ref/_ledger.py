@@ -4,67 +4,80 @@
 open write transaction) and returns the ``Write`` to apply, or raises ``LedgerError``. It never
 touches storage or the clock itself, so the store can run it inside the same transaction that
 checks the revision and writes: no writer can slip between the check and the write.
-Check order follows upstream ``srv/product.rs`` (wire spec §1.9–1.17, errata 6).
+Check order follows upstream ``srv/product.rs`` (wire spec §1.9-1.17, errata 6).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Final, Protocol, TypeAlias, TypeVar
 
 from . import _state
-from ._commands import Command
-from ._errors import ErrorCode, LedgerError
+from ._commands import (
+    Command,
+    FactCreatePayload,
+    HandoffClaimPayload,
+    HandoffContextCreatePayload,
+    HandoffReturnPayload,
+    HandoffSendPayload,
+    Op,
+    ResourcePayload,
+    SessionCreatePayload,
+)
+from ._errors import LedgerError
+from ._records import (
+    CONTEXT,
+    FACT,
+    HANDOFF,
+    SESSION,
+    WRITABLE_ROLES,
+    Fact,
+    Handoff,
+    HandoffContext,
+    Record,
+    Resource,
+    Role,
+    Session,
+)
 
-__all__ = ["Stored", "View", "Write", "decide", "check_raw", "RAW_OPERATIONS"]
+__all__ = ["View", "Write", "Decide", "decide", "MAX_TOPIC_BYTES", "MAX_FACT_BYTES", "MAX_CONTEXT_BYTES",
+           "MAX_HANDOFF_TEXT_BYTES"]
 
 MAX_TOPIC_BYTES: Final = 512
 MAX_FACT_BYTES: Final = 65_536
 MAX_CONTEXT_BYTES: Final = 65_536
 MAX_HANDOFF_TEXT_BYTES: Final = 4_096
-RAW_OPERATIONS: Final = {("resource.put", "upsert"), ("resource.delete", "delete")}
-WRITABLE_ROLES: Final = frozenset({"owner", "admin", "writer"})
-
-
-@dataclass(frozen=True, slots=True)
-class Stored:
-    """A resource as stored: its revision and body (None for a tombstone)."""
-
-    revision: int
-    deleted: bool
-    body: Any
 
 
 class View(Protocol):
-    def get(self, kind: str, resource_id: str) -> Stored | None: ...
+    """The rules' window on the project inside the command's transaction."""
 
-    def member_role(self, actor_id: str) -> str | None:
+    def resource(self, kind: str, resource_id: str) -> Resource | None:
+        """The resource row (a tombstone has ``body`` None), or None if it never existed."""
+        ...
+
+    def member_role(self, actor_id: str) -> Role | None:
         """Role of an active member of the command's project, None if not one."""
         ...
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, kw_only=True)
 class Write:
-    """What to commit: the resource's next state (``body`` is ignored for a delete)."""
+    """What to commit: the resource's next body (None deletes it) and, for product kinds, the
+    typed record it encodes (the store's mailbox and search indexes read it)."""
 
     kind: str
     resource_id: str
-    deleted: bool
-    body: Any
+    body: str | None
+    record: Record | None = None
+
+    @classmethod
+    def of(cls, kind: str, resource_id: str, record: Record) -> Write:
+        return cls(kind=kind, resource_id=resource_id, body=record.canonical(), record=record)
 
 
-def check_raw(command: Command) -> None:
-    """§2.2 raw-route rules; upstream runs them after membership and before the role check."""
-    if not command.kind.startswith("custom."):
-        raise LedgerError.invalid_command(
-            "raw resource commands only accept custom.* extension kinds; product kinds require a typed API"
-        )
-    if (command.operation, command.change) not in RAW_OPERATIONS:
-        raise LedgerError.invalid_command(
-            "operation/change must be resource.put/upsert or resource.delete/delete"
-        )
-    if command.operation == "resource.delete" and command.payload is not None:
-        raise LedgerError.invalid_command("resource.delete payload must be JSON null")
+Decide: TypeAlias = Callable[[Command, str, View, int], Write]
 
 
 def _text(value: str, max_bytes: int, label: str) -> None:
@@ -75,15 +88,18 @@ def _text(value: str, max_bytes: int, label: str) -> None:
         raise LedgerError.invalid_command(f"{label} must not contain control characters")
 
 
-def _present(view: View, kind: str, resource_id: str) -> Any:
-    stored = view.get(kind, resource_id)
-    if stored is None or stored.deleted:
+_R = TypeVar("_R", Session, Fact, HandoffContext, Handoff)
+
+
+def _present(view: View, record_type: type[_R], kind: str, resource_id: str) -> _R:
+    stored = view.resource(kind, resource_id)
+    if stored is None or stored.body is None:
         raise LedgerError.not_found()
-    return stored.body
+    return record_type.from_json(stored.body)
 
 
 def _absent(view: View, kind: str, resource_id: str) -> None:
-    if view.get(kind, resource_id) is not None:
+    if view.resource(kind, resource_id) is not None:
         raise LedgerError.already_exists()
 
 
@@ -95,122 +111,110 @@ def _receiver(view: View, to_actor: str) -> None:
         raise LedgerError.invalid_command("handoff receiver must have a writable project membership")
 
 
-def _decide_raw(command: Command, view: View) -> Write:
-    if command.expected_revision is not None:
-        current = view.get(command.kind, command.resource_id)
-        if current is None:
-            raise LedgerError.not_found()
-        if current.revision != command.expected_revision:
-            raise LedgerError.stale_revision(command.expected_revision, current.revision)
-    deleted = command.operation == "resource.delete"
-    return Write(command.kind, command.resource_id, deleted, None if deleted else command.payload)
-
-
-def _create_session(p: dict[str, Any], actor_id: str, view: View) -> Any:
-    _absent(view, "session", p["session_id"])
-    _text(p["topic"], MAX_TOPIC_BYTES, "session topic")
-    return {"session_id": p["session_id"], "source_id": p["source_id"], "topic": p["topic"], "created_by": actor_id}
-
-
-def _create_fact(p: dict[str, Any], actor_id: str, view: View) -> Any:
-    session = _present(view, "session", p["session_id"])
-    _absent(view, "fact", p["fact_id"])
-    _text(p["content"], MAX_FACT_BYTES, "fact content")
-    return {
-        "fact_id": p["fact_id"],
-        "session_id": p["session_id"],
-        "source_id": session["source_id"],
-        "actor_id": actor_id,
-        "content": p["content"],
-    }
-
-
-def _create_context(p: dict[str, Any], actor_id: str, view: View) -> Any:
-    session = _present(view, "session", p["session_id"])
-    _receiver(view, p["to_actor"])
-    _absent(view, "handoff_context", p["context_id"])
-    if p["to_actor"] == actor_id:
-        raise LedgerError.invalid_command("handoff context sender and receiver must differ")
-    _text(p["content"], MAX_CONTEXT_BYTES, "handoff context")
-    return {
-        "context_id": p["context_id"],
-        "handoff_id": p["handoff_id"],
-        "session_id": p["session_id"],
-        "source_id": session["source_id"],
-        "from_actor": actor_id,
-        "to_actor": p["to_actor"],
-        "content": p["content"],
-    }
-
-
-def _send(p: dict[str, Any], actor_id: str, view: View) -> Any:
-    session = _present(view, "session", p["session_id"])
-    _receiver(view, p["to_actor"])
-    _absent(view, "handoff", p["handoff_id"])
-    if p["to_actor"] == actor_id:
-        raise LedgerError.invalid_command("handoff sender and receiver must differ")
-    for field in ("focus", "done_when"):
-        if p[field] is not None:
-            _text(p[field], MAX_HANDOFF_TEXT_BYTES, f"handoff {field}")
-    record = _state.new_handoff(
-        handoff_id=p["handoff_id"],
-        session_id=p["session_id"],
-        source_id=session["source_id"],
-        from_actor=actor_id,
-        to_actor=p["to_actor"],
-        focus=p["focus"],
-        done_when=p["done_when"],
-        context_id=None,
-    )
-    if p["context_id"] is not None:
-        # Write paths load the context without visibility filtering (wire spec §5.1).
-        context = _present(view, "handoff_context", p["context_id"])
-        if context["handoff_id"] != record["handoff_id"]:
-            raise LedgerError.handoff_conflict("context belongs to a different handoff")
-        if context["session_id"] != record["session_id"]:
-            raise LedgerError.handoff_conflict("context belongs to a different session")
-        if context["source_id"] != record["source_id"]:
-            raise LedgerError.handoff_conflict("context belongs to a different source")
-        if (context["from_actor"], context["to_actor"]) != (record["from_actor"], record["to_actor"]):
-            raise LedgerError.handoff_conflict("context actor route does not match the handoff")
-        record["context_id"] = p["context_id"]
-    return record
-
-
-_CREATES: Final = {
-    "session.create": _create_session,
-    "fact.create": _create_fact,
-    "handoff_context.create": _create_context,
-    "handoff.send": _send,
-}
-
-
-def _transition(command: Command, actor_id: str, view: View, now_ms: int) -> Any:
-    current = view.get("handoff", command.resource_id)
-    if current is None or current.deleted:
+def _check_revision(command: Command, current: Resource | None) -> None:
+    """The precondition: the resource exists at exactly ``expected_revision``."""
+    if current is None:
         raise LedgerError.not_found()
     assert command.expected_revision is not None
     if current.revision != command.expected_revision:
         raise LedgerError.stale_revision(command.expected_revision, current.revision)
-    record = current.body
+
+
+def _raw(command: Command, p: ResourcePayload, view: View) -> Write:
+    if command.expected_revision is not None:
+        _check_revision(command, view.resource(command.kind, command.resource_id))
+    if command.op is Op.RESOURCE_DELETE:
+        return Write(kind=command.kind, resource_id=command.resource_id, body=None)
+    return Write(kind=command.kind, resource_id=command.resource_id, body=p.canonical)
+
+
+def _create_session(p: SessionCreatePayload, actor_id: str, view: View) -> Session:
+    _absent(view, SESSION, p.session_id)
+    _text(p.topic, MAX_TOPIC_BYTES, "session topic")
+    return Session(session_id=p.session_id, source_id=p.source_id, topic=p.topic, created_by=actor_id)
+
+
+def _create_fact(p: FactCreatePayload, actor_id: str, view: View) -> Fact:
+    session = _present(view, Session, SESSION, p.session_id)
+    _absent(view, FACT, p.fact_id)
+    _text(p.content, MAX_FACT_BYTES, "fact content")
+    return Fact(fact_id=p.fact_id, session_id=p.session_id, source_id=session.source_id, actor_id=actor_id,
+                content=p.content)
+
+
+def _routed(view: View, actor_id: str, session_id: str, to_actor: str, kind: str, resource_id: str,
+            what: str) -> Session:
+    """The checks a context and a handoff share, in upstream's order; returns their session."""
+    session = _present(view, Session, SESSION, session_id)
+    _receiver(view, to_actor)
+    _absent(view, kind, resource_id)
+    if to_actor == actor_id:
+        raise LedgerError.invalid_command(f"{what} sender and receiver must differ")
+    return session
+
+
+def _create_context(p: HandoffContextCreatePayload, actor_id: str, view: View) -> HandoffContext:
+    session = _routed(view, actor_id, p.session_id, p.to_actor, CONTEXT, p.context_id, "handoff context")
+    _text(p.content, MAX_CONTEXT_BYTES, "handoff context")
+    return HandoffContext(context_id=p.context_id, handoff_id=p.handoff_id, session_id=p.session_id,
+                          source_id=session.source_id, from_actor=actor_id, to_actor=p.to_actor, content=p.content)
+
+
+def _send(p: HandoffSendPayload, actor_id: str, view: View) -> Handoff:
+    session = _routed(view, actor_id, p.session_id, p.to_actor, HANDOFF, p.handoff_id, "handoff")
+    if p.focus is not None:
+        _text(p.focus, MAX_HANDOFF_TEXT_BYTES, "handoff focus")
+    if p.done_when is not None:
+        _text(p.done_when, MAX_HANDOFF_TEXT_BYTES, "handoff done_when")
+    record = _state.new_handoff(handoff_id=p.handoff_id, session_id=p.session_id, source_id=session.source_id,
+                                from_actor=actor_id, to_actor=p.to_actor, focus=p.focus, done_when=p.done_when,
+                                context_id=None)
+    if p.context_id is None:
+        return record
+    # Write paths load the context without visibility filtering (wire spec §5.1).
+    context = _present(view, HandoffContext, CONTEXT, p.context_id)
+    if context.handoff_id != record.handoff_id:
+        raise LedgerError.handoff_conflict("context belongs to a different handoff")
+    if context.session_id != record.session_id:
+        raise LedgerError.handoff_conflict("context belongs to a different session")
+    if context.source_id != record.source_id:
+        raise LedgerError.handoff_conflict("context belongs to a different source")
+    if (context.from_actor, context.to_actor) != (record.from_actor, record.to_actor):
+        raise LedgerError.handoff_conflict("context actor route does not match the handoff")
+    return replace(record, context_id=p.context_id)
+
+
+def _transition(command: Command, actor_id: str, view: View, now_ms: int) -> Handoff:
+    current = view.resource(HANDOFF, command.resource_id)
+    if current is None or current.body is None:  # a tombstone is not found before any revision check
+        raise LedgerError.not_found()
+    _check_revision(command, current)
+    record = Handoff.from_json(current.body)
     p = command.payload
-    if command.operation == "handoff.accept":
-        return _state.accept(record, actor_id, p["claim_id"], now_ms)
-    if command.operation == "handoff.heartbeat":
-        return _state.heartbeat(record, actor_id, p["claim_id"], now_ms)
-    fact = _present(view, "fact", p["result_fact_id"])
-    return _state.return_result(record, actor_id, p["claim_id"], fact, p["outcome"], now_ms)
+    if isinstance(p, HandoffReturnPayload):
+        fact = _present(view, Fact, FACT, p.result_fact_id)
+        attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms, fact=fact,
+                                 outcome=p.outcome)
+    else:
+        assert isinstance(p, HandoffClaimPayload)
+        attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms)
+    return _state.transition(record, attempt)
 
 
 def decide(command: Command, actor_id: str, view: View, now_ms: int) -> Write:
     """Decide one command that is not a replay; raises ``LedgerError`` to refuse it."""
-    if command.operation in ("resource.put", "resource.delete"):
-        return _decide_raw(command, view)
-    create = _CREATES.get(command.operation)
-    if create is not None:
-        body = create(command.payload, actor_id, view)
-    elif command.operation.startswith("handoff."):
-        body = _transition(command, actor_id, view, now_ms)
+    p = command.payload
+    record: Record
+    if isinstance(p, ResourcePayload):
+        return _raw(command, p, view)
+    if isinstance(p, SessionCreatePayload):
+        record = _create_session(p, actor_id, view)
+    elif isinstance(p, FactCreatePayload):
+        record = _create_fact(p, actor_id, view)
+    elif isinstance(p, HandoffContextCreatePayload):
+        record = _create_context(p, actor_id, view)
+    elif isinstance(p, HandoffSendPayload):
+        record = _send(p, actor_id, view)
     else:
-        raise LedgerError(ErrorCode.INVALID_COMMAND, f"invalid command: unknown operation {command.operation}")
-    return Write(command.kind, command.resource_id, False, body)
+        record = _transition(command, actor_id, view, now_ms)
+    return Write.of(command.kind, command.resource_id, record)

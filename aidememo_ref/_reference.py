@@ -9,14 +9,14 @@ import unicodedata
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from ._clock import SystemClock
-from ._commands import Command
 from ._ids import bearer_digest, id_problem, new_ulid
-from ._ledger import Write
+from ._ledger import Decide
 from ._service import Response, Service
-from ._sqlite import ProvisionError, Scheduler, SQLiteStore
+from ._sqlite import SQLiteStore
+from ._store import Execute, ProvisionError, Scheduler, Store
 
 __all__ = ["ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
 
@@ -56,7 +56,8 @@ class ReferenceLedger:
         test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
         decide: replacement for the rule function (used by the kit's own mutants).
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
-        store_class: the storage class (the kit's planted race bugs subclass ``SQLiteStore``).
+        execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
+            race bugs compose the store's primitives wrongly through it.
     """
 
     def __init__(
@@ -66,14 +67,15 @@ class ReferenceLedger:
         clock: Any = None,
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
-        decide: Callable[[Command, str, Any, int], Write] | None = None,
+        decide: Decide | None = None,
         busy_timeout_ms: int = 5_000,
-        store_class: type[SQLiteStore] = SQLiteStore,
+        execute: Execute | None = None,
     ) -> None:
         self.database = str(database)
         self.clock = clock if clock is not None else SystemClock()
-        self.store = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
-        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide)
+        self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
+                               scheduler=scheduler)
 
     def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
@@ -104,7 +106,7 @@ class ReferenceLedger:
 
 
 def _provision_store(
-    store: SQLiteStore,
+    store: Store,
     *,
     tenant_id: str,
     project_id: str,

@@ -3,7 +3,9 @@
 ``Service.handle`` is the whole HTTP surface of the reference as a plain function, so the ASGI
 adapter, the in-process httpx transport and the tests all exercise the same code. The order in
 which each route checks path, body, token, membership and rules is upstream's (wire spec §1,
-§2.6, errata 6 and 8), because conformance is judged on which error wins.
+§2.6, errata 6 and 8), because conformance is judged on which error wins. The service talks to
+storage only through the ``Store`` protocol; write rules live in ``_ledger``, read rules in
+``_reads``, answer bodies in ``_render``.
 """
 
 from __future__ import annotations
@@ -11,35 +13,25 @@ from __future__ import annotations
 import json
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Final
+from typing import Final, Protocol
 from urllib.parse import unquote_to_bytes
 
-from . import _ledger
-from ._canonical import JsonError, format_float, parse_json
-from ._commands import TRANSITIONS, TYPED_CREATES, Command, raw_command, typed_command
+from . import _ledger, _reads, _render, _store
+from ._canonical import Json, JsonError, parse_json
+from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
-from ._errors import ErrorCode, LedgerError
+from ._errors import LedgerError
 from ._ids import bearer_digest, check_id, check_name
-from ._search import bm25, tokenize
-from ._sqlite import Membership, SQLiteStore
-from ._state import HANDOFF_FIELDS
-from ._visibility import visible_to
+from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
+from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 
-__all__ = ["Response", "Service", "MAX_BODY_BYTES"]
+__all__ = ["Response", "Service", "Clock", "MAX_BODY_BYTES"]
 
 MAX_BODY_BYTES: Final = 1_048_576  # srv/lib.rs MAX_COMMAND_BODY_BYTES
 MAX_BEARER_BYTES: Final = 4_096
-MAX_SNAPSHOT_RESOURCES: Final = 10_000
-DEFAULT_CHANGE_LIMIT: Final = 100
-MAX_CHANGE_LIMIT: Final = 10_000
-DEFAULT_SEARCH_LIMIT: Final = 20
-MAX_SEARCH_LIMIT: Final = 100
-MAX_SEARCH_QUERY_BYTES: Final = 4_096
-DEFAULT_MAILBOX_LIMIT: Final = 20
-MAX_MAILBOX_LIMIT: Final = 100
-_I64_MAX: Final = (1 << 63) - 1
 MAX_CLOCK_MS: Final = 1 << 62  # leaves room for now + lease in an i64 column
 
 CHANGE_QUERY: Final = (Field("project_epoch", "id"), Field("after_seq", "u64"), Field("limit", "u64", optional=True))
@@ -63,7 +55,16 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
-HEALTH_BODY: Final = b'{"status":"ok","mode":"single_node","schema_version":4}'
+
+
+class Clock(Protocol):
+    """Where the ledger's time comes from (milliseconds since the Unix epoch)."""
+
+    def now_ms(self) -> int: ...
+
+
+class _Advancing(Clock, Protocol):
+    def advance(self, ms: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,8 +73,9 @@ class Response:
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
 
-    def json(self) -> Any:
-        return json.loads(self.body)
+    def json(self) -> Json:
+        value: Json = json.loads(self.body)
+        return value
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,57 +92,74 @@ class _Request:
         return None
 
 
+Handler = Callable[..., Response]
+
+
 def _ok(text: str | bytes) -> Response:
     return Response(200, _JSON_HEADERS, text.encode("utf-8") if isinstance(text, str) else text)
 
 
 def _error_response(error: LedgerError) -> Response:
-    body = _dumps({"error": {"code": error.code.value, "message": error.message}})
-    return Response(error.status, _JSON_HEADERS, body.encode("utf-8"))
+    return Response(error.status, _JSON_HEADERS, _render.error_body(error.code.value, error.message).encode("utf-8"))
 
 
-def _dumps(value: Any) -> str:
-    """Compact JSON in insertion order with serde's float format (for response bodies)."""
-    if isinstance(value, _Raw):
-        return value.text
-    if isinstance(value, dict):
-        return "{" + ",".join(f"{json.dumps(k, ensure_ascii=False)}:{_dumps(v)}" for k, v in value.items()) + "}"
-    if isinstance(value, (list, tuple)):
-        return "[" + ",".join(_dumps(v) for v in value) + "]"
-    if isinstance(value, float):
-        return format_float(value)
-    return json.dumps(value, ensure_ascii=False)
+def _str(query: dict[str, Json], name: str) -> str:
+    value = query[name]
+    assert isinstance(value, str)  # the decoder checked it
+    return value
 
 
-@dataclass(frozen=True, slots=True)
-class _Raw:
-    """Already-encoded JSON (stored canonical bodies are embedded without re-encoding)."""
+def _opt_str(query: dict[str, Json], name: str) -> str | None:
+    value = query[name]
+    assert value is None or isinstance(value, str)
+    return value
 
-    text: str
+
+def _opt_int(query: dict[str, Json], name: str) -> int | None:
+    value = query[name]
+    assert value is None or (isinstance(value, int) and not isinstance(value, bool))
+    return value
 
 
-def _handoff_in_order(body_text: str) -> _Raw:
-    record = json.loads(body_text)
-    return _Raw(_dumps({name: record.get(name) for name in HANDOFF_FIELDS}))
+def _opt_bool(query: dict[str, Json], name: str) -> bool | None:
+    value = query[name]
+    assert value is None or isinstance(value, bool)
+    return value
 
 
 class Service:
-    """The reference server's behaviour as a function of one request."""
+    """The reference server's behaviour as a function of one request.
+
+    Args:
+        store: the ledger database.
+        clock: where ``now_ms`` comes from (the ``--test-clock`` extension needs ``advance``).
+        test_clock: serve ``/__test__/clock``.
+        decide: the write rules (``_ledger.decide``; the kit's rule mutants replace it).
+        execute: how a command meets the store (``_store.execute``; planted races replace it).
+        scheduler: told about each write's boundaries, so a simulation can interleave them.
+    """
 
     def __init__(
         self,
-        store: SQLiteStore,
-        clock: Any,
+        store: Store,
+        clock: Clock,
         *,
         test_clock: bool = False,
-        decide: Callable[[Command, str, Any, int], _ledger.Write] | None = None,
+        decide: _ledger.Decide | None = None,
+        execute: Execute | None = None,
+        scheduler: Scheduler | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.test_clock = test_clock
         self.decide = decide or _ledger.decide
-        self._routes: dict[tuple[str, ...], dict[str, Callable[..., Response]]] = {
-            ("health",): {"GET": self._health},
+        self.execute = execute or _store.execute
+        self.scheduler = scheduler or NO_SCHEDULER
+        self._health = (
+            f'{{"status":"ok","mode":"single_node","schema_version":{store.schema_version()}}}'.encode()
+        )
+        self._routes: dict[tuple[str, ...], dict[str, Handler]] = {
+            ("health",): {"GET": self._get_health},
             ("openapi.json",): {"GET": self._openapi},
             ("v1", "commands"): {"POST": self._command},
             ("v1", "projects", "*", "changes"): {"GET": self._changes},
@@ -154,12 +173,18 @@ class Service:
         }
         for segment in TYPED_CREATES:
             self._routes.setdefault(("v1", "projects", "*", segment), {})["POST"] = partial(self._create, segment=segment)
-        for segment in TRANSITIONS:
+        for segment in TRANSITION_ROUTES:
             self._routes[("v1", "projects", "*", "handoffs", "*", segment)] = {
                 "POST": partial(self._transition, segment=segment)
             }
         if test_clock:
             self._routes[("__test__", "clock")] = {"GET": self._clock_get, "POST": self._clock_post}
+        # Lookup tables for _match: exact paths first, then patterns by length (order kept).
+        self._exact = {p: m for p, m in self._routes.items() if "*" not in p}
+        self._patterns: dict[int, list[tuple[tuple[str, ...], dict[str, Handler]]]] = {}
+        for pattern, methods in self._routes.items():
+            if "*" in pattern:
+                self._patterns.setdefault(len(pattern), []).append((pattern, methods))
 
     # -- dispatch ---------------------------------------------------------------------------
     def handle(
@@ -172,14 +197,13 @@ class Service:
         """Answer one request. ``target`` is the raw path with its query string."""
         raw = target.encode("latin-1") if isinstance(target, str) else target
         path, _, query = raw.partition(b"?")
-        pieces = path.split(b"/")
-        if not path.startswith(b"/") or any(not p for p in pieces[1:]):
+        if not path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
             return Response(404)  # axum: trailing slashes and empty segments are other paths
-        methods, raw_params = self._match(tuple(p.decode("latin-1") for p in pieces[1:]))
+        methods, raw_params = self._match(tuple(path[1:].decode("latin-1").split("/")))
         if methods is None:
             return Response(404)
         try:
-            params = [unquote_to_bytes(p.encode("latin-1")).decode("utf-8") for p in raw_params]
+            params = [_unquote(p) for p in raw_params]
         except UnicodeDecodeError:
             return Response(
                 400,
@@ -203,10 +227,11 @@ class Service:
             return Response(response.status, response.headers, b"")
         return response
 
-    def _match(self, segments: tuple[str, ...]) -> tuple[dict[str, Callable[..., Response]] | None, list[str]]:
-        for pattern, methods in self._routes.items():
-            if len(pattern) != len(segments):
-                continue
+    def _match(self, segments: tuple[str, ...]) -> tuple[dict[str, Handler] | None, list[str]]:
+        exact = self._exact.get(segments)
+        if exact is not None:
+            return exact, []
+        for pattern, methods in self._patterns.get(len(segments), ()):
             params: list[str] = []
             for want, got in zip(pattern, segments):
                 if want == "*":
@@ -219,11 +244,12 @@ class Service:
 
     # -- request pieces, in the order routes use them --------------------------------------
     @staticmethod
-    def _json_body(request: _Request) -> Any:
-        content_type = (request.header(b"content-type") or b"").decode("latin-1").split(";")[0].strip().lower()
-        main, _, sub = content_type.partition("/")
-        if main != "application" or not (sub == "json" or sub.endswith("+json")):
-            raise LedgerError.invalid_command("Expected request with `Content-Type: application/json`")
+    def _json_body(request: _Request) -> Json:
+        content_type = request.header(b"content-type") or b""
+        if content_type != b"application/json":
+            main, _, sub = content_type.decode("latin-1").split(";")[0].strip().lower().partition("/")
+            if main != "application" or not (sub == "json" or sub.endswith("+json")):
+                raise LedgerError.invalid_command("Expected request with `Content-Type: application/json`")
         if len(request.body) > MAX_BODY_BYTES:
             raise LedgerError.invalid_command("Failed to buffer the request body: length limit exceeded")
         try:
@@ -239,25 +265,26 @@ class Service:
         token = value[7:]
         if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
             raise LedgerError.unauthenticated()
-        member = self.store.member_by_token(bearer_digest(token.decode("ascii")), project_id)
-        if member is False:
+        member = self.store.authenticate(bearer_digest(token.decode("ascii")), project_id)
+        if member is Denied.BAD_TOKEN:
             raise LedgerError.unauthenticated()
-        if member is None:
+        if member is Denied.NOT_MEMBER:
             raise LedgerError.unauthorized(project_id)
         assert isinstance(member, Membership)
         return member
 
     @staticmethod
     def _writable(member: Membership) -> None:
-        if member.role not in _ledger.WRITABLE_ROLES:
+        if member.role not in WRITABLE_ROLES:
             raise LedgerError.unauthorized(member.project_id)
 
     def _execute(self, member: Membership, command: Command) -> Response:
-        return _ok(self.store.execute(member, command, self.clock.now_ms(), self.decide))
+        receipt = self.execute(self.store, member, command, self.clock.now_ms(), self.decide, self.scheduler)
+        return _ok(receipt.to_json())
 
     # -- routes -----------------------------------------------------------------------------
-    def _health(self, request: _Request) -> Response:
-        return Response(200, _JSON_HEADERS, HEALTH_BODY)
+    def _get_health(self, request: _Request) -> Response:
+        return Response(200, _JSON_HEADERS, self._health)
 
     def _openapi(self, request: _Request) -> Response:
         # A reference-only route (the real server has none): the contract, for any language.
@@ -266,9 +293,9 @@ class Service:
         return _ok(files("aidememo_ref").joinpath("openapi.json").read_bytes())
 
     def _command(self, request: _Request) -> Response:
-        command = raw_command(self._json_body(request))
-        member = self._member(request, command.project_id)
-        _ledger.check_raw(command)
+        raw = raw_command(self._json_body(request))
+        member = self._member(request, raw.project_id)
+        command = check_raw(raw)
         self._writable(member)
         return self._execute(member, command)
 
@@ -291,113 +318,48 @@ class Service:
 
     def _identity(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
-        m = self._member(request, project_id)
-        return _ok(_dumps({
-            "tenant_id": m.tenant_id, "project_id": m.project_id, "project_epoch": m.project_epoch,
-            "actor_id": m.actor_id, "role": m.role,
-        }))
-
-    @staticmethod
-    def _scope(m: Membership) -> _Raw:
-        return _Raw(_dumps({"tenant_id": m.tenant_id, "project_id": m.project_id}))
-
-    def _resource_json(self, m: Membership, kind: str, resource_id: str, revision: int, deleted: bool, body: str | None) -> str:
-        state = '{"state":"deleted"}' if deleted else f'{{"state":"present","body":{body}}}'
-        return _dumps({
-            "scope": self._scope(m),
-            "resource": {"kind": kind, "id": resource_id},
-            "revision": revision,
-            "state": _Raw(state),
-        })
+        return _ok(_render.identity(self._member(request, project_id)))
 
     def _resource(self, request: _Request, project_id: str, kind: str, resource_id: str) -> Response:
         check_id("project_id", project_id)
         check_name("resource kind", kind)
         check_id("resource_id", resource_id)
         m = self._member(request, project_id)
-        row = self.store.resource(m.tenant_id, m.project_id, kind, resource_id)
-        if row is None:
+        row = self.store.resource(m, kind, resource_id)
+        if row is None or not _reads.visible_resources([row], m.actor_id):
             raise LedgerError.not_found()
-        revision, deleted, body = row
-        if not visible_to(kind, None if body is None else json.loads(body), deleted, m.actor_id):
-            raise LedgerError.not_found()
-        return _ok(self._resource_json(m, kind, resource_id, revision, deleted, body))
+        return _ok(_render.resource(m, row))
 
     def _status(self, request: _Request, project_id: str, handoff_id: str) -> Response:
         check_id("project_id", project_id)
         check_id("handoff_id", handoff_id)
         m = self._member(request, project_id)
-        row = self.store.resource(m.tenant_id, m.project_id, "handoff", handoff_id)
-        if row is None or row[1]:
+        row = self.store.resource(m, HANDOFF, handoff_id)
+        if row is None or row.body is None:
             raise LedgerError.not_found()
-        revision, _, body = row
-        assert body is not None
-        if not visible_to("handoff", json.loads(body), False, m.actor_id):
+        if not _reads.visible_resources([row], m.actor_id):
             raise LedgerError.actor_mismatch()
-        return _ok(_dumps({"revision": revision, "record": _handoff_in_order(body)}))
+        return _ok(_render.status(row.revision, Handoff.from_json(row.body)))
 
     def _snapshot(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
         m = self._member(request, project_id)
-        snap = self.store.snapshot(m.tenant_id, m.project_id, MAX_SNAPSHOT_RESOURCES)
+        snap = self.store.snapshot(m, _reads.MAX_SNAPSHOT_RESOURCES)
         if snap is None:
-            raise _too_large()
-        epoch, at_seq, rows = snap
-        resources = [
-            _Raw(self._resource_json(m, kind, rid, rev, deleted, body))
-            for kind, rid, rev, deleted, body in rows
-            if visible_to(kind, None if body is None else json.loads(body), deleted, m.actor_id)
-        ]
-        return _ok(_dumps({"scope": self._scope(m), "project_epoch": epoch, "at_seq": at_seq, "resources": resources}))
+            raise _reads.too_large()
+        visible = _reads.visible_resources(snap.resources, m.actor_id)
+        return _ok(_render.snapshot(m, snap.epoch, snap.at_seq, visible))
 
     def _feed(self, request: _Request, project_id: str, *, materialized: bool) -> Response:
         check_id("project_id", project_id)
         query = decode_query(request.query, CHANGE_QUERY)
         m = self._member(request, project_id)
-        limit = DEFAULT_CHANGE_LIMIT if query["limit"] is None else query["limit"]
-        if not 1 <= limit <= MAX_CHANGE_LIMIT:
-            raise LedgerError(ErrorCode.INVALID_CHANGE_BATCH, "invalid change batch: limit must be between 1 and 10000")
-        epoch, head, rows, current = self.store.changes(m.tenant_id, m.project_id, query["after_seq"], limit)
-        if query["project_epoch"] != epoch:
-            raise LedgerError(
-                ErrorCode.CURSOR_EPOCH_MISMATCH,
-                f"cursor epoch {query['project_epoch']} does not match current project epoch {epoch}",
-            )
-        if query["after_seq"] > head:
-            raise _out_of_range(query["after_seq"], head)
-        has_more = len(rows) > limit
-        scanned = rows[:limit]
-        entries: list[Any] = []
-        for seq, kind, rid, operation, revision, actor, committed, body in scanned:
-            if materialized:
-                visible = visible_to(kind, None if body is None else json.loads(body), body is None, m.actor_id)
-            elif (kind, rid) in current:
-                deleted, now_body = current[(kind, rid)]
-                visible = visible_to(kind, None if now_body is None else json.loads(now_body), deleted, m.actor_id)
-            else:
-                visible = True
-            if not visible:
-                continue
-            change = {
-                "tenant_id": m.tenant_id, "project_id": m.project_id, "project_epoch": epoch, "seq": seq,
-                "resource": {"kind": kind, "id": rid}, "operation": operation, "revision": revision,
-                "actor_id": actor, "committed_at_ms": committed,
-            }
-            if materialized:
-                entries.append({
-                    "change": change,
-                    "resource": _Raw(self._resource_json(m, kind, rid, revision, body is None, body)),
-                })
-            else:
-                entries.append(change)
-        next_seq = scanned[-1][0] if scanned else query["after_seq"]
-        return _ok(_dumps({
-            "scope": self._scope(m),
-            "cursor": {"project_epoch": query["project_epoch"], "after_seq": query["after_seq"]},
-            "entries": entries,
-            "next_cursor": {"project_epoch": epoch, "after_seq": next_seq},
-            "has_more": has_more,
-        }))
+        limit = _reads.change_limit(_opt_int(query, "limit"))
+        epoch, after_seq = _str(query, "project_epoch"), _opt_int(query, "after_seq")
+        assert after_seq is not None
+        read = self.store.changes(m, after_seq, limit)
+        page = _reads.feed_page(m, epoch, after_seq, limit, read, materialized=materialized)
+        return _ok(_render.feed(m, epoch, after_seq, page))
 
     def _changes(self, request: _Request, project_id: str) -> Response:
         return self._feed(request, project_id, materialized=False)
@@ -408,95 +370,47 @@ class Service:
     def _mailbox(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
         query = decode_query(request.query, MAILBOX_QUERY)
-        limit = DEFAULT_MAILBOX_LIMIT if query["limit"] is None else query["limit"]
-        if not 1 <= limit <= MAX_MAILBOX_LIMIT:
-            raise LedgerError.invalid_command("handoff mailbox limit must be between 1 and 100")
-        if query["before_seq"] is not None and query["before_seq"] > _I64_MAX:
-            # Upstream answers 500 here (errata 4); client input never earns a 5xx from us.
-            raise LedgerError.invalid_command("before_seq must be at most 9223372036854775807")
+        checked = _reads.mailbox_request(
+            box=_str(query, "box"), source_id=_opt_str(query, "source_id"),
+            include_completed=_opt_bool(query, "include_completed"), before_seq=_opt_int(query, "before_seq"),
+            limit=_opt_int(query, "limit"))
         m = self._member(request, project_id)
-        include = query["include_completed"]
-        if include is None:
-            include = query["box"] == "outbox"
-        rows = self.store.mailbox(
-            m.tenant_id, m.project_id, actor=m.actor_id, box=query["box"], source_id=query["source_id"],
-            include_completed=include, before_seq=query["before_seq"], limit=limit,
-        )
-        page = rows[:limit]
-        assignments = [
-            {"project_seq": seq, "revision": rev, "record": _handoff_in_order(body)} for seq, rev, body in page
-        ]
-        next_before = page[-1][0] if len(rows) > limit else None
-        return _ok(_dumps({"assignments": assignments, "next_before_seq": next_before}))
+        rows = self.store.mailbox(m, _reads.mailbox_for(m, checked))
+        page, next_before = _reads.mailbox_page(rows, checked.limit)
+        return _ok(_render.mailbox(page, next_before))
 
     def _search(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
         query = decode_query(request.query, SEARCH_QUERY)
-        q = query["q"].strip()
-        if not 1 <= len(q.encode("utf-8")) <= MAX_SEARCH_QUERY_BYTES:
-            raise LedgerError.invalid_command("search query must contain 1..=4096 bytes")
-        limit = DEFAULT_SEARCH_LIMIT if query["limit"] is None else query["limit"]
-        if not 1 <= limit <= MAX_SEARCH_LIMIT:
-            raise LedgerError.invalid_command("search limit must be between 1 and 100")
+        terms, limit = _reads.search_request(_str(query, "q"), _opt_int(query, "limit"))
         m = self._member(request, project_id)
-        index = self.store.search(m.tenant_id, m.project_id, list(dict.fromkeys(tokenize(q))))
-        if index.resources > MAX_SNAPSHOT_RESOURCES:
-            raise _too_large()
-        if query["at_least_seq"] is not None and query["at_least_seq"] > index.head:
-            raise _out_of_range(query["at_least_seq"], index.head)
-        mode = (query["mode"] or "auto").strip().lower()
-        if mode in ("semantic", "hybrid"):
-            raise LedgerError.invalid_command(
-                "semantic retrieval requires an aidememo-server build with --features semantic"
-            )
-        if mode not in ("auto", "lexical"):
-            raise LedgerError.invalid_command("search mode must be auto, lexical, semantic, or hybrid")
-        scores: dict[str, float] = {}
-        for term, fact_id, tf, length in index.postings:
-            scores[fact_id] = scores.get(fact_id, 0.0) + bm25(
-                tf=tf, df=index.df[term], n_docs=index.n_docs, doc_len=length, avg_len=index.avg_len
-            )
-        ranked = sorted((item for item in scores.items() if item[1] > 0), key=lambda kv: (-kv[1], kv[0]))
-        results: list[Any] = []
-        for fact_id, score in ranked:
-            fact = json.loads(index.facts[fact_id])
-            if query["source_id"] is not None and fact["source_id"] != query["source_id"]:
-                continue
-            results.append({
-                "fact_id": fact_id, "session_id": fact["session_id"], "source_id": fact["source_id"],
-                "actor_id": fact["actor_id"], "content": fact["content"], "score": score, "lexical_score": score,
-            })
-            if len(results) == limit:
-                break
-        return _ok(_dumps({
-            "project_epoch": index.epoch, "index_seq": index.head, "mode": "lexical", "semantic_model": None,
-            "results": results,
-        }))
+        index = self.store.search(m, terms)
+        hits = _reads.rank(index, at_least_seq=_opt_int(query, "at_least_seq"), mode=_opt_str(query, "mode"),
+                           source_id=_opt_str(query, "source_id"), limit=limit)
+        return _ok(_render.search(index.epoch, index.head, hits))
 
     # -- the virtual-clock extension (only with --test-clock) --------------------------------
     def _clock_get(self, request: _Request) -> Response:
-        return _ok(_dumps({"now_ms": self.clock.now_ms()}))
+        return _ok(_render.dumps({"now_ms": self.clock.now_ms()}))
 
     def _clock_post(self, request: _Request) -> Response:
         body = self._json_body(request)
         advance = body.get("advance_ms") if isinstance(body, dict) else None
-        if isinstance(advance, bool) or not isinstance(advance, int) or advance < 0 or set(body) != {"advance_ms"}:
+        if (not isinstance(body, dict) or isinstance(advance, bool) or not isinstance(advance, int) or advance < 0
+                or set(body) != {"advance_ms"}):
             raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>}')
         if self.clock.now_ms() + advance > MAX_CLOCK_MS:
             raise LedgerError.invalid_command("test clock cannot move past 2^62 ms (timestamps are stored as i64)")
-        self.clock.advance(advance)
-        return _ok(_dumps({"now_ms": self.clock.now_ms()}))
+        clock = self.clock
+        assert hasattr(clock, "advance"), "--test-clock needs a clock that can advance"
+        advancing: _Advancing = clock  # type: ignore[assignment]
+        advancing.advance(advance)
+        return _ok(_render.dumps({"now_ms": self.clock.now_ms()}))
 
 
-def _too_large() -> LedgerError:
-    return LedgerError(
-        ErrorCode.SNAPSHOT_TOO_LARGE, "project snapshot exceeds the current limit of 10000 resources"
-    )
-
-
-def _out_of_range(after_seq: int, head: int) -> LedgerError:
-    return LedgerError(
-        ErrorCode.CURSOR_OUT_OF_RANGE,
-        f"cursor sequence {after_seq} is ahead of current project sequence {head}",
-    )
-
+def _unquote(segment: str) -> str:
+    """A path segment (latin-1 text of its raw bytes) percent-decoded as UTF-8; raises
+    UnicodeDecodeError where axum refuses the path."""
+    if segment.isascii() and "%" not in segment:
+        return segment
+    return unquote_to_bytes(segment.encode("latin-1")).decode("utf-8")

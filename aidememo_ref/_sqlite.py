@@ -1,36 +1,51 @@
-"""SQLite storage: the one adapter between the pure rules and a database file.
+"""SQLite storage: the ``Store`` of a single database file.
 
-Each command runs in one ``BEGIN IMMEDIATE`` transaction: receipt lookup, rule decision,
-revision and sequence allocation, resource, change, receipt, mailbox index and search terms are
-written together or not at all. Because the revision check happens inside that transaction,
-two writers racing on one revision cannot both win, in threads or in separate processes.
-WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is sent only
-after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
+A write runs in one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock before
+the first read: receipt lookup, the rules' reads, sequence and revision allocation, resource,
+change (which is also the receipt) and the mailbox and search indexes are written together or
+not at all, and two writers racing on one revision cannot both win, in threads or in separate
+processes. WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is
+sent only after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
 
-Everything storage-specific stays behind this class, so another backend (PostgreSQL) can
-replace it without touching the rules or the HTTP adapter.
+A command costs four statements inside its transaction: receipt lookup, resource upsert,
+change insert (the project sequence is the feed's last ``seq`` plus one, so no counter row is
+rewritten), and for typed kinds one index write. The change row carries the command id and
+fingerprint, so it doubles as the receipt: a replay rebuilds the same bytes from it. Statement
+texts are constants, so the driver's statement cache keeps each one prepared.
 """
 
 from __future__ import annotations
 
-import json
 import sqlite3
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final, Protocol
+from types import TracebackType
+from typing import Final
 
-from ._canonical import canonical_json
 from ._commands import Command
 from ._errors import LedgerError
-from ._ledger import Stored, Write
+from ._ledger import Write
+from ._records import FACT, Change, Fact, Handoff, Membership, Receipt, Resource, Role
 from ._search import term_counts
+from ._store import (
+    Denied,
+    FeedRead,
+    MailboxQuery,
+    MailboxRow,
+    Posting,
+    ProvisionError,
+    SearchIndex,
+    Snapshot,
+    StoreError,
+)
+from ._visibility import PARTICIPANT_KINDS
 
-__all__ = ["SQLiteStore", "Scheduler", "Membership", "SearchView", "ProvisionError", "SCHEMA_VERSION"]
+__all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
+LAYOUT_VERSION: Final = 2  # this file's table layout (PRAGMA user_version); 4 was the previous one
 BUSY_TIMEOUT_MS: Final = 5_000  # upstream sqlite/lib.rs busy timeout
 
 _SCHEMA = """
@@ -39,8 +54,7 @@ CREATE TABLE IF NOT EXISTS tenants(
   status TEXT NOT NULL DEFAULT 'active', created_at_ms INTEGER NOT NULL);
 CREATE TABLE IF NOT EXISTS projects(
   tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, project_epoch TEXT NOT NULL,
-  head_seq INTEGER NOT NULL DEFAULT 0, display_name TEXT NOT NULL,
-  status TEXT NOT NULL DEFAULT 'active', created_at_ms INTEGER NOT NULL,
+  display_name TEXT NOT NULL, status TEXT NOT NULL DEFAULT 'active', created_at_ms INTEGER NOT NULL,
   PRIMARY KEY(tenant_id, project_id));
 CREATE TABLE IF NOT EXISTS actors(
   tenant_id TEXT NOT NULL, actor_id TEXT NOT NULL, display_name TEXT NOT NULL,
@@ -58,21 +72,16 @@ CREATE TABLE IF NOT EXISTS resources(
   tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
   revision INTEGER NOT NULL, deleted INTEGER NOT NULL, body TEXT,
   PRIMARY KEY(tenant_id, project_id, kind, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS receipts(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, command_id TEXT NOT NULL,
-  actor_id TEXT NOT NULL, fingerprint TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
-  receipt TEXT NOT NULL,
-  PRIMARY KEY(tenant_id, project_id, command_id)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS changes(
   tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, seq INTEGER NOT NULL,
-  kind TEXT NOT NULL, id TEXT NOT NULL, operation TEXT NOT NULL, revision INTEGER NOT NULL,
-  actor_id TEXT NOT NULL, committed_at_ms INTEGER NOT NULL, body TEXT,
-  operation_name TEXT NOT NULL,
+  kind TEXT NOT NULL, id TEXT NOT NULL, revision INTEGER NOT NULL, actor_id TEXT NOT NULL,
+  committed_at_ms INTEGER NOT NULL, body TEXT, command_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
   PRIMARY KEY(tenant_id, project_id, seq)) WITHOUT ROWID;
+CREATE UNIQUE INDEX IF NOT EXISTS changes_command ON changes(tenant_id, project_id, command_id);
 CREATE TABLE IF NOT EXISTS handoff_index(
   tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, handoff_id TEXT NOT NULL,
   from_actor TEXT NOT NULL, to_actor TEXT NOT NULL, source_id TEXT, status TEXT NOT NULL,
-  updated_seq INTEGER NOT NULL, revision INTEGER NOT NULL,
+  updated_seq INTEGER NOT NULL,
   PRIMARY KEY(tenant_id, project_id, handoff_id)) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS handoff_inbox ON handoff_index(tenant_id, project_id, to_actor, updated_seq);
 CREATE INDEX IF NOT EXISTS handoff_outbox ON handoff_index(tenant_id, project_id, from_actor, updated_seq);
@@ -85,103 +94,189 @@ CREATE TABLE IF NOT EXISTS search_terms(
   PRIMARY KEY(tenant_id, project_id, term, fact_id)) WITHOUT ROWID;
 """
 
+_HEAD = "SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=? AND project_id=?"
+_PROJECT = (f"SELECT project_epoch, ({_HEAD}) FROM projects WHERE tenant_id=? AND project_id=?")
+_AUTHENTICATE = (
+    "SELECT b.tenant_id, b.actor_id, m.role, p.project_epoch FROM token_bindings b "
+    "JOIN tenants t ON t.tenant_id=b.tenant_id AND t.status='active' "
+    "JOIN actors a ON a.tenant_id=b.tenant_id AND a.actor_id=b.actor_id AND a.status='active' "
+    "LEFT JOIN memberships m ON m.tenant_id=b.tenant_id AND m.project_id=? AND m.actor_id=b.actor_id "
+    "AND m.status='active' "
+    "LEFT JOIN projects p ON p.tenant_id=m.tenant_id AND p.project_id=m.project_id AND p.status='active' "
+    "WHERE b.token_sha256=? AND b.active=1"
+)
+_RESOURCE = "SELECT revision, body FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?"
+_MEMBER_ROLE = (
+    "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
+    "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
+)
+# The receipt of a command id and the project head in one statement: a write needs both.
+_REPLAY = (
+    "SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=?1 AND project_id=?2), "
+    "c.actor_id, c.fingerprint, c.kind, c.id, c.seq, c.revision, c.committed_at_ms FROM (SELECT 1) "
+    "LEFT JOIN changes c ON c.tenant_id=?1 AND c.project_id=?2 AND c.command_id=?3"
+)
+_UPSERT_RESOURCE = (
+    "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?) "
+    "ON CONFLICT DO UPDATE SET revision=revision+1, deleted=excluded.deleted, body=excluded.body RETURNING revision"
+)
+_INSERT_CHANGE = (
+    "INSERT INTO changes(tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
+    "command_id, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+)
+_INDEX_HANDOFF = (
+    "INSERT OR REPLACE INTO handoff_index(tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
+    "status, updated_seq) VALUES (?,?,?,?,?,?,?,?)"
+)
+_FEED = (
+    "SELECT c.seq, c.kind, c.id, c.revision, c.actor_id, c.committed_at_ms, c.body, r.revision, r.body "
+    "FROM changes c LEFT JOIN resources r ON c.kind IN ('handoff', 'handoff_context') "
+    "AND r.tenant_id=c.tenant_id AND r.project_id=c.project_id AND r.kind=c.kind AND r.id=c.id "
+    "WHERE c.tenant_id=? AND c.project_id=? AND c.seq>? ORDER BY c.seq LIMIT ?"
+)
+_IDENTITY_TABLES: Final = ("tenants", "projects", "actors", "memberships")
 
-class Scheduler(Protocol):
-    """Called at transaction boundaries so a simulation can force an interleaving."""
 
-    def point(self, name: str) -> None: ...
-
-
-class ProvisionError(Exception):
-    """Bootstrap refused: the message is one line for the command line."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SearchView:
-    """One read of the search index: head, corpus statistics, postings and the matched facts."""
-
-    epoch: str
-    head: int
-    resources: int  # all resource rows, for the snapshot bound
-    n_docs: int
-    avg_len: float
-    df: dict[str, int]
-    postings: list[tuple[str, str, int, int]]  # (term, fact_id, tf, doc_len)
-    facts: dict[str, str]  # fact_id -> canonical body
+def _map(exc: BaseException) -> LedgerError:
+    """Storage faults on the wire: lock timeouts are 503 (retryable), the rest 500."""
+    text = str(exc)
+    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
+        return LedgerError.storage_failure(unavailable=True)
+    return LedgerError.storage_failure()
 
 
-@dataclass(frozen=True, slots=True)
-class Membership:
-    tenant_id: str
-    project_id: str
-    actor_id: str
-    role: str
-    project_epoch: str
+class _Tx:
+    """A transaction bound to one member's project: the rules' view, replay and apply."""
 
+    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project", "_head")
 
-class _TxView:
-    """The rules' window on the open write transaction of one project."""
+    def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
+        self._conn, self._member, self._mode = conn, member, mode
+        self._tenant, self._project = member.tenant_id, member.project_id
+        self._head: int | None = None  # the project head as read by replay in this transaction
 
-    __slots__ = ("_conn", "_tenant", "_project")
+    def __enter__(self) -> _Tx:
+        try:
+            self._conn.execute(self._mode)
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
+        return self
 
-    def __init__(self, conn: sqlite3.Connection, tenant: str, project: str) -> None:
-        self._conn, self._tenant, self._project = conn, tenant, project
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc is None:
+            try:
+                self._conn.execute("COMMIT")
+            except sqlite3.DatabaseError as fault:
+                self._abandon()
+                raise _map(fault) from fault
+            return
+        self._abandon()
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise _map(exc) from exc
 
-    def get(self, kind: str, resource_id: str) -> Stored | None:
-        row = self._conn.execute(
-            "SELECT revision, deleted, body FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?",
-            (self._tenant, self._project, kind, resource_id),
-        ).fetchone()
-        if row is None:
+    def _abandon(self) -> None:
+        """Roll back whatever is open; the connection must be reusable after any failure."""
+        if self._conn.in_transaction:
+            try:
+                self._conn.execute("ROLLBACK")
+            except sqlite3.DatabaseError:
+                pass  # the original failure is the one worth reporting
+
+    # -- View --------------------------------------------------------------------------------
+    def resource(self, kind: str, resource_id: str) -> Resource | None:
+        row = self._conn.execute(_RESOURCE, (self._tenant, self._project, kind, resource_id)).fetchone()
+        return None if row is None else Resource(kind=kind, resource_id=resource_id, revision=row[0], body=row[1])
+
+    def member_role(self, actor_id: str) -> Role | None:
+        row = self._conn.execute(_MEMBER_ROLE, (self._tenant, self._project, actor_id)).fetchone()
+        return None if row is None else Role(row[0])
+
+    # -- primitives ------------------------------------------------------------------------------
+    def replay(self, command: Command) -> Receipt | None:
+        head, actor, fingerprint, kind, rid, seq, revision, committed = self._conn.execute(
+            _REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
+        self._head = head
+        if actor is None:
             return None
-        return Stored(row[0], bool(row[1]), None if row[2] is None else json.loads(row[2]))
+        if (actor, fingerprint, kind, rid) != (self._member.actor_id, command.fingerprint, command.kind,
+                                               command.resource_id):
+            raise LedgerError.command_conflict()
+        return Receipt(command_id=command.command_id, fingerprint=fingerprint, tenant_id=self._tenant,
+                       project_id=self._project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
+                       revision=revision, committed_at_ms=committed)
 
-    def member_role(self, actor_id: str) -> str | None:
-        row = self._conn.execute(
-            "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
-            "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'",
-            (self._tenant, self._project, actor_id),
-        ).fetchone()
-        return None if row is None else str(row[0])
+    def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
+        conn, tenant, project, actor = self._conn, self._tenant, self._project, self._member.actor_id
+        kind, rid, body = write.kind, write.resource_id, write.body
+        revision = conn.execute(_UPSERT_RESOURCE, (tenant, project, kind, rid, body is None, body)).fetchone()[0]
+        head = conn.execute(_HEAD, (tenant, project)).fetchone()[0] if self._head is None else self._head
+        seq = self._head = head + 1  # the write lock is held since BEGIN IMMEDIATE: nobody else moved it
+        conn.execute(_INSERT_CHANGE, (tenant, project, seq, kind, rid, revision, actor, now_ms, body,
+                                      command.command_id, command.fingerprint))
+        record = write.record
+        if isinstance(record, Handoff):
+            conn.execute(_INDEX_HANDOFF, (tenant, project, rid, record.from_actor, record.to_actor, record.source_id,
+                                          record.status.value, seq))
+        elif isinstance(record, Fact) and kind == FACT and revision == 1:
+            # Facts are create-only, so their terms are indexed exactly once.
+            counts, length = term_counts(record.content)
+            conn.execute("INSERT INTO search_docs(tenant_id, project_id, fact_id, length) VALUES (?,?,?,?)",
+                         (tenant, project, rid, length))
+            conn.executemany("INSERT INTO search_terms(tenant_id, project_id, term, fact_id, tf) VALUES (?,?,?,?,?)",
+                             [(tenant, project, term, rid, tf) for term, tf in counts.items()])
+        return Receipt(command_id=command.command_id, fingerprint=command.fingerprint, tenant_id=tenant,
+                       project_id=project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
+                       revision=revision, committed_at_ms=now_ms)
 
 
-def _receipt_json(
-    command: Command, tenant: str, actor: str, seq: int, revision: int, committed_at_ms: int
-) -> str:
-    # Field order as upstream serializes CommandReceipt (wire spec §1.2).
-    return (
-        f'{{"command_id":{json.dumps(command.command_id)},"fingerprint":"{command.fingerprint}",'
-        f'"tenant_id":{json.dumps(tenant)},"project_id":{json.dumps(command.project_id)},'
-        f'"actor_id":{json.dumps(actor)},"project_seq":{seq},'
-        f'"resource":{{"kind":{json.dumps(command.kind)},"id":{json.dumps(command.resource_id)}}},'
-        f'"revision":{revision},"committed_at_ms":{committed_at_ms}}}'
-    )
+class _Thread(threading.local):
+    """One thread's connection and what it remembers about the file's identity tables."""
+
+    conn: sqlite3.Connection | None = None
+    members: dict[tuple[bytes, str], Membership]
+    seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
+
+    def __init__(self) -> None:
+        self.members = {}
 
 
 class SQLiteStore:
-    """The ledger's SQLite file. Safe to share between threads and processes."""
+    """The ledger's SQLite file. Safe to share between threads and processes.
 
-    def __init__(
-        self, path: str | Path, *, scheduler: Scheduler | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS
-    ) -> None:
+    Authentication results are remembered per connection while ``PRAGMA data_version`` says no
+    other connection committed and this store changed no identity (``_generation``): the join
+    over tokens, tenants, actors, memberships and projects then runs once per caller, not once
+    per request, and any suspension or revocation, from any process, still applies to the next
+    request.
+    """
+
+    _MEMBERS_PER_THREAD: Final = 256
+
+    def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
-        self.scheduler = scheduler
         self.busy_timeout_ms = busy_timeout_ms
-        self._local = threading.local()
+        self._local = _Thread()
         self._lock = threading.Lock()
         self._connections: list[sqlite3.Connection] = []
-        conn = self._conn()
-        with self._guard():
-            conn.executescript(_SCHEMA)
-            conn.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        self._generation = 0
+        with self._exclusive() as conn:
+            layout = conn.execute("PRAGMA user_version").fetchone()[0]
+            if layout not in (0, LAYOUT_VERSION):
+                raise StoreError(f"{self.path} has table layout {layout}, not this reference's "
+                                 f"{LAYOUT_VERSION}; start from a new database file")
+            if layout == 0:
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
 
     # -- plumbing ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        conn = self._local.conn
         if conn is None:
-            conn = sqlite3.connect(
-                self.path, isolation_level=None, check_same_thread=False, timeout=self.busy_timeout_ms / 1000
-            )
+            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
+                                   timeout=self.busy_timeout_ms / 1000)
             conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
             conn.execute("PRAGMA journal_mode=WAL")
             conn.execute("PRAGMA synchronous=NORMAL")
@@ -191,60 +286,59 @@ class SQLiteStore:
         return conn
 
     @contextmanager
-    def _guard(self) -> Iterator[None]:
-        """Map storage faults to the wire: lock timeouts are 503 (retryable), the rest 500."""
-        try:
-            yield
-        except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if "locked" in text or "busy" in text:
-                raise LedgerError.storage_failure(unavailable=True) from exc
-            raise LedgerError.storage_failure() from exc
-        except sqlite3.DatabaseError as exc:
-            raise LedgerError.storage_failure() from exc
-
-    @contextmanager
-    def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
+    def _exclusive(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction outside any project (schema, bootstrap); faults mapped once."""
         conn = self._conn()
-        with self._guard():
-            conn.execute(f"BEGIN {mode}")
+        try:
+            conn.execute("BEGIN IMMEDIATE")
             try:
                 yield conn
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
             conn.execute("COMMIT")
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
 
-    def _point(self, name: str) -> None:
-        if self.scheduler is not None:
-            self.scheduler.point(name)
+    def _read_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+        try:
+            row: tuple[object, ...] | None = self._conn().execute(sql, args).fetchone()
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
+        return row
 
     def close(self) -> None:
         with self._lock:
             for conn in self._connections:
                 conn.close()
             self._connections.clear()
-        self._local = threading.local()
+        self._local = _Thread()
+
+    def schema_version(self) -> int:
+        return SCHEMA_VERSION
 
     # -- identity ---------------------------------------------------------------------------
-    def member_by_token(self, digest: bytes, project: str) -> Membership | None | bool:
-        """One read for a request: False for a bad token, None for no active membership."""
-        with self._guard():
-            row = self._conn().execute(
-                "SELECT b.tenant_id, b.actor_id, m.role, p.project_epoch FROM token_bindings b "
-                "JOIN tenants t ON t.tenant_id=b.tenant_id AND t.status='active' "
-                "JOIN actors a ON a.tenant_id=b.tenant_id AND a.actor_id=b.actor_id AND a.status='active' "
-                "LEFT JOIN memberships m ON m.tenant_id=b.tenant_id AND m.project_id=? AND m.actor_id=b.actor_id "
-                "AND m.status='active' "
-                "LEFT JOIN projects p ON p.tenant_id=m.tenant_id AND p.project_id=m.project_id AND p.status='active' "
-                "WHERE b.token_sha256=? AND b.active=1",
-                (project, digest),
-            ).fetchone()
+    def authenticate(self, digest: bytes, project_id: str) -> Membership | Denied:
+        local = self._local
+        version = self._read_one("PRAGMA data_version", ())
+        seen = (int(str(version[0])) if version else -1, self._generation)
+        if seen != local.seen:
+            local.members.clear()
+            local.seen = seen
+        member = local.members.get((digest, project_id))
+        if member is not None:
+            return member
+        row = self._read_one(_AUTHENTICATE, (project_id, digest))
         if row is None:
-            return False
-        if row[2] is None or row[3] is None:
-            return None
-        return Membership(row[0], project, row[1], row[2], row[3])
+            return Denied.BAD_TOKEN
+        tenant, actor, role, epoch = row
+        if role is None or epoch is None:
+            return Denied.NOT_MEMBER
+        member = Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
+                            project_epoch=str(epoch))
+        if len(local.members) < self._MEMBERS_PER_THREAD:
+            local.members[(digest, project_id)] = member
+        return member
 
     def provision(
         self,
@@ -262,258 +356,153 @@ class SQLiteStore:
         actor_name: str,
         now_ms: int,
     ) -> str:
-        """Idempotent bootstrap of tenant, project, actor, membership and token binding.
-
-        Re-running with the same arguments changes nothing; a conflicting epoch, actor kind,
-        role or token owner is refused and rolls the whole bootstrap back.
-        """
-        with self._transaction("IMMEDIATE") as conn:
-            conn.execute(
-                "INSERT OR IGNORE INTO tenants(tenant_id, display_name, created_at_ms) VALUES (?,?,?)",
-                (tenant_id, tenant_name, now_ms),
-            )
-            row = conn.execute(
-                "SELECT project_epoch FROM projects WHERE tenant_id=? AND project_id=?", (tenant_id, project_id)
-            ).fetchone()
-            if row is None:
-                epoch = project_epoch or new_epoch
-                conn.execute(
-                    "INSERT INTO projects(tenant_id, project_id, project_epoch, display_name, created_at_ms) VALUES (?,?,?,?,?)",
-                    (tenant_id, project_id, epoch, project_name, now_ms),
-                )
-            else:
-                epoch = row[0]
-                if project_epoch is not None and project_epoch != epoch:
-                    raise ProvisionError(
-                        f"project epoch conflict: project {project_id} already has epoch {epoch}, not {project_epoch}"
-                    )
-            row = conn.execute(
-                "SELECT kind FROM actors WHERE tenant_id=? AND actor_id=?", (tenant_id, actor_id)
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO actors(tenant_id, actor_id, display_name, kind, created_at_ms) VALUES (?,?,?,?,?)",
-                    (tenant_id, actor_id, actor_name, actor_kind, now_ms),
-                )
-            elif row[0] != actor_kind:
-                raise ProvisionError(f"actor identity conflict: actor {actor_id} is a {row[0]}, not a {actor_kind}")
-            row = conn.execute(
-                "SELECT role FROM memberships WHERE tenant_id=? AND project_id=? AND actor_id=?",
-                (tenant_id, project_id, actor_id),
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO memberships(tenant_id, project_id, actor_id, role) VALUES (?,?,?,?)",
-                    (tenant_id, project_id, actor_id, role),
-                )
-            elif row[0] != role:
-                raise ProvisionError(f"membership conflict: actor {actor_id} is a {row[0]} of {project_id}, not a {role}")
-            row = conn.execute(
-                "SELECT tenant_id, actor_id FROM token_bindings WHERE token_sha256=?", (token_digest,)
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO token_bindings(token_sha256, tenant_id, actor_id, created_at_ms) VALUES (?,?,?,?)",
-                    (token_digest, tenant_id, actor_id, now_ms),
-                )
-            elif (row[0], row[1]) != (tenant_id, actor_id):
-                raise ProvisionError("token binding conflicts: this token is already bound to another actor")
-        return str(epoch)
-
-    def set_status(self, table: str, status: str, **key: str) -> None:
-        """Suspend or reactivate an identity row (there is no HTTP route for this upstream)."""
-        if table not in ("tenants", "projects", "actors", "memberships"):
-            raise ValueError(table)
-        where = " AND ".join(f"{name}=?" for name in key)
-        with self._transaction("IMMEDIATE") as conn:
-            conn.execute(f"UPDATE {table} SET status=? WHERE {where}", (status, *key.values()))
-
-    def revoke_token(self, digest: bytes) -> None:
-        with self._transaction("IMMEDIATE") as conn:
-            conn.execute("UPDATE token_bindings SET active=0 WHERE token_sha256=?", (digest,))
-
-    # -- writes -----------------------------------------------------------------------------
-    def execute(
-        self,
-        member: Membership,
-        command: Command,
-        now_ms: int,
-        decide: Callable[[Command, str, Any, int], Write],
-    ) -> str:
-        """Replay or decide and commit one command; returns the receipt JSON text."""
-        with self._transaction("IMMEDIATE") as conn:
-            self._point("begin")
-            stored = self._replay(conn, member, command)
-            if stored is not None:
-                return stored
-            write = decide(command, member.actor_id, _TxView(conn, member.tenant_id, member.project_id), now_ms)
-            self._point("decided")
-            return self._apply(conn, member, command, write, now_ms)
+        try:
+            with self._exclusive() as conn:
+                return self._provision(conn, tenant_id, project_id, actor_id, token_digest, role, actor_kind,
+                                       project_epoch, new_epoch, tenant_name, project_name, actor_name, now_ms)
+        finally:
+            self._generation += 1  # after the commit: this connection's own commits do not move data_version
 
     @staticmethod
-    def _replay(conn: sqlite3.Connection, member: Membership, command: Command) -> str | None:
-        """The stored receipt of an identical earlier command, None for a new command id.
-
-        The same id from another actor, or with another fingerprint or coordinate, is
-        ``command_conflict`` (wire spec §2.4).
-        """
-        row = conn.execute(
-            "SELECT actor_id, fingerprint, kind, id, receipt FROM receipts "
-            "WHERE tenant_id=? AND project_id=? AND command_id=?",
-            (member.tenant_id, member.project_id, command.command_id),
-        ).fetchone()
+    def _provision(conn: sqlite3.Connection, tenant_id: str, project_id: str, actor_id: str, token_digest: bytes,
+                   role: str, actor_kind: str, project_epoch: str | None, new_epoch: str, tenant_name: str,
+                   project_name: str, actor_name: str, now_ms: int) -> str:
+        conn.execute("INSERT OR IGNORE INTO tenants(tenant_id, display_name, created_at_ms) VALUES (?,?,?)",
+                     (tenant_id, tenant_name, now_ms))
+        row = conn.execute("SELECT project_epoch FROM projects WHERE tenant_id=? AND project_id=?",
+                           (tenant_id, project_id)).fetchone()
         if row is None:
-            return None
-        if (row[0], row[1], row[2], row[3]) == (member.actor_id, command.fingerprint, command.kind, command.resource_id):
-            return str(row[4])
-        raise LedgerError.command_conflict()
+            epoch = project_epoch or new_epoch
+            conn.execute("INSERT INTO projects(tenant_id, project_id, project_epoch, display_name, created_at_ms) "
+                         "VALUES (?,?,?,?,?)", (tenant_id, project_id, epoch, project_name, now_ms))
+        else:
+            epoch = str(row[0])
+            if project_epoch is not None and project_epoch != epoch:
+                raise ProvisionError(
+                    f"project epoch conflict: project {project_id} already has epoch {epoch}, not {project_epoch}")
+        row = conn.execute("SELECT kind FROM actors WHERE tenant_id=? AND actor_id=?", (tenant_id, actor_id)).fetchone()
+        if row is None:
+            conn.execute("INSERT INTO actors(tenant_id, actor_id, display_name, kind, created_at_ms) VALUES (?,?,?,?,?)",
+                         (tenant_id, actor_id, actor_name, actor_kind, now_ms))
+        elif row[0] != actor_kind:
+            raise ProvisionError(f"actor identity conflict: actor {actor_id} is a {row[0]}, not a {actor_kind}")
+        row = conn.execute("SELECT role FROM memberships WHERE tenant_id=? AND project_id=? AND actor_id=?",
+                           (tenant_id, project_id, actor_id)).fetchone()
+        if row is None:
+            conn.execute("INSERT INTO memberships(tenant_id, project_id, actor_id, role) VALUES (?,?,?,?)",
+                         (tenant_id, project_id, actor_id, role))
+        elif row[0] != role:
+            raise ProvisionError(f"membership conflict: actor {actor_id} is a {row[0]} of {project_id}, not a {role}")
+        row = conn.execute("SELECT tenant_id, actor_id FROM token_bindings WHERE token_sha256=?",
+                           (token_digest,)).fetchone()
+        if row is None:
+            conn.execute("INSERT INTO token_bindings(token_sha256, tenant_id, actor_id, created_at_ms) VALUES (?,?,?,?)",
+                         (token_digest, tenant_id, actor_id, now_ms))
+        elif (row[0], row[1]) != (tenant_id, actor_id):
+            raise ProvisionError("token binding conflicts: this token is already bound to another actor")
+        return epoch
 
-    def _apply(self, conn: sqlite3.Connection, member: Membership, command: Command, write: Write, now_ms: int) -> str:
-        tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
-        seq = conn.execute(
-            "UPDATE projects SET head_seq=head_seq+1 WHERE tenant_id=? AND project_id=? RETURNING head_seq",
-            (tenant, project),
-        ).fetchone()[0]
-        body = None if write.deleted else canonical_json(write.body)
-        revision = conn.execute(
-            "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?) "
-            "ON CONFLICT DO UPDATE SET revision=revision+1, deleted=excluded.deleted, body=excluded.body "
-            "RETURNING revision",
-            (tenant, project, write.kind, write.resource_id, int(write.deleted), body),
-        ).fetchone()[0]
-        conn.execute(
-            "INSERT INTO changes(tenant_id, project_id, seq, kind, id, operation, revision, actor_id, committed_at_ms, body, operation_name) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?)",
-            (tenant, project, seq, write.kind, write.resource_id, "delete" if write.deleted else "upsert",
-             revision, actor, now_ms, body, command.operation),
-        )
-        receipt = _receipt_json(command, tenant, actor, seq, revision, now_ms)
-        conn.execute(
-            "INSERT INTO receipts(tenant_id, project_id, command_id, actor_id, fingerprint, kind, id, receipt) VALUES (?,?,?,?,?,?,?,?)",
-            (tenant, project, command.command_id, actor, command.fingerprint, command.kind, command.resource_id, receipt),
-        )
-        if write.kind == "handoff":
-            record = write.body
-            conn.execute(
-                "INSERT OR REPLACE INTO handoff_index(tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, status, updated_seq, revision) "
-                "VALUES (?,?,?,?,?,?,?,?,?)",
-                (tenant, project, write.resource_id, record["from_actor"], record["to_actor"], record["source_id"],
-                 record["status"], seq, revision),
-            )
-        elif write.kind == "fact" and revision == 1:
-            # Facts are create-only, so their terms are indexed exactly once.
-            counts, length = term_counts(write.body["content"])
-            conn.execute(
-                "INSERT INTO search_docs(tenant_id, project_id, fact_id, length) VALUES (?,?,?,?)",
-                (tenant, project, write.resource_id, length),
-            )
-            conn.executemany(
-                "INSERT INTO search_terms(tenant_id, project_id, term, fact_id, tf) VALUES (?,?,?,?,?)",
-                [(tenant, project, term, write.resource_id, tf) for term, tf in counts.items()],
-            )
-        self._point("commit")
-        return receipt
+    def _admin(self, sql: str, args: tuple[object, ...]) -> None:
+        try:
+            self._conn().execute(sql, args)  # autocommit: one statement, one transaction
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
+        finally:
+            self._generation += 1  # after the commit: this connection's own commits do not move data_version
+
+    def set_status(self, table: str, status: str, **key: str) -> None:
+        if table not in _IDENTITY_TABLES:
+            raise ValueError(table)
+        where = " AND ".join(f"{name}=?" for name in key)
+        self._admin(f"UPDATE {table} SET status=? WHERE {where}", (status, *key.values()))
+
+    def revoke_token(self, digest: bytes) -> None:
+        self._admin("UPDATE token_bindings SET active=0 WHERE token_sha256=?", (digest,))
+
+    # -- transactions -----------------------------------------------------------------------
+    def writing(self, member: Membership) -> _Tx:
+        return _Tx(self._conn(), member, "BEGIN IMMEDIATE")
+
+    def reading(self, member: Membership) -> _Tx:
+        return _Tx(self._conn(), member, "BEGIN DEFERRED")
 
     # -- reads ------------------------------------------------------------------------------
-    def resource(self, tenant: str, project: str, kind: str, resource_id: str) -> tuple[int, bool, str | None] | None:
-        with self._guard():
-            row = self._conn().execute(
-                "SELECT revision, deleted, body FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?",
-                (tenant, project, kind, resource_id),
-            ).fetchone()
-        return None if row is None else (row[0], bool(row[1]), row[2])
+    def resource(self, member: Membership, kind: str, resource_id: str) -> Resource | None:
+        row = self._read_one(_RESOURCE, (member.tenant_id, member.project_id, kind, resource_id))
+        if row is None:
+            return None
+        revision, body = row
+        assert isinstance(revision, int) and (body is None or isinstance(body, str))
+        return Resource(kind=kind, resource_id=resource_id, revision=revision, body=body)
 
-    def snapshot(
-        self, tenant: str, project: str, max_rows: int
-    ) -> tuple[str, int, list[tuple[str, str, int, bool, str | None]]] | None:
-        """(epoch, at_seq, rows) read atomically, or None when the project has too many rows."""
-        with self._transaction("DEFERRED") as conn:
-            epoch, at_seq = conn.execute(
-                "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT kind, id, revision, deleted, body FROM resources WHERE tenant_id=? AND project_id=? "
-                "ORDER BY kind, id LIMIT ?",
-                (tenant, project, max_rows + 1),
-            ).fetchall()
+    def _project(self, conn: sqlite3.Connection, member: Membership) -> tuple[str, int]:
+        t, p = member.tenant_id, member.project_id
+        epoch, head = conn.execute(_PROJECT, (t, p, t, p)).fetchone()
+        return str(epoch), int(head)
+
+    def snapshot(self, member: Membership, max_rows: int) -> Snapshot | None:
+        with self.reading(member) as tx:
+            epoch, at_seq = self._project(tx._conn, member)
+            rows = tx._conn.execute(
+                "SELECT kind, id, revision, body FROM resources WHERE tenant_id=? AND project_id=? "
+                "ORDER BY kind, id LIMIT ?", (member.tenant_id, member.project_id, max_rows + 1)).fetchall()
         if len(rows) > max_rows:
             return None
-        return epoch, at_seq, [(r[0], r[1], r[2], bool(r[3]), r[4]) for r in rows]
+        return Snapshot(epoch=epoch, at_seq=at_seq, resources=[
+            Resource(kind=r[0], resource_id=r[1], revision=r[2], body=r[3]) for r in rows])
 
-    def changes(
-        self, tenant: str, project: str, after_seq: int, limit: int
-    ) -> tuple[str, int, list[tuple[Any, ...]], dict[tuple[str, str], tuple[bool, str | None]]]:
-        """(epoch, head, up to limit+1 change rows, current state of their participant-scoped resources)."""
-        with self._transaction("DEFERRED") as conn:
-            epoch, head = conn.execute(
-                "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
-            ).fetchone()
-            # Clamped: a cursor beyond the head (the service answers 409 for it) may exceed the
+    def changes(self, member: Membership, after_seq: int, limit: int) -> FeedRead:
+        with self.reading(member) as tx:
+            epoch, head = self._project(tx._conn, member)
+            # Clamped: a cursor beyond the head (answered 409 by the read rules) may exceed the
             # i64 that SQLite can bind.
-            rows = conn.execute(
-                "SELECT seq, kind, id, operation, revision, actor_id, committed_at_ms, body FROM changes "
-                "WHERE tenant_id=? AND project_id=? AND seq>? ORDER BY seq LIMIT ?",
-                (tenant, project, min(after_seq, head), limit + 1),
-            ).fetchall()
-            current: dict[tuple[str, str], tuple[bool, str | None]] = {}
-            for row in rows:
-                key = (row[1], row[2])
-                if row[1] in ("handoff", "handoff_context") and key not in current:
-                    state = conn.execute(
-                        "SELECT deleted, body FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?",
-                        (tenant, project, *key),
-                    ).fetchone()
-                    current[key] = (bool(state[0]), state[1])
-        return epoch, head, rows, current
+            rows = tx._conn.execute(_FEED, (member.tenant_id, member.project_id, min(after_seq, head),
+                                            limit + 1)).fetchall()
+        changes: list[Change] = []
+        current: dict[tuple[str, str], Resource] = {}
+        for seq, kind, rid, revision, actor, committed, body, now_revision, now_body in rows:
+            changes.append(Change(seq=seq, kind=kind, resource_id=rid, revision=revision, actor_id=actor,
+                                  committed_at_ms=committed, body=body))
+            if kind in PARTICIPANT_KINDS:
+                current[(kind, rid)] = Resource(kind=kind, resource_id=rid, revision=now_revision, body=now_body)
+        return FeedRead(epoch=epoch, head=head, changes=changes, current=current)
 
-    def mailbox(
-        self,
-        tenant: str,
-        project: str,
-        *,
-        actor: str,
-        box: str,
-        source_id: str | None,
-        include_completed: bool,
-        before_seq: int | None,
-        limit: int,
-    ) -> list[tuple[int, int, str]]:
-        """Up to limit+1 (updated_seq, revision, body) rows, newest transition first."""
-        column = "to_actor" if box == "inbox" else "from_actor"
+    def mailbox(self, member: Membership, query: MailboxQuery) -> list[MailboxRow]:
+        column = "to_actor" if query.inbox else "from_actor"
         sql = [
-            "SELECT h.updated_seq, h.revision, r.body FROM handoff_index h JOIN resources r "
+            "SELECT h.updated_seq, r.revision, r.body FROM handoff_index h JOIN resources r "
             "ON r.tenant_id=h.tenant_id AND r.project_id=h.project_id AND r.kind='handoff' AND r.id=h.handoff_id "
             f"WHERE h.tenant_id=? AND h.project_id=? AND h.{column}=? AND r.deleted=0"
         ]
-        args: list[Any] = [tenant, project, actor]
-        if source_id is not None:
+        args: list[object] = [member.tenant_id, member.project_id, query.actor_id]
+        if query.source_id is not None:
             sql.append("AND h.source_id=?")
-            args.append(source_id)
-        if not include_completed:
+            args.append(query.source_id)
+        if not query.include_completed:
             sql.append("AND h.status<>'completed'")
-        if before_seq is not None:
+        if query.before_seq is not None:
             sql.append("AND h.updated_seq<?")
-            args.append(before_seq)
+            args.append(query.before_seq)
         sql.append("ORDER BY h.updated_seq DESC LIMIT ?")
-        args.append(limit + 1)
-        with self._guard():
-            return [(r[0], r[1], r[2]) for r in self._conn().execute(" ".join(sql), args).fetchall()]
+        args.append(query.limit + 1)
+        try:
+            rows = self._conn().execute(" ".join(sql), args).fetchall()
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
+        return [MailboxRow(project_seq=r[0], revision=r[1], body=r[2]) for r in rows]
 
-    def search(self, tenant: str, project: str, terms: list[str]) -> SearchView:
-        """Everything a lexical search needs, read in one transaction (one snapshot)."""
-        with self._transaction("DEFERRED") as conn:
-            epoch, head = conn.execute(
-                "SELECT project_epoch, head_seq FROM projects WHERE tenant_id=? AND project_id=?", (tenant, project)
-            ).fetchone()
-            resources = conn.execute(
-                "SELECT count(*) FROM resources WHERE tenant_id=? AND project_id=?", (tenant, project)
-            ).fetchone()[0]
+    def search(self, member: Membership, terms: list[str]) -> SearchIndex:
+        t, p = member.tenant_id, member.project_id
+        with self.reading(member) as tx:
+            conn = tx._conn
+            epoch, head = self._project(conn, member)
+            resources = conn.execute("SELECT count(*) FROM resources WHERE tenant_id=? AND project_id=?",
+                                     (t, p)).fetchone()[0]
             n_docs, total = conn.execute(
                 "SELECT count(*), coalesce(sum(length), 0) FROM search_docs WHERE tenant_id=? AND project_id=?",
-                (tenant, project),
-            ).fetchone()
+                (t, p)).fetchone()
             df: dict[str, int] = {}
-            postings: list[tuple[str, str, int, int]] = []
+            postings: list[Posting] = []
             facts: dict[str, str] = {}
             for term in terms:
                 rows = conn.execute(
@@ -521,13 +510,10 @@ class SQLiteStore:
                     "ON d.tenant_id=t.tenant_id AND d.project_id=t.project_id AND d.fact_id=t.fact_id "
                     "JOIN resources r ON r.tenant_id=t.tenant_id AND r.project_id=t.project_id "
                     "AND r.kind='fact' AND r.id=t.fact_id AND r.deleted=0 "
-                    "WHERE t.tenant_id=? AND t.project_id=? AND t.term=?",
-                    (tenant, project, term),
-                ).fetchall()
+                    "WHERE t.tenant_id=? AND t.project_id=? AND t.term=?", (t, p, term)).fetchall()
                 df[term] = len(rows)
-                postings.extend((term, r[0], r[1], r[2]) for r in rows)
+                postings.extend(Posting(term=term, fact_id=r[0], tf=r[1], doc_len=r[2]) for r in rows)
                 facts.update((r[0], r[3]) for r in rows)
-        return SearchView(
-            epoch=epoch, head=head, resources=resources, n_docs=n_docs,
-            avg_len=total / n_docs if n_docs else 0.0, df=df, postings=postings, facts=facts,
-        )
+        return SearchIndex(epoch=epoch, head=head, resources=resources, n_docs=n_docs,
+                           avg_len=total / n_docs if n_docs else 0.0, df=df, postings=postings, facts=facts)
+

@@ -7,21 +7,22 @@ active member of the project, readers included.
 
 from __future__ import annotations
 
-from typing import Any, Final
+import json
+from typing import Final
 
-__all__ = ["PARTICIPANT_KINDS", "is_participant_scoped", "visible_to"]
+from ._records import CONTEXT, HANDOFF
 
-PARTICIPANT_KINDS: Final = frozenset({"handoff", "handoff_context"})
+__all__ = ["PARTICIPANT_KINDS", "visible_to"]
 
-
-def is_participant_scoped(kind: str) -> bool:
-    return kind in PARTICIPANT_KINDS
+PARTICIPANT_KINDS: Final = frozenset({HANDOFF, CONTEXT})
 
 
-def visible_to(kind: str, body: Any, deleted: bool, actor_id: str) -> bool:
-    """Whether ``actor_id`` may see a resource of ``kind`` in this state."""
+def visible_to(kind: str, body: str | None, actor_id: str) -> bool:
+    """Whether ``actor_id`` may see a resource of ``kind`` whose canonical body is ``body``
+    (None for a tombstone)."""
     if kind not in PARTICIPANT_KINDS:
         return True
-    if deleted or not isinstance(body, dict):
+    if body is None:
         return False
-    return actor_id in (body.get("from_actor"), body.get("to_actor"))
+    record = json.loads(body)
+    return isinstance(record, dict) and actor_id in (record.get("from_actor"), record.get("to_actor"))

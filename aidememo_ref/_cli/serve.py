@@ -69,6 +69,7 @@ def run(argv: list[str]) -> int:
 
 def _graceful_server_class() -> type:
     import signal
+    from collections.abc import Iterator
     from contextlib import contextmanager
 
     import uvicorn
@@ -77,7 +78,7 @@ def _graceful_server_class() -> type:
         """Stops on SIGINT/SIGTERM and exits 0 (uvicorn re-raises the signal after shutdown)."""
 
         @contextmanager
-        def capture_signals(self):  # type: ignore[no-untyped-def,override]
+        def capture_signals(self) -> Iterator[None]:
             def stop(signum: int, frame: object) -> None:
                 self.should_exit = True
 

@@ -22,7 +22,7 @@ from ._store import IdempotencyClaim, Plan, ReadFilter
 from ._writes import Outcome, Remember
 
 if TYPE_CHECKING:
-    from .._sqlite import Scheduler
+    from .._store import Scheduler
 
 __all__ = ["SQLiteXMemoStore", "BUSY_TIMEOUT_MS"]
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from aidememo_ref import ErrorCode, ManualClock, ReferenceLedger
-from aidememo_ref._commands import STRUCTS, TRANSITIONS, TYPED_CREATES
+from aidememo_ref._commands import STRUCTS, TRANSITION_ROUTES, TYPED_CREATES
 from aidememo_ref._service import Service
 
 from .contract import DOCUMENT, contract_problems, match, operations, validate
@@ -77,10 +77,10 @@ def test_request_schemas_mirror_the_decoder_structs() -> None:
     for segment, (_, _, payload, _) in TYPED_CREATES.items():
         _assert_mirrors(bodies[segment], "CreateRequest")
         _assert_mirrors(_schema(bodies[segment]["properties"]["payload"]), payload)
-    for segment, (_, payload) in TRANSITIONS.items():
+    for segment, (_, payload) in TRANSITION_ROUTES.items():
         _assert_mirrors(bodies[segment], "TransitionRequest")
         _assert_mirrors(_schema(bodies[segment]["properties"]["payload"]), payload)
-    assert set(bodies) == set(TYPED_CREATES) | set(TRANSITIONS)
+    assert set(bodies) == set(TYPED_CREATES) | set(TRANSITION_ROUTES)
 
 
 def test_error_enums_name_real_codes_with_their_status() -> None:

@@ -366,6 +366,16 @@ def test_suspended_identities_lose_access_at_once(world: World, table: str, key:
     assert world.call("codex-p1", "GET", world.p("/identity")).status_code == expected
 
 
+def test_a_suspension_from_another_connection_applies_to_the_next_request(world: World) -> None:
+    """Authentication is remembered per connection only while no other connection commits."""
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 200
+    other = sqlite3.connect(world.ledger.database)
+    other.execute("UPDATE memberships SET status='suspended' WHERE actor_id='codex-p1'")
+    other.commit()
+    other.close()
+    assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 403
+
+
 def test_revoked_token_is_401(world: World) -> None:
     from aidememo_ref import bearer_digest
 

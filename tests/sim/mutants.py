@@ -1,87 +1,90 @@
-"""Planted race bugs: variants of the reference store that sequential tests cannot see.
+"""Planted race bugs: the reference with its transaction recipe broken in one place.
 
 Each factory has the signature the simulator's runner takes, ``(database, *, clock, scheduler)
 -> ReferenceLedger``, and can be named in a replay file as ``this/file.py:name``. Each variant
 answers every request exactly like the reference when requests arrive one at a time; only an
-interleaving inside a write exposes it. They reach into the reference's private store on
-purpose: they are the reference, broken in one place.
+interleaving inside a write exposes it. They are built only from the store's documented
+primitives (``reading``/``writing`` transactions, ``replay``, the view, ``apply``) plugged in
+through ``ReferenceLedger(execute=...)``, so they run on every storage backend.
 """
 
 from __future__ import annotations
 
+import itertools
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from aidememo_ref import ReferenceLedger
-from aidememo_ref._sqlite import SQLiteStore, _TxView
+from aidememo_ref._commands import Command, Op
+from aidememo_ref._ledger import Decide
+from aidememo_ref._records import Membership, Receipt
+from aidememo_ref._store import Execute, Scheduler, Store, execute
 
 __all__ = ["MUTANTS", "blind_heartbeat", "double_accept", "replay_outside", "split_decide"]
 
 
-class _SplitDecideStore(SQLiteStore):
+def _split_decide(only: Op | None) -> Execute:
     """Decides in a read transaction, then writes in another: the revision check is outside.
 
     ``only`` limits the bug to one operation; the others keep the correct single transaction.
     """
 
-    only: str | None = None
+    def split(store: Store, member: Membership, command: Command, now_ms: int, decide: Decide,
+              scheduler: Scheduler) -> Receipt:
+        if only is not None and command.op is not only:
+            return execute(store, member, command, now_ms, decide, scheduler)
+        with store.reading(member) as tx:
+            receipt = tx.replay(command)
+            if receipt is not None:
+                return receipt
+            write = decide(command, member.actor_id, tx, now_ms)
+        scheduler.point("decided")  # no lock held here: another writer may commit now
+        with store.writing(member) as tx:
+            scheduler.point("begin")
+            receipt = tx.apply(command, write, now_ms)
+            scheduler.point("commit")
+            return receipt
 
-    def execute(self, member: Any, command: Any, now_ms: int, decide: Any) -> str:
-        if self.only is not None and command.operation != self.only:
-            return super().execute(member, command, now_ms, decide)
-        tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
-        with self._transaction("DEFERRED") as conn:
-            stored = self._replay(conn, member, command)
-            if stored is not None:
-                return stored
-            write = decide(command, actor, _TxView(conn, tenant, project), now_ms)
-        self._point("decided")  # no lock held here: another writer may commit now
-        with self._transaction("IMMEDIATE") as conn:
-            self._point("begin")
-            return self._apply(conn, member, command, write, now_ms)
-
-
-class _HeartbeatStore(_SplitDecideStore):
-    only = "handoff.heartbeat"
+    return split
 
 
-class _AcceptStore(_SplitDecideStore):
-    only = "handoff.accept"
+_again = itertools.count(1)
 
 
-class _ReplayOutsideStore(SQLiteStore):
+def _replay_outside(store: Store, member: Membership, command: Command, now_ms: int, decide: Decide,
+                    scheduler: Scheduler) -> Receipt:
     """Looks the receipt up before the write transaction, so two identical commands both run."""
+    with store.reading(member) as tx:
+        receipt = tx.replay(command)
+    if receipt is not None:
+        return receipt
+    scheduler.point("decided")
+    with store.writing(member) as tx:
+        scheduler.point("begin")
+        write = decide(command, member.actor_id, tx, now_ms)
+        # This variant's receipts have no unique command id: a copy that committed meanwhile is
+        # shadowed rather than found, and the command runs a second time.
+        if tx.replay(command) is not None:
+            shadow = replace(command, command_id=f"{command.command_id}.again.{next(_again)}")
+            receipt = replace(tx.apply(shadow, write, now_ms), command_id=command.command_id)
+        else:
+            receipt = tx.apply(command, write, now_ms)
+        scheduler.point("commit")
+        return receipt
 
-    def execute(self, member: Any, command: Any, now_ms: int, decide: Any) -> str:
-        tenant, project, actor = member.tenant_id, member.project_id, member.actor_id
-        with self._transaction("DEFERRED") as conn:
-            stored = self._replay(conn, member, command)
-        if stored is not None:
-            return stored
-        self._point("decided")
-        with self._transaction("IMMEDIATE") as conn:
-            self._point("begin")
-            write = decide(command, actor, _TxView(conn, tenant, project), now_ms)
-            # The receipts table has no unique key in this variant's mind: drop the duplicate
-            # instead of failing, as a store without that constraint would.
-            conn.execute(
-                "DELETE FROM receipts WHERE tenant_id=? AND project_id=? AND command_id=?",
-                (tenant, project, command.command_id),
-            )
-            return self._apply(conn, member, command, write, now_ms)
 
-
-def _with_store(store_class: type[SQLiteStore]) -> Any:
+def _with(recipe: Execute) -> Any:
     def factory(database: Path, *, clock: Any, scheduler: Any) -> ReferenceLedger:
-        return ReferenceLedger(database, clock=clock, scheduler=scheduler, store_class=store_class)
+        return ReferenceLedger(database, clock=clock, scheduler=scheduler, execute=recipe)
 
     return factory
 
 
-split_decide = _with_store(_SplitDecideStore)
-blind_heartbeat = _with_store(_HeartbeatStore)
-double_accept = _with_store(_AcceptStore)
-replay_outside = _with_store(_ReplayOutsideStore)
+split_decide = _with(_split_decide(None))
+blind_heartbeat = _with(_split_decide(Op.HEARTBEAT))
+double_accept = _with(_split_decide(Op.ACCEPT))
+replay_outside = _with(_replay_outside)
 
 # name -> what a maintainer would call the bug
 MUTANTS = {

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,9 @@ from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
 from aidememo_ref import ReferenceLedger, serve_in_thread
+from aidememo_ref._commands import Op
 from aidememo_ref._ledger import Write, decide
+from aidememo_ref._records import Handoff, Status
 from simulations.machines import ACTORS, READER, HandoffLifecycle, Wire, lifecycle_against
 
 TestHandoffLifecycle = HandoffLifecycle.TestCase
@@ -24,10 +27,9 @@ def _broken_wire() -> Wire:
 
     def double_count(command: Any, actor: str, view: Any, now_ms: int) -> Write:
         write = decide(command, actor, view, now_ms)
-        if command.operation == "handoff.accept" and write.body["status"] == "accepted":
-            body = dict(write.body)
-            body["attempt_count"] += 1
-            return Write(write.kind, write.resource_id, write.deleted, body)
+        record = write.record
+        if command.op is Op.ACCEPT and isinstance(record, Handoff) and record.status is Status.ACCEPTED:
+            return Write.of(write.kind, write.resource_id, replace(record, attempt_count=record.attempt_count + 1))
         return write
 
     return Wire.embedded(decide=double_count)

@@ -2,8 +2,9 @@
 
 Each mutant is a factory ``(db_path) -> ReferenceLedger`` loaded by the suite through
 ``--aidememo-embedded-factory mutants:<name>`` in a subprocess of its own, so the monkeypatches
-below never leak into another run. Rule mutants patch the reference's pure rules; wire mutants
-wrap ``Service.handle`` and bend requests or answers the way a faulty server would.
+below never leak into another run. Rule mutants replace the rule function (``decide=``), edit
+the handoff transition table, or patch one named piece of the reference's pure core; wire
+mutants wrap ``Service.handle`` and bend requests or answers the way a faulty server would.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import aidememo_ref
-from aidememo_ref import _canonical, _commands, _ledger, _service, _state
+from aidememo_ref import _canonical, _commands, _ledger, _service, _state, _visibility
+from aidememo_ref._commands import Command, Op, RawCommand, ResourcePayload
+from aidememo_ref._records import Role, Status
 
 Factory = Callable[[str], Any]
 
@@ -55,8 +58,8 @@ def cas_ignored(db_path: str) -> Any:
 
     def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
         class Lying:
-            def get(self, kind: str, resource_id: str) -> Any:
-                stored = view.get(kind, resource_id)
+            def resource(self, kind: str, resource_id: str) -> Any:
+                stored = view.resource(kind, resource_id)
                 if stored is not None and command.expected_revision is not None:
                     return dataclasses.replace(stored, revision=command.expected_revision)
                 return stored
@@ -70,32 +73,29 @@ def cas_ignored(db_path: str) -> Any:
 
 
 def wrong_actor_allowed(db_path: str) -> Any:
-    """Any member may accept, heartbeat and return."""
-    _state._require_receiver = lambda record, actor_id: None
+    """Any member may accept, heartbeat and return: the table loses its receiver rows."""
+    _state.TRANSITIONS = tuple(row for row in _state.TRANSITIONS if row.guard is not _state.not_receiver)
     return _ledger_for(db_path)
 
 
 def reader_can_write(db_path: str) -> Any:
-    """Roles are not enforced on write routes."""
-    _ledger.WRITABLE_ROLES = frozenset({"owner", "admin", "writer", "reader"})
+    """Roles are not enforced on write routes (nor on a handoff's receiver)."""
+    _service.WRITABLE_ROLES = _ledger.WRITABLE_ROLES = frozenset(Role)
     return _ledger_for(db_path)
 
 
 def visibility_leak(db_path: str) -> Any:
     """Handoffs and contexts are shown to every member."""
-    _service.visible_to = lambda kind, body, deleted, actor_id: not deleted or kind not in ("handoff", "handoff_context")
+    _visibility.visible_to = lambda kind, body, actor_id: body is not None or kind not in ("handoff", "handoff_context")
     return _ledger_for(db_path)
 
 
 def failed_return_completes(db_path: str) -> Any:
     """A failed outcome closes the handoff instead of keeping it retryable."""
-    original = _state.return_result
-
-    def return_result(record: Any, actor_id: str, claim_id: str, fact: Any, outcome: str, now_ms: int) -> Any:
-        result = original(record, actor_id, claim_id, fact, outcome, now_ms)
-        return {**result, "status": "completed"} if outcome == "failed" else result
-
-    _state.return_result = return_result
+    _state.TRANSITIONS = tuple(
+        dataclasses.replace(row, target=Status.COMPLETED) if row.guard is _state.failed else row
+        for row in _state.TRANSITIONS
+    )
     return _ledger_for(db_path)
 
 
@@ -113,7 +113,15 @@ def lease_too_short(db_path: str) -> Any:
 
 def raw_kind_unchecked(db_path: str) -> Any:
     """The raw route writes any kind with any operation/change pair."""
-    _service._ledger.check_raw = lambda command: None  # the service calls it through the module
+
+    def unchecked(raw: RawCommand) -> Command:
+        return Command(command_id=raw.command_id, project_id=raw.project_id,
+                       op=Op.RESOURCE_DELETE if raw.change == "delete" else Op.RESOURCE_PUT, kind=raw.kind,
+                       resource_id=raw.resource_id, expected_revision=raw.expected_revision,
+                       payload=ResourcePayload(value=raw.payload, canonical=raw.payload_json),
+                       fingerprint=raw.fingerprint)
+
+    _service.check_raw = unchecked
     return _ledger_for(db_path)
 
 
@@ -133,8 +141,14 @@ def fingerprint_ascii(db_path: str) -> Any:
                 "change": envelope["change"]}
         return hashlib.sha256(json.dumps(body, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
 
-    _commands.fingerprint = fingerprint
-    assert _canonical.fingerprint is not fingerprint
+    def envelope_digest(project_id: str, expected_revision: Any, operation: str, payload_json: str, kind: str,
+                        resource_id: str, change: str) -> str:
+        return fingerprint(project_id=project_id, expected_revision=expected_revision, operation=operation,
+                           payload=json.loads(payload_json), resource_kind=kind, resource_id=resource_id,
+                           change=change)
+
+    _commands.envelope_digest = envelope_digest
+    assert _canonical.envelope_digest is not envelope_digest
     return _ledger_for(db_path)
 
 

@@ -1,0 +1,306 @@
+"""The ledger's values: the records it stores, the rows it reads back, the receipts it answers.
+
+Every value is a frozen, slotted, keyword-only dataclass. Product records (``Session``,
+``Fact``, ``HandoffContext``, ``Handoff``) carry upstream's field names and declaration order
+(``dom/handoff.rs``); ``canonical()`` is the stored body (keys sorted, serde's bytes) and
+``from_json`` reads one back. Rows (``Resource``, ``Change``, ``Membership``) are what a store
+hands to the rules; ``Receipt`` is the command receipt of wire spec §1.2, which replays byte
+for byte because ``to_json`` is a pure function of its fields.
+
+Pure: no I/O, nothing but the standard library and ``_canonical``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import Final, TypeAlias
+
+from ._canonical import Json, canonical_json
+
+__all__ = [
+    "Status",
+    "Outcome",
+    "Role",
+    "WRITABLE_ROLES",
+    "SESSION",
+    "FACT",
+    "CONTEXT",
+    "HANDOFF",
+    "Session",
+    "Fact",
+    "HandoffContext",
+    "Handoff",
+    "HANDOFF_FIELDS",
+    "Record",
+    "Resource",
+    "Change",
+    "Membership",
+    "Receipt",
+    "RecordError",
+]
+
+# Resource kinds of the typed routes (wire spec §1.9-1.17); raw routes only write custom.*.
+SESSION: Final = "session"
+FACT: Final = "fact"
+CONTEXT: Final = "handoff_context"
+HANDOFF: Final = "handoff"
+
+
+class Status(StrEnum):
+    """Handoff lifecycle state (upstream ``HandoffStatus``)."""
+
+    PENDING = "pending"  # routed, not yet claimed
+    ACCEPTED = "accepted"  # claimed by the receiver (possibly after a failed attempt)
+    COMPLETED = "completed"  # returned with succeeded evidence; final
+
+
+class Outcome(StrEnum):
+    """What the receiver reported with its result fact (upstream ``HandoffOutcome``)."""
+
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+
+
+class Role(StrEnum):
+    """Project membership role (upstream ``MembershipRole``)."""
+
+    OWNER = "owner"
+    ADMIN = "admin"
+    WRITER = "writer"
+    READER = "reader"
+
+
+WRITABLE_ROLES: Final = frozenset({Role.OWNER, Role.ADMIN, Role.WRITER})
+
+
+class RecordError(ValueError):
+    """A stored body that is not the record its kind promises (a corrupt or foreign database)."""
+
+
+def _fields(data: Json, kind: str, names: tuple[str, ...]) -> dict[str, Json]:
+    if not isinstance(data, dict) or data.keys() != set(names):
+        raise RecordError(f"stored {kind} body does not have the {kind} fields")
+    return data
+
+
+def _text(value: Json) -> str:
+    if not isinstance(value, str):
+        raise RecordError("stored text field is not a string")
+    return value
+
+
+def _opt_text(value: Json) -> str | None:
+    return None if value is None else _text(value)
+
+
+def _opt_int(value: Json) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RecordError("stored integer field is not an integer")
+    return value
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    """Session continuity record (upstream ``SessionRecord``)."""
+
+    session_id: str
+    source_id: str | None
+    topic: str
+    created_by: str
+
+    def canonical(self) -> str:
+        return canonical_json({"session_id": self.session_id, "source_id": self.source_id, "topic": self.topic,
+                               "created_by": self.created_by})
+
+    @classmethod
+    def from_json(cls, text: str) -> Session:
+        d = _fields(json.loads(text), SESSION, ("session_id", "source_id", "topic", "created_by"))
+        return cls(session_id=_text(d["session_id"]), source_id=_opt_text(d["source_id"]), topic=_text(d["topic"]),
+                   created_by=_text(d["created_by"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fact:
+    """A fact; the result evidence a handoff return points at (upstream ``FactRecord``)."""
+
+    fact_id: str
+    session_id: str
+    source_id: str | None
+    actor_id: str
+    content: str
+
+    def canonical(self) -> str:
+        return canonical_json({"fact_id": self.fact_id, "session_id": self.session_id, "source_id": self.source_id,
+                               "actor_id": self.actor_id, "content": self.content})
+
+    @classmethod
+    def from_json(cls, text: str) -> Fact:
+        d = _fields(json.loads(text), FACT, ("fact_id", "session_id", "source_id", "actor_id", "content"))
+        return cls(fact_id=_text(d["fact_id"]), session_id=_text(d["session_id"]), source_id=_opt_text(d["source_id"]),
+                   actor_id=_text(d["actor_id"]), content=_text(d["content"]))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HandoffContext:
+    """Immutable context packet seen only by the handoff's two actors (``HandoffContextRecord``)."""
+
+    context_id: str
+    handoff_id: str
+    session_id: str
+    source_id: str | None
+    from_actor: str
+    to_actor: str
+    content: str
+
+    def canonical(self) -> str:
+        return canonical_json({"context_id": self.context_id, "handoff_id": self.handoff_id,
+                               "session_id": self.session_id, "source_id": self.source_id,
+                               "from_actor": self.from_actor, "to_actor": self.to_actor, "content": self.content})
+
+    @classmethod
+    def from_json(cls, text: str) -> HandoffContext:
+        d = _fields(json.loads(text), CONTEXT,
+                    ("context_id", "handoff_id", "session_id", "source_id", "from_actor", "to_actor", "content"))
+        return cls(context_id=_text(d["context_id"]), handoff_id=_text(d["handoff_id"]),
+                   session_id=_text(d["session_id"]), source_id=_opt_text(d["source_id"]),
+                   from_actor=_text(d["from_actor"]), to_actor=_text(d["to_actor"]), content=_text(d["content"]))
+
+
+# Declaration order of upstream's HandoffRecord: typed status and mailbox answers use it.
+HANDOFF_FIELDS: Final = (
+    "handoff_id", "session_id", "source_id", "from_actor", "to_actor", "focus", "done_when", "context_id",
+    "status", "claim_id", "claim_heartbeat_at_ms", "claim_expires_at_ms", "attempt_count", "result_fact_id",
+    "outcome",
+)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Handoff:
+    """The handoff pointer and its lease state (upstream ``HandoffRecord``)."""
+
+    handoff_id: str
+    session_id: str
+    source_id: str | None
+    from_actor: str
+    to_actor: str
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+    status: Status
+    claim_id: str | None
+    claim_heartbeat_at_ms: int | None
+    claim_expires_at_ms: int | None
+    attempt_count: int
+    result_fact_id: str | None
+    outcome: Outcome | None
+
+    def _wire(self) -> dict[str, Json]:
+        return {
+            "handoff_id": self.handoff_id, "session_id": self.session_id, "source_id": self.source_id,
+            "from_actor": self.from_actor, "to_actor": self.to_actor, "focus": self.focus,
+            "done_when": self.done_when, "context_id": self.context_id, "status": self.status.value,
+            "claim_id": self.claim_id, "claim_heartbeat_at_ms": self.claim_heartbeat_at_ms,
+            "claim_expires_at_ms": self.claim_expires_at_ms, "attempt_count": self.attempt_count,
+            "result_fact_id": self.result_fact_id, "outcome": None if self.outcome is None else self.outcome.value,
+        }
+
+    def canonical(self) -> str:
+        return canonical_json(self._wire())
+
+    def in_order(self) -> str:
+        """The record as upstream serializes it in status and mailbox answers (declaration order)."""
+        return json.dumps(self._wire(), ensure_ascii=False, separators=(",", ":"))
+
+    @classmethod
+    def from_json(cls, text: str) -> Handoff:
+        d = _fields(json.loads(text), HANDOFF, HANDOFF_FIELDS)
+        attempts = _opt_int(d["attempt_count"])
+        status, outcome = d["status"], d["outcome"]
+        if attempts is None or status not in _STATUSES or (outcome is not None and outcome not in _OUTCOMES):
+            raise RecordError("stored handoff has an invalid status, outcome or attempt count")
+        return cls(
+            handoff_id=_text(d["handoff_id"]), session_id=_text(d["session_id"]), source_id=_opt_text(d["source_id"]),
+            from_actor=_text(d["from_actor"]), to_actor=_text(d["to_actor"]), focus=_opt_text(d["focus"]),
+            done_when=_opt_text(d["done_when"]), context_id=_opt_text(d["context_id"]), status=Status(status),
+            claim_id=_opt_text(d["claim_id"]), claim_heartbeat_at_ms=_opt_int(d["claim_heartbeat_at_ms"]),
+            claim_expires_at_ms=_opt_int(d["claim_expires_at_ms"]), attempt_count=attempts,
+            result_fact_id=_opt_text(d["result_fact_id"]), outcome=None if outcome is None else Outcome(outcome),
+        )
+
+
+_STATUSES: Final = frozenset(s.value for s in Status)
+_OUTCOMES: Final = frozenset(o.value for o in Outcome)
+
+Record: TypeAlias = Session | Fact | HandoffContext | Handoff
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Resource:
+    """A resource row: its revision and canonical body (``None`` for a tombstone)."""
+
+    kind: str
+    resource_id: str
+    revision: int
+    body: str | None
+
+    @property
+    def deleted(self) -> bool:
+        return self.body is None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Change:
+    """One change-feed entry as stored: the resource's state right after ``seq``."""
+
+    seq: int
+    kind: str
+    resource_id: str
+    revision: int
+    actor_id: str
+    committed_at_ms: int
+    body: str | None  # None: the change is a delete
+
+    @property
+    def operation(self) -> str:
+        return "delete" if self.body is None else "upsert"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Membership:
+    """Who a bearer token is in one project: the authenticated caller of every route."""
+
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    role: Role
+    project_epoch: str
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Receipt:
+    """The command receipt (wire spec §1.2); a replay answers the same bytes."""
+
+    command_id: str
+    fingerprint: str
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    project_seq: int
+    kind: str
+    resource_id: str
+    revision: int
+    committed_at_ms: int
+
+    def to_json(self) -> str:
+        # Field order as upstream serializes CommandReceipt. Every string here is an id, a kind
+        # or a hex digest, whose grammars (wire spec §0.5) need no JSON escaping.
+        return (
+            f'{{"command_id":"{self.command_id}","fingerprint":"{self.fingerprint}",'
+            f'"tenant_id":"{self.tenant_id}","project_id":"{self.project_id}","actor_id":"{self.actor_id}",'
+            f'"project_seq":{self.project_seq},"resource":{{"kind":"{self.kind}","id":"{self.resource_id}"}},'
+            f'"revision":{self.revision},"committed_at_ms":{self.committed_at_ms}}}'
+        )
