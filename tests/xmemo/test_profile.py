@@ -10,8 +10,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from aidememo_ref import serve_in_thread
 from aidememo_ref.xmemo import XMemoReference
 from conformance.profile import resolve_run
