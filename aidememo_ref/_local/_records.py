@@ -9,6 +9,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
+from .._records import Outcome, Status
 from ._errors import invalid_input
 
 __all__ = [
@@ -24,17 +25,8 @@ __all__ = [
 ]
 
 
-class Status(StrEnum):
-    """The three assignment statuses; "returned" is a board lane, never a status."""
-
-    PENDING = "pending"
-    ACCEPTED = "accepted"
-    COMPLETED = "completed"
-
-
-class Outcome(StrEnum):
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
+# Status and Outcome are the remote protocol's own (``_records``): the local flow has the same three
+# statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
 class FactType(StrEnum):

@@ -2,26 +2,30 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World
 from conformance.profiles.aidememo.expect import expect_error
 
 VERSION = "2026-07-28"
 
 
-def _post(actor, headers, method="tools/list"):
+def _post(actor: Actor, headers: dict[str, str], method: str = "tools/list") -> Exchange:
     body = {"jsonrpc": "2.0", "id": 1, "method": method,
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}}
     return actor.request("POST", f"{actor.base}/mcp", json_body=body, headers=headers)
 
 
-def _rpc_code(exchange):
+def _rpc_code(exchange: Exchange) -> object:
     data = exchange.json()
     return data.get("error", {}).get("code") if isinstance(data, dict) else None
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_protocol_version_is_refused(world):
+def test_missing_protocol_version_is_refused(world: World) -> None:
     project = world.project()
     exchange = _post(project.writer, {"Mcp-Method": "tools/list"})
     assert exchange.status == 400 and _rpc_code(exchange) == -32022, (
@@ -29,7 +33,7 @@ def test_missing_protocol_version_is_refused(world):
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_method_header_is_refused(world):
+def test_missing_method_header_is_refused(world: World) -> None:
     project = world.project()
     exchange = _post(project.writer, {"Mcp-Protocol-Version": VERSION})
     assert exchange.status == 400 and _rpc_code(exchange) == -32020, (
@@ -37,7 +41,7 @@ def test_missing_method_header_is_refused(world):
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_token_gets_the_rest_error(world):
+def test_missing_token_gets_the_rest_error(world: World) -> None:
     project = world.project()
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
     exchange = world.runtime.wire.request(world.transcript, "POST", f"{project.writer.base}/mcp", json_body=body,
@@ -50,7 +54,7 @@ WRITE_TOOLS = {"session_create", "fact_create", "handoff_context_create", "hando
                "handoff_return"}
 
 
-def _call(actor, method, params):
+def _call(actor: Actor, method: str, params: dict[str, Any]) -> Exchange:
     headers = {"Mcp-Protocol-Version": VERSION, "Mcp-Method": method}
     if method == "tools/call":
         headers["Mcp-Name"] = params["name"]
@@ -60,7 +64,7 @@ def _call(actor, method, params):
 
 
 @pytest.mark.requirement("AM-MCP-2")
-def test_tools_list_depends_on_the_role(world):
+def test_tools_list_depends_on_the_role(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     for actor, expected in ((project.reader, READ_TOOLS), (project.writer, READ_TOOLS | WRITE_TOOLS)):
         exchange = _call(actor, "tools/list", {})
@@ -74,7 +78,7 @@ def test_tools_list_depends_on_the_role(world):
 
 
 @pytest.mark.requirement("AM-MCP-2")
-def test_tool_failure_is_a_200_with_is_error(world):
+def test_tool_failure_is_a_200_with_is_error(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     arguments = {"operation_id": world.new_id("op"), "session_id": world.new_id("session"), "source_id": None,
                  "topic": "refused"}
