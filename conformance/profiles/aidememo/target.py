@@ -8,6 +8,7 @@ database).
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -20,6 +21,7 @@ from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
+from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
@@ -46,6 +48,8 @@ class AideMemoTarget:
     fixed_tokens: TokenList
     base_url: str
     claims: Claims = field(default_factory=Claims)
+    lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
+    lease_wait: LeaseWait = field(default_factory=LeaseWait)
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:
@@ -78,6 +82,15 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
     db_path = str(Path(workdir) / "ledger.sqlite")
     if settings.embedded_factory:
         ledger = _load_factory(settings.embedded_factory)(db_path)
+    elif settings.embedded_backend == "postgres":
+        url = os.environ.get("AIDEMEMO_POSTGRES_URL")
+        if not url:
+            raise ConfigError("the embedded reference on PostgreSQL reads its database URL from AIDEMEMO_POSTGRES_URL, "
+                              "which is not set")
+        try:
+            ledger = aidememo_ref.ReferenceLedger(postgres_url=url, clock=aidememo_ref.OffsetClock(), test_clock=True)
+        except Exception as exc:  # an unreachable server or a foreign schema: one line (the URL is never shown)
+            raise ConfigError(f"the embedded reference could not open PostgreSQL: {exc}") from None
     else:
         ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     stack.callback(ledger.close)
@@ -132,6 +145,10 @@ def start(context: StartContext) -> AideMemoTarget:
     from conformance.profiles.aidememo import CAPABILITIES
 
     target.claims = settle(settings.capabilities, CAPABILITIES, lambda name: _detect(wire, name))
+    if settings.real_time_leases:
+        target.lease_mode = LeaseMode.REAL
+    elif target.claims.claimed("test-clock"):
+        target.lease_mode = LeaseMode.VIRTUAL
     return target
 
 
