@@ -3,7 +3,9 @@
 Agents call `aidememo-ref` dozens of times per task, so each local command should cost at most
 about 3x a bare interpreter start. This builds a store with 10,000 facts and 1,000 handoffs,
 then times `fact add`, `handoff inbox` and `handoff accept` as fresh processes (the way an agent
-calls them), interleaved with the baseline so machine noise hits both alike.
+calls them), and one stdio MCP `tools/call` round trip the way upstream's SDK makes it (a fresh
+`mcp` process fed `initialize` and one `aidememo_handoff_inbox` call), all interleaved with the
+baseline so machine noise hits both alike.
 
     python bench/cli.py [--repeat 15] [--facts 10000] [--handoffs 1000] [--seed N]
 """
@@ -23,9 +25,10 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aidememo_ref._local._ids import new_handoff_id, new_session_id, new_ulid  # noqa: E402
-from aidememo_ref._local._records import AgentProfile, AgentType, Fact, FactType, Session  # noqa: E402
-from aidememo_ref._local import _rules as rules  # noqa: E402
+from aidememo_ref._local import _assignments as assignments  # noqa: E402
+from aidememo_ref._local import _memory as memory  # noqa: E402
+from aidememo_ref._local._facttypes import FactType  # noqa: E402
+from aidememo_ref._local._records import AgentProfile, AgentType  # noqa: E402
 from aidememo_ref._local._store import LocalStore  # noqa: E402
 
 ENTRY = "import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))"
@@ -37,40 +40,42 @@ def populate(path: str, facts: int, handoffs: int, rng: random.Random) -> tuple[
     """Return (the session used by `fact add`, pending handoff ids addressed to RECEIVER)."""
     store = LocalStore(path)
     now = 1_700_000_000_000
-    sessions = [new_session_id(now + i) for i in range(max(1, facts // 100))]
     types = list(FactType)
     pending: list[str] = []
     with store.transaction(write=True):
-        for index, session_id in enumerate(sessions):
-            store.insert_session(Session(session_id=session_id, topic=f"topic {index}", source_id=SOURCE,
-                                         created_by="bench-sender", created_at=now))
+        sessions = [memory.session_new(store, f"topic {i}", SOURCE, now + i) for i in range(max(1, facts // 100))]
         for index in range(facts):
-            session_id = rng.choice(sessions)
-            store.insert_fact(Fact(fact_id=new_ulid(now + index), fact_type=rng.choice(types),
-                                   content=f"fact {index} " + "lorem ipsum " * rng.randint(1, 20),
-                                   entities=(session_id, f"Entity{rng.randint(0, 50)}"), source_id=SOURCE,
-                                   actor_id="bench-sender", created_at=now + index))
+            memory.add_fact(store, content=f"fact {index} " + "lorem ipsum " * rng.randint(1, 20),
+                            fact_type=rng.choice(types), entities=[f"Entity{rng.randint(0, 50)}"], tags=(),
+                            source_id=SOURCE, actor_id="bench-sender", now_ms=now + index, session=rng.choice(sessions))
         store.put_agent(AgentProfile(alias=RECEIVER, agent=AgentType.MANUAL, source_id=SOURCE))
         for index in range(handoffs):
             to_actor = RECEIVER if index % 2 == 0 else f"actor-{rng.randint(0, 20)}"
-            record = rules.new_assignment(
-                handoff_id=new_handoff_id(now + index), session_id=rng.choice(sessions), source_id=SOURCE,
-                from_actor="bench-sender", to_actor=to_actor, to_agent="manual", focus=f"task {index}",
-                done_when="tests pass", upstream_task_id=None, upstream_board_id=None, now_ms=now + index,
-            )
-            store.insert_handoff(record)
+            record = assignments.dispatch(store, assignments.NewAssignment(
+                session_id=rng.choice(sessions).name, source_id=SOURCE, from_actor="bench-sender", to_actor=to_actor,
+                to_agent="manual", focus=f"task {index}", done_when="tests pass"), now + index)
             if to_actor == RECEIVER:
                 pending.append(record.handoff_id)
     store.close()
-    return sessions[0], pending
+    return sessions[0].name, pending
 
 
-def timed(argv: list[str], env: dict[str, str]) -> float:
+MCP_INPUT = (
+    '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"aidememo-agent-sdk"}}}\n'
+    '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"aidememo_handoff_inbox",'
+    f'"arguments":{{"action":"list","actor_id":"{RECEIVER}","source_id":"{SOURCE}","limit":20}}}}}}\n'
+)
+
+
+def timed(argv: list[str], env: dict[str, str], stdin: str | None = None) -> float:
     started = time.perf_counter()
-    done = subprocess.run(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    done = subprocess.run(argv, env=env, input=stdin, stdout=subprocess.PIPE if stdin else subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True)
     elapsed = time.perf_counter() - started
     if done.returncode != 0:
         raise SystemExit(f"bench command failed: {' '.join(argv[3:])}: {done.stderr.strip()}")
+    if stdin is not None and '"isError"' in done.stdout or (stdin is not None and done.stdout.count("\n") != 2):
+        raise SystemExit(f"bench MCP round trip failed: {done.stdout[:300]}")
     return elapsed * 1000
 
 
@@ -102,20 +107,23 @@ def main() -> int:
                                    "--actor-id", RECEIVER, "--session-id", session_id],
             "handoff inbox": lambda i: [*cli, "handoff", "inbox", "--actor-id", RECEIVER],
             "handoff accept": lambda i: [*cli, "handoff", "accept", "--actor-id", RECEIVER, pending[i]],
+            "mcp tools/call": lambda i: [*cli, "mcp"],
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for name, build in commands.items():  # one warm-up each (page cache, .pyc)
-            timed(build(len(pending) - 1 - list(commands).index(name)), env)
+            timed(build(len(pending) - 1 - list(commands).index(name)), env, MCP_INPUT if name.startswith("mcp") else None)
         for i in range(args.repeat):
             for name, build in commands.items():
-                samples[name].append(timed(build(i), env))
+                samples[name].append(timed(build(i), env, MCP_INPUT if name.startswith("mcp") else None))
     base = statistics.median(samples["python -c pass"])
     print(f"{'command':<16} {'median ms':>10} {'min ms':>8} {'max ms':>8} {'x baseline':>11}")
     for name, values in samples.items():
         median = statistics.median(values)
         print(f"{name:<16} {median:>10.1f} {min(values):>8.1f} {max(values):>8.1f} {median / base:>11.2f}")
-    worst = max(statistics.median(v) for k, v in samples.items() if k != "python -c pass") / base
+    worst = max(statistics.median(v) for k, v in samples.items() if k not in ("python -c pass", "mcp tools/call")) / base
     print(f"worst local command: {worst:.2f}x baseline (target <= 3x)")
+    print(f"mcp round trip (process start, initialize, one tools/call): "
+          f"{statistics.median(samples['mcp tools/call']) / base:.2f}x baseline")
     return 0
 
 

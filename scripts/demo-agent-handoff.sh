@@ -1,27 +1,42 @@
 #!/usr/bin/env bash
 # Token-free AideMemo handoff smoke: two accounts on one machine, then the same round trip over HTTP.
 #
-# Local half: an embedded store in a temporary directory, no server, no credentials.
-# Remote half: starts the reference server on a free loopback port, provisions two writer actors
-# (token files made here with mode 0600, never printed), and repeats the core round trip.
+# Local half: an embedded store in a temporary directory, no server, no credentials. It runs
+# upstream's own demo steps (workflow start, three facts, the packet checks, the resume check)
+# and then the full assignment cycle with its fail-closed returns. AIDEMEMO_BIN picks the CLI,
+# as in upstream's script: unset, it is this checkout's aidememo-ref; point it at upstream's
+# `aidememo` and the same steps judge that binary. Steps that only this kit offers say
+# "SKIP (kit only)" under another binary instead of passing silently.
+# Remote half (kit only): the reference server on a free loopback port, two writer actors (token
+# files mode 0600, never printed), the same core round trip.
 # Every step prints "OK: ..."; any deviation prints "FAIL: <step>: ..." and exits non-zero.
 #
-# Usage: scripts/demo-agent-handoff.sh            (PYTHON=... to pick the interpreter,
-#        AIDEMEMO_DEMO_KEEP=1 to keep the temporary directory, AIDEMEMO_DEMO_LOCAL_ONLY=1 to skip HTTP)
+# Usage: scripts/demo-agent-handoff.sh            (AIDEMEMO_BIN=/path/to/aidememo, PYTHON=...,
+#        AIDEMEMO_DEMO_KEEP=1 keeps the temporary directory, AIDEMEMO_DEMO_LOCAL_ONLY=1 skips HTTP)
 set -euo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
 # The checkout's own code, whether or not the package is installed.
-AMR=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+KIT=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+if [[ -n "${AIDEMEMO_BIN:-}" ]]; then
+    [[ -x "$AIDEMEMO_BIN" ]] || { echo "FAIL: setup: AIDEMEMO_BIN=$AIDEMEMO_BIN is not executable" >&2; exit 1; }
+    AM=("$AIDEMEMO_BIN")
+else
+    AM=("${KIT[@]}")
+fi
+# Is the CLI under test this kit? (Kit-only steps run only then.)
+IS_KIT=0
+if [[ -z "${AIDEMEMO_BIN:-}" ]] || "${AM[@]}" shim --help >/dev/null 2>&1; then IS_KIT=1; fi
 
 # Nothing from the caller's environment may leak into the demo's scope or identity.
 unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID AIDEMEMO_ACTOR_ID AIDEMEMO_NOW_MS AIDEMEMO_SOURCE_FROM_HERMES \
-      AIDEMEMO_ACTOR_FROM_HERMES_PROFILE HERMES_KANBAN_BOARD HERMES_KANBAN_TASK HERMES_TENANT HERMES_PROFILE
+      AIDEMEMO_ACTOR_FROM_HERMES_PROFILE AIDEMEMO_REMOTE_PROFILE AIDEMEMO_STORE HERMES_KANBAN_BOARD \
+      HERMES_KANBAN_TASK HERMES_TENANT HERMES_PROFILE
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-demo.XXXXXX")"
-export AIDEMEMO_STORE="$TMP/local.sqlite"
+STORE="$TMP/team.sqlite"
 SERVER_PID=""
 STEP="setup"
 
@@ -41,7 +56,9 @@ trap 'echo "FAIL: $STEP: command failed (line $LINENO)" >&2' ERR
 
 fail() { echo "FAIL: $STEP: $*" >&2; exit 1; }
 ok() { echo "OK: $*"; }
-amr() { "${AMR[@]}" "$@"; }
+skip() { echo "SKIP (kit only): $*"; }
+am() { "${AM[@]}" --store "$STORE" "$@"; }
+amr() { "${KIT[@]}" "$@"; }
 # jget PATH: read JSON on stdin, print the value at a dotted path (list indexes are numbers).
 jget() {
     "$PY" -c '
@@ -63,132 +80,152 @@ refused() {
 
 SOURCE="release-team"
 
-# ------------------------------------------------------------------------- local half
-STEP="tracked session"
-eval "$(amr session new --source-id "$SOURCE" 'Redis timeout patch review')"
-[[ "${AIDEMEMO_SESSION_ID:-}" == session-* && "${AIDEMEMO_SOURCE_ID:-}" == "$SOURCE" ]] || fail "exports not set"
-SESSION="$AIDEMEMO_SESSION_ID"
+# ------------------------------------------------------------------------- upstream's demo steps
+STEP="workflow start"
+SESSION="$(am --json workflow start "Harden release preflight" \
+    --body "The orchestrator assigned Codex to diagnose the flaky package gate." \
+    --source "orchestrator:demo/run-01" --source-id "$SOURCE" --bm25-only | jget session_id)"
+[[ "$SESSION" == session-* ]] || fail "no session id"
+export AIDEMEMO_SESSION_ID="$SESSION"
 export AIDEMEMO_ACTOR_ID=codex-one
-DECISION="$(amr --json fact add 'Retry Redis reads with exponential backoff, max 3 tries' --type decision --entities Redis | jget fact_id)"
-amr fact add 'Timeouts were hiding connection-pool exhaustion' --type lesson --entities Redis >/dev/null
-amr fact add 'pytest -k redis failed with ECONNRESET before the patch' --type error >/dev/null
-ok "tracked session $SESSION with a decision, a lesson and an error (as codex-one)"
+DECISION="$(am --json fact add "Decision: run the package smoke before the full release preflight." \
+    --type decision --entities Release --source-id "$SOURCE" | jget id)"
+am fact add "Lesson: the previous failure came from stale wheel metadata, not Rust compilation." \
+    --type lesson --entities Release,Python --source-id "$SOURCE" >/dev/null
+am fact add "Error: do not publish until the installed wheel version matches workspace metadata." \
+    --type error --entities Release,Python --source-id "$SOURCE" >/dev/null
+ok "workflow session $SESSION with a decision, a lesson and an error (as codex-one)"
 
 STEP="packet preview"
-PACKET="$TMP/packet.md"
-amr session handoff --from codex/coding --to codex/review --focus 'Review the Redis timeout patch' \
-    --done-when 'focused tests pass and the review is recorded' --output "$PACKET" >/dev/null
+PACKET="$TMP/codex-to-hermes.md"
+am session handoff --from codex/coding --to hermes/reviewer \
+    --focus "Verify package metadata, then run the release preflight if the smoke passes." \
+    --done-when "The installed wheel matches workspace metadata and release preflight passes." \
+    --source-id "$SOURCE" --output "$PACKET" "$SESSION" >/dev/null
 P="$(cat "$PACKET")"
-for needle in '# AideMemo Agent Handoff' "- session: \`$SESSION\`" '## Resume Contract' '## Definition of Done' \
-    'focused tests pass and the review is recorded' "session resume --source-id '$SOURCE'" \
-    'Retry Redis reads with exponential backoff' 'Timeouts were hiding connection-pool exhaustion' \
-    'failed with ECONNRESET' 'fact get <fact_id>'; do
+for needle in '# AideMemo Agent Handoff' "session: \`$SESSION\`" 'from_agent: codex' 'from_profile: coding' \
+    'to_agent: hermes' 'to_profile: reviewer' '## Resume Contract' '## Definition of Done' \
+    'installed wheel matches workspace metadata' "eval \"\$(aidememo session resume --source-id '$SOURCE'" \
+    'run the package smoke before the full release preflight' 'stale wheel metadata' 'do not publish until' \
+    'aidememo fact get <fact_id>'; do
     contains "$P" "$needle"
 done
-[[ "$(amr --json handoff outbox | jget assignments)" == "[]" ]] || fail "preview dispatched something"
-ok "read-only packet preview ($(wc -c <"$PACKET") bytes), nothing dispatched"
+[[ "$(am --json handoff outbox | jget assignments)" == "[]" ]] || fail "preview dispatched something"
+ok "read-only packet ($(wc -c <"$PACKET") bytes) has upstream's headings and lines; nothing dispatched"
 
+STEP="one-command resume"
+unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID
+eval "$(am session resume --source-id "$SOURCE" "$SESSION")"
+[[ "${AIDEMEMO_SESSION_ID:-}" == "$SESSION" && "${AIDEMEMO_SOURCE_ID:-}" == "$SOURCE" ]] || fail "resume did not export"
+ok "session resume activated session and source scope"
+
+# ------------------------------------------------------------------------- the assignment cycle
 STEP="agent profile"
-amr agent add codex-two --type manual --workspace "$TMP" --source-id "$SOURCE" >/dev/null
-[[ "$(amr --json agent show codex-two | jget agent)" == manual ]] || fail "profile not stored"
+am agent add codex-two --type manual --workspace "$TMP" --source-id "$SOURCE" >/dev/null
+[[ "$(am --json agent show codex-two | jget installation.agent)" == manual ]] || fail "profile not stored"
 ok "agent profile codex-two (manual; paths and routing only, no credentials)"
 
 STEP="send"
-HANDOFF="$(amr --json handoff send codex-two --focus 'Review the Redis timeout patch' \
-    --done-when 'focused tests pass and the review is recorded' | jget handoff_id)"
+HANDOFF="$(am --json handoff send codex-two --focus 'Review the release preflight' \
+    --done-when 'preflight passes and the review is recorded' | jget handoff_id)"
 [[ "$HANDOFF" == handoff-* ]] || fail "no handoff id"
-[[ "$(amr --json handoff show "$HANDOFF" | jget status)" == pending ]] || fail "not pending"
+[[ "$(am --json handoff show "$HANDOFF" | jget status)" == pending ]] || fail "not pending"
 ok "sent $HANDOFF to codex-two (a pointer to the session, no fact copied)"
 
 STEP="receiver inbox"
-[[ "$(amr --json handoff inbox --actor-id codex-two | jget assignments.0.handoff_id)" == "$HANDOFF" ]] || fail "receiver cannot see it"
-[[ "$(amr --json handoff inbox --actor-id codex-one | jget assignments)" == "[]" ]] || fail "sender sees it in its inbox"
-[[ "$(amr --json handoff inbox --actor-id stranger | jget assignments)" == "[]" ]] || fail "a stranger sees it"
+[[ "$(am --json handoff inbox --actor-id codex-two | jget assignments.0.handoff_id)" == "$HANDOFF" ]] || fail "receiver cannot see it"
+[[ "$(am --json handoff inbox --actor-id codex-one | jget assignments)" == "[]" ]] || fail "sender sees it in its inbox"
+[[ "$(am --json handoff inbox --actor-id stranger | jget assignments)" == "[]" ]] || fail "a stranger sees it"
 ok "only codex-two sees the assignment in its inbox"
 
-STEP="accept with resume"
-unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID
+STEP="manual profile refused by run"
+refused "uses the manual adapter" am handoff run codex-two
+ok "handoff run refused the manual profile"
+
+STEP="accept"
 export AIDEMEMO_ACTOR_ID=codex-two
-ACCEPT="$(amr handoff accept "$HANDOFF")"
-contains "$ACCEPT" "# Accepted assignment \`$HANDOFF\` (attempt 1)"
-contains "$ACCEPT" 'Retry Redis reads with exponential backoff'
-eval "$ACCEPT"
-[[ "$AIDEMEMO_SESSION_ID" == "$SESSION" && "$AIDEMEMO_SOURCE_ID" == "$SOURCE" && "$AIDEMEMO_ACTOR_ID" == codex-two ]] \
-    || fail "resume exports did not restore the session"
-ok "codex-two accepted; the packet was rebuilt and eval restored session, source and actor"
+ACCEPT="$(am handoff accept "$HANDOFF")"
+contains "$ACCEPT" "# Accepted assignment \`$HANDOFF\`"
+contains "$ACCEPT" 'run the package smoke before the full release preflight'
+contains "$ACCEPT" "Resume: eval \"\$(aidememo session resume --source-id '$SOURCE' '$SESSION')\""
+[[ "$(am --json handoff show "$HANDOFF" | jget attempt_count)" == 1 ]] || fail "attempt_count is not 1"
+ok "codex-two accepted; the packet was rebuilt from the session's current facts"
 
 STEP="receiver evidence"
-RESULT="$(amr --json fact add 'Review passed: backoff bounded, focused tests green' --type note --entities Release | jget fact_id)"
-[[ "$(amr --json fact get "$RESULT" | jget actor_id)" == codex-two ]] || fail "wrong author"
+RESULT="$(am --json fact add 'Review passed: preflight green' --type note --entities Release --source-id "$SOURCE" \
+    --actor-id codex-two | jget id)"
+[[ "$(am --json fact get "$RESULT" | jget actor_id)" == codex-two ]] || fail "wrong author"
 ok "codex-two recorded result fact $RESULT in the session"
 
 STEP="fail-closed return: fact not attached to the session"
-DETACHED="$(amr --json fact add 'Review notes outside the session' --no-session | jget fact_id)"
+unset AIDEMEMO_SESSION_ID
+DETACHED="$(am --json fact add 'Review notes outside the session' --source-id "$SOURCE" | jget id)"
+export AIDEMEMO_SESSION_ID="$SESSION"
 refused "must be attached to handoff session $SESSION" \
-    amr handoff return --outcome succeeded --result-fact-id "$DETACHED" "$HANDOFF"
+    am handoff return --outcome succeeded --result-fact-id "$DETACHED" "$HANDOFF"
 ok "return refused: result fact not attached to the delivered session"
 
 STEP="fail-closed return: wrong source_id"
-FOREIGN="$(amr --json fact add 'Review notes in another scope' --source-id other-team --entities "$SESSION" | jget fact_id)"
-refused "must use the handoff source_id" amr handoff return --outcome succeeded --result-fact-id "$FOREIGN" "$HANDOFF"
+FOREIGN="$(am --json fact add 'Review notes in another scope' --source-id other-team --entities "$SESSION" | jget id)"
+refused "must use the handoff source_id" am handoff return --outcome succeeded --result-fact-id "$FOREIGN" "$HANDOFF"
 ok "return refused: result fact carries another source_id"
 
 STEP="fail-closed return: not written by the receiver"
 refused "must be written by receiving actor codex-two" \
-    amr handoff return --outcome succeeded --result-fact-id "$DECISION" "$HANDOFF"
+    am handoff return --outcome succeeded --result-fact-id "$DECISION" "$HANDOFF"
 ok "return refused: result fact written by codex-one, not the receiving actor"
 
 STEP="fail-closed return: not the receiver"
 refused "is assigned to codex-two, not codex-one" \
-    amr handoff return --outcome succeeded --result-fact-id "$RESULT" --actor-id codex-one "$HANDOFF"
-[[ "$(amr --json handoff show "$HANDOFF" | jget status)" == accepted ]] || fail "a refused return changed the status"
+    am handoff return --outcome succeeded --result-fact-id "$RESULT" --actor-id codex-one "$HANDOFF"
+[[ "$(am --json handoff show "$HANDOFF" | jget status)" == accepted ]] || fail "a refused return changed the status"
 ok "return refused: codex-one is not the receiver; the assignment is still accepted"
 
 STEP="return"
-RETURNED="$(amr handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF")"
+RETURNED="$(am handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF")"
 contains "$RETURNED" "Returned handoff $HANDOFF outcome=succeeded status=completed result=$RESULT"
 ok "returned $HANDOFF succeeded with $RESULT"
 
 STEP="identical return changes nothing"
-BEFORE="$(amr --json handoff show "$HANDOFF")"
-AGAIN="$(amr handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF")"
-contains "$AGAIN" "nothing changed"
-[[ "$(amr --json handoff show "$HANDOFF")" == "$BEFORE" ]] || fail "the repeat changed the record"
-ok "an identical return changed nothing and said so"
+BEFORE="$(am --json handoff show "$HANDOFF")"
+am handoff return --outcome succeeded --result-fact-id "$RESULT" "$HANDOFF" >/dev/null
+[[ "$(am --json handoff show "$HANDOFF")" == "$BEFORE" ]] || fail "the repeat changed the record"
+ok "an identical return changed nothing"
 
 STEP="sender outbox and show"
 export AIDEMEMO_ACTOR_ID=codex-one
-OUTBOX="$(amr --json handoff outbox)"
+OUTBOX="$(am --json handoff outbox)"
 [[ "$(jget assignments.0.handoff_id <<<"$OUTBOX")" == "$HANDOFF" && "$(jget assignments.0.result_fact_id <<<"$OUTBOX")" == "$RESULT" ]] \
     || fail "outbox does not link the result"
-contains "$(amr handoff show "$HANDOFF")" "[completed] codex-one -> codex-two session=$SESSION outcome=succeeded result=$RESULT"
-contains "$(amr fact get "$RESULT")" 'Review passed: backoff bounded'
-ok "codex-one sees the completed assignment and reads the linked result fact"
+contains "$(am handoff show "$HANDOFF")" "[completed] codex-one -> codex-two session=$SESSION outcome=succeeded result=$RESULT"
+ok "codex-one sees the completed assignment and the linked result fact"
 
 STEP="board"
-BOARD="$(amr handoff board --include-completed)"
-contains "$BOARD" "$HANDOFF [returned] codex-one -> codex-two next=validate_result owner=caller"
+contains "$(am handoff board --include-completed)" "$HANDOFF [returned] codex-one -> codex-two next=validate_result owner=caller"
 ok "board: returned lane, next action validate_result"
 
 STEP="run with the command adapter"
-amr agent add echo-worker --type command --source-id "$SOURCE" \
-    --command "$PY -c 'import sys; sys.stdin.read(); print(\"echo-worker reviewed the packet\")'" >/dev/null
-export AIDEMEMO_SESSION_ID="$SESSION" AIDEMEMO_SOURCE_ID="$SOURCE"
-RUN_ID="$(amr --json handoff send echo-worker --focus 'Echo the packet' | jget handoff_id)"
-refused "uses the manual adapter" amr handoff run codex-two
-RUN="$(amr --json handoff run echo-worker --timeout 120)"
-[[ "$(jget handoff_id <<<"$RUN")" == "$RUN_ID" && "$(jget assignment_status <<<"$RUN")" == completed ]] || fail "run did not complete"
-ok "handoff run refused the manual profile and ran echo-worker to a returned result"
+if [[ "$IS_KIT" == 1 ]]; then
+    am agent add echo-worker --type command --source-id "$SOURCE" \
+        --command "$PY -c 'import sys; sys.stdin.read(); print(\"echo-worker reviewed the packet\")'" >/dev/null
+    RUN_ID="$(am --json handoff send echo-worker --focus 'Echo the packet' | jget handoff_id)"
+    RUN="$(am handoff run echo-worker --timeout 120 2>/dev/null)"
+    [[ "$(jget handoff_id <<<"$RUN")" == "$RUN_ID" && "$(jget assignment_status <<<"$RUN")" == completed ]] || fail "run did not complete"
+    ok "handoff run ran echo-worker with the built-in runner to a returned result"
+else
+    skip "the command adapter and built-in runner are aidememo-ref's; upstream delegates to aidememo-worker-lane"
+fi
 
-if [[ "${AIDEMEMO_DEMO_LOCAL_ONLY:-}" == 1 ]]; then
-    ok "local protocol smoke passed (remote half skipped by AIDEMEMO_DEMO_LOCAL_ONLY=1)"
+if [[ "${AIDEMEMO_DEMO_LOCAL_ONLY:-}" == 1 || "$IS_KIT" != 1 ]]; then
+    [[ "$IS_KIT" == 1 ]] || skip "the remote half provisions the kit's reference server"
+    ok "local protocol smoke passed (remote half skipped)"
     exit 0
 fi
 
 # ------------------------------------------------------------------------- remote half
 STEP="start the reference server"
 DB="$TMP/ledger.sqlite"
-"${AMR[@]}" serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
+"${KIT[@]}" serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
 SERVER_PID=$!
 URL=""
 for _ in $(seq 1 200); do

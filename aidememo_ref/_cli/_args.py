@@ -1,4 +1,5 @@
-"""argparse with one-line errors: bad input never prints a traceback or a usage block."""
+"""One argparse subclass for every ``aidememo-ref`` command: bad syntax raises ``UsageError``
+(one line, no usage block, no traceback); each command line decides how to print it."""
 
 from __future__ import annotations
 
@@ -6,12 +7,16 @@ import argparse
 import sys
 from typing import NoReturn
 
-__all__ = ["Parser", "fail"]
+__all__ = ["Parser", "UsageError", "fail"]
+
+
+class UsageError(Exception):
+    """Bad command-line syntax, as one line."""
 
 
 class Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
-        fail(f"{self.prog}: {message}", code=2)
+        raise UsageError(f"{self.prog}: {message}")
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

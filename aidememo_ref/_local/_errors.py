@@ -20,6 +20,8 @@ class LocalErrorCode(StrEnum):
     FACT_NOT_FOUND = "fact_not_found"
     # The store itself failed (unreadable file, lock held too long); details are in the text.
     STORAGE_FAILURE = "storage_failure"
+    # A step outside the store failed (the worker lane, a file write); upstream's ``Internal``.
+    INTERNAL = "internal"
 
 
 class LocalError(Exception):
@@ -42,6 +44,8 @@ class LocalError(Exception):
                 return f"fact not found: '{self.detail}'"
             case LocalErrorCode.STORAGE_FAILURE:
                 return f"storage failure: {self.detail}"
+            case LocalErrorCode.INTERNAL:
+                return f"internal error: {self.detail}"
         raise AssertionError(self.code)  # unreachable: the match is exhaustive
 
 

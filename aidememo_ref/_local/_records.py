@@ -1,6 +1,8 @@
-"""Frozen values of the local flow: sessions, facts, assignments and agent profiles.
+"""Frozen values of the local flow: entities, facts, assignments and agent profiles.
 
-Field names and JSON keys are upstream's (handoff spec §1.8); ``to_json`` keeps that order.
+Field names and JSON keys are upstream's: ``Fact.to_json`` is its ``FactRecord``,
+``Assignment.to_json`` its ``HandoffAssignment`` (handoff spec §1.8), ``AgentProfile.to_json``
+its ``InstallationConfig`` (unset fields left out), each in upstream's declaration order.
 """
 
 from __future__ import annotations
@@ -10,7 +12,7 @@ from enum import StrEnum
 from typing import Any
 
 from .._records import Outcome, Status
-from ._errors import invalid_input
+from ._facttypes import FactType
 
 __all__ = [
     "Status",
@@ -18,27 +20,21 @@ __all__ = [
     "FactType",
     "AgentType",
     "EnvPolicy",
-    "Session",
+    "Entity",
     "Fact",
     "Assignment",
     "AgentProfile",
+    "SESSION_TYPE",
+    "HANDOFF_TYPE",
 ]
 
+# Entity types the local flow creates itself; names given to `--entities` get "unknown".
+SESSION_TYPE = "session"
+HANDOFF_TYPE = "handoff"
 
-# Status and Outcome are the remote protocol's own (``_records``): the local flow has the same three
-# statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
-
-class FactType(StrEnum):
-    """Fact kinds; the packet groups them into its sections (see ``_packet``)."""
-
-    DECISION = "decision"
-    CONVENTION = "convention"
-    PATTERN = "pattern"
-    QUESTION = "question"
-    LESSON = "lesson"
-    ERROR = "error"
-    NOTE = "note"
+# Status and Outcome are the remote protocol's own (``aidememo_ref._records``): the local flow has
+# the same three statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
 class AgentType(StrEnum):
@@ -51,7 +47,7 @@ class AgentType(StrEnum):
 
 
 class EnvPolicy(StrEnum):
-    """Which environment a run adapter passes to the agent (upstream ``env_policy``)."""
+    """Which environment a run passes to the agent (upstream ``env_policy``)."""
 
     CORE = "core"
     ALL = "all"
@@ -66,42 +62,45 @@ def _to_json(value: object) -> dict[str, Any]:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Session:
-    """A tracked session; its ``source_id`` is fixed at creation."""
+class Entity:
+    """A named node facts attach to: a session (``source_page`` is its topic), a handoff, or a
+    name given to ``--entities``. Names are unique without regard to case, as upstream's."""
 
-    session_id: str
-    topic: str
-    source_id: str | None
-    created_by: str | None
+    entity_id: str
+    name: str
+    entity_type: str
+    source_page: str | None
     created_at: int
-
-    def __post_init__(self) -> None:
-        if not self.topic.strip():
-            raise invalid_input("session topic must not be empty")
-
-    def to_json(self) -> dict[str, Any]:
-        return _to_json(self)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Fact:
-    """A fact. It is attached to a session when the session id is one of its entities."""
+    """Upstream's ``FactRecord``; ``entity_ids`` are entity ULIDs, ``entity_names`` their names."""
 
-    fact_id: str
-    fact_type: FactType
+    id: str
     content: str
-    entities: tuple[str, ...]
+    fact_type: FactType
+    entity_ids: tuple[str, ...]
+    tags: tuple[str, ...]
+    source: str | None
     source_id: str | None
     actor_id: str | None
+    source_confidence: float
+    relevance_score: float
     created_at: int
-
-    def __post_init__(self) -> None:
-        if not self.content.strip():
-            raise invalid_input("fact content must not be empty")
+    updated_at: int
+    observed_at: int | None
+    superseded_at: int | None
+    superseded_by: str | None
+    access_count: int
+    last_accessed_at: int
+    pinned: bool
+    entity_names: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         out = _to_json(self)
-        out["type"] = str(out.pop("fact_type"))
+        del out["entity_names"]  # not part of the record
+        out["fact_type"] = str(self.fact_type)
         return out
 
 
@@ -170,22 +169,24 @@ class AgentProfile:
     pass_env: tuple[str, ...] = ()
     command: str | None = None
 
-    def __post_init__(self) -> None:
-        if self.agent is AgentType.COMMAND and not (self.command or "").strip():
-            raise invalid_input("a command agent needs --command with the command line to run")
-        if self.agent is not AgentType.COMMAND and self.command is not None:
-            raise invalid_input("--command is only for --type command")
-
     def to_json(self) -> dict[str, Any]:
-        out = _to_json(self)
-        out["agent"] = str(self.agent)
+        """Upstream's ``InstallationConfig``: no alias, unset options and an empty
+        ``pass_env`` left out; ``command`` only for this kit's command adapter."""
+        out: dict[str, Any] = {"agent": str(self.agent)}
+        for name in ("binary", "config_home", "workspace", "source_id", "model"):
+            if getattr(self, name) is not None:
+                out[name] = getattr(self, name)
         out["env_policy"] = str(self.env_policy)
+        if self.pass_env:
+            out["pass_env"] = list(self.pass_env)
+        if self.command is not None:
+            out["command"] = self.command
         return out
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> AgentProfile:
+    def from_json(cls, alias: str, data: dict[str, Any]) -> AgentProfile:
         values = dict(data)
         values["agent"] = AgentType(values["agent"])
-        values["env_policy"] = EnvPolicy(values["env_policy"])
+        values["env_policy"] = EnvPolicy(values.get("env_policy", "core"))
         values["pass_env"] = tuple(values.get("pass_env") or ())
-        return cls(**values)
+        return cls(alias=alias, **values)

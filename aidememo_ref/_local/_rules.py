@@ -27,12 +27,15 @@ __all__ = [
     "new_assignment",
     "accept",
     "heartbeat",
+    "complete",
     "return_result",
     "check_status_reader",
     "parse_outcome",
     "board_item",
     "check_stale_after",
+    "parse_duration_ms",
     "check_result_fact_id",
+    "is_result_fact_id",
     "DEFAULT_STALE_AFTER_MS",
     "DEFAULT_RUN_TIMEOUT_S",
     "DEFAULT_HEARTBEAT_INTERVAL_S",
@@ -108,6 +111,8 @@ def _ensure_receiver(record: Assignment, actor: str) -> None:
 def accept(record: Assignment, actor: str, claim_id: str | None, now_ms: int) -> Assignment | None:
     """Accept (optionally with a claim); ``None`` means an identical retry that changes nothing."""
     claim = (claim_id or "").strip() or None
+    if claim is not None:
+        check_actor("claim_id", claim)
     _ensure_receiver(record, actor)
     match record.status:
         case Status.PENDING:
@@ -155,12 +160,30 @@ def heartbeat(record: Assignment, actor: str, now_ms: int) -> Assignment:
     )
 
 
+def complete(record: Assignment, actor: str, now_ms: int) -> Assignment | None:
+    """Upstream's legacy completion: no evidence, no claim or outcome check (``None``: already
+    completed, nothing changes). ``return`` is the fail-closed way to finish an assignment."""
+    _ensure_receiver(record, actor)
+    match record.status:
+        case Status.ACCEPTED:
+            return replace(record, status=Status.COMPLETED, completed_at=now_ms, revision=record.revision + 1)
+        case Status.COMPLETED:
+            return None
+        case Status.PENDING:
+            raise invalid_input(f"accept handoff {record.handoff_id} before completing it")
+    raise AssertionError(record.status)
+
+
 def parse_outcome(text: str) -> Outcome:
     """Outcomes are trimmed and lower-cased before the check, as upstream does."""
     try:
         return Outcome(text.strip().lower())
     except ValueError:
         raise invalid_input("outcome must be succeeded or failed") from None
+
+
+def is_result_fact_id(text: str) -> bool:
+    return is_ulid(text.strip())
 
 
 def check_result_fact_id(result_fact_id: str) -> str:
@@ -195,10 +218,10 @@ def return_result(
         raise invalid_input(
             f"handoff {record.handoff_id} is already completed with a different result"
         )
-    fact_id = check_result_fact_id(given)
+    fact_id = check_result_fact_id(given).upper()  # upstream prints the parsed ULID
     if fact is None:
         raise LocalError(LocalErrorCode.FACT_NOT_FOUND, fact_id)
-    if record.session_id not in fact.entities:
+    if record.session_id.lower() not in {name.lower() for name in fact.entity_names}:
         raise invalid_input(
             f"result fact {fact_id} must be attached to handoff session {record.session_id}"
         )
@@ -209,7 +232,7 @@ def return_result(
     succeeded = outcome is Outcome.SUCCEEDED
     return replace(
         record,
-        result_fact_id=fact_id,
+        result_fact_id=given,
         outcome=outcome,
         returned_at=now_ms,
         status=Status.COMPLETED if succeeded else record.status,
@@ -262,6 +285,25 @@ class BoardItem:
             "next_action": str(self.next_action),
             "lifecycle_owner": self.lifecycle_owner,
         }
+
+
+_DURATION_UNITS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000, "w": 604_800_000,
+                   "y": 31_536_000_000}
+
+
+def parse_duration_ms(text: str) -> int:
+    """Upstream's ``parse_duration_to_ms``: digits then one unit of s/m/h/d/w/y (required)."""
+    value = text.strip()
+    if not value:
+        raise invalid_input("empty duration")
+    if not value[-1].isascii() or not value[-1].isalpha():
+        raise invalid_input(f"duration needs a unit suffix (s/m/h/d/w/y), got: {value}")
+    number, unit = value[:-1], value[-1].lower()
+    if not (number.isascii() and number.isdigit()):
+        raise invalid_input(f"invalid number in duration: {value}")
+    if unit not in _DURATION_UNITS:
+        raise invalid_input(f"unknown duration unit '{unit}' in: {value}")
+    return int(number) * _DURATION_UNITS[unit]
 
 
 def check_stale_after(stale_after_ms: int) -> int:

@@ -1,7 +1,8 @@
 """Run adapters: turn an agent profile into one process, run it with a timeout and heartbeats.
 
-Adapters: ``codex`` and ``claude`` start the vendor CLI with the profile's home (``CODEX_HOME``,
-``CLAUDE_CONFIG_DIR``) and pass the packet as the prompt on stdin; ``command`` runs the
+Adapters: ``codex`` and ``claude`` start the vendor CLI as upstream's worker lane does (codex
+writes its last message to ``last_message``), with the profile's home (``CODEX_HOME``,
+``CLAUDE_CONFIG_DIR``) and the prompt on stdin; ``command`` runs the
 profile's command line (split like a shell would, never through a shell) with the packet on
 stdin; ``manual`` has no process and is refused. Every adapter sees the handoff through
 ``AIDEMEMO_*`` variables, so a command can record facts or heartbeats itself.
@@ -36,8 +37,10 @@ MAX_RESULT_CHARS = 6000
 # The exit status `timeout(1)` reports, which upstream's worker lane also uses.
 TIMEOUT_EXIT_CODE = 124
 
-# What `env_policy = core` passes through besides the profile's `pass_env` names.
-_CORE_ENV = ("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TMPDIR", "SYSTEMROOT")
+# What `env_policy = core` passes through besides `LC_*` and the profile's `pass_env` names
+# (upstream worker lane's list).
+_CORE_ENV = ("HOME", "USERPROFILE", "PATH", "SHELL", "USER", "LOGNAME", "LANG", "TMPDIR", "TMP", "TEMP",
+             "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -76,12 +79,13 @@ def build_invocation(
     handoff_env: Mapping[str, str],
     workspace: str | None,
     environ: Mapping[str, str],
+    last_message: str | None = None,
 ) -> Invocation:
     """Check the profile can run here (binary, workspace) before anything is accepted."""
     if profile.agent is AgentType.MANUAL:
         raise invalid_input(
             f'agent "{profile.alias}" uses the manual adapter; read/accept/heartbeat/return it'
-            " through the handoff commands"
+            " through CLI, MCP, or the Python SDK"
         )
     if workspace is not None and not os.path.isdir(workspace):
         raise invalid_input(f"workspace {workspace} is not a directory")
@@ -96,14 +100,18 @@ def build_invocation(
     else:
         binary = _executable(profile.binary or str(profile.agent), workspace)
         model = ["--model", profile.model] if profile.model else []
+        # The worker lane's command lines, without its structured-result schema.
         if profile.agent is AgentType.CODEX:
-            argv = [binary, "exec", "--sandbox", "workspace-write", *model, "-"]
+            argv = [binary, "exec", "--cd", workspace or os.getcwd(), "--sandbox", "workspace-write", "--ephemeral",
+                    "--color", "never", "--output-last-message", last_message or os.devnull, *model, "-"]
         else:
-            argv = [binary, "-p", "--permission-mode", "acceptEdits", *model]
+            argv = [binary, "--print", "--permission-mode", "acceptEdits", "--output-format", "text",
+                    "--no-session-persistence", *model]
     if profile.env_policy is EnvPolicy.ALL:
         env = dict(environ)
     else:
-        env = {name: environ[name] for name in (*_CORE_ENV, *profile.pass_env) if name in environ}
+        env = {name: value for name, value in environ.items() if name in _CORE_ENV or name.startswith("LC_")}
+        env.update({name: environ[name] for name in profile.pass_env if name in environ})
     if profile.config_home is not None:
         home_var = {AgentType.CODEX: "CODEX_HOME", AgentType.CLAUDE: "CLAUDE_CONFIG_DIR"}.get(profile.agent)
         env[home_var or "AIDEMEMO_AGENT_HOME"] = profile.config_home

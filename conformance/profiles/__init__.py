@@ -9,5 +9,6 @@ __all__ = ["PROFILES"]
 
 PROFILES: dict[str, str] = {
     "aidememo": "conformance.profiles.aidememo:PROFILE",
+    "aidememo-local": "conformance.profiles.aidememo_local:PROFILE",
     "xmemo": "conformance.profiles.xmemo:PROFILE",
 }

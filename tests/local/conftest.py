@@ -23,6 +23,9 @@ _CLI_ENV = (
     "AIDEMEMO_SOURCE_ID",
     "AIDEMEMO_ACTOR_ID",
     "AIDEMEMO_NOW_MS",
+    "AIDEMEMO_REMOTE_PROFILE",
+    "AIDEMEMO_WORKER_LANE_BIN",
+    "AIDEMEMO_BIN",
     "AIDEMEMO_SOURCE_FROM_HERMES",
     "AIDEMEMO_ACTOR_FROM_HERMES_PROFILE",
     "HERMES_KANBAN_BOARD",
@@ -69,15 +72,15 @@ class Cli:
     def j(self, *argv: str, env: dict[str, str | None] | None = None) -> Any:
         return self.ok("--json", *argv, env=env).json()
 
-    def refused(self, *argv: str, env: dict[str, str | None] | None = None) -> dict[str, str]:
-        """Run with ``--json``; it must fail with exactly one JSON error line on stderr."""
+    def refused(self, *argv: str, env: dict[str, str | None] | None = None) -> str:
+        """Run with ``--json``; it must fail with upstream's one line ``Error: <message>`` and
+        exit 1. Returns the message."""
         result = self.run("--json", *argv, env=env)
         assert result.rc == 1, f"{argv} should be refused: rc={result.rc} out={result.out}"
         assert result.out == ""
         lines = result.err.splitlines()
-        assert len(lines) == 1, result.err
-        error: dict[str, str] = json.loads(lines[0])["error"]
-        return error
+        assert len(lines) == 1 and lines[0].startswith("Error: "), result.err
+        return lines[0][len("Error: "):]
 
 
 @pytest.fixture
@@ -105,7 +108,7 @@ SOURCE = "release-team"
 def sent(cli: Cli, tmp_path: Path) -> Handoff:
     session_id = cli.j("session", "new", "--source-id", SOURCE, "Redis timeout review")["session_id"]
     env = {"AIDEMEMO_SESSION_ID": session_id, "AIDEMEMO_SOURCE_ID": SOURCE, "AIDEMEMO_ACTOR_ID": SENDER}
-    cli.ok("fact", "add", "Use exponential backoff", "--type", "decision", env=env)
+    cli.ok("fact", "add", "Use exponential backoff", "--type", "decision", "--source-id", SOURCE, env=env)
     workspace = tmp_path / "ws"
     workspace.mkdir()
     cli.ok("agent", "add", RECEIVER, "--type", "manual", "--workspace", str(workspace), "--source-id", SOURCE)
@@ -117,7 +120,7 @@ def receiver_fact(cli: Cli, handoff: Handoff, content: str = "review passed", **
     """A fact that satisfies every return rule unless ``extra`` overrides a flag."""
     flags = {"--actor-id": RECEIVER, "--source-id": SOURCE, "--session-id": handoff.session_id} | extra
     argv = [item for pair in flags.items() for item in pair if pair[1] != ""]
-    fact_id: str = cli.j("fact", "add", content, *argv)["fact_id"]
+    fact_id: str = cli.j("fact", "add", content, *argv)["id"]
     return fact_id
 
 

@@ -23,7 +23,8 @@ def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) 
     lines = done.stdout.splitlines()
     assert lines and all(line.startswith("OK: ") for line in lines), done.stdout
     assert lines[-1] == "OK: all steps passed"
-    for step in ("tracked session", "packet preview", "only codex-two sees", "return refused: result fact not attached",
+    for step in ("workflow session", "has upstream's headings and lines", "session resume activated", "only codex-two sees",
+                 "handoff run refused the manual profile", "return refused: result fact not attached",
                  "return refused: result fact carries another source_id", "return refused: result fact written by codex-one",
                  "identical return changed nothing", "board: returned lane", "reference server healthy",
                  "only codex-p2 sees it", "replayed return recovered"):
@@ -55,3 +56,26 @@ def test_demo_names_the_step_when_the_flow_deviates(tmp_path: Path) -> None:
     assert "FAIL: fail-closed return: not written by the receiver: was accepted but must be refused" in done.stderr
     assert "OK: return refused: result fact carries another source_id" in done.stdout  # earlier steps ran
     assert not list(tmp_path.glob("aidememo-demo.*"))  # the temporary store was cleaned up
+
+
+def test_demo_takes_aidememo_bin_and_says_which_steps_another_cli_skips(tmp_path: Path) -> None:
+    # Another `aidememo` (here the kit behind a wrapper that has no `shim` command, as upstream's
+    # has none): upstream's steps run against it, the kit-only ones are announced, not passed.
+    wrapper = tmp_path / "aidememo"
+    wrapper.write_text(f"""#!/bin/sh
+[ "$1" = shim ] && exit 2
+exec {sys.executable} -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))' "$@"
+""")
+    wrapper.chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}
+    env |= {"PYTHON": sys.executable, "TMPDIR": str(tmp_path), "AIDEMEMO_BIN": str(wrapper),
+            "PYTHONPATH": str(REPO)}
+    done = subprocess.run(["bash", str(REPO / "scripts" / "demo-agent-handoff.sh")], capture_output=True, text=True,
+                          env=env, cwd=tmp_path, timeout=300)
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert "SKIP (kit only): the command adapter and built-in runner are aidememo-ref's; upstream delegates to" \
+           " aidememo-worker-lane" in lines
+    assert "SKIP (kit only): the remote half provisions the kit's reference server" in lines
+    assert lines[-1] == "OK: local protocol smoke passed (remote half skipped)"
+    assert any("has upstream's headings and lines" in line for line in lines)

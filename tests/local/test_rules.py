@@ -22,13 +22,10 @@ def pending(**changes: object) -> Assignment:
 
 def evidence(**changes: object) -> Fact:
     base = Fact(
-        fact_id=FACT_ID,
-        fact_type=FactType.NOTE,
-        content="done",
-        entities=("session-1",),
-        source_id="team",
-        actor_id="b",
-        created_at=1,
+        id=FACT_ID, content="done", fact_type=FactType.NOTE, entity_ids=("E1",), entity_names=("session-1",),
+        tags=(), source=None, source_id="team", actor_id="b", source_confidence=0.5, relevance_score=0.5,
+        created_at=1, updated_at=1, observed_at=None, superseded_at=None, superseded_by=None, access_count=0,
+        last_accessed_at=1, pinned=False,
     )
     return replace(base, **changes)  # type: ignore[arg-type]
 
@@ -111,7 +108,7 @@ def test_return_rules_run_in_upstream_order() -> None:
         (pending(), "c", FACT_ID, evidence(), "handoff handoff-1 is assigned to b, not c"),
         (pending(), "b", FACT_ID, evidence(), "accept handoff handoff-1 before returning a result"),
         (accepted, "b", "not-a-ulid", evidence(), "result_fact_id must be a valid ULID"),
-        (accepted, "b", FACT_ID, evidence(entities=()), f"result fact {FACT_ID} must be attached to handoff session session-1"),
+        (accepted, "b", FACT_ID, evidence(entity_names=()), f"result fact {FACT_ID} must be attached to handoff session session-1"),
         (accepted, "b", FACT_ID, evidence(source_id="other"), f"result fact {FACT_ID} must use the handoff source_id"),
         (accepted, "b", FACT_ID, evidence(source_id=None), f"result fact {FACT_ID} must use the handoff source_id"),
         (accepted, "b", FACT_ID, evidence(actor_id="a"), f"result fact {FACT_ID} must be written by receiving actor b"),
@@ -137,7 +134,7 @@ def test_successful_return_completes_and_identical_repeat_changes_nothing() -> N
     # The completed check runs before the evidence checks: even a vanished fact is "no change".
     assert rules.return_result(done, "b", Outcome.SUCCEEDED, f" {FACT_ID} ", None, 800) is None
     other = "01HYYYYYYYYYYYYYYYYYYYYYYY"
-    assert refusal(rules.return_result, done, "b", Outcome.SUCCEEDED, other, evidence(fact_id=other), 1) == (
+    assert refusal(rules.return_result, done, "b", Outcome.SUCCEEDED, other, evidence(id=other), 1) == (
         "handoff handoff-1 is already completed with a different result"
     )
     assert refusal(rules.return_result, done, "b", Outcome.FAILED, FACT_ID, evidence(), 1).endswith("different result")

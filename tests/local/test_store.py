@@ -8,14 +8,15 @@ import pytest
 
 from aidememo_ref._local import _rules as rules
 from aidememo_ref._local._errors import LocalError, LocalErrorCode
-from aidememo_ref._local._records import Assignment, Session, Status
+from aidememo_ref._local import _assignments as assignments
+from aidememo_ref._local._records import Assignment, Entity, Status
 from aidememo_ref._local._store import LocalStore
 
 
 def _seed(path: Path) -> None:
     store = LocalStore(str(path))
     with store.transaction(write=True):
-        store.insert_session(Session(session_id="session-1", topic="t", source_id=None, created_by=None, created_at=1))
+        store.add_entity(Entity(entity_id="E1", name="session-1", entity_type="session", source_page="t", created_at=1))
         store.insert_handoff(
             Assignment(handoff_id="handoff-1", session_id="session-1", source_id=None, from_actor="a", to_actor="b", created_at=1000)
         )
@@ -27,9 +28,9 @@ def test_two_writers_from_the_same_updated_at_one_wins_one_gets_transaction_conf
     _seed(path)
     first, second = LocalStore(str(path)), LocalStore(str(path))
     with first.transaction(write=False):
-        record_1, token_1 = first.load_handoff("handoff-1")
+        record_1, token_1 = assignments.load(first, "handoff-1")
     with second.transaction(write=False):
-        record_2, token_2 = second.load_handoff("handoff-1")
+        record_2, token_2 = assignments.load(second, "handoff-1")
     assert token_1 == token_2 == 1000
     accepted = rules.accept(record_1, "b", "worker-1", 1000)
     assert accepted is not None
@@ -43,14 +44,14 @@ def test_two_writers_from_the_same_updated_at_one_wins_one_gets_transaction_conf
     assert info.value.code is LocalErrorCode.TRANSACTION_CONFLICT
     assert str(info.value) == "transaction conflict (concurrent write): retry needed"
     with second.transaction(write=False):
-        stored, token = second.load_handoff("handoff-1")
+        stored, token = assignments.load(second, "handoff-1")
     assert (stored.status, stored.claim_id, stored.revision, token) == (Status.ACCEPTED, "worker-1", 1, 1001)
 
 
 def test_missing_handoff_is_entity_not_found(tmp_path: Path) -> None:
     store = LocalStore(str(tmp_path / "s.sqlite"))
     with pytest.raises(LocalError) as info, store.transaction(write=False):
-        store.load_handoff("handoff-x")
+        assignments.load(store, "handoff-x")
     assert info.value.code is LocalErrorCode.ENTITY_NOT_FOUND
     assert str(info.value) == "entity not found: 'handoff-x'"
 
@@ -60,10 +61,23 @@ def test_a_refused_command_rolls_its_transaction_back(tmp_path: Path) -> None:
     _seed(path)
     store = LocalStore(str(path))
     with pytest.raises(LocalError), store.transaction(write=True):
-        store.insert_session(Session(session_id="session-2", topic="t", source_id=None, created_by=None, created_at=1))
+        store.add_entity(Entity(entity_id="E2", name="session-2", entity_type="session", source_page="t", created_at=1))
         raise LocalError(LocalErrorCode.INVALID_INPUT, "refused after a write")
     with store.transaction(write=False):
-        assert store.get_session("session-2") is None
+        assert store.entity("session-2") is None
+
+
+def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path) -> None:
+    import sqlite3
+
+    path = tmp_path / "wiki.sqlite"
+    with sqlite3.connect(path) as db:  # what upstream's store (or anyone else's) looks like
+        db.execute("CREATE TABLE facts (id TEXT)")
+    with pytest.raises(LocalError) as info:
+        LocalStore(str(path))
+    assert "is not an aidememo-ref local store" in str(info.value)
+    with sqlite3.connect(path) as db:
+        assert [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")] == ["facts"]
 
 
 def test_unopenable_store_is_a_storage_failure(tmp_path: Path) -> None:

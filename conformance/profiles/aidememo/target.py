@@ -21,6 +21,7 @@ from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
+from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
@@ -47,6 +48,8 @@ class AideMemoTarget:
     fixed_tokens: TokenList
     base_url: str
     claims: Claims = field(default_factory=Claims)
+    lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
+    lease_wait: LeaseWait = field(default_factory=LeaseWait)
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:
@@ -142,6 +145,10 @@ def start(context: StartContext) -> AideMemoTarget:
     from conformance.profiles.aidememo import CAPABILITIES
 
     target.claims = settle(settings.capabilities, CAPABILITIES, lambda name: _detect(wire, name))
+    if settings.real_time_leases:
+        target.lease_mode = LeaseMode.REAL
+    elif target.claims.claimed("test-clock"):
+        target.lease_mode = LeaseMode.VIRTUAL
     return target
 
 

@@ -1,0 +1,45 @@
+"""``mcp [--remote-profile NAME] [WIKI_ROOT]``: the stdio MCP server on the local store."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from aidememo_ref._local._errors import invalid_input
+
+from ._context import Context, Parser, clean
+
+
+def cmd_mcp(args: argparse.Namespace, ctx: Context) -> int:
+    from aidememo_ref._mcp._local import LocalTools
+    from aidememo_ref._mcp._protocol import serve
+
+    if clean(args.remote_profile) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE"):
+        raise invalid_input("remote MCP profiles are not supported by aidememo-ref yet; unset AIDEMEMO_REMOTE_PROFILE")
+    tools = LocalTools(ctx.store_path, ctx.env, ctx.clock)
+
+    def write(line: str) -> None:
+        sys.stdout.write(line)
+        sys.stdout.flush()
+
+    try:
+        serve(sys.stdin, write, tools, _version())
+    finally:
+        tools.close()
+    return 0
+
+
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("aidememo-conformance")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+def register(groups: argparse._SubParsersAction[Parser]) -> None:
+    p = groups.add_parser("mcp", help="stdio MCP server (newline-delimited JSON-RPC)")
+    p.set_defaults(func=cmd_mcp)
+    p.add_argument("--remote-profile", metavar="NAME")
+    p.add_argument("wiki_root", nargs="?", metavar="WIKI_ROOT", help="store path (overrides --store)")

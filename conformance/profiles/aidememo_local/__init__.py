@@ -1,0 +1,55 @@
+"""The ``aidememo-local`` profile: the token-free local handoff rules, checked through a CLI.
+
+The target is a command line (``--cli "aidememo"``, upstream's binary or anything speaking its
+local surface); without one, this kit's ``aidememo-ref`` is used. Every check works on a fresh
+store file of its own (``--store``), drives the CLI as a user would and, for the ``mcp``
+capability, the same CLI's ``mcp`` server as upstream's SDK does. This module stays light: the
+target, the world and the checks are imported only when a run selects the profile.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from conformance.capabilities import CORE, Capability
+from conformance.profile import CLI, CheckContext, Profile, StartContext, Target, TargetDescription, World
+
+__all__ = ["PROFILE"]
+
+CAPABILITIES = (
+    Capability(name=CORE, covers="sessions, facts, send, inbox/outbox/show/status visibility, accept, heartbeat, "
+                                 "fail-closed return, run refusals, compare-and-swap under concurrent writers"),
+    Capability(name="mcp", covers="worker claims and the worker lane's sequence through the stdio MCP server",
+               detection="`mcp` answers initialize with protocolVersion"),
+)
+
+
+def _start(context: StartContext) -> Target:
+    from conformance.profiles.aidememo_local.target import start
+
+    return start(context)
+
+
+def _world(context: CheckContext) -> World:
+    from conformance.profiles.aidememo_local.world import LocalWorld
+
+    return LocalWorld(**LocalWorld.context_fields(context), target=context.target)
+
+
+def _describe(settings: Any, config: Any) -> TargetDescription:
+    command = settings[CLI]
+    return TargetDescription(target=" ".join(command) if command else "embedded aidememo-ref CLI", mode="command line")
+
+
+PROFILE = Profile(
+    name="aidememo-local",
+    title="AideMemo local",
+    prefix="AML-",
+    package="conformance.profiles.aidememo_local",
+    checks="conformance.profiles.aidememo_local.checks",
+    capabilities=CAPABILITIES,
+    settings=(CLI,),
+    start=_start,
+    world=_world,
+    describe=_describe,
+)

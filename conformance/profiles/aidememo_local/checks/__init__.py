@@ -1,0 +1,1 @@
+"""Checks of the aidememo-local profile (one module per requirement family)."""

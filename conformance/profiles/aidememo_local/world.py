@@ -1,0 +1,115 @@
+"""One check's view of a local CLI: a fresh store, the verbs a user types, and the MCP calls
+upstream's SDK makes (a fresh ``mcp`` process fed ``initialize`` and one ``tools/call``)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.errors import Untestable
+from conformance.process import CommandExchange, run_command
+from conformance.profiles.aidememo_local.target import LocalTarget
+from conformance.world import BaseWorld
+
+__all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER"]
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"clientInfo": {"name": "aidememo-conformance", "version": "0"}}}
+SOURCE = "conformance-team"
+SENDER = "sender-one"
+RECEIVER = "receiver-two"
+# The caller's own variables must not leak into a check: blank is "unset" to upstream's CLI.
+_NEUTRAL = {name: "" for name in ("AIDEMEMO_SESSION_ID", "AIDEMEMO_SOURCE_ID", "AIDEMEMO_ACTOR_ID",
+                                  "AIDEMEMO_REMOTE_PROFILE", "AIDEMEMO_STORE", "HERMES_KANBAN_TASK",
+                                  "HERMES_KANBAN_BOARD")}
+
+
+@dataclass(frozen=True, slots=True)
+class Assignment:
+    session_id: str
+    handoff_id: str
+
+
+@dataclass(slots=True)
+class LocalWorld(BaseWorld):
+    target: LocalTarget = field(kw_only=True)
+    _store: str | None = None
+
+    @property
+    def store(self) -> str:
+        if self._store is None:
+            self._store = f"{self.target.root}/{self.new_id('store')}.sqlite"
+        return self._store
+
+    def run(self, *words: str, env: Mapping[str, str] | None = None, stdin: bytes = b"",
+            actor: str | None = None) -> CommandExchange:
+        return run_command(self.transcript, [*self.target.argv, "--store", self.store, *words],
+                           env={**_NEUTRAL, **(env or {})}, stdin=stdin, timeout_s=self.target.timeout_s,
+                           max_output_bytes=self.target.max_output_bytes, actor=actor)
+
+    def json(self, *words: str, env: Mapping[str, str] | None = None) -> Any:
+        """A setup step that must succeed with JSON on stdout (else the check is untestable)."""
+        done = self.run("--json", *words, env=env)
+        if done.exit_code != 0:
+            raise Untestable(f"`{' '.join(words)}` exited {done.exit_code}: {done.stderr.decode(errors='replace').strip()}")
+        try:
+            return json.loads(done.stdout)
+        except ValueError as exc:
+            raise Untestable(f"`{' '.join(words)}` printed no JSON: {done.text()[:200]!r}") from exc
+
+    def mcp(self, tool: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None,
+            actor: str | None = None) -> tuple[Any, bool]:
+        """(the tool's decoded answer, whether it is an error), as upstream's SDK reads it."""
+        call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
+        done = self.run("mcp", env=env, actor=actor,
+                        stdin=f"{json.dumps(INITIALIZE)}\n{json.dumps(call)}\n".encode())
+        try:
+            responses = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
+            response = next(r for r in responses if r.get("id") == 1)
+            result = response["result"]
+            answer = json.loads(result["content"][0]["text"])
+        except (ValueError, StopIteration, KeyError, IndexError, TypeError) as exc:
+            raise AssertionError(f"`mcp` gave no tools/call answer for {tool}: {done.text()[:300]!r}") from exc
+        return answer, bool(result.get("isError"))
+
+    def concurrently(self, commands: Sequence[Sequence[str]]) -> list[CommandExchange]:
+        """Start every command at once and wait for all (the CAS checks' writers)."""
+        results: list[CommandExchange | None] = [None] * len(commands)
+        gate = threading.Barrier(len(commands))
+
+        def one(index: int) -> None:
+            gate.wait()
+            results[index] = self.run(*commands[index])
+
+        threads = [threading.Thread(target=one, args=(i,)) for i in range(len(commands))]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        return [r for r in results if r is not None]
+
+    def assignment(self, receiver_type: str = "manual") -> Assignment:
+        """A session in SOURCE (visible there through its start fact), a receiver profile and one
+        pending assignment: four commands, as few as the rules allow."""
+        session_id = self.json("session", "new", "--source-id", SOURCE, self.text("topic"))["session_id"]
+        self.json("agent", "add", RECEIVER, "--type", receiver_type, "--source-id", SOURCE)
+        handoff_id = self.json("handoff", "send", RECEIVER, "--from", SENDER, "--source-id", SOURCE, "--focus",
+                               self.text("focus"), "--done-when", "checks pass", session_id)["handoff_id"]
+        return Assignment(session_id, handoff_id)
+
+    def receiver_fact(self, handoff: Assignment, *, actor: str = RECEIVER, source: str = SOURCE,
+                      attached: bool = True) -> str:
+        """A fact for a return; by default one every rule accepts."""
+        env = {"AIDEMEMO_SESSION_ID": handoff.session_id} if attached and source == SOURCE else {}
+        # In another source the session is invisible, so it is attached by name instead.
+        link = ["--entities", handoff.session_id] if attached and source != SOURCE else []
+        fact_id: str = self.json("fact", "add", self.text("evidence"), "--type", "note", "--source-id", source,
+                                 "--actor-id", actor, *link, env=env)["id"]
+        return fact_id
+
+    def show(self, handoff: Assignment) -> dict[str, Any]:
+        record: dict[str, Any] = self.json("handoff", "show", handoff.handoff_id)
+        return record

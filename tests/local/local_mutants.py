@@ -1,0 +1,164 @@
+"""Broken local CLIs for the aidememo-local profile's kill matrix.
+
+``python tests/local/local_mutants.py NAME ARGS...`` runs ``aidememo-ref ARGS...`` with one
+rule broken. Each mutant breaks exactly what one requirement forbids; the matrix in
+``test_local_profile.py`` shows the profile fails by that requirement.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from aidememo_ref._local import _assignments as assignments
+from aidememo_ref._local import _rules as rules
+from aidememo_ref._local import _store, _worker
+from aidememo_ref._local._records import AgentType, Status
+
+
+def no_cas() -> None:
+    # Load and write in separate autocommit statements with a pause between, and write without
+    # the updated_at check: concurrent writers now overwrite each other.
+    store = _store.LocalStore
+    original_load = store.load_handoff
+
+    def transaction(self: Any, *, write: bool) -> Any:
+        from contextlib import nullcontext
+
+        return nullcontext(self)
+
+    def load(self: Any, handoff_id: str) -> Any:
+        found = original_load(self, handoff_id)
+        time.sleep(1.0)  # wider than the spread of four process start-ups
+        return found
+
+    def write(self: Any, record: Any, expected: int, now_ms: int) -> int:
+        self._run("UPDATE handoffs SET status = ?, updated_at = ?, record = ? WHERE handoff_id = ?",
+                  (str(record.status), now_ms, __import__("json").dumps(record.to_json()), record.handoff_id))
+        return now_ms
+
+    store.transaction = transaction  # type: ignore[method-assign, assignment]
+    store.load_handoff = load  # type: ignore[method-assign]
+    store.write_handoff = write  # type: ignore[method-assign]
+
+
+def _patch_accept(change: Any) -> None:
+    original = rules.accept
+
+    def accept(record: Any, actor: str, claim_id: str | None, now_ms: int) -> Any:
+        return change(original, record, actor, claim_id, now_ms)
+
+    rules.accept = accept  # the operations look the rule up at call time
+
+
+def claim_overwrite() -> None:
+    def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
+        if record.status is Status.ACCEPTED and claim and record.claim_id != claim:
+            return replace(record, claim_id=claim, revision=record.revision + 1)
+        return original(record, actor, claim, now)
+
+    _patch_accept(change)
+
+
+def same_claim_writes() -> None:
+    def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
+        result = original(record, actor, claim, now)
+        return replace(record, revision=record.revision + 1) if result is None else result
+
+    _patch_accept(change)
+
+
+def no_reclaim_attempt() -> None:
+    def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
+        result = original(record, actor, claim, now)
+        if result is not None and record.status is Status.ACCEPTED:
+            return replace(result, attempt_count=record.attempt_count)
+        return result
+
+    _patch_accept(change)
+
+
+def _patch_return(change: Any) -> None:
+    original = rules.return_result
+
+    def return_result(record: Any, actor: str, outcome: Any, fact_id: str, fact: Any, now: int) -> Any:
+        return original(record, actor, outcome, fact_id, None if fact is None else change(record, actor, fact), now)
+
+    rules.return_result = return_result
+
+
+def no_attach_check() -> None:
+    _patch_return(lambda record, actor, fact: replace(fact, entity_names=(*fact.entity_names, record.session_id)))
+
+
+def no_source_check() -> None:
+    _patch_return(lambda record, actor, fact: replace(fact, source_id=record.source_id))
+
+
+def no_author_check() -> None:
+    _patch_return(lambda record, actor, fact: replace(fact, actor_id=actor))
+
+
+def return_rewrites() -> None:
+    original = rules.return_result
+
+    def return_result(record: Any, actor: str, outcome: Any, fact_id: str, fact: Any, now: int) -> Any:
+        result = original(record, actor, outcome, fact_id, fact, now)
+        return replace(record, returned_at=now, revision=record.revision + 1) if result is None else result
+
+    rules.return_result = return_result
+
+
+def run_accepts_manual() -> None:
+    # Claims the assignment before refusing the manual profile: the refusal no longer leaves it pending.
+    original = _worker.run
+
+    def run(request: Any, ctx: Any) -> int:
+        store = _store.LocalStore(request.store_path)
+        with store.transaction(write=True):
+            profile = store.get_agent(request.alias)
+            if profile is not None and profile.agent is AgentType.MANUAL:
+                pending = store.mailbox(column="to_actor", actor=request.alias, source_id=None,
+                                        include_completed=False, limit=1)
+                if pending:
+                    assignments.accept(store, pending[0].handoff_id, request.alias, None, ctx.now_ms)
+        store.close()
+        return original(request, ctx)
+
+    _worker.run = run
+
+
+def inbox_leak() -> None:
+    original = _store.LocalStore.mailbox
+
+    def mailbox(self: Any, **kwargs: Any) -> Any:
+        return original(self, **{**kwargs, "actor": None})
+
+    _store.LocalStore.mailbox = mailbox  # type: ignore[method-assign]
+
+
+def status_open() -> None:
+    rules.check_status_reader = lambda record, actor: None
+
+
+def mcp_fact_add_drops_session() -> None:
+    from aidememo_ref._mcp import _local
+
+    original = _local.LocalTools._fact_add
+
+    def fact_add(self: Any, store: Any, args: Any, now: int) -> Any:
+        return original(self, store, {k: v for k, v in args.items() if k != "session_id"}, now)
+
+    _local.LocalTools._fact_add = fact_add  # type: ignore[method-assign]
+
+
+MUTANTS = {name: func for name, func in globals().items() if callable(func) and not name.startswith("_")
+           and func.__module__ == __name__ and name not in ("replace", "Any")}
+
+if __name__ == "__main__":
+    MUTANTS[sys.argv[1]]()
+    from aidememo_ref._cli import main
+
+    sys.exit(main(sys.argv[2:]))
