@@ -9,6 +9,7 @@ import hashlib
 import re
 
 from ._errors import ErrorCode, LedgerError
+from ._ulid import CROCKFORD, new_ulid
 
 __all__ = [
     "MAX_ID_BYTES",
@@ -86,11 +87,3 @@ def bearer_digest(token: str) -> bytes:
     """SHA-256 of the token's UTF-8 bytes: the only form in which tokens are stored (§7.1)."""
     return hashlib.sha256(token.encode("utf-8")).digest()
 
-
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the ULID alphabet: Crockford base32, no I, L, O, U
-
-
-def new_ulid(now_ms: int, randomness: bytes) -> str:
-    """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
-    value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
-    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
