@@ -21,12 +21,12 @@ def _columns() -> int:
         columns = int(os.environ.get("COLUMNS", ""))
     except ValueError:
         columns = 0
-    if columns <= 0:
+    if columns <= 0 and sys.__stdout__ is not None:
         try:
             columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-        except (AttributeError, ValueError, OSError):
+        except (ValueError, OSError):  # closed, detached or not a terminal
             columns = 0
-    return columns or 80
+    return columns if columns > 0 else 80
 
 
 class _Formatter(argparse.HelpFormatter):
