@@ -31,6 +31,8 @@ _NAME_RE = re.compile(r"[a-z0-9._-]+\Z")
 
 def id_problem(value: str) -> str | None:
     """The upstream reason a string id is invalid, or None when it is valid."""
+    if value.isascii() and len(value) <= MAX_ID_BYTES and _ID_RE.match(value) is not None:
+        return None  # every id of every request passes here: the common case first
     if not value:
         return "must not be empty"
     if len(value.encode("utf-8")) > MAX_ID_BYTES:
@@ -49,6 +51,8 @@ def check_id(kind: str, value: str) -> str:
 
 
 def name_problem(kind: str, value: str) -> str | None:
+    if value.isascii() and len(value) <= MAX_NAME_BYTES and _NAME_RE.match(value) is not None:
+        return None  # the common case first
     if not value or len(value.encode("utf-8")) > MAX_NAME_BYTES:
         return f"invalid {kind}: must contain 1 to 96 bytes"
     if not value.isascii() or _NAME_RE.match(value) is None:
