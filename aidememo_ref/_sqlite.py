@@ -18,6 +18,7 @@ it. Statement texts are constants, so the driver's statement cache keeps each on
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ __all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", 
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
 LAYOUT_VERSION: Final = 3  # this file's table layout (PRAGMA user_version); 4 and 2 were earlier ones
+_TRIGGERLESS_LAYOUT: Final = 2  # layout 3's tables without its triggers: opened files are upgraded
 BUSY_TIMEOUT_MS: Final = 5_000  # upstream sqlite/lib.rs busy timeout
 
 _SCHEMA = """
@@ -95,6 +97,8 @@ CREATE TABLE IF NOT EXISTS search_terms(
   tf INTEGER NOT NULL,
   PRIMARY KEY(tenant_id, project_id, term, fact_id)) WITHOUT ROWID;
 """
+
+_TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
 
 # A change moves its resource row to the change's revision and body (one statement per write;
 # an UPDATE, not an upsert, for an existing row: ON CONFLICT costs about three times as much).
@@ -268,13 +272,19 @@ class SQLiteStore:
         self._generation = 0
         with self._exclusive() as conn:
             layout = conn.execute("PRAGMA user_version").fetchone()[0]
-            if layout not in (0, LAYOUT_VERSION):
+            if layout not in (0, _TRIGGERLESS_LAYOUT, LAYOUT_VERSION):
                 raise StoreError(f"{self.path} has table layout {layout}, not this reference's "
                                  f"{LAYOUT_VERSION}; start from a new database file")
             if layout == 0:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+            if layout == _TRIGGERLESS_LAYOUT and not _TABLES <= {
+                    str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+                raise StoreError(f"{self.path} is not a reference ledger file (user_version 2 without the "
+                                 "ledger's tables); start from a new database file")
+            if layout != LAYOUT_VERSION:
+                # Layout 2 has the same tables and rows: adding the triggers upgrades it in place.
                 for statement in _TRIGGERS:
                     conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
