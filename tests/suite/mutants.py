@@ -394,14 +394,29 @@ MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-
 class _Widened:
     """Holds each writer a moment (0 to 5 ms, drawn from a fixed seed) at the points where the
     planted races live, so a few seconds of real concurrency meet them in either order; the
-    simulator forces the same interleavings instead."""
+    simulator forces the same interleavings instead.
+
+    A writer that decided outside its transaction (``unlocked``: the split decision of
+    ``double_accept``) waits up to 100 ms for the next one to decide too, so the single round of
+    simultaneous accepts in AM-HL-CAS-3 meets the race even when thread start-up on a loaded
+    machine spreads the requests wider than a few milliseconds."""
 
     def __init__(self) -> None:
         self._rng = random.Random(20261130)
         self._lock = threading.Lock()
+        self._met = threading.Condition()
+        self._arrivals = 0
 
     def point(self, name: str) -> None:
-        if name in ("decided", "committed", "queued"):
+        if name == "unlocked":
+            with self._met:
+                self._arrivals += 1
+                mine = self._arrivals
+                self._met.notify_all()
+                deadline = time.monotonic() + 0.1
+                while self._arrivals == mine and (left := deadline - time.monotonic()) > 0:
+                    self._met.wait(left)
+        elif name in ("decided", "committed", "queued"):
             with self._lock:
                 pause = self._rng.uniform(0, 0.005)
             time.sleep(pause)
