@@ -38,6 +38,8 @@ GROUPS: dict[str, tuple[str, str]] = {
     "config": ("config", "register"),
     "mcp": ("mcp", "register"),
     "shim": ("shim", "register"),
+    "auth": ("auth", "register"),
+    "replica": ("replica", "register"),
 }
 _BACKENDS = ("sqlite", "libsqlite")
 USAGE = (
@@ -199,9 +201,6 @@ def main(argv: list[str]) -> int:
         backend = _backend(found.backend)
         if found.project is not None:
             raise _Refusal(f"Error: project '{found.project}' not registered. Run `aidememo project list`.")
-        if rest[0] == "handoff" and (args.remote_profile or env.get("AIDEMEMO_REMOTE_PROFILE", "").strip()):
-            raise invalid_input("remote handoff profiles are not supported by aidememo-ref's local CLI yet;"
-                                " unset AIDEMEMO_REMOTE_PROFILE to use the local ledger")
         fixed = _test_clock(found, env)
         ctx = Context(
             store_path=store_path(getattr(args, "wiki_root", None) or found.store, env),
@@ -213,6 +212,11 @@ def main(argv: list[str]) -> int:
             out=lambda text: print(text, flush=True),
             err=lambda text: print(text, file=sys.stderr, flush=True),
         )
+        if rest[0] == "handoff":
+            from . import remote
+
+            if (name := remote.profile_name(args, ctx)) is not None:
+                return remote.run(args, ctx, name)
         return int(args.func(args, ctx))
     except (UsageError, LocalError) as exc:
         print(f"Error: {exc}", file=sys.stderr)
