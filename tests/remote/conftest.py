@@ -63,6 +63,8 @@ class World:
             prefix = ["--store", self.store(account)] if account else ["--store", self.store("nobody")]
             rc = main([*prefix, *argv])
         out, err = self._capsys.readouterr()
+        for token, _ in TOKENS.values():  # no token is ever printed, whatever the command
+            assert token not in out and token not in err, f"{argv} printed a token"
         return Result(rc, out, err)
 
     def ok(self, account: str | None, *argv: str, env: dict[str, str] | None = None) -> Result:
