@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from ._clock import SystemClock
+from ._gateway import Bindings
 from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from ._service import Response, Service
@@ -58,6 +59,7 @@ class ReferenceLedger:
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
         execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
             race bugs compose the store's primitives wrongly through it.
+        bindings: tokens confined to the MCP gateway, one source and one actor (``--auth-bindings-file``).
     """
 
     def __init__(
@@ -70,12 +72,13 @@ class ReferenceLedger:
         decide: Decide | None = None,
         busy_timeout_ms: int = 5_000,
         execute: Execute | None = None,
+        bindings: Bindings | None = None,
     ) -> None:
         self.database = str(database)
         self.clock = clock if clock is not None else SystemClock()
         self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
-                               scheduler=scheduler)
+                               scheduler=scheduler, bindings=bindings)
 
     def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""

@@ -33,6 +33,8 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--database", required=True)
     parser.add_argument("--bind", default="127.0.0.1:3030")
     parser.add_argument("--allow-insecure-http", action="store_true")
+    parser.add_argument("--auth-bindings-file", metavar="PATH",
+                        help="bind bearer tokens to one source_id and actor_id on the MCP gateway (kit extension)")
     parser.add_argument(
         "--test-clock", action="store_true",
         help="serve GET/POST /__test__/clock so a test can move the lease clock (never in production)",
@@ -48,10 +50,16 @@ def run(argv: list[str]) -> int:
     import uvicorn
 
     from .._clock import OffsetClock
+    from .._gateway import BindingsError, load_bindings
     from .._reference import ReferenceLedger, bind_socket
 
     try:
-        ledger = ReferenceLedger(args.database, clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock)
+        bindings = None if args.auth_bindings_file is None else load_bindings(args.auth_bindings_file)
+    except BindingsError as exc:
+        fail(str(exc))
+    try:
+        ledger = ReferenceLedger(args.database, clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
+                                 bindings=bindings)
     except Exception as exc:  # a corrupt or unreadable file: one line, not a traceback
         fail(f"cannot open database {args.database}: {exc}")
     try:
