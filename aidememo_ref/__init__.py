@@ -2,19 +2,35 @@
 
 The rules are a pure core (``_state``, ``_ledger``, ``_visibility``); SQLite storage, the
 request service, the ASGI adapter and the httpx client are thin layers around it. Names are
-imported lazily so that the token-free local command line starts without the server stack.
+imported lazily so that the token-free local command line starts without the server stack;
+type checkers read the real definitions through the ``TYPE_CHECKING`` imports below.
 """
 
 from __future__ import annotations
 
 from importlib import import_module
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ._canonical import canonical_json, fingerprint
+    from ._clock import Clock, ManualClock, OffsetClock, SystemClock
+    from ._errors import ErrorCode, LedgerError
+    from ._ids import bearer_digest, stable_claim_id, stable_operation_id
+    from ._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
+    from ._service import Response
+    from ._sqlite import ProvisionError
+    from .process import ReferenceProcess, ServerStartError
+    from .client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
 __all__ = [
     "ReferenceLedger",
     "provision",
+    "Provisioning",
     "serve_in_thread",
+    "ReferenceProcess",
+    "ServerStartError",
     "ProvisionError",
+    "Clock",
     "SystemClock",
     "ManualClock",
     "OffsetClock",
@@ -27,14 +43,21 @@ __all__ = [
     "stable_claim_id",
     "bearer_digest",
     "AideMemoClient",
+    "AideMemoClientError",
     "AideMemoHTTPError",
+    "ClientRefusal",
+    "OutcomeUnknown",
 ]
 
 _WHERE = {
     "ReferenceLedger": "_reference",
     "provision": "_reference",
+    "Provisioning": "_reference",
     "serve_in_thread": "_reference",
+    "ReferenceProcess": "process",
+    "ServerStartError": "process",
     "ProvisionError": "_sqlite",
+    "Clock": "_clock",
     "SystemClock": "_clock",
     "ManualClock": "_clock",
     "OffsetClock": "_clock",
@@ -47,11 +70,14 @@ _WHERE = {
     "stable_claim_id": "_ids",
     "bearer_digest": "_ids",
     "AideMemoClient": "client",
+    "AideMemoClientError": "client",
     "AideMemoHTTPError": "client",
+    "ClientRefusal": "client",
+    "OutcomeUnknown": "client",
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'aidememo_ref' has no attribute {name!r}")

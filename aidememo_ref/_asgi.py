@@ -8,11 +8,19 @@ an oversized body is refused without buffering the rest.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
 from ._service import MAX_BODY_BYTES, Response
 
-__all__ = ["create_asgi", "Handles"]
+__all__ = ["ASGIApp", "Handles", "create_asgi"]
+
+# ASGI 3's own shapes: scopes and messages are dicts whose keys depend on their "type".
+ASGIScope = MutableMapping[str, Any]
+ASGIMessage = MutableMapping[str, Any]
+ASGIReceive = Callable[[], Awaitable[ASGIMessage]]
+ASGISend = Callable[[ASGIMessage], Awaitable[None]]
+ASGIApp = Callable[[ASGIScope, ASGIReceive, ASGISend], Awaitable[None]]
 
 
 class Handles(Protocol):
@@ -22,10 +30,10 @@ class Handles(Protocol):
         ...
 
 
-def create_asgi(service: Handles) -> Any:
+def create_asgi(service: Handles) -> ASGIApp:
     """An ASGI 3 application serving ``service``."""
 
-    async def app(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    async def app(scope: ASGIScope, receive: ASGIReceive, send: ASGISend) -> None:
         if scope["type"] == "lifespan":
             while True:
                 message = await receive()

@@ -4,8 +4,23 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Protocol, runtime_checkable
 
-__all__ = ["SystemClock", "ManualClock", "OffsetClock"]
+__all__ = ["Clock", "AdvancingClock", "SystemClock", "ManualClock", "OffsetClock"]
+
+
+@runtime_checkable
+class Clock(Protocol):
+    """Where the ledger reads the time: Unix milliseconds, once per request."""
+
+    def now_ms(self) -> int: ...
+
+
+@runtime_checkable
+class AdvancingClock(Clock, Protocol):
+    """A clock that can be moved forward: what the ``/__test__/clock`` extension needs."""
+
+    def advance(self, ms: int) -> None: ...
 
 
 class SystemClock:

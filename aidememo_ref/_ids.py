@@ -15,11 +15,11 @@ __all__ = [
     "MAX_NAME_BYTES",
     "check_id",
     "check_name",
-    "is_valid_id",
     "stable_operation_id",
     "stable_claim_id",
     "bearer_digest",
     "new_ulid",
+    "CROCKFORD",
 ]
 
 MAX_ID_BYTES = 128  # dom/identity.rs MAX_ID_BYTES
@@ -37,10 +37,6 @@ def id_problem(value: str) -> str | None:
     if not value.isascii() or _ID_RE.match(value) is None:
         return "must contain only ASCII letters, digits, '-', '_', '.', ':', or '@'"
     return None
-
-
-def is_valid_id(value: object) -> bool:
-    return isinstance(value, str) and id_problem(value) is None
 
 
 def check_id(kind: str, value: str) -> str:
@@ -91,10 +87,10 @@ def bearer_digest(token: str) -> bytes:
     return hashlib.sha256(token.encode("utf-8")).digest()
 
 
-_CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
+CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the ULID alphabet: Crockford base32, no I, L, O, U
 
 
 def new_ulid(now_ms: int, randomness: bytes) -> str:
     """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
     value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
-    return "".join(_CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))
+    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))

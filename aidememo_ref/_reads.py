@@ -16,6 +16,7 @@ from ._errors import ErrorCode, LedgerError
 from ._records import Change, Fact, Membership, Resource
 from ._search import bm25, tokenize
 from ._store import FeedRead, MailboxQuery, MailboxRow, SearchIndex
+from ._text import ascii_lower, trim
 
 __all__ = [
     "MAX_SNAPSHOT_RESOURCES",
@@ -156,7 +157,7 @@ class SearchHit:
 
 def search_request(q: str, limit: int | None) -> tuple[list[str], int]:
     """Checks that run before authentication; returns the distinct query terms and the limit."""
-    text = q.strip()
+    text = trim(q)
     if not 1 <= len(text.encode("utf-8")) <= MAX_SEARCH_QUERY_BYTES:
         raise LedgerError.invalid_command("search query must contain 1..=4096 bytes")
     value = DEFAULT_SEARCH_LIMIT if limit is None else limit
@@ -172,7 +173,8 @@ def rank(index: SearchIndex, *, at_least_seq: int | None, mode: str | None, sour
         raise too_large()
     if at_least_seq is not None and at_least_seq > index.head:
         raise out_of_range(at_least_seq, index.head)
-    wanted = (mode or "auto").strip().lower()
+    # A present but empty ``mode=`` is Some("") upstream: refused below, not the default.
+    wanted = "auto" if mode is None else ascii_lower(trim(mode))
     if wanted in ("semantic", "hybrid"):
         raise LedgerError.invalid_command("semantic retrieval requires an aidememo-server build with --features semantic")
     if wanted not in ("auto", "lexical"):

@@ -6,24 +6,45 @@ import os
 import socket
 import threading
 import unicodedata
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, Unpack
 
-from ._clock import SystemClock
+from ._clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
 from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from ._service import Response, Service
 from ._sqlite import SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
+from .wire import ROLES
 
-__all__ = ["ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
+if TYPE_CHECKING:
+    from ._asgi import ASGIApp
+    from ._transport import LedgerTransport
 
-ROLES = ("owner", "admin", "writer", "reader")
+__all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
+
+HeaderPairs = Mapping[str, str] | Mapping[bytes, bytes] | Iterable[tuple[str | bytes, str | bytes]]
+
 ACTOR_KINDS = ("human", "agent", "service")
 MAX_DISPLAY_NAME_BYTES = 256
+
+
+class Provisioning(TypedDict):
+    """What ``aidememo-ref bootstrap`` takes: an actor, its token and its role in a project."""
+
+    tenant_id: str
+    project_id: str
+    actor_id: str
+    token: str
+    role: NotRequired[str]  # owner | admin | writer (default) | reader
+    actor_kind: NotRequired[str]  # human | agent (default) | service
+    project_epoch: NotRequired[str | None]  # a fresh ULID when the project is new
+    tenant_name: NotRequired[str | None]  # names default to their ids
+    project_name: NotRequired[str | None]
+    actor_name: NotRequired[str | None]
 
 
 def token_problem(token: str) -> str | None:
@@ -52,9 +73,9 @@ class ReferenceLedger:
     Args:
         database: SQLite file (created with its schema if missing); several ledgers, in threads
             or processes, may share it.
-        clock: object with ``now_ms()``; defaults to the wall clock.
+        clock: a ``Clock`` (anything with ``now_ms()``); defaults to the wall clock.
         scheduler: object with ``point(name)``, called at transaction boundaries.
-        test_clock: serve the ``/__test__/clock`` extension (needs a clock with ``advance``).
+        test_clock: serve the ``/__test__/clock`` extension (needs an ``AdvancingClock``).
         decide: replacement for the rule function (used by the kit's own mutants).
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
         execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
@@ -66,7 +87,7 @@ class ReferenceLedger:
         self,
         database: str | Path,
         *,
-        clock: Any = None,
+        clock: Clock | None = None,
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
         decide: Decide | None = None,
@@ -75,30 +96,31 @@ class ReferenceLedger:
         bindings: Bindings | None = None,
     ) -> None:
         self.database = str(database)
-        self.clock = clock if clock is not None else SystemClock()
+        self.clock: Clock = clock if clock is not None else SystemClock()
+        if test_clock and not isinstance(self.clock, AdvancingClock):
+            raise TypeError("test_clock needs a clock with advance(ms), e.g. OffsetClock or ManualClock")
         self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
                                scheduler=scheduler, bindings=bindings)
 
-    def handle(self, method: str, target: str | bytes, headers: Any = (), body: bytes = b"") -> Response:
+    def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
-        pairs = [
-            (k.encode("latin-1") if isinstance(k, str) else k, v.encode("latin-1") if isinstance(v, str) else v)
-            for k, v in (headers.items() if isinstance(headers, dict) else headers)
-        ]
+        items = headers.items() if isinstance(headers, Mapping) else headers
+        pairs = [(_latin1(k), _latin1(v)) for k, v in items]
         return self.service.handle(method, target, pairs, body)
 
-    def provision(self, **kwargs: Any) -> str:
+    def provision(self, **fields: Unpack[Provisioning]) -> str:
         """Bootstrap an actor into a project (see ``provision``); returns the project epoch."""
-        return _provision_store(self.store, now_ms=self.clock.now_ms(), **kwargs)
+        return _provision_store(self.store, self.clock.now_ms(), fields)
 
     @property
-    def asgi(self) -> Any:
+    def asgi(self) -> ASGIApp:
+        """An ASGI 3 application serving this ledger (for uvicorn or any ASGI server)."""
         from ._asgi import create_asgi
 
         return create_asgi(self.service)
 
-    def transport(self) -> Any:
+    def transport(self) -> LedgerTransport:
         """An httpx transport that answers in-process through this ledger (no socket)."""
         from ._transport import LedgerTransport
 
@@ -108,21 +130,14 @@ class ReferenceLedger:
         self.store.close()
 
 
-def _provision_store(
-    store: Store,
-    *,
-    tenant_id: str,
-    project_id: str,
-    actor_id: str,
-    token: str,
-    role: str = "writer",
-    actor_kind: str = "agent",
-    project_epoch: str | None = None,
-    tenant_name: str | None = None,
-    project_name: str | None = None,
-    actor_name: str | None = None,
-    now_ms: int,
-) -> str:
+def _latin1(value: str | bytes) -> bytes:
+    return value.encode("latin-1") if isinstance(value, str) else value
+
+
+def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
+    tenant_id, project_id, actor_id, token = fields["tenant_id"], fields["project_id"], fields["actor_id"], fields["token"]
+    role, actor_kind = fields.get("role", "writer"), fields.get("actor_kind", "agent")
+    project_epoch = fields.get("project_epoch")
     for label, value in (("tenant_id", tenant_id), ("project_id", project_id), ("actor_id", actor_id)):
         problem = id_problem(value)
         if problem is not None:
@@ -133,8 +148,9 @@ def _provision_store(
         raise ProvisionError("role must be owner, admin, writer, or reader")
     if actor_kind not in ACTOR_KINDS:
         raise ProvisionError("actor kind must be human, agent, or service")
-    names = {"tenant name": tenant_name or tenant_id, "project name": project_name or project_id,
-             "actor name": actor_name or actor_id}
+    names = {"tenant name": fields.get("tenant_name") or tenant_id,
+             "project name": fields.get("project_name") or project_id,
+             "actor name": fields.get("actor_name") or actor_id}
     for label, value in names.items():
         if (problem := _name_problem(label, value)) is not None:
             raise ProvisionError(problem)
@@ -148,16 +164,15 @@ def _provision_store(
     )
 
 
-def provision(database: str | Path, **kwargs: Any) -> str:
+def provision(database: str | Path, **fields: Unpack[Provisioning]) -> str:
     """Do what ``aidememo-ref bootstrap`` does, on a database file; returns the project epoch.
 
-    Keyword arguments: ``tenant_id``, ``project_id``, ``actor_id``, ``token``, and optionally
-    ``role`` (writer), ``actor_kind`` (agent), ``project_epoch``, ``tenant_name``,
-    ``project_name``, ``actor_name``. Raises ``ProvisionError`` on invalid or conflicting input.
+    The fields are those of ``Provisioning``. Raises ``ProvisionError`` on invalid or
+    conflicting input.
     """
     store = SQLiteStore(database)
     try:
-        return _provision_store(store, now_ms=SystemClock().now_ms(), **kwargs)
+        return _provision_store(store, SystemClock().now_ms(), fields)
     finally:
         store.close()
 
@@ -175,8 +190,15 @@ def bind_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+class Servable(Protocol):
+    """Anything with an ASGI app: a ``ReferenceLedger``, or a test's wrapper around one."""
+
+    @property
+    def asgi(self) -> ASGIApp: ...
+
+
 @contextmanager
-def serve_in_thread(ledger: Any, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serve ``ledger`` (a ``ReferenceLedger``, or anything with an ``asgi`` app) with uvicorn
     on a background thread; yields the base URL."""
     import uvicorn

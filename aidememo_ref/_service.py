@@ -16,11 +16,12 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Final, Protocol
+from typing import Final
 from urllib.parse import unquote_to_bytes
 
 from . import _ledger, _reads, _render, _store
 from ._canonical import Json, JsonError, parse_json
+from ._clock import AdvancingClock, Clock
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from ._errors import LedgerError
@@ -57,15 +58,6 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 
-
-class Clock(Protocol):
-    """Where the ledger's time comes from (milliseconds since the Unix epoch)."""
-
-    def now_ms(self) -> int: ...
-
-
-class _Advancing(Clock, Protocol):
-    def advance(self, ms: int) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -416,10 +408,8 @@ class Service:
             raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>}')
         if self.clock.now_ms() + advance > MAX_CLOCK_MS:
             raise LedgerError.invalid_command("test clock cannot move past 2^62 ms (timestamps are stored as i64)")
-        clock = self.clock
-        assert hasattr(clock, "advance"), "--test-clock needs a clock that can advance"
-        advancing: _Advancing = clock  # type: ignore[assignment]
-        advancing.advance(advance)
+        assert isinstance(self.clock, AdvancingClock), "--test-clock needs a clock that can advance"
+        self.clock.advance(advance)
         return _ok(_render.dumps({"now_ms": self.clock.now_ms()}))
 
 

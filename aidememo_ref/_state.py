@@ -25,6 +25,7 @@ from typing import Final, TypeAlias
 from ._commands import Op
 from ._errors import ErrorCode, LedgerError
 from ._records import Fact, Handoff, Outcome, Status
+from ._text import trim
 
 __all__ = [
     "Status",
@@ -49,7 +50,7 @@ _U64_MAX: Final = (1 << 64) - 1
 
 def text_problem(value: str, max_bytes: int) -> str | None:
     """Why a topic/content/focus/done_when text is refused (``dom/handoff.rs validate_text``)."""
-    if not value.strip() or len(value.encode("utf-8")) > max_bytes:
+    if not trim(value) or len(value.encode("utf-8")) > max_bytes:
         return "size"
     if any(unicodedata.category(ch) == "Cc" and ch not in "\n\r\t" for ch in value):
         return "control"

@@ -1,25 +1,78 @@
 """An httpx client for any AideMemo server that behaves like upstream's remote CLI.
 
 It knows only wire shapes, never the reference's internals, so it works against servers we
-did not write. Like ``cli/remote_handoff.rs``: command ids and claim ids are derived
-(wire spec §7.3), a POST is retried once with the identical body after a transport failure
-(the server's receipt replay makes that safe), and an accept or return that turns out to be
-applied already is reported with ``recovered: True`` instead of being sent again.
+did not write. Like ``cmd/remote_handoff.rs``: command ids and claim ids are derived (wire
+spec §7.3), a POST is retried once with the identical body after a transport failure (the
+server's receipt replay makes that safe), and an accept or return that turns out to be applied
+already is reported with ``recovered: True`` instead of being sent again.
+
+Everything it raises derives from one root, split the way h11 splits local from remote
+protocol errors, so a caller can tell what to do next::
+
+    AideMemoClientError        anything this client raises
+    ├── ClientRefusal          refused here, before sending: nothing reached the server
+    ├── AideMemoHTTPError      the server answered with an error status (.status, .code)
+    └── OutcomeUnknown         no usable answer: a write may or may not have been applied
+
+After ``OutcomeUnknown``, *resume*: call the same method again. Ids are derived from the
+request, so a repeated ``accept``/``return_result`` recovers and a repeated create replays its
+receipt; never resend the change under a new command id. No message carries the token.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Final, Literal, TypedDict, cast
 
 import httpx
 
 from ._ids import stable_claim_id, stable_operation_id
+from ._text import ascii_lower, trim
+from .wire import (
+    JSON,
+    ChangeBatch,
+    HandoffOutcome,
+    HandoffPage,
+    Health,
+    Identity,
+    JSONObject,
+    Mailbox,
+    MaterializedChangeBatch,
+    Receipt,
+    ResourceAnswer,
+    SearchAnswer,
+    SearchMode,
+    Snapshot,
+    TypedHandoff,
+    error_detail,
+)
 
-__all__ = ["AideMemoClient", "AideMemoHTTPError", "ClientRefusal"]
+__all__ = [
+    "AideMemoClient",
+    "AideMemoClientError",
+    "ClientRefusal",
+    "AideMemoHTTPError",
+    "OutcomeUnknown",
+    "AcceptResult",
+    "HeartbeatResult",
+    "ReturnResult",
+]
+
+QueryValue = str | int | bool | None
+Transition = Literal["accept", "heartbeat", "return"]
+_OUTCOMES: Final = ("succeeded", "failed")
 
 
-class AideMemoHTTPError(Exception):
-    """The server answered with a non-2xx status."""
+class AideMemoClientError(Exception):
+    """The root of every error ``AideMemoClient`` raises."""
+
+
+class ClientRefusal(AideMemoClientError):
+    """Refused before sending: the input is invalid, or going on would be unsafe. Nothing was sent."""
+
+
+class AideMemoHTTPError(AideMemoClientError):
+    """The server answered with a non-2xx status; ``code`` is the wire error code, if it sent one."""
 
     def __init__(self, status: int, code: str | None, message: str, body: bytes) -> None:
         super().__init__(f"HTTP {status} {code or '-'}: {message}")
@@ -29,20 +82,67 @@ class AideMemoHTTPError(Exception):
         self.body = body
 
 
-class ClientRefusal(Exception):
-    """The client refused locally because going on would be unsafe (no request was sent)."""
+class OutcomeUnknown(AideMemoClientError):
+    """No usable answer arrived, so a write may or may not have been applied.
+
+    Raised after the one identical retry of a POST also failed in transport, when a GET failed
+    in transport, or when a 2xx answer was not JSON. Resume by calling the same method again;
+    ``cause`` is the underlying error.
+    """
+
+    def __init__(self, method: str, path: str, reason: str, cause: Exception | None = None) -> None:
+        super().__init__(f"{method} {path}: outcome unknown: {reason}")
+        self.method = method
+        self.path = path
+        self.cause = cause
 
 
-def _raise_for(response: httpx.Response) -> Any:
+class AcceptResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    claim_id: str
+    recovered: bool
+    receipt: Receipt | None  # None when recovered: nothing was sent
+
+
+class HeartbeatResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    claim_id: str
+    expected_revision: int
+    receipt: Receipt
+
+
+class ReturnResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    result_fact_id: str
+    outcome: HandoffOutcome
+    recovered: bool
+    receipt: Receipt | None  # None when recovered: nothing was sent
+
+
+def _decode(method: str, path: str, response: httpx.Response) -> JSON:
+    """The one place an answer becomes JSON or an error of this module's tree."""
     if 200 <= response.status_code < 300:
-        return response.json()
-    code, message = None, response.text
+        try:
+            return cast(JSON, response.json())
+        except ValueError as exc:
+            raise OutcomeUnknown(method, path, f"HTTP {response.status_code} answer is not JSON", exc) from exc
     try:
-        error = response.json()["error"]
-        code, message = error["code"], error["message"]
-    except (ValueError, KeyError, TypeError):
-        pass
+        detail = error_detail(response.json())
+    except ValueError:
+        detail = None
+    code = detail["code"] if detail else None
+    message = detail["message"] if detail and detail["message"] else response.text
     raise AideMemoHTTPError(response.status_code, code, message, response.content)
+
+
+def _token_header(token: str) -> str:
+    # Checked here so a bad token is a refusal, not an encoding error deep in httpx.
+    if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
+        raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
+    return f"Bearer {token}"
 
 
 class AideMemoClient:
@@ -50,10 +150,13 @@ class AideMemoClient:
 
     Args:
         base_url: server root, e.g. ``http://127.0.0.1:3030``.
-        token: bearer token (sent only in the Authorization header).
+        token: bearer token (sent only in the Authorization header, never shown in an error).
         project_id: the project every call addresses.
         transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket).
         timeout: seconds for every request.
+
+    Raises:
+        ClientRefusal: the token is not visible ASCII, or the URL is not http(s).
     """
 
     def __init__(
@@ -66,12 +169,15 @@ class AideMemoClient:
         timeout: float = 30.0,
     ) -> None:
         self.project_id = project_id
-        self._http = httpx.Client(
-            base_url=base_url,
-            transport=transport,
-            timeout=timeout,
-            headers={"Authorization": f"Bearer {token}"},
-        )
+        try:
+            self._http = httpx.Client(
+                base_url=base_url,
+                transport=transport,
+                timeout=timeout,
+                headers={"Authorization": _token_header(token)},
+            )
+        except httpx.InvalidURL as exc:
+            raise ClientRefusal(f"invalid server URL: {exc}") from None
         self._actor_id: str | None = None
 
     def close(self) -> None:
@@ -83,137 +189,165 @@ class AideMemoClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    # -- plumbing ---------------------------------------------------------------------------
+    # -- the seam: every request goes through here ------------------------------------------
+    def _send(self, method: str, path: str, *, params: Mapping[str, QueryValue] | None = None,
+              body: Mapping[str, object] | None = None, retries: int = 0) -> JSON:
+        query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in (params or {}).items() if v is not None}
+        while True:
+            try:
+                response = self._http.request(method, path, params=query, json=body)
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                raise ClientRefusal(f"{method} {path}: {exc}") from None
+            except httpx.TransportError as exc:
+                if retries > 0:
+                    retries -= 1
+                    continue
+                raise OutcomeUnknown(method, path, f"{type(exc).__name__}: {exc}", exc) from exc
+            return _decode(method, path, response)
+
+    def get(self, path: str, params: Mapping[str, QueryValue] | None = None) -> JSON:
+        """GET ``path`` (absolute, e.g. ``/health``); ``None`` parameters are left out."""
+        return self._send("GET", path, params=params)
+
+    def post(self, path: str, body: Mapping[str, object]) -> JSON:
+        """POST once, and once more with the identical body after a transport failure."""
+        return self._send("POST", path, body=body, retries=1)
+
     @property
     def _base(self) -> str:
         return f"/v1/projects/{self.project_id}"
 
-    def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
-        clean = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in (params or {}).items() if v is not None}
-        return _raise_for(self._http.get(path, params=clean))
-
-    def post(self, path: str, body: dict[str, Any]) -> Any:
-        """POST once, and once more with the identical body after a transport failure."""
-        try:
-            response = self._http.post(path, json=body)
-        except httpx.TransportError:
-            response = self._http.post(path, json=body)
-        return _raise_for(response)
-
     # -- identity and reads -----------------------------------------------------------------
-    def health(self) -> Any:
-        return _raise_for(self._http.get("/health"))
+    def health(self) -> Health:
+        return cast(Health, self.get("/health"))
 
-    def identity(self) -> dict[str, Any]:
-        identity: dict[str, Any] = self.get(f"{self._base}/identity")
+    def identity(self) -> Identity:
+        identity = cast(Identity, self.get(f"{self._base}/identity"))
         self._actor_id = identity["actor_id"]
         return identity
 
     @property
     def actor_id(self) -> str:
+        """The token's actor, asked of the server once."""
         if self._actor_id is None:
-            self.identity()
-        assert self._actor_id is not None
+            return self.identity()["actor_id"]
         return self._actor_id
 
-    def resource(self, kind: str, resource_id: str) -> Any:
-        return self.get(f"{self._base}/resources/{kind}/{resource_id}")
+    def resource(self, kind: str, resource_id: str) -> ResourceAnswer:
+        return cast(ResourceAnswer, self.get(f"{self._base}/resources/{kind}/{resource_id}"))
 
-    def snapshot(self) -> Any:
-        return self.get(f"{self._base}/snapshot")
+    def snapshot(self) -> Snapshot:
+        return cast(Snapshot, self.get(f"{self._base}/snapshot"))
 
-    def changes(self, project_epoch: str, after_seq: int, limit: int | None = None, *, materialized: bool = False) -> Any:
-        path = f"{self._base}/changes/materialized" if materialized else f"{self._base}/changes"
-        return self.get(path, {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit})
+    def changes(self, project_epoch: str, after_seq: int, limit: int | None = None) -> ChangeBatch:
+        params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
+        return cast(ChangeBatch, self.get(f"{self._base}/changes", params))
 
-    def search(self, q: str, **params: Any) -> Any:
-        return self.get(f"{self._base}/search", {"q": q, **params})
+    def materialized_changes(self, project_epoch: str, after_seq: int,
+                             limit: int | None = None) -> MaterializedChangeBatch:
+        params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
+        return cast(MaterializedChangeBatch, self.get(f"{self._base}/changes/materialized", params))
 
-    def mailbox(self, box: str, **params: Any) -> Any:
-        return self.get(f"{self._base}/handoffs", {"box": box, **params})
+    def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
+               at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
+        params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
+        return cast(SearchAnswer, self.get(f"{self._base}/search", params))
 
-    def inbox(self, **params: Any) -> Any:
-        return self.mailbox("inbox", **params)
+    def mailbox(self, box: Mailbox, *, source_id: str | None = None, include_completed: bool | None = None,
+                before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        params = {"box": box, "source_id": source_id, "include_completed": include_completed,
+                  "before_seq": before_seq, "limit": limit}
+        return cast(HandoffPage, self.get(f"{self._base}/handoffs", params))
 
-    def outbox(self, **params: Any) -> Any:
-        return self.mailbox("outbox", **params)
+    def inbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
+              before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        return self.mailbox("inbox", source_id=source_id, include_completed=include_completed,
+                            before_seq=before_seq, limit=limit)
 
-    def status(self, handoff_id: str) -> Any:
-        return self.get(f"{self._base}/handoffs/{handoff_id}")
+    def outbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
+               before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        return self.mailbox("outbox", source_id=source_id, include_completed=include_completed,
+                            before_seq=before_seq, limit=limit)
+
+    def status(self, handoff_id: str) -> TypedHandoff:
+        return cast(TypedHandoff, self.get(f"{self._base}/handoffs/{handoff_id}"))
 
     # -- raw extension resources ------------------------------------------------------------
-    def put(self, kind: str, resource_id: str, payload: Any, *, expected_revision: int | None = None,
-            command_id: str) -> Any:
-        return self.post("/v1/commands", {
+    def _command(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None,
+                 command_id: str, delete: bool) -> Receipt:
+        return cast(Receipt, self.post("/v1/commands", {
             "command_id": command_id, "project_id": self.project_id, "expected_revision": expected_revision,
-            "operation": "resource.put", "payload": payload, "resource": {"kind": kind, "id": resource_id},
-            "change": "upsert",
-        })
+            "operation": "resource.delete" if delete else "resource.put", "payload": payload,
+            "resource": {"kind": kind, "id": resource_id}, "change": "delete" if delete else "upsert",
+        }))
 
-    def delete(self, kind: str, resource_id: str, *, expected_revision: int | None = None, command_id: str) -> Any:
-        return self.post("/v1/commands", {
-            "command_id": command_id, "project_id": self.project_id, "expected_revision": expected_revision,
-            "operation": "resource.delete", "payload": None, "resource": {"kind": kind, "id": resource_id},
-            "change": "delete",
-        })
+    def put(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None = None,
+            command_id: str) -> Receipt:
+        return self._command(kind, resource_id, payload, expected_revision=expected_revision,
+                             command_id=command_id, delete=False)
+
+    def delete(self, kind: str, resource_id: str, *, expected_revision: int | None = None,
+               command_id: str) -> Receipt:
+        return self._command(kind, resource_id, None, expected_revision=expected_revision,
+                             command_id=command_id, delete=True)
 
     # -- typed creates (command ids derived as upstream's CLI does) -------------------------
-    def create_session(self, session_id: str, topic: str, source_id: str | None = None,
-                       command_id: str | None = None) -> Any:
-        return self.post(f"{self._base}/sessions", {
-            "command_id": command_id or stable_operation_id("command_session", [self.project_id, session_id]),
-            "payload": {"session_id": session_id, "source_id": source_id, "topic": topic},
-        })
+    def _create(self, segment: str, prefix: str, resource_id: str, payload: JSONObject,
+                command_id: str | None) -> Receipt:
+        derived = command_id or stable_operation_id(prefix, [self.project_id, resource_id])
+        return cast(Receipt, self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
 
-    def create_fact(self, fact_id: str, session_id: str, content: str, command_id: str | None = None) -> Any:
-        return self.post(f"{self._base}/facts", {
-            "command_id": command_id or stable_operation_id("command_fact", [self.project_id, fact_id]),
-            "payload": {"fact_id": fact_id, "session_id": session_id, "content": content},
-        })
+    def create_session(self, session_id: str, topic: str, source_id: str | None = None,
+                       command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"session_id": session_id, "source_id": source_id, "topic": topic}
+        return self._create("sessions", "command_session", session_id, payload, command_id)
+
+    def create_fact(self, fact_id: str, session_id: str, content: str, command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"fact_id": fact_id, "session_id": session_id, "content": content}
+        return self._create("facts", "command_fact", fact_id, payload, command_id)
 
     def create_context(self, context_id: str, handoff_id: str, session_id: str, to_actor: str, content: str,
-                       command_id: str | None = None) -> Any:
-        return self.post(f"{self._base}/handoff-contexts", {
-            "command_id": command_id or stable_operation_id("command_context", [self.project_id, context_id]),
-            "payload": {"context_id": context_id, "handoff_id": handoff_id, "session_id": session_id,
-                        "to_actor": to_actor, "content": content},
-        })
+                       command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"context_id": context_id, "handoff_id": handoff_id, "session_id": session_id,
+                               "to_actor": to_actor, "content": content}
+        return self._create("handoff-contexts", "command_context", context_id, payload, command_id)
 
     def send(self, handoff_id: str, session_id: str, to_actor: str, *, focus: str | None = None,
-             done_when: str | None = None, context_id: str | None = None, command_id: str | None = None) -> Any:
-        return self.post(f"{self._base}/handoffs", {
-            "command_id": command_id or stable_operation_id("command_send", [self.project_id, handoff_id]),
-            "payload": {"handoff_id": handoff_id, "session_id": session_id, "to_actor": to_actor,
-                        "focus": focus, "done_when": done_when, "context_id": context_id},
-        })
+             done_when: str | None = None, context_id: str | None = None, command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"handoff_id": handoff_id, "session_id": session_id, "to_actor": to_actor,
+                               "focus": focus, "done_when": done_when, "context_id": context_id}
+        return self._create("handoffs", "command_send", handoff_id, payload, command_id)
 
-    def transition(self, handoff_id: str, operation: str, *, expected_revision: int, payload: dict[str, Any],
-                   command_id: str) -> Any:
+    def transition(self, handoff_id: str, operation: Transition, *, expected_revision: int,
+                   payload: JSONObject, command_id: str) -> Receipt:
         """Send one accept/heartbeat/return body exactly as given (no derivation, no recovery)."""
-        return self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
+        return cast(Receipt, self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
             "command_id": command_id, "expected_revision": expected_revision, "payload": payload,
-        })
+        }))
 
     # -- transitions with the remote CLI's recovery -----------------------------------------
-    def _addressed(self, handoff_id: str) -> tuple[int, dict[str, Any]]:
+    def _addressed(self, handoff_id: str) -> tuple[int, str, TypedHandoff]:
         current = self.status(handoff_id)
-        record = current["record"]
-        if record["to_actor"] != self.actor_id:
-            raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {self.actor_id}")
-        return current["revision"], record
+        actor = self.actor_id
+        if current["record"]["to_actor"] != actor:
+            raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {actor}")
+        return current["revision"], actor, current
 
-    def accept(self, handoff_id: str) -> dict[str, Any]:
+    def accept(self, handoff_id: str) -> AcceptResult:
         """Claim with the derived claim id; ``recovered`` when this claim already holds it."""
-        revision, record = self._addressed(handoff_id)
+        revision, actor, current = self._addressed(handoff_id)
+        record = current["record"]
         status, outcome, attempts = record["status"], record["outcome"], record["attempt_count"]
         if (status, outcome) in (("pending", None), ("accepted", "failed")):
             attempt, recovered = attempts + 1, False
         elif (status, outcome) in (("accepted", None), ("completed", "succeeded")):
             attempt, recovered = attempts, True
         else:
-            raise ClientRefusal(f"remote handoff has inconsistent retry state: status={status}, outcome={outcome}")
-        claim_id = stable_claim_id(self.project_id, self.actor_id, handoff_id, attempt)
-        command_id = stable_operation_id("command_accept", [self.project_id, self.actor_id, handoff_id, claim_id])
+            raise ClientRefusal(
+                f"remote handoff has inconsistent retry state: status={status}, outcome={outcome or 'none'}"
+            )
+        claim_id = stable_claim_id(self.project_id, actor, handoff_id, attempt)
+        command_id = stable_operation_id("command_accept", [self.project_id, actor, handoff_id, claim_id])
         receipt = None
         if recovered:
             if record["claim_id"] != claim_id:
@@ -226,34 +360,37 @@ class AideMemoClient:
         return {"handoff_id": handoff_id, "command_id": command_id, "claim_id": claim_id,
                 "recovered": recovered, "receipt": receipt}
 
-    def heartbeat(self, handoff_id: str) -> dict[str, Any]:
-        revision, record = self._addressed(handoff_id)
-        if record["status"] != "accepted":
+    def heartbeat(self, handoff_id: str) -> HeartbeatResult:
+        revision, actor, current = self._addressed(handoff_id)
+        record = current["record"]
+        claim_id = record["claim_id"]
+        if record["status"] != "accepted" or claim_id is None:
             raise ClientRefusal("remote handoff must be accepted before heartbeat")
         if record["outcome"] is not None or record["result_fact_id"] is not None:
             raise ClientRefusal("remote handoff with result evidence cannot be heartbeated")
-        claim_id = record["claim_id"]
         command_id = stable_operation_id(
-            "command_heartbeat", [self.project_id, self.actor_id, handoff_id, claim_id, str(revision)]
+            "command_heartbeat", [self.project_id, actor, handoff_id, claim_id, str(revision)]
         )
         receipt = self.transition(handoff_id, "heartbeat", expected_revision=revision,
                                   payload={"claim_id": claim_id}, command_id=command_id)
         return {"handoff_id": handoff_id, "command_id": command_id, "claim_id": claim_id,
                 "expected_revision": revision, "receipt": receipt}
 
-    def return_result(self, handoff_id: str, result_fact_id: str, outcome: str) -> dict[str, Any]:
+    def return_result(self, handoff_id: str, result_fact_id: str, outcome: str) -> ReturnResult:
         """Return evidence for the current claim; ``recovered`` when exactly this is stored."""
-        outcome = outcome.strip().lower()
-        if outcome not in ("succeeded", "failed"):
+        normal = ascii_lower(trim(outcome))
+        if normal not in _OUTCOMES:
             raise ClientRefusal("outcome must be succeeded or failed")
-        revision, record = self._addressed(handoff_id)
+        checked = cast(HandoffOutcome, normal)
+        revision, actor, current = self._addressed(handoff_id)
+        record = current["record"]
         claim_id = record["claim_id"]
         if claim_id is None:
             raise ClientRefusal("remote handoff must be accepted before returning a result")
         command_id = stable_operation_id(
-            "command_return", [self.project_id, self.actor_id, handoff_id, claim_id, result_fact_id, outcome]
+            "command_return", [self.project_id, actor, handoff_id, claim_id, result_fact_id, checked]
         )
-        recovered = record["result_fact_id"] == result_fact_id and record["outcome"] == outcome
+        recovered = record["result_fact_id"] == result_fact_id and record["outcome"] == checked
         receipt = None
         if not recovered:
             if record["result_fact_id"] is not None or record["outcome"] is not None:
@@ -262,6 +399,6 @@ class AideMemoClient:
                 )
             receipt = self.transition(handoff_id, "return", expected_revision=revision, command_id=command_id,
                                       payload={"claim_id": claim_id, "result_fact_id": result_fact_id,
-                                               "outcome": outcome})
+                                               "outcome": checked})
         return {"handoff_id": handoff_id, "command_id": command_id, "result_fact_id": result_fact_id,
-                "outcome": outcome, "recovered": recovered, "receipt": receipt}
+                "outcome": checked, "recovered": recovered, "receipt": receipt}

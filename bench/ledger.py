@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sqlite3
-import subprocess
 import sys
 import tempfile
 import threading
@@ -25,6 +24,7 @@ from pathlib import Path
 import httpx
 
 from aidememo_ref import ReferenceLedger, provision
+from aidememo_ref.process import ReferenceProcess
 
 TOKEN = "bench-token-0123456789"
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
@@ -121,17 +121,9 @@ def main() -> int:
               f"| ratio {ours / base:.2f}")
         db = Path(tmp) / "http.sqlite"
         provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
-        proc = subprocess.Popen([sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-                                 "serve", "--database", str(db), "--bind", "127.0.0.1:0"],
-                                stdout=subprocess.PIPE, text=True)
-        try:
-            assert proc.stdout is not None
-            url = proc.stdout.readline().split()[2]
-            health = http_rate(url, args.clients, args.seconds, "/health", "h")
-            commands = http_rate(url, args.clients, args.seconds, "/v1/commands", "c")
-        finally:
-            proc.terminate()
-            proc.wait()
+        with ReferenceProcess.start(db) as server:
+            health = http_rate(server.url, args.clients, args.seconds, "/health", "h")
+            commands = http_rate(server.url, args.clients, args.seconds, "/v1/commands", "c")
         print(f"over HTTP, {args.clients} clients: {commands:9.0f} commands/s | same server's /health: "
               f"{health:9.0f}/s | ratio {commands / health:.2f}")
     return 0

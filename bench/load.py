@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import json
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -33,6 +31,9 @@ from pathlib import Path
 from typing import Any, Final
 
 import httpx
+from faker import Faker
+
+from aidememo_ref.wire import error_detail
 
 PROJECT: Final = "p-load"
 SESSION: Final = "s-load"
@@ -116,6 +117,9 @@ class Worker:
         self.http = httpx.Client(base_url=url, timeout=30, headers={"authorization": f"Bearer {tokens[actor]}"})
         self.actor, self.index, self.others = actor, index, [a for a in actors if a != actor]
         self.rng = random.Random(f"{seed}/{actor}/{index}")
+        # Realistic text from a stream of its own, so adding words never shifts a seeded choice.
+        self.faker = Faker()
+        self.faker.seed_instance(f"{seed}/{actor}/{index}/text")
         self.book, self.cap, self.deadline = book, cap, deadline
         self.step = 0
 
@@ -131,9 +135,10 @@ class Worker:
         code = None
         if response.status_code != 200:
             try:
-                code = response.json()["error"]["code"]
-            except (ValueError, KeyError, TypeError):
-                code = "(no wire error body)"
+                detail = error_detail(response.json())
+            except ValueError:
+                detail = None
+            code = detail["code"] if detail else "(no wire error body)"
         self.book.record(op, elapsed, response.status_code, code, response.text)
         return response
 
@@ -145,7 +150,7 @@ class Worker:
             if self.rng.random() < 0.3:
                 sent = self.call("send", "POST", f"{base}/handoffs", {"command_id": f"send-{tag}", "payload": {
                     "handoff_id": f"h-{tag}", "session_id": SESSION, "to_actor": self.rng.choice(self.others),
-                    "focus": "load"}})
+                    "focus": f"Review {self.faker.bs()}", "done_when": self.faker.sentence(nb_words=8)}})
                 if sent is not None and sent.status_code == 200:
                     with self.book.lock:
                         self.book.sent.append((f"h-{tag}", self.actor))
@@ -183,7 +188,7 @@ class Worker:
         if not self.book.take_slot(self.cap):
             return
         fact = self.call("fact", "POST", f"{base}/facts", {"command_id": f"fact-{tag}", "payload": {
-            "fact_id": f"f-{tag}", "session_id": SESSION, "content": f"result of {hid}"}})
+            "fact_id": f"f-{tag}", "session_id": SESSION, "content": self.faker.paragraph(nb_sentences=3)}})
         if fact is None or fact.status_code != 200 or not self.book.take_slot(self.cap):
             return
         self.call("return", "POST", f"{base}/handoffs/{hid}/return", {
@@ -211,19 +216,6 @@ def audit(clients: dict[str, httpx.Client], book: Book) -> Counter[str]:
         if broken:
             book.flag("audit: inconsistent record", json.dumps(record))
     return states
-
-
-def start_server(database: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", "--database", str(database), "--bind", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving" not in line:
-        proc.kill()
-        raise SystemExit(f"error: server did not start: {line.strip() or 'no output'}")
-    return proc, line.split()[2]
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -271,6 +263,7 @@ def main(argv: list[str] | None = None) -> int:
               f"--seconds {args.seconds:g} --seed {seed}")
     print(f"seed={seed}  (replay: {replay}; thread interleaving is not replayed, only every choice)", flush=True)
     from aidememo_ref import provision
+    from aidememo_ref.process import ReferenceProcess, ServerStartError
 
     actors = [f"actor-{i}" for i in range(args.actors)]
     tokens = {actor: f"load-token-{actor}-0123456789" for actor in actors}
@@ -280,7 +273,11 @@ def main(argv: list[str] | None = None) -> int:
         for actor in actors:
             provision(database, tenant_id="t-load", project_id=PROJECT, actor_id=actor, token=tokens[actor],
                       project_epoch="e-load")
-        proc, url = start_server(database)
+        try:
+            server = ReferenceProcess.start(database)
+        except ServerStartError as exc:
+            raise SystemExit(f"error: {exc}") from None
+        url = server.url
         try:
             created = httpx.post(f"{url}/v1/projects/{PROJECT}/sessions", headers={"authorization": f"Bearer {tokens[actors[0]]}"},
                                  json={"command_id": "session", "payload": {"session_id": SESSION, "topic": "load"}}, timeout=30)
@@ -299,7 +296,7 @@ def main(argv: list[str] | None = None) -> int:
             for t in pool:
                 t.join()
             elapsed = time.monotonic() - started
-            alive = proc.poll() is None
+            alive = server.process.poll() is None
             states: Counter[str] = Counter()
             if alive:
                 # Measured before and after the load and pooled: one pass alone drifts with warm-up.
@@ -310,11 +307,7 @@ def main(argv: list[str] | None = None) -> int:
                 for client in readers.values():
                     client.close()
         finally:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+            server.stop()
     done = sum(len(v) for v in book.latencies.values())
     base_p50 = percentile(baseline, 0.5)
     print(f"actors: {args.actors} x {args.workers} workers  operations: {done}  elapsed: {elapsed:.1f} s  "

@@ -18,10 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
-import signal
-import subprocess
 import sys
 import tempfile
 import threading
@@ -30,30 +27,16 @@ from pathlib import Path
 
 import httpx
 
+from aidememo_ref.process import ReferenceProcess, ServerStartError
+
 TOKENS = {"sender": "crash-sender-token-0123456789", "receiver": "crash-receiver-token-0123456789"}
 
 
-def start_server(database: Path) -> tuple[subprocess.Popen[str], str]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", "--database", str(database), "--bind", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-    )
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving" not in line:
-        proc.kill()
-        raise SystemExit(f"error: server did not start: {line or proc.stderr.read() if proc.stderr else ''}")
-    url = line.split()[2]
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(f"{url}/health", timeout=1).status_code == 200:
-                return proc, url
-        except httpx.TransportError:
-            time.sleep(0.02)
-    proc.kill()
-    raise SystemExit("error: server never answered /health")
+def start_server(database: Path) -> ReferenceProcess:
+    try:
+        return ReferenceProcess.start(database)
+    except ServerStartError as exc:
+        raise SystemExit(f"error: {exc}") from None
 
 
 class Ledger:
@@ -192,7 +175,8 @@ def main(argv: list[str] | None = None) -> int:
 
         for actor, token in TOKENS.items():
             provision(database, tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e")
-        proc, url = start_server(database)
+        server = start_server(database)
+        url = server.url
         httpx.post(f"{url}/v1/projects/p/sessions", json={"command_id": "s", "payload": {"session_id": "s", "topic": "t"}},
                    headers={"Authorization": f"Bearer {TOKENS['sender']}"})
         started = time.monotonic()
@@ -203,15 +187,14 @@ def main(argv: list[str] | None = None) -> int:
             for t in threads:
                 t.start()
             time.sleep(rng.uniform(0.05, args.max_uptime))
-            os.kill(proc.pid, signal.SIGKILL)
-            proc.wait()
+            server.kill()
             stop.set()
             for t in threads:
                 t.join(timeout=30)
-            proc, url = start_server(database)
+            server = start_server(database)
+            url = server.url
         answered, losses = verify(url, book)
-        proc.send_signal(signal.SIGTERM)
-        proc.wait(timeout=10)
+        server.stop()
     elapsed = time.monotonic() - started
     print(f"kills survived: {args.kills}  receipts verified: {answered}  losses: {len(losses)}  ({elapsed:.1f} s)")
     for loss in losses[:20]:

@@ -22,7 +22,6 @@ import argparse
 import json
 import random
 import socket
-import subprocess
 import sys
 import tempfile
 import time
@@ -37,6 +36,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from aidememo_ref import ErrorCode, ManualClock, OffsetClock, ReferenceLedger
+from aidememo_ref.process import ReferenceProcess, ServerStartError
 
 TENANT: Final = "t-fuzz"
 PROJECT: Final = "p-fuzz"
@@ -435,21 +435,6 @@ def run_campaign(send: Callable[[Request], tuple[int, dict[str, str], bytes]], *
 
 # -- the command line ----------------------------------------------------------------------------
 
-def start_server(database: Path, *, test_clock: bool = False) -> tuple[subprocess.Popen[str], str, int]:
-    proc = subprocess.Popen(
-        [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())",
-         "serve", "--database", str(database), "--bind", "127.0.0.1:0", *(["--test-clock"] if test_clock else [])],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    assert proc.stdout is not None
-    line = proc.stdout.readline()
-    if "serving" not in line:
-        proc.kill()
-        raise SystemExit(f"error: server did not start: {line.strip() or 'no output'}")
-    url = line.split()[2]
-    host, _, port = url.removeprefix("http://").rpartition(":")
-    return proc, host, int(port)
-
-
 def health(send: Callable[[Request], tuple[int, dict[str, str], bytes]]) -> bool:
     try:
         return send(Request("GET", b"/health", (), b""))[0] == 200
@@ -483,11 +468,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory() as tmp:
         database = Path(tmp) / "fuzz.sqlite"
-        proc = None
+        server = None
         if args.http:
             provision_all(database)
-            proc, host, port = start_server(database, test_clock=args.test_clock)
-            send = http_sender(host, port)
+            try:
+                server = ReferenceProcess.start(database, test_clock=args.test_clock)
+            except ServerStartError as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            send = http_sender(server.host, server.port)
         else:
             ledger = ReferenceLedger(database, clock=OffsetClock() if args.test_clock else ManualClock(),
                                      test_clock=args.test_clock)
@@ -496,11 +485,10 @@ def main(argv: list[str] | None = None) -> int:
         try:
             populate(send)
             tally = run_campaign(send, count=args.requests, seed_value=seed_value, extensions=args.test_clock)
-            alive = health(send) and (proc is None or proc.poll() is None)
+            alive = health(send) and (server is None or server.process.poll() is None)
         finally:
-            if proc is not None:
-                proc.terminate()
-                proc.wait(timeout=10)
+            if server is not None:
+                server.stop()
     if not alive:
         tally.crashes += 1
         tally.note("the server stopped answering /health after the campaign")

@@ -51,7 +51,7 @@ Output = Mapping[str, object] | None
 
 
 def _identity(state: object) -> Hashable:
-    return state  # type: ignore[return-value]
+    return state
 
 
 def _describe_operation(op_input: Input, output: Output) -> str:

@@ -32,6 +32,7 @@ from typing import Any, Protocol
 
 import httpx
 
+from aidememo_ref.wire import error_detail
 from simulations.errors import SimulationError
 from simulations.history import Operation, Recorder
 from simulations.model import LEASE_MS
@@ -538,8 +539,9 @@ def _output(response: httpx.Response, op: PlannedOp) -> dict[str, Any]:
     except ValueError:
         doc = None
     out: dict[str, Any] = {"http": response.status_code, "code": None, "response": doc}
-    if isinstance(doc, dict) and isinstance(doc.get("error"), dict):
-        out["code"] = doc["error"].get("code")
+    detail = error_detail(doc)
+    if detail is not None:
+        out["code"] = detail["code"]
     elif response.status_code == 200 and isinstance(doc, dict):
         out["revision"] = doc.get("revision")
         if op.method == "GET" and isinstance(doc.get("record"), dict):

@@ -28,6 +28,7 @@ import httpx
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
+from aidememo_ref.wire import error_detail
 from simulations.concurrency import READER
 from simulations.model import (
     LEASE_MS,
@@ -140,8 +141,8 @@ def _answer(response: httpx.Response) -> tuple[int, str | None, Any]:
         doc = response.json()
     except ValueError:
         doc = None
-    code = doc["error"].get("code") if isinstance(doc, dict) and isinstance(doc.get("error"), dict) else None
-    return response.status_code, code, doc
+    detail = error_detail(doc)
+    return response.status_code, detail["code"] if detail else None, doc
 
 
 class HandoffLifecycle(RuleBasedStateMachine):

@@ -604,7 +604,7 @@ def _part_answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _Par
             answer = Answer(http=200)
             new = Handoff(
                 handoff_id=cmd.resource_id, session_id=str(p["session_id"]),
-                source_id=session.get("source_id"),  # type: ignore[arg-type]
+                source_id=session.get("source_id"),
                 from_actor=cmd.actor, to_actor=str(p["to_actor"]), revision=0,
             )
     elif h is None:
@@ -613,7 +613,7 @@ def _part_answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _Par
         answer, new = STALE, None
     else:
         raw = inp.get("fact")
-        fact = FactInfo(**raw) if isinstance(raw, Mapping) else None  # type: ignore[arg-type]
+        fact = FactInfo(**raw) if isinstance(raw, Mapping) else None
         answer, new = transition(h, cmd, fact)
     if new is None:
         return {"http": answer.http, "code": answer.code}, state

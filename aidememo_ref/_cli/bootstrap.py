@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import stat
 
+from ..wire import ROLES
 from ._args import Parser, fail
 
 __all__ = ["run"]
@@ -47,7 +48,7 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--project-name")
     parser.add_argument("--actor-name")
     parser.add_argument("--project-epoch")
-    parser.add_argument("--role", choices=["owner", "admin", "writer", "reader"], default="writer")
+    parser.add_argument("--role", choices=ROLES, default="writer")
     parser.add_argument("--actor-kind", choices=["human", "agent", "service"], default="agent")
     args = parser.parse_args(argv)
     token = read_token_file(args.token_file)

@@ -17,7 +17,7 @@ import stat
 import threading
 from dataclasses import dataclass
 
-from aidememo_ref._ids import bearer_digest, is_valid_id
+from aidememo_ref._ids import bearer_digest, id_problem
 
 __all__ = ["Binding", "Bindings", "BindingsError", "load_bindings"]
 
@@ -41,7 +41,7 @@ class Bindings:
 
     def bind(self, token: str, source_id: str, actor_id: str) -> None:
         for field, value in (("source_id", source_id), ("actor_id", actor_id)):
-            if not is_valid_id(value):
+            if id_problem(value) is not None:
                 raise BindingsError(f"binding {field} {value!r} is not a valid identifier")
         with self._lock:
             self._by_digest[bearer_digest(token)] = Binding(source_id, actor_id)
@@ -62,7 +62,7 @@ def _value(entry: object, field: str, index: int, path: str) -> str:
     text = value.strip()
     if not text:
         raise BindingsError(f"auth bindings file {path} entry {index} has an empty {field}")
-    if field != "token" and not is_valid_id(text):
+    if field != "token" and id_problem(text) is not None:
         raise BindingsError(f"auth bindings file {path} entry {index} has an invalid {field}")
     return text
 

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import os
 
+from .._ids import CROCKFORD
+from .._ids import new_ulid as encode_ulid
+
 __all__ = ["new_ulid", "is_ulid", "new_session_id", "new_handoff_id", "new_worker_claim"]
 
-# Crockford base32, the ULID alphabet (no I, L, O, U).
-_ALPHABET = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
-_VALID = frozenset(_ALPHABET)
+_VALID = frozenset(CROCKFORD)
 
 
 def new_ulid(now_ms: int) -> str:
-    """A ULID: 48-bit millisecond time then 80 random bits, 26 Crockford characters."""
-    value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(os.urandom(10), "big")
-    return "".join(_ALPHABET[(value >> shift) & 31] for shift in range(125, -1, -5))
+    """A ULID: 48-bit millisecond time then 80 fresh random bits, 26 Crockford characters."""
+    return encode_ulid(now_ms, os.urandom(10))
 
 
 def is_ulid(text: str) -> bool:

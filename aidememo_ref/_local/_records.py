@@ -11,7 +11,7 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
 
-from .._state import Outcome, Status
+from .._records import Outcome, Status
 from ._facttypes import FactType
 
 __all__ = [
@@ -33,8 +33,8 @@ SESSION_TYPE = "session"
 HANDOFF_TYPE = "handoff"
 
 
-# Status and Outcome are the remote protocol's own (``_state``): the local flow has the same three
-# statuses ("returned" is a board lane, never a status) and the same two outcomes.
+# Status and Outcome are the remote protocol's own (``aidememo_ref._records``): the local flow has
+# the same three statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
 class AgentType(StrEnum):

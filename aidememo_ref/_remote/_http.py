@@ -20,11 +20,6 @@ from ._profiles import RemoteProfile
 __all__ = ["Remote", "MAILBOX_LIMIT"]
 
 MAILBOX_LIMIT = range(1, 101)
-# No usable answer: a transport failure after the retry, or a 2xx that is not JSON. The client's
-# own "outcome unknown" error joins these where it exists.
-_UNKNOWN: tuple[type[BaseException], ...] = (httpx.TransportError, httpx.DecodingError, ValueError) + tuple(
-    getattr(_client, name) for name in ("OutcomeUnknown",) if hasattr(_client, name)
-)
 
 
 class Remote:
@@ -42,8 +37,6 @@ class Remote:
                                                   transport=transport, timeout=timeout)
         except _client.ClientRefusal as exc:
             raise refusal(str(exc)) from None
-        except (httpx.InvalidURL, ValueError) as exc:
-            raise refusal(f"remote URL {profile.url} is not usable: {exc}") from None
 
     def close(self) -> None:
         self._client.close()
@@ -69,8 +62,10 @@ class Remote:
             raise RemoteHTTPError(exc.status, exc.code, exc.message or "remote request failed") from None
         except _client.ClientRefusal as exc:
             raise refusal(str(exc)) from None
-        except _UNKNOWN as exc:
-            raise RemoteUnavailable(f"{type(exc).__name__}: {exc}") from None
+        except _client.OutcomeUnknown as exc:
+            # The client's message names method and path; upstream's names the transport's failure.
+            cause = exc.cause if exc.cause is not None else exc
+            raise RemoteUnavailable(f"{type(cause).__name__}: {cause}") from None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         return self._call("GET", f"{self.base}{path}", params=params)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
-from aidememo_ref._ids import is_valid_id, stable_operation_id
+from aidememo_ref._ids import id_problem, stable_operation_id
 from aidememo_ref._local._ids import new_ulid
 
 from ._errors import internal, refusal
@@ -318,7 +318,7 @@ class Outbox:
 
     def bind_actor(self, intent_key: str, operation_id: str, profile: RemoteProfile, actor_id: str) -> None:
         """Pin the operation to the bearer's actor; a later bearer of another actor is refused."""
-        if not is_valid_id(actor_id):
+        if id_problem(actor_id) is not None:
             raise refusal("authenticated actor is not a valid remote identifier")
         with self._lock(intent_key):
             operation = self._operation(intent_key, operation_id, "actor identity was bound")

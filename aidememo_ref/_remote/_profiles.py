@@ -23,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlsplit
 
+from aidememo_ref._ids import id_problem
+
 from ._errors import internal, refusal
 
 __all__ = [
@@ -40,7 +42,6 @@ __all__ = [
 ]
 
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
-_IDENTITY = re.compile(r"[A-Za-z0-9._:@-]{1,128}\Z")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -125,7 +126,7 @@ def validate_profile_name(value: str) -> str:
 
 def validate_identity(flag: str, value: str) -> str:
     text = value.strip()
-    if not _IDENTITY.match(text) or not text.isascii():
+    if id_problem(text) is not None:
         raise refusal(f"{flag} contains an invalid server identity")
     return text
 
@@ -188,7 +189,7 @@ def load_profile(name: str, env: Mapping[str, str]) -> RemoteProfile:
     if profile is None:
         raise refusal(f"remote profile `{wanted}` was not found; run `aidememo auth login <URL> --profile {wanted}"
                       " --project-id <PROJECT> --token-file <PATH>`")
-    if not _IDENTITY.match(profile.project_id):
+    if id_problem(profile.project_id) is not None:
         raise refusal("project_id is not a valid remote identifier")
     check_transport(profile.url, profile.allow_insecure_http)
     return profile

@@ -11,12 +11,11 @@ duplicating, and the next accept after a failed outcome advances to a new attemp
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo_ref._ids import stable_claim_id, stable_operation_id
+from aidememo_ref._ids import id_problem, stable_claim_id, stable_operation_id
 
 from ._errors import internal, refusal
 
@@ -37,11 +36,8 @@ __all__ = [
     "validate_id",
 ]
 
-_ID = re.compile(r"[A-Za-z0-9._:@-]{1,128}\Z")
-
-
 def validate_id(label: str, value: str) -> str:
-    if not _ID.match(value) or not value.isascii():
+    if id_problem(value) is not None:
         raise refusal(f"{label} is not a valid remote identifier")
     return value
 

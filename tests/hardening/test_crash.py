@@ -10,6 +10,8 @@ from pathlib import Path
 
 import httpx
 
+from aidememo_ref.process import ReferenceProcess
+
 from .conftest import load_script
 
 
@@ -20,8 +22,8 @@ def test_two_claims_granted_from_one_revision_are_a_loss(tmp_path: Path) -> None
     db = tmp_path / "c.sqlite"
     for actor, token in campaign.TOKENS.items():
         provision(db, tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e")
-    proc, url = campaign.start_server(db)
-    try:
+    with ReferenceProcess.start(db) as server:
+        url = server.url
         auth = {name: {"Authorization": f"Bearer {token}"} for name, token in campaign.TOKENS.items()}
         book = campaign.Ledger()
         steps = [
@@ -42,6 +44,3 @@ def test_two_claims_granted_from_one_revision_are_a_loss(tmp_path: Path) -> None
         book.record("/v1/projects/p/handoffs/h/accept", rival, answer.content.replace(b"acc-a", b"acc-b"))
         _, losses = campaign.verify(url, book)
         assert any("two live claims" in loss for loss in losses), losses
-    finally:
-        proc.kill()
-        proc.wait()

@@ -21,6 +21,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.targetfile import token_entry, write_target
+
 from .hostile import TRICKLE_INTERVAL_S, hostile_server
 
 # Far above what a bounded run needs (a breaker-tripped suite finishes in ~15 s at timeout_s=1),
@@ -28,22 +30,7 @@ from .hostile import TRICKLE_INTERVAL_S, hostile_server
 CONFORMANCE_DEADLINE_S = 40
 SIM_DEADLINE_S = 40
 
-TARGET = """\
-url = "{url}"
-timeout_s = 1
-
-[[provision.tokens]]
-project = "hostile"
-actor = "w1"
-role = "writer"
-token = "hostile-token-1"
-
-[[provision.tokens]]
-project = "hostile"
-actor = "w2"
-role = "writer"
-token = "hostile-token-2"
-"""
+TOKENS = [token_entry("hostile", f"w{i}", token=f"hostile-token-{i}") for i in (1, 2)]
 
 # A reason that is a bare Python exception (or a traceback) means the kit broke, not the target;
 # a sentence blaming the answer may quote the exception it caught.
@@ -61,8 +48,7 @@ def _run(argv: list[str], deadline: float) -> subprocess.CompletedProcess[str]:
 def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behaviour: str) -> None:
     report = tmp_path / "report"
     with hostile_server(behaviour) as url:
-        config = tmp_path / "target.toml"
-        config.write_text(TARGET.format(url=url))
+        config = write_target(tmp_path / "target.toml", url, TOKENS, timeout_s=1)
         done = _run(["-m", "conformance.cli", "run", "--config", str(config), "--report-dir", str(report),
                      "--seed", "5"], CONFORMANCE_DEADLINE_S)
     assert done.returncode == 1, f"exit {done.returncode}\n{done.stdout[-1500:]}\n{done.stderr[-1500:]}"
@@ -92,8 +78,7 @@ def test_conformance_run_is_bounded_and_blames_the_target(tmp_path: Path, behavi
 ])
 def test_simulator_run_is_bounded_and_says_why_in_one_line(tmp_path: Path, behaviour: str) -> None:
     with hostile_server(behaviour) as url:
-        config = tmp_path / "target.toml"
-        config.write_text(TARGET.format(url=url))
+        config = write_target(tmp_path / "target.toml", url, TOKENS, timeout_s=1)
         done = _run(["-m", "simulations.cli", "run", "--config", str(config), "--budget", "3", "--seed", "5",
                      "--out", str(tmp_path / "out")], SIM_DEADLINE_S)
     assert done.returncode != 0, done.stdout[-1500:]

@@ -55,6 +55,7 @@ def test_bad_input_is_one_line(argv: list[str]) -> None:
 
 def test_the_audit_flags_records_no_answered_command_allows() -> None:
     import httpx
+    import respx
 
     load: ModuleType = load_script("bench/load.py")
     records = {
@@ -65,13 +66,11 @@ def test_the_audit_flags_records_no_answered_command_allows() -> None:
         "h-unclaimed": {"status": "accepted", "claim_id": None, "attempt_count": 1, "outcome": None, "result_fact_id": None},
     }
 
-    def answer(request: httpx.Request) -> httpx.Response:
-        hid = request.url.path.rsplit("/", 1)[1]
-        if hid not in records:
-            return httpx.Response(404, json={"error": {"code": "resource_not_found", "message": "resource not found"}})
-        return httpx.Response(200, json={"revision": 2, "record": records[hid]})
-
-    client = httpx.Client(transport=httpx.MockTransport(answer), base_url="http://load")
+    server = respx.MockRouter(base_url=f"http://load/v1/projects/{load.PROJECT}/handoffs")
+    for hid, record in records.items():
+        server.get(f"/{hid}").respond(200, json={"revision": 2, "record": record})
+    server.route().respond(404, json={"error": {"code": "resource_not_found", "message": "resource not found"}})
+    client = httpx.Client(transport=httpx.MockTransport(server.handler), base_url="http://load")
     book = load.Book()
     book.sent.extend((hid, "a") for hid in [*records, "h-vanished"])
     states = load.audit({"a": client}, book)

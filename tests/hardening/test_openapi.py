@@ -21,7 +21,7 @@ from aidememo_ref import ErrorCode, ManualClock, ReferenceLedger
 from aidememo_ref._commands import STRUCTS, TRANSITION_ROUTES, TYPED_CREATES
 from aidememo_ref._service import Service
 
-from .contract import DOCUMENT, contract_problems, match, operations, validate
+from .contract import DOCUMENT, check_document, contract_problems, match, operations, validate
 
 
 
@@ -109,6 +109,10 @@ def test_every_bearer_route_declares_the_security_scheme() -> None:
             assert "401" in op.spec["responses"], op.template
 
 
+def test_every_component_is_a_valid_2020_12_schema() -> None:
+    check_document()
+
+
 def test_the_validator_rejects_what_it_should() -> None:
     receipt = {"$ref": "#/components/schemas/Receipt"}
     good = {"command_id": "c", "fingerprint": "0" * 64, "tenant_id": "t", "project_id": "p", "actor_id": "a",
@@ -118,6 +122,10 @@ def test_the_validator_rejects_what_it_should() -> None:
     assert validate({**good, "revision": 0}, receipt)
     assert validate({**good, "resource": {"kind": "Session", "id": "s"}}, receipt)
     assert validate({k: v for k, v in good.items() if k != "fingerprint"}, receipt)
+    assert validate({**good, "revision": 1.0}, receipt) and validate({**good, "revision": True}, receipt)
+    hit = {"$ref": "#/components/schemas/SearchHit"}  # anyOf with a $ref inside, and a nullable id
+    found = {"fact_id": "f", "session_id": "s", "source_id": None, "actor_id": "a", "content": "x", "score": 0.5}
+    assert validate(found, hit) == [] and validate({**found, "source_id": "bad id"}, hit)
     assert contract_problems("GET", "/v1/projects/p/identity", 418, {}, b"")
     assert contract_problems("GET", "/nowhere", 200, {}, b"{}")
 

@@ -66,6 +66,7 @@ def test_a_broken_cli_fails_by_the_requirement_it_breaks(tmp_path: Path, monkeyp
                                                           mutant: str) -> None:
     cli = shlex.join([sys.executable, str(MUTANT_CLI), mutant])
     selected = [flag for requirement in KILLS[mutant] for flag in ("--requirement", requirement)]
-    code, verdicts = _run(tmp_path, monkeypatch, "--cli", cli, *selected)
+    # The mcp capability is claimed, not probed: the clean run above shows the probe works.
+    code, verdicts = _run(tmp_path, monkeypatch, "--cli", cli, "--capability", "mcp", *selected)
     assert verdicts == {requirement: "FAIL" for requirement in KILLS[mutant]}, verdicts
     assert code == 1

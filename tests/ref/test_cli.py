@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 import sys
@@ -10,6 +9,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from aidememo_ref.process import ReferenceProcess, ServerStartError
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
@@ -74,20 +75,19 @@ def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path, si
     db = tmp_path / "ssot.sqlite"
     tf = token_file(tmp_path, "w.token", "serve-token-0123456789")
     assert bootstrap(db, tf).returncode == 0
-    proc = subprocess.Popen([*CLI, "serve", "--database", str(db), "--bind", "127.0.0.1:0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    server = ReferenceProcess.start(db)  # returns once the URL line is printed and /health answers
     try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        url = line.split()[2]
-        assert httpx.get(f"{url}/health", timeout=5).json()["status"] == "ok"
-        ident = httpx.get(f"{url}/v1/projects/memory/identity", timeout=5,
+        ident = httpx.get(f"{server.url}/v1/projects/memory/identity", timeout=5,
                           headers={"Authorization": "Bearer serve-token-0123456789"})
         assert ident.json()["actor_id"] == "codex-p1"
     finally:
-        proc.send_signal(sig)
-        code = proc.wait(timeout=15)
+        code = server.stop(sig)
     assert code == 0
+
+
+def test_a_server_that_cannot_start_says_why_in_one_line(tmp_path: Path) -> None:
+    with pytest.raises(ServerStartError, match="database directory does not exist"):
+        ReferenceProcess.start(tmp_path / "missing" / "db.sqlite")
 
 
 def test_serve_refusals(tmp_path: Path) -> None:
@@ -128,8 +128,7 @@ def test_crash_verification_detects_a_lost_receipt(tmp_path: Path) -> None:
     db = tmp_path / "v.sqlite"
     for actor, token in campaign.TOKENS.items():
         provision(db, tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e")
-    proc, url = campaign.start_server(db)
-    try:
+    with ReferenceProcess.start(db) as server:
         book = campaign.Ledger()
         body = {"command_id": "never-committed", "project_id": "p", "expected_revision": None,
                 "operation": "resource.put", "payload": {}, "resource": {"kind": "custom.x", "id": "x"},
@@ -138,10 +137,7 @@ def test_crash_verification_detects_a_lost_receipt(tmp_path: Path) -> None:
                 b'"actor_id":"sender","project_seq":7,"resource":{"kind":"custom.x","id":"x"},'
                 b'"revision":1,"committed_at_ms":1}')
         book.record("/v1/commands", body, fake)
-        answered, losses = campaign.verify(url, book)
-    finally:
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait()
+        answered, losses = campaign.verify(server.url, book)
     assert answered == 1
     assert any("drifted or lost" in loss for loss in losses)
     assert any("not in the feed" in loss for loss in losses)

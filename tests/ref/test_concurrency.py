@@ -135,15 +135,13 @@ def test_compare_and_swap_increments_lose_no_update(tmp_path: Path) -> None:
 
 
 def test_two_server_processes_on_one_database_grant_one_claim(tmp_path: Path) -> None:
-    import subprocess
-    import sys
+    from aidememo_ref.process import ReferenceProcess
 
     path = tmp_path / "shared.sqlite"
     _prepare(path)
-    servers = [subprocess.Popen([sys.executable, "-m", "aidememo_ref", "serve", "--database", str(path),
-                                 "--bind", "127.0.0.1:0"], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    servers = [ReferenceProcess.start(path) for _ in range(2)]
     try:
-        urls = [s.stdout.readline().split()[2] for s in servers]  # type: ignore[union-attr]
+        urls = [server.url for server in servers]
         barrier = threading.Barrier(len(urls) * 4)
         outcomes: list[tuple[int, str]] = []
         lock = threading.Lock()
@@ -163,7 +161,6 @@ def test_two_server_processes_on_one_database_grant_one_claim(tmp_path: Path) ->
         for t in threads:
             t.join()
     finally:
-        for s in servers:
-            s.terminate()
-            s.wait(timeout=15)
+        for server in servers:
+            server.stop()
     _check_one_winner(path, outcomes)

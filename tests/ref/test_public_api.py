@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import ast
+import inspect
 import subprocess
 import sys
 
@@ -11,6 +13,7 @@ def test_public_names_are_pinned_and_resolve() -> None:
         "ReferenceLedger", "provision", "serve_in_thread", "ProvisionError", "SystemClock", "ManualClock",
         "OffsetClock", "ErrorCode", "LedgerError", "Response", "canonical_json", "fingerprint",
         "stable_operation_id", "stable_claim_id", "bearer_digest", "AideMemoClient", "AideMemoHTTPError",
+        "Clock", "Provisioning", "ReferenceProcess", "ServerStartError", "AideMemoClientError", "ClientRefusal", "OutcomeUnknown",
     ])
     for name in aidememo_ref.__all__:
         assert getattr(aidememo_ref, name) is not None
@@ -20,3 +23,31 @@ def test_importing_the_package_loads_no_server_stack() -> None:
     code = "import sys, aidememo_ref; print(sorted(m for m in ('httpx','uvicorn','sqlite3') if m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+def test_type_checkers_see_the_same_names_the_lazy_import_serves() -> None:
+    # The TYPE_CHECKING block is what mypy reads; __getattr__ is what runs. They must agree.
+    tree = ast.parse(inspect.getsource(aidememo_ref))
+    guarded = next(node for node in tree.body if isinstance(node, ast.If) and ast.unparse(node.test) == "TYPE_CHECKING")
+    typed = {alias.name: node.module.lstrip(".") for node in guarded.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names if node.module}
+    assert typed == aidememo_ref._WHERE
+    assert set(typed) == set(aidememo_ref.__all__)
+
+
+def test_the_wire_role_literal_is_the_cores_role_list() -> None:
+    from typing import get_args
+
+    from aidememo_ref import wire
+    from aidememo_ref._records import WRITABLE_ROLES, Role
+
+    assert get_args(wire.Role) == wire.ROLES == tuple(role.value for role in Role)
+    assert wire.WRITER_ROLES == {role.value for role in WRITABLE_ROLES} == {"owner", "admin", "writer"}
+
+
+def test_the_wire_handoff_shape_is_the_cores_field_list() -> None:
+    # wire.HandoffRecord describes the JSON for clients; the core's record is the one field list.
+    from aidememo_ref import wire
+    from aidememo_ref._records import HANDOFF_FIELDS, Handoff
+
+    assert tuple(wire.HandoffRecord.__annotations__) == HANDOFF_FIELDS == tuple(Handoff.__dataclass_fields__)

@@ -395,3 +395,77 @@ def test_an_internal_bug_still_answers_the_wire_shape(tmp_path) -> None:  # type
                                                "content-type": "application/json"}, json.dumps(raw("c1")).encode())
     assert (r.status, r.json()) == (500, {"error": {"code": "storage_failure", "message": "internal server error"}})
     assert ledger.handle("GET", "/health").status == 200
+
+
+QUERY_FAILED = "invalid command: Failed to deserialize query string: "
+EPOCH = "project_epoch=epoch_http"
+
+
+@pytest.mark.parametrize(("route", "query", "detail"), [
+    ("/search", "q=redis&mode=", None),  # Some(""): refused by the mode rule, not the default
+    ("/search", "q=redis&mode", None),  # a key without "=" is the same empty value
+    ("/search", "q=redis&mode=+", None),
+    ("/search", "q=redis&limit=", "limit: cannot parse integer from empty string"),
+    ("/search", "q=redis&at_least_seq=", "at_least_seq: cannot parse integer from empty string"),
+    ("/search", "q=redis&source_id=", "source_id: invalid source_id: must not be empty"),
+    ("/handoffs", "box=inbox&limit=", "limit: cannot parse integer from empty string"),
+    ("/handoffs", "box=inbox&before_seq=", "before_seq: cannot parse integer from empty string"),
+    ("/handoffs", "box=inbox&include_completed=", "include_completed: provided string was not `true` or `false`"),
+    ("/handoffs", "box=inbox&source_id=", "source_id: invalid source_id: must not be empty"),
+    ("/handoffs", "box=", "box: unknown variant ``, expected `inbox` or `outbox`"),
+    ("/changes", f"{EPOCH}&after_seq=0&limit=", "limit: cannot parse integer from empty string"),
+    ("/changes", f"{EPOCH}&after_seq=", "after_seq: cannot parse integer from empty string"),
+    ("/changes/materialized", f"{EPOCH}&after_seq=0&limit=", "limit: cannot parse integer from empty string"),
+    ("/changes", "project_epoch=&after_seq=0", "project_epoch: invalid project_epoch: must not be empty"),
+])
+def test_a_present_empty_query_value_is_a_value_not_an_absence(
+        world: World, route: str, query: str, detail: str | None) -> None:
+    # serde_urlencoded hands Option<T> fields Some(""), then parses "" as T (wire §0.4).
+    r = world.call("codex-p1", "GET", world.p(f"{route}?{query}"))
+    message = f"{QUERY_FAILED}{detail}" if detail else "invalid command: search mode must be auto, lexical, semantic, or hybrid"
+    assert (r.status_code, r.json()["error"]) == (400, {"code": "invalid_command", "message": message})
+
+
+@pytest.mark.parametrize(("value", "detail"), [
+    ("18446744073709551616", "number too large to fit in target type"),
+    ("99999999999999999999x", "number too large to fit in target type"),  # Rust stops at the overflow
+    ("9x9999999999999999999", "invalid digit found in string"),
+    ("%2B", "invalid digit found in string"),
+    ("%2B%2B5", "invalid digit found in string"),
+    ("-0", "invalid digit found in string"),
+])
+def test_integer_query_values_fail_with_rusts_parse_errors(world: World, value: str, detail: str) -> None:
+    r = world.call("codex-p1", "GET", world.p(f"/changes?{EPOCH}&after_seq={value}"))
+    assert r.json()["error"]["message"] == f"{QUERY_FAILED}after_seq: {detail}"
+
+
+@pytest.mark.parametrize(("mode", "accepted"), [
+    ("LEXICAL", True), ("%20Lexical%20", True), ("%09auto%0A", True), ("%C2%A0AUTO%E3%80%80", True),
+    ("lexical%1F", False),  # U+001F is not White_Space: Rust's trim keeps it, Python's strip would not
+    ("lex%20ical", False), ("%EF%BC%AC%EF%BC%A5%EF%BC%B8%EF%BC%A9%EF%BC%A3%EF%BC%A1%EF%BC%AC", False),  # fullwidth
+    ("LEX%C4%B0CAL", False),  # dotted capital I: to_ascii_lowercase leaves it alone
+])
+def test_search_mode_is_trimmed_and_ascii_lowercased_like_upstream(world: World, mode: str, accepted: bool) -> None:
+    r = world.call("codex-p1", "GET", world.p(f"/search?q=redis&mode={mode}"))
+    if accepted:
+        assert (r.status_code, r.json()["mode"]) == (200, "lexical")
+    else:
+        assert r.json()["error"]["message"] == "invalid command: search mode must be auto, lexical, semantic, or hybrid"
+
+
+def test_search_query_is_trimmed_with_rusts_whitespace(world: World) -> None:
+    # "\x1f" survives Rust's trim, so the query is one byte long: a 200 with no hits, not a 400.
+    r = world.call("codex-p1", "GET", world.p("/search?q=%1F"))
+    assert (r.status_code, r.json()["results"]) == (200, [])
+    assert error_of(world.call("codex-p1", "GET", world.p("/search?q=%E3%80%80%C2%A0"))) == (400, "invalid_command")
+
+
+def test_health_reports_the_stores_schema_version(tmp_path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Upstream's /health asks the store (store.schema_version()); the reference must not hard-code 4.
+    from aidememo_ref import ReferenceLedger
+    from aidememo_ref._sqlite import SQLiteStore
+
+    monkeypatch.setattr(SQLiteStore, "schema_version", lambda self: 7)
+    ledger = ReferenceLedger(tmp_path / "v.sqlite")
+    assert ledger.handle("GET", "/health").json() == {"status": "ok", "mode": "single_node", "schema_version": 7}
+    ledger.close()

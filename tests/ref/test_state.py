@@ -226,3 +226,16 @@ def test_the_architecture_diagram_is_the_table() -> None:
     spec.loader.exec_module(module)
     docs = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert module.render(TRANSITIONS) in docs, "docs/ARCHITECTURE.md is stale: run python scripts/state_diagram.py"
+
+
+def test_text_rules_trim_with_rusts_whitespace_set() -> None:
+    import sys
+
+    from aidememo_ref._state import text_problem
+    from aidememo_ref._text import RUST_WHITESPACE, ascii_lower, trim
+
+    python_space = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
+    assert python_space - set(RUST_WHITESPACE) == set("\x1c\x1d\x1e\x1f")  # the only disagreement
+    assert trim("\u3000\xa0 x\x1f\t") == "x\x1f" and ascii_lower("AİK\u212a") == "aİk\u212a"
+    # "\x1f" is not blank upstream: it is refused for its control character, not for its size.
+    assert (text_problem("\x1f", 64), text_problem(" \u2003", 64)) == ("control", "size")

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import os
-import tempfile
-from collections.abc import Iterator
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,11 +11,13 @@ import pytest
 from hypothesis import Phase, settings
 from hypothesis.stateful import run_state_machine_as_test
 
-from aidememo_ref import ReferenceLedger, serve_in_thread
+from aidememo_ref import ReferenceLedger
 from aidememo_ref._commands import Op
 from aidememo_ref._ledger import Write, decide
 from aidememo_ref._records import Handoff, Status
-from simulations.machines import ACTORS, READER, HandoffLifecycle, Wire, lifecycle_against
+from simulations.machines import READER, HandoffLifecycle, Wire, lifecycle_against
+
+from .served import served
 
 TestHandoffLifecycle = HandoffLifecycle.TestCase
 
@@ -42,20 +42,6 @@ def test_the_machine_catches_a_ledger_that_breaks_a_rule() -> None:
                                   settings=settings(max_examples=200, database=None, phases=[Phase.generate]))
 
 
-@pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, dict[str, str]]]:
-    with tempfile.TemporaryDirectory() as workdir:
-        ledger = ReferenceLedger(Path(workdir) / "ledger.sqlite")
-        tokens = {}
-        for actor in ACTORS:
-            tokens[actor] = f"tok-{actor}-0123456789"
-            ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                             role="reader" if actor == READER else "writer")
-        with serve_in_thread(ledger) as url:
-            yield url, tokens
-        ledger.close()
-
-
 def test_the_machine_runs_against_a_server_by_url(served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
     run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
@@ -63,16 +49,9 @@ def test_the_machine_runs_against_a_server_by_url(served: tuple[str, dict[str, s
 
 
 def test_the_machine_renames_actors_of_a_server_that_has_its_own(tmp_path: Path) -> None:
-    ledger = ReferenceLedger(tmp_path / "ledger.sqlite")
-    tokens = {}
-    for actor in ("alice", "bob", "carol", READER):
-        tokens[actor] = f"tok-{actor}-0123456789"
-        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                         role="reader" if actor == READER else "writer")
-    with serve_in_thread(ledger) as url:
+    with served(ReferenceLedger(tmp_path / "ledger.sqlite"), ("alice", "bob", "carol", READER)) as (url, tokens):
         run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
                                   settings=settings(max_examples=3, stateful_step_count=12, database=None))
-    ledger.close()
 
 
 @pytest.mark.skipif(not os.environ.get("AIDEMEMO_SIM_CONFIG"),

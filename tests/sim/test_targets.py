@@ -3,31 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from aidememo_ref import ReferenceLedger, serve_in_thread
 from simulations.cli import main
 from simulations.concurrency import READER, HttpTarget
 from simulations.runner import run_campaign
-
-ACTORS = ("agent-a", "agent-b", "agent-c")
-
-
-@pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict[str, str]]]:
-    ledger = ReferenceLedger(tmp_path_factory.mktemp("served") / "ledger.sqlite")
-    tokens = {}
-    for actor in (*ACTORS, READER):
-        tokens[actor] = f"tok-{actor}-0123456789"
-        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=tokens[actor],
-                         role="reader" if actor == READER else "writer")
-    with serve_in_thread(ledger) as url:
-        yield url, tokens
-    ledger.close()
-
+from tests.targetfile import token_entry, write_target
 
 def test_a_url_campaign_against_the_reference_is_clean(served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
@@ -53,11 +36,8 @@ def test_the_cli_runs_against_a_url(served: tuple[str, dict[str, str]], tmp_path
 def test_the_cli_takes_a_conformance_target_file(served: tuple[str, dict[str, str]], tmp_path: Path,
                                                  capsys: pytest.CaptureFixture[str]) -> None:
     url, tokens = served
-    entries = "\n".join(
-        f'[[provision.tokens]]\nproject = "p"\nactor = "{a}"\nrole = "{"reader" if a == READER else "writer"}"\n'
-        f'token = "{t}"\n' for a, t in tokens.items())
-    config = tmp_path / "target.toml"
-    config.write_text(f'url = "{url}"\n\n{entries}')
+    entries = [token_entry("p", a, "reader" if a == READER else "writer", token=t) for a, t in tokens.items()]
+    config = write_target(tmp_path / "target.toml", url, entries)
     assert main(["run", "--config", str(config), "--seed", "5", "--budget", "3", "--out", str(tmp_path)]) == 0
     assert "verdict OK" in capsys.readouterr().out
 

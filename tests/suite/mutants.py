@@ -13,6 +13,7 @@ import dataclasses
 import hashlib
 import json
 import threading
+import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -249,6 +250,50 @@ def unknown_fields_ignored(db_path: str) -> Any:
     return _wrapped(db_path, bend)
 
 
+def _bend_query(db_path: str, rewrite: Callable[[list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]]) -> Any:
+    """A wire mutant that rewrites the query pairs of every GET before the reference decodes them."""
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        path, mark, query = target.partition(b"?")
+        if method == "GET" and mark:
+            pairs = [pair.partition(b"=")[::2] for pair in query.split(b"&") if pair]
+            target = path + b"?" + b"&".join(k + b"=" + v for k, v in rewrite(pairs))
+        return handle(method, target, headers, body)
+
+    return _wrapped(db_path, bend)
+
+
+def empty_query_means_default(db_path: str) -> Any:
+    """A present but empty query value (`limit=`, `mode=`) is taken as absent: the default applies."""
+    return _bend_query(db_path, lambda pairs: [(k, v) for k, v in pairs if v])
+
+
+def _mode_rewriter(normal: Callable[[str], str]) -> Callable[[list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]]:
+    def rewrite(pairs: list[tuple[bytes, bytes]]) -> list[tuple[bytes, bytes]]:
+        out = []
+        for key, value in pairs:
+            if key == b"mode":
+                text = urllib.parse.unquote_plus(value.decode("latin-1"))
+                value = urllib.parse.quote(normal(text)).encode() if normal(text) in _MODES else b"fuzzy"
+            out.append((key, value))
+        return out
+
+    return rewrite
+
+
+_MODES = ("auto", "lexical", "semantic", "hybrid")
+
+
+def search_mode_exact(db_path: str) -> Any:
+    """The search mode is matched as sent: no trimming, no case folding (`LEXICAL` is refused)."""
+    return _bend_query(db_path, _mode_rewriter(lambda text: text))
+
+
+def search_mode_python_strip(db_path: str) -> Any:
+    """The search mode is normalised with Python's strip() and lower(), which also drop U+001C..U+001F."""
+    return _bend_query(db_path, _mode_rewriter(lambda text: text.strip().lower()))
+
+
 # name -> (factory, the requirements whose checks must kill it)
 MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "cas_ignored": (cas_ignored, ("AM-HO-1", "AM-HL-CAS-2", "AM-CMD-5", "AM-CONF-07")),
@@ -267,6 +312,9 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "raw_kind_unchecked": (raw_kind_unchecked, ("AM-CMD-4",)),
     "text_unchecked": (text_unchecked, ("AM-TYPED-4",)),
     "unknown_fields_ignored": (unknown_fields_ignored, ("AM-AUTH-5", "AM-JSON-3")),
+    "empty_query_means_default": (empty_query_means_default, ("AM-WIRE-3", "AM-SEARCH-3")),
+    "search_mode_exact": (search_mode_exact, ("AM-SEARCH-3",)),
+    "search_mode_python_strip": (search_mode_python_strip, ("AM-SEARCH-3",)),
 }
 
 

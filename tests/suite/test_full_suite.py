@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import json
 import shutil
-import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx
 import pytest
+
+from aidememo_ref.process import ReferenceProcess
+from tests.targetfile import token_entry, write_target
 
 OK = {"PASS", "SKIP"}
 UNSERVED = {"mcp", "artifacts"}  # the reference serves neither; their requirements are not scored
@@ -46,35 +46,14 @@ def test_embedded_reference_passes_under_xdist(tmp_path):
     assert "RESULT: every scored MUST holds" in done.stdout
 
 
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
 @pytest.fixture
 def served(tmp_path) -> Iterator[tuple[str, Path]]:
-    """``aidememo-ref serve --test-clock`` on a free loopback port, stopped by its pid."""
+    """``aidememo-ref serve --test-clock`` on a free loopback port (the template needs the console script)."""
     if shutil.which("aidememo-ref") is None:
         pytest.fail("aidememo-ref is not installed (pip install -e .)")
     database = tmp_path / "ledger.sqlite"
-    port = _free_port()
-    process = subprocess.Popen(["aidememo-ref", "serve", "--database", str(database), "--bind", f"127.0.0.1:{port}",
-                                "--test-clock"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        for _ in range(200):
-            try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.05)
-        else:
-            pytest.fail("aidememo-ref serve did not come up")
-        yield url, database
-    finally:
-        process.terminate()
-        process.wait(timeout=10)
+    with ReferenceProcess.start(database, test_clock=True) as server:
+        yield server.url, database
 
 
 # A sample across families (and the clock extension): a provisioning subprocess per actor makes
@@ -106,10 +85,8 @@ def test_served_reference_with_fixed_tokens(served, tmp_path):
         subprocess.run(["aidememo-ref", "bootstrap", "--database", str(database), "--tenant-id", "acme",
                         "--project-id", "fixed", "--actor-id", actor, "--token-file", str(token_file),
                         "--role", role], check=True, capture_output=True, timeout=60)
-        tokens.append(f'[[provision.tokens]]\nproject = "fixed"\nactor = "{actor}"\nrole = "{role}"\n'
-                      f'token_file = "{token_file.name}"\n')
-    config = tmp_path / "target.toml"
-    config.write_text(f'url = "{url}"\n' + "".join(tokens))
+        tokens.append(token_entry("fixed", actor, role, token_file=token_file.name))
+    config = write_target(tmp_path / "target.toml", url, tokens)
     report = tmp_path / "report"
     done = _cli("--config", str(config), "--report-dir", str(report), *SUBSET)
     records = _records(report)

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from aidememo_ref._cli._args import Parser, UsageError
 from aidememo_ref._local._errors import LocalError, LocalErrorCode, invalid_input
 
-from ._context import Context
+from ._context import Context, clean
 
 __all__ = ["main", "GROUPS"]
 
@@ -212,11 +212,10 @@ def main(argv: list[str]) -> int:
             out=lambda text: print(text, flush=True),
             err=lambda text: print(text, file=sys.stderr, flush=True),
         )
-        if rest[0] == "handoff":
-            from . import remote
+        if rest[0] == "handoff" and (name := clean(args.remote_profile) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE")):
+            from . import remote  # the HTTP stack loads only for the remote route
 
-            if (name := remote.profile_name(args, ctx)) is not None:
-                return remote.run(args, ctx, name)
+            return remote.run(args, ctx, name)
         return int(args.func(args, ctx))
     except (UsageError, LocalError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

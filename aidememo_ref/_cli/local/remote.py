@@ -25,13 +25,9 @@ from aidememo_ref._remote._recovery import reject_actor_override
 
 from ._context import Context, clean, dumps
 
-__all__ = ["profile_name", "run", "connect", "outbox"]
+__all__ = ["run", "connect", "outbox"]
 
 LOCAL_ONLY = "remote profiles currently support handoff send, inbox, outbox, show/status, accept, heartbeat, and return"
-
-
-def profile_name(args: argparse.Namespace, ctx: Context) -> str | None:
-    return clean(getattr(args, "remote_profile", None)) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE")
 
 
 def outbox(ctx: Context) -> Outbox:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from aidememo_ref.wire import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
 from conformance.http import Exchange
 from conformance.profile import CheckContext
@@ -24,7 +25,6 @@ from conformance.world import BaseWorld
 
 __all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "World", "setup_ok"]
 
-WRITER_ROLES = ("writer", "admin", "owner")
 MCP_VERSION = "2026-07-28"
 
 
@@ -56,6 +56,13 @@ class HandoffRef:
     session_id: str
     revision: int
     claim_id: str | None = None
+
+    @property
+    def claim(self) -> str:
+        """The claim of an accepted handoff (what ``setup_accept`` returns)."""
+        if self.claim_id is None:
+            raise Untestable(f"handoff {self.handoff_id} has no claim: it was not accepted in setup")
+        return self.claim_id
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from aidememo_ref.wire import ROLES
 from conformance.capabilities import CAPABILITIES, Claim
 from conformance.errors import ConfigError
 from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription, resolve_run
@@ -21,7 +22,6 @@ from conformance.settings import Setting, Settings, SettingsInput
 
 __all__ = ["PROVISION_COMMAND", "PROVISION_TOKENS", "ROLES", "SETTINGS", "AideMemoSettings", "target_settings"]
 
-ROLES = ("owner", "admin", "writer", "reader")
 PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
 
 PROVISION_COMMAND: Setting[str | None] = Setting(

@@ -92,10 +92,9 @@ class LocalWorld(BaseWorld):
         return [r for r in results if r is not None]
 
     def assignment(self, receiver_type: str = "manual") -> Assignment:
-        """A session in SOURCE with one decision, a receiver profile and one pending assignment."""
+        """A session in SOURCE (visible there through its start fact), a receiver profile and one
+        pending assignment: four commands, as few as the rules allow."""
         session_id = self.json("session", "new", "--source-id", SOURCE, self.text("topic"))["session_id"]
-        self.json("fact", "add", self.text("decision"), "--type", "decision", "--source-id", SOURCE,
-                  env={"AIDEMEMO_SESSION_ID": session_id, "AIDEMEMO_ACTOR_ID": SENDER})
         self.json("agent", "add", RECEIVER, "--type", receiver_type, "--source-id", SOURCE)
         handoff_id = self.json("handoff", "send", RECEIVER, "--from", SENDER, "--source-id", SOURCE, "--focus",
                                self.text("focus"), "--done-when", "checks pass", session_id)["handoff_id"]

@@ -11,12 +11,15 @@ import hashlib
 import pytest
 
 from conformance.errors import NotScored
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 BODY = b"artifact-v1"
 
 
-def _reserve(actor, request_id, path, expected_mutation_token=None, ttl_ms=60_000):
+def _reserve(actor: Actor, request_id: str, path: str, expected_mutation_token: str | None = None,
+             ttl_ms: int = 60_000) -> Exchange:
     body = {"request_id": request_id, "path": path, "expected_mutation_token": expected_mutation_token,
             "ttl_ms": ttl_ms}
     exchange = actor.request("POST", f"{actor.base}/artifact-reservations", json_body=body)
@@ -26,7 +29,7 @@ def _reserve(actor, request_id, path, expected_mutation_token=None, ttl_ms=60_00
 
 
 @pytest.mark.requirement("AM-ART-1")
-def test_reader_cannot_reserve(world):
+def test_reader_cannot_reserve(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     _reserve(project.writer, world.new_id("probe"), f"/conformance/{world.new_id('probe')}.bin")  # store enabled?
     exchange = _reserve(project.reader, world.new_id("req"), f"/conformance/{world.new_id('file')}.bin")
@@ -34,7 +37,7 @@ def test_reader_cannot_reserve(world):
 
 
 @pytest.mark.requirement("AM-ART-1")
-def test_reservation_replay_is_identical_and_changes_conflict(world):
+def test_reservation_replay_is_identical_and_changes_conflict(world: World) -> None:
     project = world.project()
     writer = project.writer
     request_id, path = world.new_id("req"), f"/conformance/{world.new_id('file')}.bin"
@@ -46,7 +49,7 @@ def test_reservation_replay_is_identical_and_changes_conflict(world):
 
 
 @pytest.mark.requirement("AM-ART-1")
-def test_artifact_round_trip(world):
+def test_artifact_round_trip(world: World) -> None:
     project = world.project()
     writer = project.writer
     path = f"/conformance/{world.new_id('file')}.bin"

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
 from conformance.errors import NotScored
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
-def _write_routes(actor, world, session_id):
+def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Callable[[], Exchange]]:
     """One request per write route, each well-formed, built for ``actor``."""
     handoff = world.new_id("handoff")
     return {
@@ -26,7 +29,7 @@ def _write_routes(actor, world, session_id):
 @pytest.mark.requirement("AM-AUTH-1")
 @pytest.mark.parametrize("route", ["identity", "snapshot", "resource", "mailbox", "status", "commands", "sessions",
                                    "accept"])
-def test_missing_authorization_is_refused(world, route):
+def test_missing_authorization_is_refused(world: World, route: str) -> None:
     project = world.project()
     writer = project.writer
     base = writer.base
@@ -55,7 +58,7 @@ def test_missing_authorization_is_refused(world, route):
 @pytest.mark.requirement("AM-AUTH-2")
 @pytest.mark.parametrize("form", ["unknown-token", "lowercase-scheme", "double-space", "oversized-token",
                                   "scheme-only", "basic-scheme"])
-def test_malformed_or_unknown_bearer_is_refused(world, form):
+def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None:
     project = world.project()
     token = project.writer.token
     header = {"unknown-token": f"Bearer {world.new_id('nobody')}", "lowercase-scheme": f"bearer {token}",
@@ -68,7 +71,7 @@ def test_malformed_or_unknown_bearer_is_refused(world, form):
 
 @pytest.mark.requirement("AM-AUTH-3")
 @pytest.mark.parametrize("where", ["other-project", "missing-project"])
-def test_token_outside_its_projects_is_forbidden_not_missing(world, where):
+def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where: str) -> None:
     mine = world.project()
     other = world.project() if where == "other-project" else None
     if other is not None and other.project_id == mine.project_id:
@@ -85,7 +88,7 @@ def test_token_outside_its_projects_is_forbidden_not_missing(world, where):
 
 @pytest.mark.requirement("AM-AUTH-4")
 @pytest.mark.parametrize("route", ["commands", "sessions", "facts", "handoffs", "accept", "heartbeat", "return"])
-def test_reader_cannot_write(world, route):
+def test_reader_cannot_write(world: World, route: str) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     session_id = project.writer.setup_session()
     exchange = _write_routes(project.reader, world, session_id)[route]()
@@ -93,7 +96,7 @@ def test_reader_cannot_write(world, route):
 
 
 @pytest.mark.requirement("AM-AUTH-4")
-def test_reader_reads_succeed(world):
+def test_reader_reads_succeed(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     note = world.new_id("note")
     setup_ok(project.writer.put(note, {"v": 1}), "put note")
@@ -106,7 +109,7 @@ def test_reader_reads_succeed(world):
 
 
 @pytest.mark.requirement("AM-AUTH-4")
-def test_reader_cannot_replay_a_writers_command(world):
+def test_reader_cannot_replay_a_writers_command(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     command_id = world.new_id("cmd")
     note = world.new_id("note")
@@ -117,7 +120,7 @@ def test_reader_cannot_replay_a_writers_command(world):
 
 @pytest.mark.requirement("AM-AUTH-5")
 @pytest.mark.parametrize("field", ["tenant_id", "actor_id", "created_by"])
-def test_identity_fields_in_a_body_are_refused(world, field):
+def test_identity_fields_in_a_body_are_refused(world: World, field: str) -> None:
     project = world.project()
     payload = {"session_id": world.new_id("s"), "source_id": None, "topic": "t", field: "intruder"}
     expect_error(project.writer.create("sessions", payload), 400, "invalid_command")
@@ -126,7 +129,7 @@ def test_identity_fields_in_a_body_are_refused(world, field):
 
 
 @pytest.mark.requirement("AM-AUTH-5")
-def test_actor_id_in_the_mailbox_query_is_refused(world):
+def test_actor_id_in_the_mailbox_query_is_refused(world: World) -> None:
     project = world.project(writers=("writer", "other"))
     exchange = project.writer.mailbox("inbox", actor_id=project.other.actor_id)
     expect_error(exchange, 400, "invalid_command")

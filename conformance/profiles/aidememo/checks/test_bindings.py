@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.profiles.aidememo.actors import Actor, Project, World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
 HOME, ELSEWHERE = "src-bound", "src-other"
 
 
-def _scene(world):
+def _scene(world: World) -> tuple[Project, Actor, dict[str, str], dict[str, str]]:
     """A project with a session and fact in each of two sources, and a gateway token bound to HOME."""
     project = world.project(writers=("owner", "peer"))
     owner = project.owner
@@ -26,7 +27,7 @@ def _scene(world):
 
 
 @pytest.mark.requirement("AM-BIND-1")
-def test_a_bound_token_cannot_name_another_actor(world):
+def test_a_bound_token_cannot_name_another_actor(world: World) -> None:
     project, gate, _, _ = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", actor_id=project.peer.actor_id), 400, -32602)
     assert "caller override denied" in message and "actor_id" in message, message
@@ -34,14 +35,14 @@ def test_a_bound_token_cannot_name_another_actor(world):
 
 
 @pytest.mark.requirement("AM-BIND-1")
-def test_a_token_bound_to_another_actor_is_refused(world):
+def test_a_token_bound_to_another_actor_is_refused(world: World) -> None:
     project = world.project(writers=("owner", "peer"))
     imposter = world.bound(project, "imposter", HOME, as_actor=project.peer)
     expect_error(imposter.mcp("tools/list"), 403, "identity_mismatch")
 
 
 @pytest.mark.requirement("AM-BIND-2")
-def test_a_bound_token_reads_only_its_source(world):
+def test_a_bound_token_reads_only_its_source(world: World) -> None:
     project, gate, sessions, facts = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", source_id=ELSEWHERE), 400, -32602)
     assert "caller override denied" in message and "source_id" in message, message
@@ -62,7 +63,7 @@ def test_a_bound_token_reads_only_its_source(world):
 
 
 @pytest.mark.requirement("AM-BIND-2")
-def test_a_bound_token_writes_only_its_source(world):
+def test_a_bound_token_writes_only_its_source(world: World) -> None:
     project, gate, sessions, _ = _scene(world)
     fact_id = world.new_id("fact")
     tool_error(gate.tool("fact_create", operation_id=world.new_id("op"), fact_id=fact_id,
@@ -80,7 +81,7 @@ def test_a_bound_token_writes_only_its_source(world):
 
 
 @pytest.mark.requirement("AM-BIND-3")
-def test_a_bound_token_is_refused_on_rest(world):
+def test_a_bound_token_is_refused_on_rest(world: World) -> None:
     project, gate, sessions, _ = _scene(world)
     expect_error(gate.identity(), 403, "project_unauthorized")
     expect_error(gate.create_session(source_id=ELSEWHERE), 403, "project_unauthorized")

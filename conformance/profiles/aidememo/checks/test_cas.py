@@ -2,17 +2,20 @@
 
 from __future__ import annotations
 
-import threading
+from collections.abc import Callable
+from functools import partial
 
 import pytest
 
-from conformance.errors import Indeterminate, TargetError
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
+from conformance.race import race
 
 
 @pytest.mark.requirement("AM-HL-CAS-1")
 @pytest.mark.parametrize("verb", ["accept", "heartbeat", "return"])
-def test_transition_without_expected_revision_is_invalid(world, verb):
+def test_transition_without_expected_revision_is_invalid(world: World, verb: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.receiver.setup_accept(project.sender.setup_handoff(project.receiver))
     fact = project.receiver.setup_fact(ref.session_id)
@@ -23,53 +26,35 @@ def test_transition_without_expected_revision_is_invalid(world, verb):
 
 @pytest.mark.requirement("AM-HL-CAS-2")
 @pytest.mark.parametrize("verb", ["heartbeat", "return"])
-def test_stale_transition_is_refused_and_changes_nothing(world, verb):
+def test_stale_transition_is_refused_and_changes_nothing(world: World, verb: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
     fact = receiver.setup_fact(ref.session_id)
     before = record_of(receiver.status(ref.handoff_id))
     if verb == "heartbeat":
-        exchange = receiver.heartbeat(ref.handoff_id, ref.revision - 1, ref.claim_id)
+        exchange = receiver.heartbeat(ref.handoff_id, ref.revision - 1, ref.claim)
     else:
-        exchange = receiver.return_result(ref.handoff_id, ref.revision - 1, ref.claim_id, fact)
+        exchange = receiver.return_result(ref.handoff_id, ref.revision - 1, ref.claim, fact)
     expect_error(exchange, 409, "stale_revision")
     assert record_of(receiver.status(ref.handoff_id)) == before, "a stale transition changed the handoff"
 
 
 @pytest.mark.requirement("AM-HL-CAS-3")
-def test_concurrent_accepts_from_one_revision_commit_once(world):
+def test_concurrent_accepts_from_one_revision_commit_once(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = project.sender.setup_handoff(project.receiver)
     contenders = 4
     claims = [world.new_id("claim") for _ in range(contenders)]
-    answers: list[object] = [None] * contenders
-    barrier = threading.Barrier(contenders)
-
-    def race(index: int) -> None:
-        barrier.wait()
-        try:
-            answers[index] = receiver.accept(ref.handoff_id, ref.revision, claims[index])
-        except (TargetError, Indeterminate) as exc:
-            answers[index] = exc
-
-    threads = [threading.Thread(target=race, args=(i,)) for i in range(contenders)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    if any(isinstance(a, Indeterminate) for a in answers):
-        raise Indeterminate("a contender got only 503 storage_failure answers")
-    if any(isinstance(a, Exception) for a in answers):
-        raise next(a for a in answers if isinstance(a, Exception))  # type: ignore[misc]
-    winners = [i for i, a in enumerate(answers) if a.status == 200]  # type: ignore[union-attr]
+    answers = race([partial(receiver.accept, ref.handoff_id, ref.revision, claim) for claim in claims])
+    winners = [i for i, a in enumerate(answers) if a.status == 200]
     assert len(winners) == 1, f"{len(winners)} of {contenders} concurrent accepts committed: " + ", ".join(
-        str(a.status) for a in answers)  # type: ignore[union-attr]
+        str(a.status) for a in answers)
     for index, answer in enumerate(answers):
         if index not in winners:
-            assert answer.error_code() in ("stale_revision", "handoff_conflict"), (  # type: ignore[union-attr]
-                f"a losing accept answered {answer.status} {answer.body[:120]!r}")  # type: ignore[union-attr]
+            assert answer.error_code() in ("stale_revision", "handoff_conflict"), (
+                f"a losing accept answered {answer.status} {answer.body[:120]!r}")
     revision, record = record_of(receiver.status(ref.handoff_id))
     assert revision == ref.revision + 1 and record["claim_id"] == claims[winners[0]], (
         f"the stored claim {record['claim_id']!r} is not the winner's")
@@ -77,7 +62,7 @@ def test_concurrent_accepts_from_one_revision_commit_once(world):
 
 
 @pytest.mark.requirement("AM-HL-CAS-4")
-def test_revision_check_precedes_the_actor_check(world):
+def test_revision_check_precedes_the_actor_check(world: World) -> None:
     project = world.project(writers=("sender", "receiver", "other"))
     ref = project.sender.setup_handoff(project.receiver)
     exchange = project.other.accept(ref.handoff_id, ref.revision + 5, world.new_id("claim"))
@@ -85,14 +70,14 @@ def test_revision_check_precedes_the_actor_check(world):
 
 
 @pytest.mark.requirement("AM-HL-REV-1")
-def test_each_transition_raises_the_revision_by_one(world):
+def test_each_transition_raises_the_revision_by_one(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = project.sender.setup_handoff(project.receiver)
     claim = world.new_id("claim")
     fact = receiver.setup_fact(ref.session_id)
     revision, seqs = ref.revision, []
-    steps = [lambda r: receiver.accept(ref.handoff_id, r, claim),
+    steps: list[Callable[[int], Exchange]] = [lambda r: receiver.accept(ref.handoff_id, r, claim),
              lambda r: receiver.heartbeat(ref.handoff_id, r, claim),
              lambda r: receiver.accept(ref.handoff_id, r, world.new_id("claim")),   # refused
              lambda r: receiver.return_result(ref.handoff_id, r, claim, fact, "failed"),

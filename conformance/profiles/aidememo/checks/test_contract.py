@@ -11,7 +11,8 @@ from typing import Any
 
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import Actor, Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 KIND = "custom.fixture"
@@ -19,27 +20,27 @@ KIND = "custom.fixture"
 
 @dataclass
 class Fixture:
-    world: Any
-    project: Any
+    world: World
+    project: Project
     resource_id: str
     receipts: dict[str, dict[str, Any]] = field(default_factory=dict)
     command_ids: dict[str, str] = field(default_factory=dict)
 
     @property
-    def writer(self):
+    def writer(self) -> Actor:
         return self.project.writer
 
-    def put(self, name: str, body: dict[str, Any], expected_revision: int | None = None):
+    def put(self, name: str, body: dict[str, Any], expected_revision: int | None = None) -> Exchange:
         command_id = self.command_ids.setdefault(name, self.world.new_id(name))
         return self.writer.put(self.resource_id, body, kind=KIND, command_id=command_id,
                                expected_revision=expected_revision)
 
-    def step(self, name: str, exchange) -> dict[str, Any]:
+    def step(self, name: str, exchange: Exchange) -> dict[str, Any]:
         self.receipts[name] = setup_ok(exchange, name)
         return self.receipts[name]
 
 
-def _fixture(world, upto: str) -> Fixture:
+def _fixture(world: World, upto: str) -> Fixture:
     """Run the upstream fixture sequence through step ``upto`` (exclusive of the step's own check)."""
     project = world.project(writers=("writer", "other"))
     fixture = Fixture(world, project, world.new_id("fixture"))
@@ -58,7 +59,7 @@ def _fixture(world, upto: str) -> Fixture:
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-CONF-01")
-def test_initial_commit(world):
+def test_initial_commit(world: World) -> None:
     fixture = _fixture(world, "create")
     receipt = expect_receipt(fixture.put("create", {"fixture": "a"}))
     assert (receipt["project_seq"], receipt["revision"]) == (1, 1), (
@@ -66,28 +67,28 @@ def test_initial_commit(world):
 
 
 @pytest.mark.requirement("AM-CONF-02")
-def test_canonical_resource_upsert(world):
+def test_canonical_resource_upsert(world: World) -> None:
     fixture = _fixture(world, "update")
     body = expect_status(fixture.writer.resource(KIND, fixture.resource_id), 200)
     assert body["state"] == {"state": "present", "body": {"fixture": "a"}} and body["revision"] == 1, body
 
 
 @pytest.mark.requirement("AM-CONF-03")
-def test_idempotent_replay(world):
+def test_idempotent_replay(world: World) -> None:
     fixture = _fixture(world, "update")
     replay = fixture.put("create", {"fixture": "a"})
     assert expect_receipt(replay) == fixture.receipts["create"], "replay receipt differs from the original"
 
 
 @pytest.mark.requirement("AM-CONF-04")
-def test_receipt_lookup(world):
+def test_receipt_lookup(world: World) -> None:
     fixture = _fixture(world, "all")
     replay = expect_receipt(fixture.put("create", {"fixture": "a"}))
     assert replay == fixture.receipts["create"], "after later commands the receipt of command_create changed"
 
 
 @pytest.mark.requirement("AM-CONF-05")
-def test_command_actor_conflict(world):
+def test_command_actor_conflict(world: World) -> None:
     fixture = _fixture(world, "update")
     other = fixture.project.other.put(fixture.resource_id, {"fixture": "a"}, kind=KIND,
                                       command_id=fixture.command_ids["create"])
@@ -95,19 +96,19 @@ def test_command_actor_conflict(world):
 
 
 @pytest.mark.requirement("AM-CONF-06")
-def test_command_id_conflict(world):
+def test_command_id_conflict(world: World) -> None:
     fixture = _fixture(world, "update")
     expect_error(fixture.put("create", {"fixture": "b"}), 409, "command_conflict")
 
 
 @pytest.mark.requirement("AM-CONF-07")
-def test_stale_revision(world):
+def test_stale_revision(world: World) -> None:
     fixture = _fixture(world, "update")
     expect_error(fixture.put("stale", {"fixture": "c"}, expected_revision=2), 409, "stale_revision")
 
 
 @pytest.mark.requirement("AM-CONF-08")
-def test_compare_and_swap(world):
+def test_compare_and_swap(world: World) -> None:
     fixture = _fixture(world, "update")
     receipt = expect_receipt(fixture.put("update", {"fixture": "d"}, expected_revision=1))
     assert receipt["revision"] == 2, f"CAS write must take revision 2, got {receipt['revision']}"
@@ -116,7 +117,7 @@ def test_compare_and_swap(world):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-CONF-09")
-def test_single_mutation_per_command(world):
+def test_single_mutation_per_command(world: World) -> None:
     world.require("replica-feeds")
     fixture = _fixture(world, "update")
     fixture.put("create", {"fixture": "a"})                        # replay
@@ -131,7 +132,7 @@ def test_single_mutation_per_command(world):
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-CONF-10")
-def test_delete_tombstone(world):
+def test_delete_tombstone(world: World) -> None:
     world.require("replica-feeds")
     fixture = _fixture(world, "all")
     delete = fixture.receipts["delete"]
@@ -143,14 +144,14 @@ def test_delete_tombstone(world):
 
 
 @pytest.mark.requirement("AM-CONF-11")
-def test_canonical_resource_tombstone(world):
+def test_canonical_resource_tombstone(world: World) -> None:
     fixture = _fixture(world, "all")
     body = expect_status(fixture.writer.resource(KIND, fixture.resource_id), 200)
     assert body["state"] == {"state": "deleted"} and body["revision"] == 3, f"tombstone reads as {body!r}"
 
 
 @pytest.mark.requirement("AM-CONF-12")
-def test_revision_pinned_change_materialization(world):
+def test_revision_pinned_change_materialization(world: World) -> None:
     fixture = _fixture(world, "all")
     first = fixture.receipts["create"]["project_seq"]
     feed = expect_status(fixture.writer.changes(fixture.writer.setup_epoch(), first - 1, materialized=True), 200)
@@ -163,7 +164,7 @@ def test_revision_pinned_change_materialization(world):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-CONF-13")
-def test_atomic_project_snapshot(world):
+def test_atomic_project_snapshot(world: World) -> None:
     fixture = _fixture(world, "all")
     epoch = fixture.writer.setup_epoch()
     snapshot = expect_status(fixture.writer.snapshot(), 200)
@@ -174,14 +175,14 @@ def test_atomic_project_snapshot(world):
 
 
 @pytest.mark.requirement("AM-CONF-14")
-def test_cursor_epoch_fail_closed(world):
+def test_cursor_epoch_fail_closed(world: World) -> None:
     fixture = _fixture(world, "update")
     expect_error(fixture.writer.changes("epoch_replaced", 0), 409, "cursor_epoch_mismatch")
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-CONF-15")
-def test_cursor_sequence_fail_closed(world):
+def test_cursor_sequence_fail_closed(world: World) -> None:
     fixture = _fixture(world, "update")
     head = expect_status(fixture.writer.snapshot(), 200)["at_seq"]
     expect_error(fixture.writer.changes(fixture.writer.setup_epoch(), head + 1), 409, "cursor_out_of_range")

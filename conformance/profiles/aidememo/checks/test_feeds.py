@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 
-def _notes(world, count=3):
+def _notes(world: World, count: int = 3) -> tuple[Project, list[dict[str, Any]]]:
     project = world.project(writers=("writer",), readers=("reader",))
     receipts = [setup_ok(project.writer.put(world.new_id("note"), {"n": i}), f"put note {i}") for i in range(count)]
     return project, receipts
 
 
 @pytest.mark.requirement("AM-FEED-1")
-def test_cursor_with_another_epoch_is_refused(world):
+def test_cursor_with_another_epoch_is_refused(world: World) -> None:
     project, _ = _notes(world, 1)
     expect_error(project.writer.changes(world.new_id("epoch"), 0), 409, "cursor_epoch_mismatch")
     expect_error(project.writer.changes(world.new_id("epoch"), 0, materialized=True), 409, "cursor_epoch_mismatch")
@@ -23,7 +25,7 @@ def test_cursor_with_another_epoch_is_refused(world):
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-FEED-1")
-def test_cursor_beyond_the_head_is_refused(world):
+def test_cursor_beyond_the_head_is_refused(world: World) -> None:
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()
     head = expect_status(project.writer.snapshot(), 200)["at_seq"]
@@ -33,14 +35,14 @@ def test_cursor_beyond_the_head_is_refused(world):
 
 @pytest.mark.requirement("AM-FEED-1")
 @pytest.mark.parametrize("limit", [0, 10001])
-def test_feed_limit_out_of_range_is_invalid(world, limit):
+def test_feed_limit_out_of_range_is_invalid(world: World, limit: int) -> None:
     project, _ = _notes(world, 1)
     epoch = project.writer.setup_epoch()
     expect_error(project.writer.changes(epoch, 0, limit), 400, "invalid_change_batch")
 
 
 @pytest.mark.requirement("AM-FEED-2")
-def test_materialized_entries_carry_the_body_at_their_revision(world):
+def test_materialized_entries_carry_the_body_at_their_revision(world: World) -> None:
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     first = setup_ok(writer.put(note, {"v": "one"}), "put v1")
@@ -60,7 +62,7 @@ def test_materialized_entries_carry_the_body_at_their_revision(world):
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-FEED-3")
-def test_paging_by_next_cursor_visits_every_entry_once(world):
+def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
     project, receipts = _notes(world, 5)
     writer = project.writer
     epoch = writer.setup_epoch()
@@ -85,7 +87,7 @@ def test_paging_by_next_cursor_visits_every_entry_once(world):
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @pytest.mark.requirement("AM-FEED-3")
-def test_cursor_at_the_head_returns_an_empty_batch(world):
+def test_cursor_at_the_head_returns_an_empty_batch(world: World) -> None:
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()
     head = receipts[-1]["project_seq"]
@@ -95,7 +97,7 @@ def test_cursor_at_the_head_returns_an_empty_batch(world):
 
 
 @pytest.mark.requirement("AM-VIS-2")
-def test_feeds_advance_across_hidden_entries(world):
+def test_feeds_advance_across_hidden_entries(world: World) -> None:
     project = world.project(writers=("sender", "receiver"), readers=("reader",))
     session = project.sender.setup_session()
     ref = project.sender.setup_handoff(project.receiver, session)
@@ -115,7 +117,7 @@ def test_feeds_advance_across_hidden_entries(world):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-SNAP-1")
-def test_snapshot_head_matches_a_full_feed_pull(world):
+def test_snapshot_head_matches_a_full_feed_pull(world: World) -> None:
     project = world.project()
     writer = project.writer
     kept, gone = world.new_id("kept"), world.new_id("gone")

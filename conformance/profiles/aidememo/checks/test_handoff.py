@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 NULL_ON_SEND = ("claim_id", "claim_heartbeat_at_ms", "claim_expires_at_ms", "result_fact_id", "outcome")
 
 
-def _accepted(world):
+def _accepted(world: World) -> tuple[Project, HandoffRef]:
     """A project with a handoff the receiver has accepted: (project, ref)."""
     project = world.project(writers=("sender", "receiver", "other"))
     ref = project.sender.setup_handoff(project.receiver)
@@ -18,7 +18,7 @@ def _accepted(world):
 
 
 @pytest.mark.requirement("AM-HL-SEND-1")
-def test_send_creates_a_pending_handoff(world):
+def test_send_creates_a_pending_handoff(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     session_id = project.sender.setup_session()
     handoff_id = world.new_id("handoff")
@@ -32,7 +32,7 @@ def test_send_creates_a_pending_handoff(world):
 
 
 @pytest.mark.requirement("AM-HL-SEND-2")
-def test_send_with_a_foreign_context_conflicts(world):
+def test_send_with_a_foreign_context_conflicts(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = sender.setup_session()
@@ -46,7 +46,7 @@ def test_send_with_a_foreign_context_conflicts(world):
 
 @pytest.mark.requirement("AM-HO-1")
 @pytest.mark.parametrize("who", ["sender", "other"])
-def test_accept_by_a_non_receiver_is_refused(world, who):
+def test_accept_by_a_non_receiver_is_refused(world: World, who: str) -> None:
     project = world.project(writers=("sender", "receiver", "other"))
     ref = project.sender.setup_handoff(project.receiver)
     exchange = project.actors[who].accept(ref.handoff_id, ref.revision, world.new_id("claim"))
@@ -56,17 +56,17 @@ def test_accept_by_a_non_receiver_is_refused(world, who):
 
 
 @pytest.mark.requirement("AM-HO-1")
-def test_accept_with_a_stale_revision_is_refused(world):
+def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision + 1, world.new_id("claim")), 409,
                  "stale_revision")
     accepted = project.receiver.setup_accept(ref)
-    expect_error(project.receiver.accept(ref.handoff_id, ref.revision, accepted.claim_id), 409, "stale_revision")
+    expect_error(project.receiver.accept(ref.handoff_id, ref.revision, accepted.claim), 409, "stale_revision")
 
 
 @pytest.mark.requirement("AM-HO-3")
-def test_competing_claim_on_a_live_lease_conflicts(world):
+def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     exchange = project.receiver.accept(ref.handoff_id, ref.revision, world.new_id("claim"))
     expect_error(exchange, 409, "handoff_conflict")
@@ -75,25 +75,25 @@ def test_competing_claim_on_a_live_lease_conflicts(world):
 
 
 @pytest.mark.requirement("AM-HO-3")
-def test_heartbeat_with_the_wrong_claim_or_by_the_sender_is_refused(world):
+def test_heartbeat_with_the_wrong_claim_or_by_the_sender_is_refused(world: World) -> None:
     project, ref = _accepted(world)
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
                  "handoff_conflict")
-    expect_error(project.sender.heartbeat(ref.handoff_id, ref.revision, ref.claim_id), 403, "handoff_actor_mismatch")
+    expect_error(project.sender.heartbeat(ref.handoff_id, ref.revision, ref.claim), 403, "handoff_actor_mismatch")
 
 
 @pytest.mark.requirement("AM-HO-4")
-def test_return_with_another_actors_fact_conflicts(world):
+def test_return_with_another_actors_fact_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     foreign = project.other.setup_fact(ref.session_id)
-    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, foreign)
+    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, foreign)
     expect_error(exchange, 409, "handoff_conflict")
     _, record = record_of(project.receiver.status(ref.handoff_id))
     assert record["status"] == "accepted" and record["result_fact_id"] is None, f"refused return left {record!r}"
 
 
 @pytest.mark.requirement("AM-HO-4")
-def test_return_with_the_wrong_claim_conflicts(world):
+def test_return_with_the_wrong_claim_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     exchange = project.receiver.return_result(ref.handoff_id, ref.revision, world.new_id("claim"), fact)
@@ -101,10 +101,10 @@ def test_return_with_the_wrong_claim_conflicts(world):
 
 
 @pytest.mark.requirement("AM-HO-4")
-def test_succeeded_return_completes(world):
+def test_succeeded_return_completes(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
-    receipt = expect_receipt(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact),
+    receipt = expect_receipt(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact),
                              kind="handoff", resource_id=ref.handoff_id)
     assert receipt["revision"] == ref.revision + 1, f"return must take revision {ref.revision + 1}"
     revision, record = record_of(project.sender.status(ref.handoff_id))
@@ -113,11 +113,11 @@ def test_succeeded_return_completes(world):
 
 
 @pytest.mark.requirement("AM-HO-5")
-def test_failed_return_keeps_accepted_and_allows_a_new_claim(world):
+def test_failed_return_keeps_accepted_and_allows_a_new_claim(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
     fact = receiver.setup_fact(ref.session_id)
-    receipt = expect_receipt(receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact, "failed"))
+    receipt = expect_receipt(receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact, "failed"))
     revision, record = record_of(receiver.status(ref.handoff_id))
     assert record["status"] == "accepted" and record["outcome"] == "failed", f"failed return left {record!r}"
     assert record["claim_heartbeat_at_ms"] is None and record["claim_expires_at_ms"] is None, (
@@ -130,7 +130,7 @@ def test_failed_return_keeps_accepted_and_allows_a_new_claim(world):
 
 
 @pytest.mark.requirement("AM-HO-6")
-def test_replayed_accept_after_completion_returns_the_original_receipt(world):
+def test_replayed_accept_after_completion_returns_the_original_receipt(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     claim, command_id = world.new_id("claim"), world.new_id("accept")
@@ -144,26 +144,26 @@ def test_replayed_accept_after_completion_returns_the_original_receipt(world):
 
 
 @pytest.mark.requirement("AM-HL-ACC-1")
-def test_same_claim_accept_under_a_new_command_id_commits_unchanged(world):
+def test_same_claim_accept_under_a_new_command_id_commits_unchanged(world: World) -> None:
     project, ref = _accepted(world)
     before_revision, before = record_of(project.receiver.status(ref.handoff_id))
-    receipt = expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim_id))
+    receipt = expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim))
     assert receipt["revision"] == before_revision + 1, "a same-claim accept still commits a new revision (ERRATA 5)"
     revision, after = record_of(project.receiver.status(ref.handoff_id))
     assert after == before, f"same-claim accept changed the record:\n{before!r}\n{after!r}"
 
 
 @pytest.mark.requirement("AM-HL-ACC-2")
-def test_completed_handoff_cannot_be_accepted(world):
+def test_completed_handoff_cannot_be_accepted(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
-    done = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), "return")
-    for claim in (ref.claim_id, world.new_id("claim")):
+    done = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), "return")
+    for claim in (ref.claim, world.new_id("claim")):
         expect_error(project.receiver.accept(ref.handoff_id, done["revision"], claim), 409, "handoff_conflict")
 
 
 @pytest.mark.requirement("AM-HL-RET-1")
-def test_return_on_a_pending_handoff_conflicts(world):
+def test_return_on_a_pending_handoff_conflicts(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     fact = project.receiver.setup_fact(ref.session_id)
@@ -172,74 +172,74 @@ def test_return_on_a_pending_handoff_conflicts(world):
 
 
 @pytest.mark.requirement("AM-HL-RET-2")
-def test_return_with_a_missing_fact_is_not_found(world):
+def test_return_with_a_missing_fact_is_not_found(world: World) -> None:
     project, ref = _accepted(world)
-    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, world.new_id("no-fact"))
+    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, world.new_id("no-fact"))
     expect_error(exchange, 404, "resource_not_found")
 
 
 @pytest.mark.requirement("AM-HL-RET-3")
-def test_return_with_a_fact_of_another_session_fails_closed(world):
+def test_return_with_a_fact_of_another_session_fails_closed(world: World) -> None:
     project, ref = _accepted(world)
     other_session = project.receiver.setup_session()
     fact = project.receiver.setup_fact(other_session)
-    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 409,
+    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 409,
                  "handoff_conflict")
     revision, record = record_of(project.receiver.status(ref.handoff_id))
     assert revision == ref.revision and record["status"] == "accepted", f"refused return changed {record!r}"
 
 
 @pytest.mark.requirement("AM-HL-RET-3")
-def test_return_with_a_fact_of_another_source_fails_closed(world):
+def test_return_with_a_fact_of_another_source_fails_closed(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.receiver.setup_accept(project.sender.setup_handoff(project.receiver,
                                                                      project.sender.setup_session("src-a")))
     other = project.receiver.setup_session("src-b")
     fact = project.receiver.setup_fact(other)
-    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 409,
+    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 409,
                  "handoff_conflict")
 
 
 @pytest.mark.requirement("AM-HL-RET-4")
-def test_completed_handoff_accepts_only_identical_evidence(world):
+def test_completed_handoff_accepts_only_identical_evidence(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
     fact = receiver.setup_fact(ref.session_id)
-    done = setup_ok(receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), "return")
+    done = setup_ok(receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), "return")
     revision, before = record_of(receiver.status(ref.handoff_id))
-    again = expect_receipt(receiver.return_result(ref.handoff_id, done["revision"], ref.claim_id, fact))
+    again = expect_receipt(receiver.return_result(ref.handoff_id, done["revision"], ref.claim, fact))
     assert again["revision"] == done["revision"] + 1, "identical evidence under a new command id commits (ERRATA 5)"
     _, after = record_of(receiver.status(ref.handoff_id))
     assert after == before, "identical evidence changed the completed record"
     other_fact = receiver.setup_fact(ref.session_id)
-    expect_error(receiver.return_result(ref.handoff_id, again["revision"], ref.claim_id, other_fact), 409,
+    expect_error(receiver.return_result(ref.handoff_id, again["revision"], ref.claim, other_fact), 409,
                  "handoff_conflict")
-    expect_error(receiver.return_result(ref.handoff_id, again["revision"], ref.claim_id, fact, "failed"), 409,
+    expect_error(receiver.return_result(ref.handoff_id, again["revision"], ref.claim, fact, "failed"), 409,
                  "handoff_conflict")
 
 
 @pytest.mark.requirement("AM-HL-RET-6")
 @pytest.mark.parametrize("outcome", ["done", "SUCCEEDED", ""])
-def test_unknown_outcome_is_invalid(world, outcome):
+def test_unknown_outcome_is_invalid(world: World, outcome: str) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
-    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact, outcome)
+    exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact, outcome)
     expect_error(exchange, 400, "invalid_command")
 
 
 @pytest.mark.requirement("AM-HL-WHO-1")
 @pytest.mark.parametrize("who", ["sender", "other"])
-def test_heartbeat_and_return_by_a_non_receiver_are_refused(world, who):
+def test_heartbeat_and_return_by_a_non_receiver_are_refused(world: World, who: str) -> None:
     project, ref = _accepted(world)
     actor = project.actors[who]
     fact = actor.setup_fact(ref.session_id)
-    expect_error(actor.heartbeat(ref.handoff_id, ref.revision, ref.claim_id), 403, "handoff_actor_mismatch")
-    expect_error(actor.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 403,
+    expect_error(actor.heartbeat(ref.handoff_id, ref.revision, ref.claim), 403, "handoff_actor_mismatch")
+    expect_error(actor.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 403,
                  "handoff_actor_mismatch")
 
 
 @pytest.mark.requirement("AM-HL-WHO-2")
-def test_status_is_served_to_participants_only(world):
+def test_status_is_served_to_participants_only(world: World) -> None:
     project = world.project(writers=("sender", "receiver", "other"), readers=("reader",))
     ref = project.sender.setup_handoff(project.receiver)
     for who in ("sender", "receiver"):

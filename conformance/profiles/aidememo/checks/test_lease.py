@@ -8,20 +8,20 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 LEASE_MS = 120_000
 
 
-def _accepted(world):
+def _accepted(world: World) -> tuple[Project, HandoffRef]:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     return project, project.receiver.setup_accept(ref)
 
 
 @pytest.mark.requirement("AM-HO-2")
-def test_accept_grants_a_lease_of_120_seconds(world):
+def test_accept_grants_a_lease_of_120_seconds(world: World) -> None:
     project, ref = _accepted(world)
     _, record = record_of(project.receiver.status(ref.handoff_id))
     assert record["status"] == "accepted" and record["claim_id"] == ref.claim_id, record
@@ -32,13 +32,13 @@ def test_accept_grants_a_lease_of_120_seconds(world):
 
 
 @pytest.mark.requirement("AM-HL-HB-1")
-def test_heartbeat_renews_the_lease_only(world):
+def test_heartbeat_renews_the_lease_only(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
     _, before = record_of(receiver.status(ref.handoff_id))
     if world.runtime.claimed("test-clock"):
         world.advance_clock(30_000)
-    receipt = expect_receipt(receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id))
+    receipt = expect_receipt(receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim))
     assert receipt["revision"] == ref.revision + 1, "a heartbeat commits a new revision"
     _, after = record_of(receiver.status(ref.handoff_id))
     assert after["claim_expires_at_ms"] - after["claim_heartbeat_at_ms"] == LEASE_MS, f"renewed lease {after!r}"
@@ -52,7 +52,7 @@ def test_heartbeat_renews_the_lease_only(world):
 
 
 @pytest.mark.requirement("AM-HL-HB-2")
-def test_heartbeat_on_a_pending_handoff_conflicts(world):
+def test_heartbeat_on_a_pending_handoff_conflicts(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
@@ -60,42 +60,42 @@ def test_heartbeat_on_a_pending_handoff_conflicts(world):
 
 
 @pytest.mark.requirement("AM-HL-HB-2")
-def test_heartbeat_after_a_failed_return_conflicts(world):
+def test_heartbeat_after_a_failed_return_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
-    failed = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact, "failed"),
+    failed = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact, "failed"),
                       "failed return")
-    expect_error(project.receiver.heartbeat(ref.handoff_id, failed["revision"], ref.claim_id), 409,
+    expect_error(project.receiver.heartbeat(ref.handoff_id, failed["revision"], ref.claim), 409,
                  "handoff_conflict")
 
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-HB-3")
-def test_expired_claim_cannot_heartbeat(world):
+def test_expired_claim_cannot_heartbeat(world: World) -> None:
     project, ref = _accepted(world)
     world.advance_clock(LEASE_MS)
-    expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
+    expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim), 409, "handoff_conflict")
 
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-HB-3")
-def test_lease_is_live_until_its_last_millisecond(world):
+def test_lease_is_live_until_its_last_millisecond(world: World) -> None:
     project, ref = _accepted(world)
     world.advance_clock(LEASE_MS - 5_000)
-    expect_receipt(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim_id))
+    expect_receipt(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim))
 
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-ACC-3")
-def test_expired_claim_cannot_be_revived_by_the_same_claim(world):
+def test_expired_claim_cannot_be_revived_by_the_same_claim(world: World) -> None:
     project, ref = _accepted(world)
     world.advance_clock(LEASE_MS)
-    expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim_id), 409, "handoff_conflict")
+    expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim), 409, "handoff_conflict")
 
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-ACC-3")
-def test_a_new_claim_takes_over_an_expired_lease(world):
+def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
     project, ref = _accepted(world)
     world.advance_clock(LEASE_MS + 1)
     new_claim = world.new_id("claim")
@@ -106,23 +106,23 @@ def test_a_new_claim_takes_over_an_expired_lease(world):
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-RET-5")
-def test_return_after_expiry_conflicts(world):
+def test_return_after_expiry_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     world.advance_clock(LEASE_MS)
-    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim_id, fact), 409,
+    expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 409,
                  "handoff_conflict")
 
 
 @pytest.mark.capability("test-clock")
 @pytest.mark.requirement("AM-HL-RET-5")
-def test_old_claim_is_fenced_after_a_takeover(world):
+def test_old_claim_is_fenced_after_a_takeover(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
     fact = receiver.setup_fact(ref.session_id)
     world.advance_clock(LEASE_MS + 1)
     new_claim = world.new_id("claim")
     taken = setup_ok(receiver.accept(ref.handoff_id, ref.revision, new_claim), "take over the expired claim")
-    expect_error(receiver.return_result(ref.handoff_id, taken["revision"], ref.claim_id, fact), 409,
+    expect_error(receiver.return_result(ref.handoff_id, taken["revision"], ref.claim, fact), 409,
                  "handoff_conflict")
     expect_receipt(receiver.return_result(ref.handoff_id, taken["revision"], new_claim, fact))

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
-def _ids(page):
+def _ids(page: dict[str, Any]) -> list[str]:
     return [entry["record"]["handoff_id"] for entry in page["assignments"]]
 
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-MBOX-1")
-def test_inbox_and_outbox_are_relative_to_the_token(world):
+def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     first = project.sender.setup_handoff(project.receiver)
     second = project.sender.setup_handoff(project.receiver)
@@ -27,7 +29,7 @@ def test_inbox_and_outbox_are_relative_to_the_token(world):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-MBOX-1")
-def test_pages_follow_next_before_seq(world):
+def test_pages_follow_next_before_seq(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     refs = [project.sender.setup_handoff(project.receiver) for _ in range(5)]
     newest_first = [ref.handoff_id for ref in reversed(refs)]
@@ -49,13 +51,13 @@ def test_pages_follow_next_before_seq(world):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-MBOX-1")
-def test_completed_handoffs_hide_from_the_inbox_only(world):
+def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     done = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
     open_ref = project.sender.setup_handoff(project.receiver)
     fact = receiver.setup_fact(done.session_id)
-    setup_ok(receiver.return_result(done.handoff_id, done.revision, done.claim_id, fact), "complete")
+    setup_ok(receiver.return_result(done.handoff_id, done.revision, done.claim, fact), "complete")
     assert _ids(expect_status(receiver.mailbox("inbox"), 200)) == [open_ref.handoff_id], "inbox hides completed"
     both = _ids(expect_status(receiver.mailbox("inbox", include_completed=True), 200))
     assert sorted(both) == sorted([done.handoff_id, open_ref.handoff_id]), f"include_completed shows {both}"
@@ -66,7 +68,7 @@ def test_completed_handoffs_hide_from_the_inbox_only(world):
 @pytest.mark.requirement("AM-MBOX-2")
 @pytest.mark.parametrize("limit", [0, 101])
 @pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
-def test_mailbox_limit_out_of_range_is_invalid(world, limit, with_token):
+def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_token: bool) -> None:
     project = world.project()
     if with_token:
         exchange = project.writer.mailbox("inbox", limit=limit)
@@ -78,7 +80,7 @@ def test_mailbox_limit_out_of_range_is_invalid(world, limit, with_token):
 
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-MBOX-3")
-def test_a_transition_moves_the_handoff_to_the_top(world):
+def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     older = project.sender.setup_handoff(project.receiver)
     newer = project.sender.setup_handoff(project.receiver)
@@ -92,7 +94,7 @@ def test_a_transition_moves_the_handoff_to_the_top(world):
 
 
 @pytest.mark.requirement("AM-MBOX-3")
-def test_source_filter_is_exact(world):
+def test_source_filter_is_exact(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))
     other = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alphabet"))
@@ -101,7 +103,7 @@ def test_source_filter_is_exact(world):
 
 
 @pytest.mark.requirement("AM-MBOX-4")
-def test_huge_before_seq_is_refused(world):
+def test_huge_before_seq_is_refused(world: World) -> None:
     project = world.project()
     exchange = project.writer.mailbox("inbox", before_seq=2**63)
     if exchange.status == 500 and exchange.error_code() == "storage_failure":

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from conformance.http import Exchange
 from conformance.profiles.aidememo.actors import MCP_VERSION as VERSION
+from conformance.profiles.aidememo.actors import Actor, World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
 READ_TOOLS = {"search", "resource_get", "handoff_list", "handoff_status"}
@@ -13,27 +16,27 @@ WRITE_TOOLS = {"session_create", "fact_create", "handoff_context_create", "hando
                "handoff_return"}
 
 
-def _post(actor, headers, method="tools/list"):
+def _post(actor: Actor, headers: dict[str, str], method: str = "tools/list") -> Exchange:
     body = {"jsonrpc": "2.0", "id": 1, "method": method,
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}}
     return actor.request("POST", f"{actor.base}/mcp", json_body=body, headers=headers)
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_protocol_version_is_refused(world):
+def test_missing_protocol_version_is_refused(world: World) -> None:
     project = world.project()
     exchange = _post(project.writer, {"Mcp-Method": "tools/list"})
     rpc_error(exchange, 400, -32022)
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_method_header_is_refused(world):
+def test_missing_method_header_is_refused(world: World) -> None:
     project = world.project()
     rpc_error(_post(project.writer, {"Mcp-Protocol-Version": VERSION}), 400, -32020)
 
 
 @pytest.mark.requirement("AM-MCP-1")
-def test_missing_token_gets_the_rest_error(world):
+def test_missing_token_gets_the_rest_error(world: World) -> None:
     project = world.project()
     # With _meta: upstream checks the envelope, headers and _meta before it looks for a token.
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
@@ -44,7 +47,7 @@ def test_missing_token_gets_the_rest_error(world):
 
 
 @pytest.mark.requirement("AM-MCP-2")
-def test_tools_list_depends_on_the_role(world):
+def test_tools_list_depends_on_the_role(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     for actor, expected in ((project.reader, READ_TOOLS), (project.writer, READ_TOOLS | WRITE_TOOLS)):
         tools = tool_result(actor.mcp("tools/list"))["tools"]
@@ -56,7 +59,7 @@ def test_tools_list_depends_on_the_role(world):
 
 
 @pytest.mark.requirement("AM-MCP-2")
-def test_tool_failure_is_a_200_with_is_error(world):
+def test_tool_failure_is_a_200_with_is_error(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     exchange = project.reader.tool("session_create", operation_id=world.new_id("op"),
                                    session_id=world.new_id("session"), source_id=None, topic="refused")
@@ -69,7 +72,7 @@ def _same(mcp: Exchange, rest: Exchange, what: str) -> None:
 
 
 @pytest.mark.requirement("AM-MCP-3")
-def test_read_tools_answer_what_the_rest_routes_answer(world):
+def test_read_tools_answer_what_the_rest_routes_answer(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender, receiver = project.sender, project.receiver
     ref = sender.setup_handoff(receiver)
@@ -86,7 +89,7 @@ def test_read_tools_answer_what_the_rest_routes_answer(world):
 
 
 @pytest.mark.requirement("AM-MCP-3")
-def test_write_tools_commit_what_rest_commits_and_replay(world):
+def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
     project = world.project()
     writer = project.writer
     session_id, operation = world.new_id("session"), world.new_id("op")
@@ -101,7 +104,7 @@ def test_write_tools_commit_what_rest_commits_and_replay(world):
 
 
 @pytest.mark.requirement("AM-MCP-4")
-def test_undeclared_arguments_cannot_widen_identity(world):
+def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
     project = world.project(writers=("writer", "other"))
     message = rpc_error(project.writer.tool("handoff_list", box="inbox", actor_id=project.other.actor_id), 400, -32602)
     assert "actor_id" in message, f"the refusal should name the argument: {message!r}"
@@ -111,7 +114,7 @@ def test_undeclared_arguments_cannot_widen_identity(world):
 
 
 @pytest.mark.requirement("AM-MCP-4")
-def test_header_and_name_mismatches_and_unknown_tools_are_refused(world):
+def test_header_and_name_mismatches_and_unknown_tools_are_refused(world: World) -> None:
     project = world.project()
     writer = project.writer
     rpc_error(writer.mcp("tools/call", {"name": "search", "arguments": {"q": "x"}}, Mcp_Name="resource_get"),
@@ -121,7 +124,7 @@ def test_header_and_name_mismatches_and_unknown_tools_are_refused(world):
 
 
 @pytest.mark.requirement("AM-MCP-5")
-def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world):
+def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world: World) -> None:
     project = world.project(writers=("sender", "receiver", "bystander"))
     sender, receiver = project.sender, project.receiver
     session_id, handoff_id = world.new_id("session"), world.new_id("handoff")
@@ -147,7 +150,7 @@ def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world):
 
 
 @pytest.mark.requirement("AM-MCP-6")
-def test_discover_and_server_info(world):
+def test_discover_and_server_info(world: World) -> None:
     project = world.project()
     discover = tool_result(project.writer.mcp("server/discover"))
     assert discover.get("resultType") == "complete" and discover.get("supportedVersions") == [VERSION], discover

@@ -2,15 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
+
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.http import Exchange
+from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.derive import command_fingerprint
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
+from conformance.race import race
 
 
 @pytest.mark.requirement("AM-CMD-1")
-def test_raw_put_returns_a_full_receipt(world):
+def test_raw_put_returns_a_full_receipt(world: World) -> None:
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
     receipt = expect_receipt(project.writer.put(note, {"z": 2, "a": {"d": 4, "b": 3}}, command_id=command_id),
@@ -22,10 +27,11 @@ def test_raw_put_returns_a_full_receipt(world):
 
 @pytest.mark.requirement("AM-CMD-2")
 @pytest.mark.parametrize("route", ["raw", "typed"])
-def test_identical_resubmission_returns_the_identical_receipt(world, route):
+def test_identical_resubmission_returns_the_identical_receipt(world: World, route: str) -> None:
     project = world.project()
     writer = project.writer
     command_id = world.new_id("cmd")
+    send: Callable[[], Exchange]
     if route == "raw":
         note = world.new_id("note")
         send = lambda: writer.put(note, {"v": 1}, command_id=command_id)  # noqa: E731
@@ -42,7 +48,7 @@ def test_identical_resubmission_returns_the_identical_receipt(world, route):
 
 @pytest.mark.requirement("AM-CMD-3")
 @pytest.mark.parametrize("change", ["payload", "resource", "precondition", "actor", "operation"])
-def test_reused_command_id_with_a_different_request_conflicts(world, change):
+def test_reused_command_id_with_a_different_request_conflicts(world: World, change: str) -> None:
     project = world.project(writers=("writer", "other"))
     writer = project.writer
     note, command_id = world.new_id("note"), world.new_id("cmd")
@@ -62,7 +68,7 @@ def test_reused_command_id_with_a_different_request_conflicts(world, change):
 
 @pytest.mark.requirement("AM-CMD-4")
 @pytest.mark.parametrize("case", ["typed-kind", "unknown-operation", "mismatched-change", "delete-with-payload"])
-def test_malformed_raw_command_is_invalid(world, case):
+def test_malformed_raw_command_is_invalid(world: World, case: str) -> None:
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     if case == "typed-kind":
@@ -77,7 +83,7 @@ def test_malformed_raw_command_is_invalid(world, case):
 
 
 @pytest.mark.requirement("AM-CMD-5")
-def test_stale_expected_revision_is_refused(world):
+def test_stale_expected_revision_is_refused(world: World) -> None:
     project = world.project()
     note = world.new_id("note")
     setup_ok(project.writer.put(note, {"v": 1}), "put revision 1")
@@ -88,13 +94,13 @@ def test_stale_expected_revision_is_refused(world):
 
 
 @pytest.mark.requirement("AM-CMD-5")
-def test_expected_revision_on_an_absent_resource_is_not_found(world):
+def test_expected_revision_on_an_absent_resource_is_not_found(world: World) -> None:
     project = world.project()
     expect_error(project.writer.put(world.new_id("absent"), {"v": 1}, expected_revision=1), 404, "resource_not_found")
 
 
 @pytest.mark.requirement("AM-CMD-6")
-def test_delete_leaves_a_readable_tombstone_in_the_feed(world):
+def test_delete_leaves_a_readable_tombstone_in_the_feed(world: World) -> None:
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     setup_ok(writer.put(note, {"v": 1}), "put")
@@ -114,7 +120,7 @@ def test_delete_leaves_a_readable_tombstone_in_the_feed(world):
 @pytest.mark.parametrize("payload", [{"z": 2, "a": {"d": 4, "b": 3}}, {"content": "레디스 장애\n복구", "list": [3, 1],
                                      "n": 1.5, "nested": {"a": None, "b": True}}, None, []],
                          ids=["nested", "unicode", "null", "empty-list"])
-def test_raw_fingerprint_matches_the_canonical_envelope(world, payload):
+def test_raw_fingerprint_matches_the_canonical_envelope(world: World, payload: dict[str, object]) -> None:
     project = world.project()
     note = world.new_id("note")
     receipt = expect_receipt(project.writer.put(note, payload))
@@ -124,7 +130,7 @@ def test_raw_fingerprint_matches_the_canonical_envelope(world, payload):
 
 
 @pytest.mark.requirement("AM-CMD-7")
-def test_typed_fingerprints_fill_absent_optionals_with_null(world):
+def test_typed_fingerprints_fill_absent_optionals_with_null(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = world.new_id("session")
@@ -152,12 +158,12 @@ def test_typed_fingerprints_fill_absent_optionals_with_null(world):
 
 @pytest.mark.requirement("AM-TYPED-1")
 @pytest.mark.parametrize("kind", ["session", "fact", "handoff_context", "handoff"])
-def test_typed_create_returns_revision_one_and_refuses_duplicates(world, kind):
+def test_typed_create_returns_revision_one_and_refuses_duplicates(world: World, kind: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender, receiver = project.sender, project.receiver
     session_id = sender.setup_session() if kind != "session" else world.new_id("session")
     new_id = world.new_id(kind.replace("_", "-"))
-    create = {
+    create: Callable[[], Exchange] = {
         "session": lambda: sender.create_session(new_id),
         "fact": lambda: sender.create_fact(session_id, new_id),
         "handoff_context": lambda: sender.create_context(session_id, world.new_id("h"), receiver, new_id),
@@ -170,7 +176,7 @@ def test_typed_create_returns_revision_one_and_refuses_duplicates(world, kind):
 
 @pytest.mark.requirement("AM-TYPED-2")
 @pytest.mark.parametrize("kind", ["fact", "handoff_context", "handoff"])
-def test_creates_on_a_missing_session_are_not_found(world, kind):
+def test_creates_on_a_missing_session_are_not_found(world: World, kind: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender, missing = project.sender, world.new_id("no-session")
     exchange = {"fact": lambda: sender.create_fact(missing),
@@ -182,7 +188,7 @@ def test_creates_on_a_missing_session_are_not_found(world, kind):
 @pytest.mark.requirement("AM-TYPED-2")
 @pytest.mark.parametrize("receiver", ["non-member", "reader", "self"])
 @pytest.mark.parametrize("route", ["handoff", "handoff_context"])
-def test_routing_to_an_ineligible_receiver_is_invalid(world, receiver, route):
+def test_routing_to_an_ineligible_receiver_is_invalid(world: World, receiver: str, route: str) -> None:
     project = world.project(writers=("sender",), readers=("reader",))
     sender = project.sender
     session_id = sender.setup_session()
@@ -197,7 +203,7 @@ def test_routing_to_an_ineligible_receiver_is_invalid(world, receiver, route):
 
 
 @pytest.mark.requirement("AM-TYPED-3")
-def test_server_stamps_actor_and_inherits_source(world):
+def test_server_stamps_actor_and_inherits_source(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = sender.setup_session(source_id="project:stamp")
@@ -211,38 +217,11 @@ def test_server_stamps_actor_and_inherits_source(world):
     assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff
 
 
-def _race(calls):
-    """Run the calls at once from threads; return their answers in order."""
-    import threading
-
-    from conformance.errors import Indeterminate, TargetError
-
-    answers: list[object] = [None] * len(calls)
-    barrier = threading.Barrier(len(calls))
-
-    def run(index: int) -> None:
-        barrier.wait()
-        try:
-            answers[index] = calls[index]()
-        except (TargetError, Indeterminate) as exc:
-            answers[index] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    for answer in answers:
-        if isinstance(answer, Exception):
-            raise answer
-    return answers
-
-
 @pytest.mark.requirement("AM-CMD-8")
-def test_concurrent_identical_commands_commit_once(world):
+def test_concurrent_identical_commands_commit_once(world: World) -> None:
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
-    answers = _race([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
+    answers = race([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
     receipts = [expect_receipt(answer) for answer in answers]
     assert len({answer.body for answer in answers}) == 1, "concurrent identical commands got different receipts"
     body = expect_status(project.writer.resource("custom.note", note), 200)
@@ -250,10 +229,10 @@ def test_concurrent_identical_commands_commit_once(world):
 
 
 @pytest.mark.requirement("AM-CMD-8")
-def test_concurrent_different_bodies_under_one_command_id_commit_once(world):
+def test_concurrent_different_bodies_under_one_command_id_commit_once(world: World) -> None:
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
-    answers = _race([lambda v=v: project.writer.put(note, {"v": v}, command_id=command_id) for v in range(4)])
+    answers = race([partial(project.writer.put, note, {"v": v}, command_id=command_id) for v in range(4)])
     winners = [a for a in answers if a.status == 200]
     assert len(winners) == 1, f"{len(winners)} of 4 bodies under one command id committed"
     for loser in answers:
@@ -265,7 +244,7 @@ def test_concurrent_different_bodies_under_one_command_id_commit_once(world):
 
 @pytest.mark.requirement("AM-TYPED-4")
 @pytest.mark.parametrize("case", ["topic-too-long", "blank-topic", "control-char", "fact-too-long", "focus-too-long"])
-def test_invalid_text_fields_are_refused(world, case):
+def test_invalid_text_fields_are_refused(world: World, case: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     if case == "topic-too-long":
@@ -282,7 +261,7 @@ def test_invalid_text_fields_are_refused(world, case):
 
 
 @pytest.mark.requirement("AM-TYPED-4")
-def test_text_at_its_limits_is_accepted(world):
+def test_text_at_its_limits_is_accepted(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     expect_receipt(sender.create_session(topic="한" * 170 + "ab"))   # 512 bytes of UTF-8

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 HIDDEN_KINDS = ("handoff", "handoff_context")
 
 
-def _routed(world):
+def _routed(world: World) -> tuple[Project, str, str]:
     """A handoff with a context from sender to receiver; ``other`` (writer) and ``reader`` see neither."""
     project = world.project(writers=("sender", "receiver", "other"), readers=("reader",))
     sender = project.sender
@@ -23,7 +23,7 @@ def _routed(world):
 
 @pytest.mark.requirement("AM-VIS-1")
 @pytest.mark.parametrize("who", ["other", "reader"])
-def test_non_participant_cannot_read_the_handoff_or_context(world, who):
+def test_non_participant_cannot_read_the_handoff_or_context(world: World, who: str) -> None:
     project, handoff_id, context_id = _routed(world)
     actor = project.actors[who]
     expect_error(actor.status(handoff_id), 403, "handoff_actor_mismatch")
@@ -32,7 +32,7 @@ def test_non_participant_cannot_read_the_handoff_or_context(world, who):
 
 
 @pytest.mark.requirement("AM-VIS-1")
-def test_participants_can_read_the_handoff_and_context(world):
+def test_participants_can_read_the_handoff_and_context(world: World) -> None:
     project, handoff_id, context_id = _routed(world)
     for who in ("sender", "receiver"):
         actor = project.actors[who]
@@ -42,7 +42,7 @@ def test_participants_can_read_the_handoff_and_context(world):
 
 @pytest.mark.requirement("AM-VIS-1")
 @pytest.mark.parametrize("who", ["other", "reader"])
-def test_non_participant_snapshot_and_feeds_omit_the_handoff(world, who):
+def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: str) -> None:
     world.require("replica-feeds")
     project, handoff_id, context_id = _routed(world)
     actor = project.actors[who]
@@ -62,7 +62,7 @@ def test_non_participant_snapshot_and_feeds_omit_the_handoff(world, who):
 
 
 @pytest.mark.requirement("AM-VIS-1")
-def test_non_participant_mailboxes_omit_the_handoff(world):
+def test_non_participant_mailboxes_omit_the_handoff(world: World) -> None:
     project, handoff_id, _ = _routed(world)
     for box in ("inbox", "outbox"):
         page = expect_status(project.other.mailbox(box, include_completed=True), 200)
@@ -71,7 +71,7 @@ def test_non_participant_mailboxes_omit_the_handoff(world):
 
 
 @pytest.mark.requirement("AM-VIS-3")
-def test_shared_kinds_are_visible_to_every_member(world):
+def test_shared_kinds_are_visible_to_every_member(world: World) -> None:
     project = world.project(writers=("writer", "other"), readers=("reader",))
     session_id = project.writer.setup_session()
     fact_id = project.writer.setup_fact(session_id)

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
 
 @pytest.mark.requirement("AM-HEALTH-1")
-def test_health_answers_without_a_token(world):
+def test_health_answers_without_a_token(world: World) -> None:
     exchange = world.runtime.wire.request(world.transcript, "GET", "/health")
     body = expect_status(exchange, 200)
     assert isinstance(body, dict), "health body must be a JSON object"
@@ -18,7 +19,7 @@ def test_health_answers_without_a_token(world):
 
 
 @pytest.mark.requirement("AM-ID-1")
-def test_identity_reports_the_token_binding(world):
+def test_identity_reports_the_token_binding(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     for actor in (project.writer, project.reader):
         body = expect_status(actor.identity(), 200)
@@ -33,14 +34,12 @@ def test_identity_reports_the_token_binding(world):
 @pytest.mark.requirement("AM-ERR-1")
 @pytest.mark.parametrize("case", ["stale_revision", "resource_not_found", "authentication_failed",
                                   "project_unauthorized", "invalid_command"])
-def test_error_answers_have_the_wire_shape(world, case):
+def test_error_answers_have_the_wire_shape(world: World, case: str) -> None:
     project = world.project()
     writer = project.writer
     expected = {"stale_revision": 409, "resource_not_found": 404, "authentication_failed": 401,
                 "project_unauthorized": 403, "invalid_command": 400}[case]
     if case == "stale_revision":
-        from conformance.profiles.aidememo.actors import setup_ok
-
         note = world.new_id("note")
         setup_ok(writer.put(note, {"v": 1}), "put note")
         exchange = writer.put(note, {"v": 2}, expected_revision=7)
@@ -59,7 +58,7 @@ def test_error_answers_have_the_wire_shape(world, case):
 
 
 @pytest.mark.requirement("AM-WIRE-1")
-def test_unknown_path_answers_404(world):
+def test_unknown_path_answers_404(world: World) -> None:
     project = world.project()
     for path in ("/v1/nowhere", f"{project.writer.base}/identity/", "/v1//commands"):
         exchange = project.writer.request("GET", path)
@@ -67,7 +66,7 @@ def test_unknown_path_answers_404(world):
 
 
 @pytest.mark.requirement("AM-WIRE-1")
-def test_wrong_method_answers_405_with_allow(world):
+def test_wrong_method_answers_405_with_allow(world: World) -> None:
     project = world.project()
     exchange = project.writer.request("DELETE", f"{project.writer.base}/identity")
     assert exchange.status == 405, f"DELETE identity answered {exchange.status}, expected 405"
@@ -76,7 +75,7 @@ def test_wrong_method_answers_405_with_allow(world):
 
 
 @pytest.mark.requirement("AM-WIRE-1")
-def test_head_is_served_on_get_routes(world):
+def test_head_is_served_on_get_routes(world: World) -> None:
     wire, transcript = world.runtime.wire, world.transcript
     got = expect_status(wire.request(transcript, "GET", "/health"), 200)
     assert isinstance(got, dict) and got.get("status") == "ok", f"GET /health answered {got!r}"
@@ -85,7 +84,7 @@ def test_head_is_served_on_get_routes(world):
 
 
 @pytest.mark.requirement("AM-WIRE-2")
-def test_deeply_nested_json_is_a_client_error(world):
+def test_deeply_nested_json_is_a_client_error(world: World) -> None:
     project = world.project()
     depth = 200
     payload = "[" * depth + "]" * depth
@@ -100,24 +99,24 @@ def test_deeply_nested_json_is_a_client_error(world):
 
 @pytest.mark.requirement("AM-JSON-1")
 @pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
-def test_missing_content_type_is_invalid_command(world, with_token):
+def test_missing_content_type_is_invalid_command(world: World, with_token: bool) -> None:
     project = world.project()
     session = {"command_id": world.new_id("cmd"),
                "payload": {"session_id": world.new_id("s"), "source_id": None, "topic": "t"}}
     import json
 
-    kwargs = {"content": json.dumps(session).encode(), "headers": {"Content-Type": "text/plain"}}
+    content, headers = json.dumps(session).encode(), {"Content-Type": "text/plain"}
     path = f"{project.writer.base}/sessions"
     if with_token:
-        exchange = project.writer.request("POST", path, **kwargs)
+        exchange = project.writer.request("POST", path, content=content, headers=headers)
     else:
-        exchange = world.runtime.wire.request(world.transcript, "POST", path, **kwargs)
+        exchange = world.runtime.wire.request(world.transcript, "POST", path, content=content, headers=headers)
     expect_error(exchange, 400, "invalid_command")
 
 
 @pytest.mark.requirement("AM-JSON-1")
 @pytest.mark.parametrize("route", ["commands", "sessions", "accept"])
-def test_malformed_json_is_invalid_command_before_authentication(world, route):
+def test_malformed_json_is_invalid_command_before_authentication(world: World, route: str) -> None:
     project = world.project()
     path = {"commands": "/v1/commands", "sessions": f"{project.writer.base}/sessions",
             "accept": f"{project.writer.base}/handoffs/{world.new_id('h')}/accept"}[route]
@@ -127,7 +126,7 @@ def test_malformed_json_is_invalid_command_before_authentication(world, route):
 
 
 @pytest.mark.requirement("AM-JSON-2")
-def test_body_over_one_mebibyte_is_invalid_command(world):
+def test_body_over_one_mebibyte_is_invalid_command(world: World) -> None:
     project = world.project()
     filler = "x" * (1024 * 1024 + 16)
     exchange = project.writer.put(world.new_id("big"), {"filler": filler})
@@ -136,7 +135,7 @@ def test_body_over_one_mebibyte_is_invalid_command(world):
 
 
 @pytest.mark.requirement("AM-JSON-3")
-def test_unknown_body_field_is_invalid_command(world):
+def test_unknown_body_field_is_invalid_command(world: World) -> None:
     project = world.project()
     exchange = project.writer.create("sessions", {"session_id": world.new_id("s"), "source_id": None, "topic": "t",
                                                   "colour": "red"})
@@ -146,17 +145,48 @@ def test_unknown_body_field_is_invalid_command(world):
 @pytest.mark.requirement("AM-JSON-3")
 @pytest.mark.parametrize("bad_id", ["", "has space", "x" * 129, "slash/inside", "ümlaut"],
                          ids=["empty", "space", "too-long", "slash", "non-ascii"])
-def test_bad_identifier_in_body_is_invalid_command(world, bad_id):
+def test_bad_identifier_in_body_is_invalid_command(world: World, bad_id: str) -> None:
     project = world.project()
     exchange = project.writer.create_session(bad_id)
     expect_error(exchange, 400, "invalid_command")
 
 
 @pytest.mark.requirement("AM-JSON-3")
-def test_bad_identifier_in_path_is_invalid_identifier(world):
+def test_bad_identifier_in_path_is_invalid_identifier(world: World) -> None:
     project = world.project()
     exchange = project.writer.request("GET", f"/v1/projects/{'p' * 129}/identity")
     expect_error(exchange, 400, "invalid_identifier")
     exchange = project.writer.request("GET", f"{project.writer.base}/handoffs/bad%20id")
     expect_error(exchange, 400, "invalid_identifier")
     assert is_error_shape(exchange)
+
+
+_FEEDS = pytest.mark.capability("replica-feeds")
+_SEARCH = pytest.mark.capability("search")
+
+
+@pytest.mark.requirement("AM-WIRE-3")
+@pytest.mark.parametrize(("route", "query", "empty"), [
+    pytest.param("search", "q=probe", "mode=", marks=_SEARCH, id="search-mode"),
+    pytest.param("search", "q=probe", "mode", marks=_SEARCH, id="search-mode-without-equals"),
+    pytest.param("search", "q=probe", "limit=", marks=_SEARCH, id="search-limit"),
+    pytest.param("search", "q=probe", "at_least_seq=", marks=_SEARCH, id="search-at_least_seq"),
+    pytest.param("search", "q=probe", "source_id=", marks=_SEARCH, id="search-source_id"),
+    pytest.param("handoffs", "box=inbox", "limit=", id="mailbox-limit"),
+    pytest.param("handoffs", "box=inbox", "before_seq=", id="mailbox-before_seq"),
+    pytest.param("handoffs", "box=inbox", "include_completed=", id="mailbox-include_completed"),
+    pytest.param("handoffs", "box=inbox", "source_id=", id="mailbox-source_id"),
+    pytest.param("changes", "after_seq=0", "limit=", marks=_FEEDS, id="changes-limit"),
+    pytest.param("changes/materialized", "after_seq=0", "limit=", marks=_FEEDS, id="materialized-limit"),
+])
+def test_a_present_empty_query_value_is_not_an_absence(world: World, route: str, query: str, empty: str) -> None:
+    # Upstream's query structs hold Option<T>: `key=` is Some(""), which T refuses (wire §0.4).
+    project = world.project()
+    writer = project.writer
+    if route.startswith("changes"):
+        query = f"project_epoch={writer.setup_epoch()}&{query}"
+    path = f"{writer.base}/{route}"
+    setup_ok(writer.request("GET", path, raw_query=query), f"GET {route} without {empty.rstrip('=')}")
+    exchange = writer.request("GET", path, raw_query=f"{query}&{empty}")
+    assert exchange.status != 200, f"GET {route}?{query}&{empty} answered 200: an empty value was taken as absent"
+    expect_error(exchange, 400, "invalid_command")
