@@ -22,6 +22,7 @@ from .wire import ROLES
 
 if TYPE_CHECKING:
     from ._asgi import ASGIApp
+    from ._postgres import PostgresSettings
     from ._transport import LedgerTransport
 
 __all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
@@ -73,6 +74,9 @@ class ReferenceLedger:
     Args:
         database: SQLite file (created with its schema if missing); several ledgers, in threads
             or processes, may share it.
+        postgres_url: a PostgreSQL database instead (its tables are created if missing); several
+            ledgers and ``aidememo-ref serve`` processes may share it. Never logged.
+        postgres: pool size and timeouts for PostgreSQL (upstream's defaults otherwise).
         clock: a ``Clock`` (anything with ``now_ms()``); defaults to the wall clock.
         scheduler: object with ``point(name)``, called at transaction boundaries.
         test_clock: serve the ``/__test__/clock`` extension (needs an ``AdvancingClock``).
@@ -85,8 +89,10 @@ class ReferenceLedger:
 
     def __init__(
         self,
-        database: str | Path,
+        database: str | Path | None = None,
         *,
+        postgres_url: str | None = None,
+        postgres: PostgresSettings | None = None,
         clock: Clock | None = None,
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
@@ -95,11 +101,13 @@ class ReferenceLedger:
         execute: Execute | None = None,
         bindings: Bindings | None = None,
     ) -> None:
-        self.database = str(database)
+        if (database is None) == (postgres_url is None):
+            raise ValueError("ReferenceLedger needs a SQLite database path or a PostgreSQL URL (exactly one)")
+        self.database = None if database is None else str(database)
         self.clock: Clock = clock if clock is not None else SystemClock()
         if test_clock and not isinstance(self.clock, AdvancingClock):
             raise TypeError("test_clock needs a clock with advance(ms), e.g. OffsetClock or ManualClock")
-        self.store: Store = SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+        self.store: Store = _open_store(database, postgres_url, postgres, busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
                                scheduler=scheduler, bindings=bindings)
 
@@ -164,13 +172,27 @@ def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
     )
 
 
-def provision(database: str | Path, **fields: Unpack[Provisioning]) -> str:
-    """Do what ``aidememo-ref bootstrap`` does, on a database file; returns the project epoch.
+def _open_store(database: str | Path | None, postgres_url: str | None, postgres: PostgresSettings | None,
+                busy_timeout_ms: int) -> Store:
+    if postgres_url is not None:
+        from ._postgres import PostgresStore  # psycopg is loaded only for PostgreSQL
+
+        return PostgresStore(postgres_url, postgres)
+    assert database is not None
+    return SQLiteStore(database, busy_timeout_ms=busy_timeout_ms)
+
+
+def provision(database: str | Path | None = None, *, postgres_url: str | None = None,
+              postgres: PostgresSettings | None = None, **fields: Unpack[Provisioning]) -> str:
+    """Do what ``aidememo-ref bootstrap`` does, on a SQLite file or a PostgreSQL database (exactly
+    one); returns the project epoch.
 
     The fields are those of ``Provisioning``. Raises ``ProvisionError`` on invalid or
     conflicting input.
     """
-    store = SQLiteStore(database)
+    if (database is None) == (postgres_url is None):
+        raise ValueError("provision needs a SQLite database path or a PostgreSQL URL (exactly one)")
+    store = _open_store(database, postgres_url, postgres, 5_000)
     try:
         return _provision_store(store, SystemClock().now_ms(), fields)
     finally:

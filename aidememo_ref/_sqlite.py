@@ -116,10 +116,13 @@ _REPLAY = (
     "c.actor_id, c.fingerprint, c.kind, c.id, c.seq, c.revision, c.committed_at_ms FROM (SELECT 1) "
     "LEFT JOIN changes c ON c.tenant_id=?1 AND c.project_id=?2 AND c.command_id=?3"
 )
-_UPSERT_RESOURCE = (
-    "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?) "
-    "ON CONFLICT DO UPDATE SET revision=revision+1, deleted=excluded.deleted, body=excluded.body RETURNING revision"
+# UPDATE first, INSERT when nothing was there: an upsert's ON CONFLICT path costs about three
+# times an UPDATE of the row, and most writes rewrite an existing resource.
+_UPDATE_RESOURCE = (
+    "UPDATE resources SET revision=revision+1, deleted=?, body=? "
+    "WHERE tenant_id=? AND project_id=? AND kind=? AND id=? RETURNING revision"
 )
+_INSERT_RESOURCE = "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?)"
 _INSERT_CHANGE = (
     "INSERT INTO changes(tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
     "command_id, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
@@ -209,7 +212,12 @@ class _Tx:
     def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
         conn, tenant, project, actor = self._conn, self._tenant, self._project, self._member.actor_id
         kind, rid, body = write.kind, write.resource_id, write.body
-        revision = conn.execute(_UPSERT_RESOURCE, (tenant, project, kind, rid, body is None, body)).fetchone()[0]
+        row = conn.execute(_UPDATE_RESOURCE, (body is None, body, tenant, project, kind, rid)).fetchone()
+        if row is None:
+            conn.execute(_INSERT_RESOURCE, (tenant, project, kind, rid, body is None, body))
+            revision = 1
+        else:
+            revision = row[0]
         head = conn.execute(_HEAD, (tenant, project)).fetchone()[0] if self._head is None else self._head
         seq = self._head = head + 1  # the write lock is held since BEGIN IMMEDIATE: nobody else moved it
         conn.execute(_INSERT_CHANGE, (tenant, project, seq, kind, rid, revision, actor, now_ms, body,

@@ -12,6 +12,7 @@ The server binds a free loopback port; ``start`` returns once it printed its URL
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -45,8 +46,9 @@ class ReferenceProcess:
     @classmethod
     def start(
         cls,
-        database: str | Path,
+        database: str | Path | None,
         *,
+        postgres_url: str | None = None,
         test_clock: bool = False,
         bind: str = "127.0.0.1:0",
         extra_args: Sequence[str] = (),
@@ -55,6 +57,8 @@ class ReferenceProcess:
         """Start ``python -m aidememo_ref serve`` on ``database`` and wait until it answers.
 
         Args:
+            postgres_url: serve this PostgreSQL database instead (``database`` None); it is passed
+                through the environment, as ``serve`` reads it, never on the command line.
             test_clock: serve the ``/__test__/clock`` extension.
             bind: ``IP:PORT``; port 0 picks a free one.
             extra_args: more ``serve`` flags.
@@ -62,10 +66,13 @@ class ReferenceProcess:
         Its stderr goes to a temporary file (a pipe nobody reads could fill and stall it);
         ``stderr_text()`` reads it.
         """
-        args = [sys.executable, "-m", "aidememo_ref", "serve", "--database", str(database), "--bind", bind,
+        storage = ["--database", str(database)] if postgres_url is None else [
+            "--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls", "--artifact-backend", "disabled"]
+        env = None if postgres_url is None else {**os.environ, "AIDEMEMO_POSTGRES_URL": postgres_url}
+        args = [sys.executable, "-m", "aidememo_ref", "serve", *storage, "--bind", bind,
                 *(["--test-clock"] if test_clock else []), *extra_args]
         stderr = tempfile.TemporaryFile()
-        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True)
+        process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
         assert process.stdout is not None
         line = process.stdout.readline()
         if "serving" not in line:

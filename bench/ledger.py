@@ -2,19 +2,25 @@
 """Throughput of the reference ledger against baselines measured in the same run.
 
 1. In-process: commands per second through ``ReferenceLedger.handle`` (decode, auth, rules,
-   one SQLite transaction) against raw single-row SQLite transactions on the same disk with the
-   same pragmas (the physical limit of the storage).
+   one transaction) against raw single-row transactions on the same storage (SQLite: same disk
+   and pragmas; PostgreSQL: same server, one-row INSERT transactions from one connection).
 2. Over HTTP: commands per second from 8 concurrent keep-alive clients against a separately
    started ``aidememo-ref serve``, against the same server's ``/health`` rate.
 
-    python bench/ledger.py [--seconds 3] [--clients 8]
+Both backends run in one go. PostgreSQL is the database in ``$AIDEMEMO_POSTGRES_URL`` or, when
+that is unset, a throwaway cluster started with ``scripts/postgres.sh`` (fsync on, as shipped);
+without either, the PostgreSQL rows say why and are skipped.
+
+    python bench/ledger.py [--seconds 3] [--clients 8] [--backend sqlite|postgres|both]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sqlite3
+import subprocess
 import sys
 import tempfile
 import threading
@@ -62,8 +68,22 @@ def raw_sqlite_rate(path: Path, seconds: float) -> float:
     return rate
 
 
-def in_process_rate(path: Path, seconds: float) -> float:
-    ledger = ReferenceLedger(path)
+def raw_postgres_rate(url: str, seconds: float) -> float:
+    import psycopg
+
+    with psycopg.connect(url) as conn:
+        conn.execute("CREATE TABLE bench_raw(k BIGINT PRIMARY KEY, v TEXT)")
+        conn.commit()
+
+        def step(i: int) -> None:
+            conn.execute("INSERT INTO bench_raw(k, v) VALUES (%s, %s)", (i, "bench"))
+            conn.commit()
+
+        return timed(seconds, step)
+
+
+def in_process_rate(path: Path | None, seconds: float, postgres_url: str | None = None) -> float:
+    ledger = ReferenceLedger(path, postgres_url=postgres_url)
     ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
 
     def step(i: int) -> None:
@@ -109,23 +129,72 @@ def http_rate(url: str, clients: int, seconds: float, path: str, tag: str) -> fl
     return sum(counts) / elapsed
 
 
+def served_rates(database: Path | None, postgres_url: str | None, clients: int, seconds: float) -> tuple[float, float]:
+    with ReferenceProcess.start(database, postgres_url=postgres_url) as server:
+        health = http_rate(server.url, clients, seconds, "/health", "h")
+        commands = http_rate(server.url, clients, seconds, "/v1/commands", "c")
+    return commands, health
+
+
+def _fresh_database(server_url: str, name: str) -> str:
+    import psycopg
+
+    with psycopg.connect(server_url, autocommit=True) as conn:
+        conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")  # type: ignore[call-overload]
+        conn.execute(f"CREATE DATABASE {name}")  # type: ignore[call-overload]
+    return f"{server_url.rsplit('/', 1)[0]}/{name}"
+
+
+def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
+    base = raw_sqlite_rate(tmp / "raw.sqlite", args.seconds)
+    ours = in_process_rate(tmp / "inproc.sqlite", args.seconds)
+    print(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: {base:8.0f}/s "
+          f"| ratio {ours / base:.2f}")
+    db = tmp / "http.sqlite"
+    provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    commands, health = served_rates(db, None, args.clients, args.seconds)
+    print(f"sqlite     over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
+          f"{health:8.0f}/s | ratio {commands / health:.2f}")
+
+
+def bench_postgres(server_url: str, args: argparse.Namespace) -> None:
+    base = raw_postgres_rate(_fresh_database(server_url, "bench_raw"), args.seconds)
+    ours = in_process_rate(None, args.seconds, _fresh_database(server_url, "bench_inproc"))
+    print(f"postgres   in-process: {ours:8.0f} commands/s | raw PostgreSQL single-row transactions: {base:8.0f}/s "
+          f"| ratio {ours / base:.2f}")
+    url = _fresh_database(server_url, "bench_http")
+    provision(postgres_url=url, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    commands, health = served_rates(None, url, args.clients, args.seconds)
+    print(f"postgres   over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
+          f"{health:8.0f}/s | ratio {commands / health:.2f}")
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--clients", type=int, default=8)
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     args = parser.parse_args()
+    load = os.getloadavg()[0]
+    print(f"load average {load:.2f} on {os.cpu_count()} CPUs (ratios are same-run; absolute rates move with load)")
     with tempfile.TemporaryDirectory() as tmp:
-        base = raw_sqlite_rate(Path(tmp) / "raw.sqlite", args.seconds)
-        ours = in_process_rate(Path(tmp) / "inproc.sqlite", args.seconds)
-        print(f"in-process: {ours:9.0f} commands/s | raw SQLite single-row transactions: {base:9.0f}/s "
-              f"| ratio {ours / base:.2f}")
-        db = Path(tmp) / "http.sqlite"
-        provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
-        with ReferenceProcess.start(db) as server:
-            health = http_rate(server.url, args.clients, args.seconds, "/health", "h")
-            commands = http_rate(server.url, args.clients, args.seconds, "/v1/commands", "c")
-        print(f"over HTTP, {args.clients} clients: {commands:9.0f} commands/s | same server's /health: "
-              f"{health:9.0f}/s | ratio {commands / health:.2f}")
+        if args.backend in ("sqlite", "both"):
+            bench_sqlite(Path(tmp), args)
+        if args.backend in ("postgres", "both"):
+            server = os.environ.get("AIDEMEMO_POSTGRES_URL")
+            script = Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
+            cluster = Path(tmp) / "pg"
+            if not server:
+                started = subprocess.run(["bash", str(script), "start", str(cluster)], capture_output=True, text=True)
+                if started.returncode != 0:
+                    print(f"postgres   skipped: {(started.stderr.strip().splitlines() or ['no server'])[-1]}")
+                    return 0
+                server = started.stdout.strip()
+            try:
+                bench_postgres(server, args)
+            finally:
+                if not os.environ.get("AIDEMEMO_POSTGRES_URL"):
+                    subprocess.run(["bash", str(script), "stop", str(cluster)], capture_output=True)
     return 0
 
 

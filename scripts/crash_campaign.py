@@ -9,6 +9,10 @@ the change feed at its sequence, and no handoff may have had more live claims th
 Two accepts race for each handoff from the same revision, so a second live claim would show.
 
     python scripts/crash_campaign.py --kills 20 --writers 4 --seed 7
+    AIDEMEMO_POSTGRES_URL=postgresql://... python scripts/crash_campaign.py --backend postgres --kills 20
+
+With ``--backend postgres`` two servers share one PostgreSQL database (the URL is read from
+``$AIDEMEMO_POSTGRES_URL``); the writers are spread over both and each kill hits one of them.
 
 Exit 0 when no loss was found; every run prints its seed and the command that replays it.
 Only loopback is used.
@@ -18,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -32,9 +37,9 @@ from aidememo_ref.process import ReferenceProcess, ServerStartError
 TOKENS = {"sender": "crash-sender-token-0123456789", "receiver": "crash-receiver-token-0123456789"}
 
 
-def start_server(database: Path) -> ReferenceProcess:
+def start_server(database: Path | None, postgres_url: str | None = None) -> ReferenceProcess:
     try:
-        return ReferenceProcess.start(database)
+        return ReferenceProcess.start(database, postgres_url=postgres_url)
     except ServerStartError as exc:
         raise SystemExit(f"error: {exc}") from None
 
@@ -160,41 +165,52 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--writers", type=int, default=4)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--max-uptime", type=float, default=0.8, help="longest seconds between kills")
+    parser.add_argument("--backend", choices=["sqlite", "postgres"], default="sqlite",
+                        help="postgres: two servers on the database named by $AIDEMEMO_POSTGRES_URL")
     args = parser.parse_args(argv)
     if args.kills < 1 or args.writers < 1 or args.max_uptime <= 0:
         print("error: --kills, --writers and --max-uptime must be positive", file=sys.stderr)
         return 2
+    postgres_url = os.environ.get("AIDEMEMO_POSTGRES_URL") if args.backend == "postgres" else None
+    if args.backend == "postgres" and not postgres_url:
+        print("error: --backend postgres reads the database URL from AIDEMEMO_POSTGRES_URL, which is not set",
+              file=sys.stderr)
+        return 2
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
-    replay = f"python scripts/crash_campaign.py --kills {args.kills} --writers {args.writers} --seed {seed}"
+    replay = (f"python scripts/crash_campaign.py --kills {args.kills} --writers {args.writers} --seed {seed}"
+              + (" --backend postgres" if postgres_url else ""))
     print(f"seed={seed}  (replay: {replay})")
     rng = random.Random(seed)
     book = Ledger()
     with tempfile.TemporaryDirectory() as tmp:
-        database = Path(tmp) / "crash.sqlite"
+        database = None if postgres_url else Path(tmp) / "crash.sqlite"
         from aidememo_ref import provision
 
         for actor, token in TOKENS.items():
-            provision(database, tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e")
-        server = start_server(database)
-        url = server.url
-        httpx.post(f"{url}/v1/projects/p/sessions", json={"command_id": "s", "payload": {"session_id": "s", "topic": "t"}},
+            provision(database, postgres_url=postgres_url, tenant_id="t", project_id="p", actor_id=actor, token=token,
+                      project_epoch="e")
+        servers = [start_server(database, postgres_url) for _ in range(2 if postgres_url else 1)]
+        httpx.post(f"{servers[0].url}/v1/projects/p/sessions",
+                   json={"command_id": "s", "payload": {"session_id": "s", "topic": "t"}},
                    headers={"Authorization": f"Bearer {TOKENS['sender']}"})
         started = time.monotonic()
         for incarnation in range(args.kills):
             stop = threading.Event()
-            threads = [threading.Thread(target=writer, args=(url, w, incarnation, random.Random(rng.random()), book, stop))
+            threads = [threading.Thread(target=writer, args=(servers[w % len(servers)].url, w, incarnation,
+                                                             random.Random(rng.random()), book, stop))
                        for w in range(args.writers)]
             for t in threads:
                 t.start()
             time.sleep(rng.uniform(0.05, args.max_uptime))
-            server.kill()
+            victim = rng.randrange(len(servers))  # with two servers, the other one keeps running
+            servers[victim].kill()
             stop.set()
             for t in threads:
                 t.join(timeout=30)
-            server = start_server(database)
-            url = server.url
-        answered, losses = verify(url, book)
-        server.stop()
+            servers[victim] = start_server(database, postgres_url)
+        answered, losses = verify(servers[-1].url, book)
+        for server in servers:
+            server.stop()
     elapsed = time.monotonic() - started
     print(f"kills survived: {args.kills}  receipts verified: {answered}  losses: {len(losses)}  ({elapsed:.1f} s)")
     for loss in losses[:20]:

@@ -1,6 +1,8 @@
 """``aidememo-ref bootstrap``: provision tenant, project, actor, membership and token binding.
 
-Same flags, rules and success line as ``aidememo-server bootstrap`` (wire spec §4.3): the token
+Same flags, rules and success line as ``aidememo-server bootstrap`` (wire spec §4.3), on SQLite
+(``--database``) or PostgreSQL (``--canonical-backend postgres --postgres-transport
+insecure-no-tls``, URL from ``$AIDEMEMO_POSTGRES_URL`` or ``--postgres-url-env``): the token
 file must be a regular file no one else can read (mode & 0o077 == 0), trailing CR/LF are
 stripped, re-running with the same arguments is a no-op, a conflicting re-run is refused.
 """
@@ -12,6 +14,7 @@ import stat
 
 from ..wire import ROLES
 from ._args import Parser, fail
+from ._backend import add_backend_flags, check_backend, postgres_url, settings
 
 __all__ = ["run"]
 
@@ -38,8 +41,7 @@ def read_token_file(path: str) -> str:
 
 def run(argv: list[str]) -> int:
     parser = Parser(prog="aidememo-ref bootstrap", description="Provision one actor with a bearer token.")
-    parser.add_argument("--canonical-backend", choices=["sqlite"], default="sqlite")
-    parser.add_argument("--database", required=True)
+    add_backend_flags(parser, serve=False)
     parser.add_argument("--tenant-id", required=True)
     parser.add_argument("--project-id", required=True)
     parser.add_argument("--actor-id", required=True)
@@ -51,19 +53,21 @@ def run(argv: list[str]) -> int:
     parser.add_argument("--role", choices=ROLES, default="writer")
     parser.add_argument("--actor-kind", choices=["human", "agent", "service"], default="agent")
     args = parser.parse_args(argv)
+    check_backend(args, serve=False)
     token = read_token_file(args.token_file)
+    url = postgres_url(args) if args.canonical_backend == "postgres" else None
 
-    from .._reference import provision
-    from .._sqlite import ProvisionError
     from .._errors import LedgerError
+    from .._reference import provision
+    from .._store import ProvisionError, StoreError
 
     try:
         epoch = provision(
-            args.database, tenant_id=args.tenant_id, project_id=args.project_id, actor_id=args.actor_id,
+            args.database, postgres_url=url, postgres=settings(args) if url else None, tenant_id=args.tenant_id, project_id=args.project_id, actor_id=args.actor_id,
             token=token, role=args.role, actor_kind=args.actor_kind, project_epoch=args.project_epoch,
             tenant_name=args.tenant_name, project_name=args.project_name, actor_name=args.actor_name,
         )
-    except ProvisionError as exc:
+    except (ProvisionError, StoreError) as exc:
         fail(str(exc))
     except LedgerError as exc:
         fail(f"storage failure: {exc.message}")

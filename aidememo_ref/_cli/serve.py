@@ -11,6 +11,7 @@ import ipaddress
 import os
 
 from ._args import Parser, fail
+from ._backend import add_backend_flags, check_backend, postgres_url, settings
 
 __all__ = ["run"]
 
@@ -29,8 +30,7 @@ def parse_bind(value: str) -> tuple[str, int]:
 
 def run(argv: list[str]) -> int:
     parser = Parser(prog="aidememo-ref serve", description="Serve the reference ledger over HTTP.")
-    parser.add_argument("--canonical-backend", choices=["sqlite"], default="sqlite")
-    parser.add_argument("--database", required=True)
+    add_backend_flags(parser, serve=True)
     parser.add_argument("--bind", default="127.0.0.1:3030")
     parser.add_argument("--allow-insecure-http", action="store_true")
     parser.add_argument("--auth-bindings-file", metavar="PATH",
@@ -42,10 +42,13 @@ def run(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     host, port = parse_bind(args.bind)
     if not ipaddress.ip_address(host).is_loopback and not args.allow_insecure_http:
-        fail(f"refusing to serve plain HTTP on non-loopback address {host} without --allow-insecure-http")
-    parent = os.path.dirname(os.path.abspath(args.database))
-    if not os.path.isdir(parent):
-        fail(f"database directory does not exist: {parent}")
+        fail("non-loopback plaintext HTTP requires --allow-insecure-http; prefer a TLS ingress")
+    check_backend(args, serve=True)
+    url = postgres_url(args) if args.canonical_backend == "postgres" else None
+    if url is None:
+        parent = os.path.dirname(os.path.abspath(args.database))
+        if not os.path.isdir(parent):
+            fail(f"database directory does not exist: {parent}")
 
     import uvicorn
 
@@ -53,22 +56,24 @@ def run(argv: list[str]) -> int:
     from .._gateway import BindingsError, load_bindings
     from .._reference import ReferenceLedger, bind_socket
 
+    where = f"database={args.database}" if url is None else "backend=postgres"  # the URL is never printed
     try:
         bindings = None if args.auth_bindings_file is None else load_bindings(args.auth_bindings_file)
     except BindingsError as exc:
         fail(str(exc))
     try:
-        ledger = ReferenceLedger(args.database, clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
+        ledger = ReferenceLedger(args.database, postgres_url=url, postgres=settings(args) if url else None,
+                                 clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
                                  bindings=bindings)
-    except Exception as exc:  # a corrupt or unreadable file: one line, not a traceback
-        fail(f"cannot open database {args.database}: {exc}")
+    except Exception as exc:  # a corrupt file, an unreachable server: one line, not a traceback
+        fail(f"cannot open the canonical store ({where}): {exc}")
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
         fail(f"cannot bind {args.bind}: {exc.strerror}")
     bound_host, bound_port = sock.getsockname()[:2]
     shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    print(f"aidememo-ref serving http://{shown}:{bound_port} database={args.database}", flush=True)
+    print(f"aidememo-ref serving http://{shown}:{bound_port} {where}", flush=True)
     config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
     _graceful_server_class()(config).run(sockets=[sock])
     ledger.close()

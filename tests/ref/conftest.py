@@ -20,9 +20,10 @@ TOKENS = {
 class World:
     """A ledger provisioned like upstream's http_api.rs fixture, reached without a socket."""
 
-    def __init__(self, path: Path) -> None:
+    def __init__(self, path: Path | None, postgres_url: str | None = None) -> None:
         self.clock = ManualClock(START_MS)
-        self.ledger = ReferenceLedger(path, clock=self.clock)
+        self.backend = "postgres" if postgres_url else "sqlite"
+        self.ledger = ReferenceLedger(path, postgres_url=postgres_url, clock=self.clock)
         for actor, (token, role) in TOKENS.items():
             self.ledger.provision(tenant_id="tenant_http", project_id="project_http", actor_id=actor,
                                   token=token, role=role, project_epoch="epoch_http")
@@ -65,8 +66,21 @@ class World:
         return r.json()  # type: ignore[no-any-return]
 
 
+@pytest.fixture(params=["sqlite", "postgres"])
+def world(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[World]:
+    """The same world on each storage backend: every route test runs on both."""
+    if request.param == "postgres":
+        w = World(None, request.getfixturevalue("postgres_url"))
+    else:
+        w = World(tmp_path / "ledger.sqlite")
+    yield w
+    w.http.close()
+    w.ledger.close()
+
+
 @pytest.fixture
-def world(tmp_path: Path) -> Iterator[World]:
+def sqlite_world(tmp_path: Path) -> Iterator[World]:
+    """For the tests that reach into the SQLite file itself."""
     w = World(tmp_path / "ledger.sqlite")
     yield w
     w.http.close()

@@ -21,7 +21,7 @@ from aidememo_ref._ledger import Decide
 from aidememo_ref._records import Membership, Receipt
 from aidememo_ref._store import Execute, Scheduler, Store, execute
 
-__all__ = ["MUTANTS", "blind_heartbeat", "double_accept", "replay_outside", "split_decide"]
+__all__ = ["MUTANTS", "RECIPES", "blind_heartbeat", "double_accept", "replay_outside", "split_decide"]
 
 
 def _split_decide(only: Op | None) -> Execute:
@@ -81,10 +81,17 @@ def _with(recipe: Execute) -> Any:
     return factory
 
 
-split_decide = _with(_split_decide(None))
-blind_heartbeat = _with(_split_decide(Op.HEARTBEAT))
-double_accept = _with(_split_decide(Op.ACCEPT))
-replay_outside = _with(_replay_outside)
+# name -> the broken recipe, for factories that open another backend (tests/ref/pg_ledgers.py)
+RECIPES: dict[str, Execute] = {
+    "split_decide": _split_decide(None),
+    "blind_heartbeat": _split_decide(Op.HEARTBEAT),
+    "double_accept": _split_decide(Op.ACCEPT),
+    "replay_outside": _replay_outside,
+}
+split_decide = _with(RECIPES["split_decide"])
+blind_heartbeat = _with(RECIPES["blind_heartbeat"])
+double_accept = _with(RECIPES["double_accept"])
+replay_outside = _with(RECIPES["replay_outside"])
 
 # name -> what a maintainer would call the bug
 MUTANTS = {

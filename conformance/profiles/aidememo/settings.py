@@ -20,7 +20,7 @@ from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, 
 from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
 from conformance.settings import Setting, Settings, SettingsInput
 
-__all__ = ["PROVISION_COMMAND", "PROVISION_TOKENS", "ROLES", "SETTINGS", "AideMemoSettings", "target_settings"]
+__all__ = ["BACKEND", "PROVISION_COMMAND", "PROVISION_TOKENS", "ROLES", "SETTINGS", "AideMemoSettings", "target_settings"]
 
 PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
 
@@ -33,7 +33,20 @@ PROVISION_TOKENS: Setting[TokenList] = Setting(
     default=TokenList(), flag=None, env=None, ini=None, file_key="provision.tokens",
     help="pre-provisioned identities ([[provision.tokens]] in the target file)")
 
-SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY)
+
+
+def _parse_backend(value: object, where: str, context: object) -> str:
+    if value not in ("sqlite", "postgres"):
+        raise ConfigError(f"{where}: expected sqlite or postgres, got {value!r}")
+    return str(value)
+
+
+BACKEND: Setting[str] = Setting(
+    name="backend", parse=_parse_backend, default="sqlite", file_key="embedded.backend", ini=None,
+    metavar="sqlite|postgres",
+    help="storage of the embedded reference (postgres: the database in $AIDEMEMO_POSTGRES_URL)")
+
+SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY, BACKEND)
 
 
 def hook_implemented(config: Any) -> bool:
@@ -55,6 +68,7 @@ class AideMemoSettings:
     fixed_tokens: TokenList
     embedded_factory: str | None  # "module:callable" returning a ReferenceLedger (broken variants)
     provision_hook: bool  # a conftest implements pytest_aidememo_provision
+    embedded_backend: str = "sqlite"  # or "postgres": the database named by $AIDEMEMO_POSTGRES_URL
 
     @property
     def embedded(self) -> bool:
@@ -74,7 +88,7 @@ class AideMemoSettings:
         return cls(url=settings[URL], timeout_s=settings[TIMEOUT], max_body_bytes=settings[MAX_BODY_BYTES],
                    capabilities=claims, provision_command=settings[PROVISION_COMMAND],
                    fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
-                   provision_hook=hook_implemented(config))
+                   provision_hook=hook_implemented(config), embedded_backend=settings[BACKEND])
 
 
 def validate(settings: Settings, config: Any) -> None:

@@ -8,6 +8,7 @@ database).
 from __future__ import annotations
 
 import importlib
+import os
 import shutil
 import tempfile
 from collections.abc import Callable, Mapping
@@ -79,6 +80,15 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
     db_path = str(Path(workdir) / "ledger.sqlite")
     if settings.embedded_factory:
         ledger = _load_factory(settings.embedded_factory)(db_path)
+    elif settings.embedded_backend == "postgres":
+        url = os.environ.get("AIDEMEMO_POSTGRES_URL")
+        if not url:
+            raise ConfigError("the embedded reference on PostgreSQL reads its database URL from AIDEMEMO_POSTGRES_URL, "
+                              "which is not set")
+        try:
+            ledger = aidememo_ref.ReferenceLedger(postgres_url=url, clock=aidememo_ref.OffsetClock(), test_clock=True)
+        except Exception as exc:  # an unreachable server or a foreign schema: one line (the URL is never shown)
+            raise ConfigError(f"the embedded reference could not open PostgreSQL: {exc}") from None
     else:
         ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     stack.callback(ledger.close)
