@@ -40,6 +40,7 @@ GROUPS: dict[str, tuple[str, str]] = {
     "shim": ("shim", "register"),
     "auth": ("auth", "register"),
     "replica": ("replica", "register"),
+    "mcp-install": ("mcp_install", "register"),
 }
 _BACKENDS = ("sqlite", "libsqlite")
 USAGE = (

@@ -17,6 +17,8 @@ from typing import Any
 from aidememo_ref._local._errors import invalid_input
 from aidememo_ref._local._packet import resume_exports
 from aidememo_ref._local._store import LocalStore
+from aidememo_ref._mcp._local import LocalTools
+from aidememo_ref._mcp._remote import RemoteTools
 from aidememo_ref._remote._handoffs import RemoteHandoffs
 from aidememo_ref._remote._http import Remote
 from aidememo_ref._remote._outbox import Outbox, outbox_dir
@@ -25,7 +27,7 @@ from aidememo_ref._remote._recovery import reject_actor_override
 
 from ._context import Context, clean, dumps
 
-__all__ = ["run", "connect", "outbox"]
+__all__ = ["run", "connect", "outbox", "remote_tools"]
 
 LOCAL_ONLY = "remote profiles currently support handoff send, inbox, outbox, show/status, accept, heartbeat, and return"
 
@@ -121,3 +123,20 @@ def run(args: argparse.Namespace, ctx: Context, name: str) -> int:
         else:  # pragma: no cover - the parser knows every verb
             raise invalid_input(LOCAL_ONLY)
     return _emit(ctx, value)
+
+
+def remote_tools(ctx: Context, name: str, local: LocalTools) -> RemoteTools:
+    """The stdio MCP backend for ``mcp --remote-profile NAME``, once the actor pin is checked."""
+    from aidememo_ref._mcp._protocol import ToolError
+    from aidememo_ref._mcp._remote import check_actor
+
+    remote = Remote(load_profile(name, ctx.env))
+    try:
+        check_actor(ctx.env_value("AIDEMEMO_ACTOR_ID"), RemoteHandoffs(remote, ctx.clock).actor_id)
+    except ToolError as exc:
+        remote.close()
+        raise invalid_input(str(exc)) from None
+    except BaseException:
+        remote.close()
+        raise
+    return RemoteTools(local, remote, outbox(ctx), ctx.store_path, ctx.env, ctx.clock)
