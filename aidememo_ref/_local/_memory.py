@@ -17,7 +17,7 @@ from typing import Any
 
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._facttypes import FactType, WriteType, resolve_write_type
-from ._ids import is_ulid, new_ulid
+from ._ids import is_ulid, new_session_id, new_ulid
 from ._packet import ProfileEntity, Route, bounded, render_canvas, render_packet, render_profile, resume_exports
 from ._records import SESSION_TYPE, Entity, Fact
 from ._store import LocalStore, NewFact
@@ -63,7 +63,7 @@ def _new_entity(store: LocalStore, name: str, entity_type: str, source_page: str
 
 
 def session_new(store: LocalStore, topic: str, source_id: str | None, now_ms: int) -> Entity:
-    session = _new_entity(store, f"session-{new_ulid(now_ms)}", SESSION_TYPE, topic, now_ms)
+    session = _new_entity(store, new_session_id(now_ms), SESSION_TYPE, topic, now_ms)
     if source_id is not None:
         store.add_fact(NewFact(fact_id=new_ulid(now_ms), content=f"Session {session.name} started: {topic}",
                                fact_type=FactType.QUESTION, entity_ids=(session.entity_id,),
@@ -208,7 +208,7 @@ def workflow_start(
         entity = store.entity(parent)
         if entity is None or not store.visible(entity.entity_id, source_id):
             raise invalid_input(f"parent session `{parent}` does not exist")
-    session = _new_entity(store, f"session-{new_ulid(now_ms)}", SESSION_TYPE, source or title, now_ms)
+    session = _new_entity(store, new_session_id(now_ms), SESSION_TYPE, source or title, now_ms)
     ticket = f"Workflow ticket: {title}" + (f"\n\n{body}" if body else "")
     ticket_id, _ = store.add_fact(NewFact(
         fact_id=new_ulid(now_ms), content=ticket, fact_type=FactType.QUESTION, entity_ids=(session.entity_id,),

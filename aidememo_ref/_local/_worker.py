@@ -22,7 +22,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -32,6 +31,7 @@ from . import _memory as memory
 from . import _rules as rules
 from . import _run
 from ._errors import LocalError, LocalErrorCode, invalid_input
+from ._ids import new_worker_claim
 from ._records import AgentProfile, AgentType, FactType, Outcome, Status
 from ._store import LocalStore
 
@@ -189,7 +189,7 @@ def _builtin(request: RunRequest, profile: AgentProfile, workspace: str, ctx: Ru
     interval_s = request.heartbeat_interval_s or int(rules.DEFAULT_HEARTBEAT_INTERVAL_S)
     # Fail before accepting: a run that cannot start must not claim the assignment.
     _run.build_invocation(profile, prompt="", handoff_env={}, workspace=workspace, environ=ctx.env)
-    claim = f"worker-{uuid.uuid4().hex}"
+    claim = new_worker_claim()
     store = LocalStore(request.store_path)
     try:
         with store.transaction(write=True):

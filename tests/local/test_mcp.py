@@ -18,6 +18,7 @@ import pytest
 
 from aidememo_ref._mcp._local import LocalTools
 from aidememo_ref._mcp._protocol import classify_error, serve
+from aidememo_ref._mcp._schemas import TOOLS, UPSTREAM_ONLY
 
 from .conftest import REPO, RECEIVER, SENDER, SOURCE, _CLI_ENV, Cli, Handoff
 
@@ -92,7 +93,9 @@ def test_initialize_ping_list_and_json_rpc_errors(tmp_path: Path) -> None:
 
 
 def test_unknown_and_unserved_tools_answer_upstreams_unknown_tool_error(tmp_path: Path) -> None:
-    for name in ("aidememo_recent", "aidememo_search", "nope"):
+    served = {tool["name"] for tool in TOOLS}
+    assert len(served | UPSTREAM_ONLY) == 29 and not served & UPSTREAM_ONLY  # upstream's 29 tools, split
+    for name in (*sorted(UPSTREAM_ONLY), "nope"):
         assert tool_error(tmp_path / "s.sqlite", name, {}) == {
             "error_kind": "unknown_tool", "message": f"Unknown tool: {name}", "tool": name}
 
