@@ -62,7 +62,7 @@ def _parser(profile: Any) -> _Parser:
     for setting in [*RUN_SETTINGS, *profile.settings]:
         if setting.cli_flag is None:
             continue
-        kwargs: dict[str, Any] = {"dest": setting.name, "action": setting.action,
+        kwargs: dict[str, Any] = {"dest": setting.name, "action": setting.action, "default": None,
                                   "help": argparse.SUPPRESS if setting.hidden else setting.help}
         if setting.action != "store_true":
             kwargs["metavar"] = setting.metavar
@@ -111,10 +111,11 @@ def build_pytest_args(args: argparse.Namespace, profile: Any, report_dir: str) -
         if setting.pytest_flag is None or value is None:
             continue
         if setting.action == "store_true":
-            pytest_args.append(setting.pytest_flag)
+            pytest_args += [setting.pytest_flag] if value else []
         else:
             for item in value if isinstance(value, list) else [value]:
-                pytest_args += [setting.pytest_flag, str(item)]
+                # One word, so a value starting with '-' ("-mcp") is not read as an option.
+                pytest_args.append(f"{setting.pytest_flag}={item}")
     for requirement in args.requirement:
         pytest_args += ["--aidememo-requirement", requirement]
     for flag, value in (("-k", args.keyword), ("-n", args.workers)):
@@ -188,7 +189,8 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     if code == pytest.ExitCode.USAGE_ERROR:
         return 2
-    exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1}
+    # An interrupted run wrote its reports; the checks it did not finish read UNTESTABLE.
+    exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1, pytest.ExitCode.INTERRUPTED: 1}
     return exits.get(code, 3)
 
 

@@ -10,6 +10,7 @@ in ``user_properties``; the controller writes the reports.
 
 from __future__ import annotations
 
+import json
 import os
 import random
 import secrets
@@ -40,12 +41,13 @@ if TYPE_CHECKING:
     from conformance.reports.baseline import Baseline
     from conformance.verdicts import Verdict, VerdictRecord
 
-__all__: list[str] = []
+__all__ = ["settings_input"]
 
 _STATE = pytest.StashKey["_RunState"]()
 _WORLD = pytest.StashKey[Any]()
 _SEEDS = pytest.StashKey[tuple[int, str]]()
 _PROP = "conformance"  # user_properties key carrying one check's verdict record
+_COLLECTED = "conformance-collected"  # a worker's checks, with its first record (see _Reporter)
 
 
 def _declared() -> list[Setting[Any]]:
@@ -57,7 +59,8 @@ def _declared() -> list[Setting[Any]]:
     return list(found.values())
 
 
-def _given(config: pytest.Config, declared: list[Setting[Any]] | None = None) -> SettingsInput:
+def settings_input(config: pytest.Config, declared: list[Setting[Any]] | None = None) -> SettingsInput:
+    """The flag, environment and ini layers of this pytest run, for ``declared`` (default: every setting)."""
     flags: dict[str, object] = {}
     ini: dict[str, object] = {}
     for setting in declared if declared is not None else _declared():
@@ -77,7 +80,7 @@ class _RunState:
         self.config = config
         self.profile: Profile
         self.settings: Settings
-        self.profile, self.settings = resolve_run(_given(config), config=config)
+        self.profile, self.settings = resolve_run(settings_input(config), config=config)
         self.registry: Registry = self.profile.registry()
         baseline_path = self.settings[BASELINE]
         self.baseline: Baseline | None = load_baseline(baseline_path, self.registry) if baseline_path else None
@@ -85,6 +88,7 @@ class _RunState:
         self.seed, self.run_tag = _seeds(config)
         self.target: Target | None = None
         self.collected: list[tuple[str, str]] = []  # (nodeid, requirement id), known where items are collected
+        self.collected_sent = False  # a worker has told the controller what it collected
         self.summary: dict[str, Any] | None = None
         self.others = {p.prefix: p.name for p in installed_profiles().values() if p.name != self.profile.name}
 
@@ -105,7 +109,7 @@ def _seeds(config: pytest.Config) -> tuple[int, str]:
             seeds = (workerinput["aidememo_seed"], workerinput["aidememo_run_tag"])
         else:
             try:
-                given = resolve([SEED, RUN_TAG], _given(config, [SEED, RUN_TAG]), check_file_keys=False)
+                given = resolve([SEED, RUN_TAG], settings_input(config, [SEED, RUN_TAG]), check_file_keys=False)
             except ConfigError as exc:
                 raise pytest.UsageError(str(exc)) from None
             seed = given[SEED]
@@ -147,18 +151,25 @@ def pytest_configure(config: pytest.Config) -> None:
     for profile in installed_profiles().values():
         for marker in profile.markers:
             config.addinivalue_line("markers", marker)
+        if profile.configure is not None:
+            profile.configure(config)
     config.pluginmanager.register(_Reporter(config), "conformance-reporter")
-    if config.pluginmanager.hasplugin("xdist"):
-        config.pluginmanager.register(_XdistHooks(), "conformance-xdist")
+    config.pluginmanager.register(_XdistHooks(), "conformance-xdist")
 
 
 class _XdistHooks:
-    """Hand the controller's seed and run tag to every worker (registered only with xdist)."""
+    """Hand the controller's seed, run tag and distribution mode to every worker.
 
+    An optional hook, so it costs nothing without xdist, and it is found however xdist was
+    loaded (``-p xdist.plugin``, as the command line does, registers it under another name).
+    """
+
+    @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         seed, run_tag = _seeds(node.config)
         node.workerinput["aidememo_seed"] = seed
         node.workerinput["aidememo_run_tag"] = run_tag
+        node.workerinput["aidememo_dist"] = node.config.getvalue("dist")
 
 
 def _ensure_state(config: pytest.Config) -> _RunState:
@@ -175,6 +186,21 @@ def _ensure_state(config: pytest.Config) -> _RunState:
 def _requirement_of(item: pytest.Item) -> str | None:
     marker = item.get_closest_marker("requirement")
     return str(marker.args[0]) if marker and marker.args else None
+
+
+def _same_process(item: pytest.Item, other: pytest.Item) -> bool:
+    """Whether ``other`` surely runs in the process that runs ``item``."""
+    workerinput = getattr(item.config, "workerinput", None)
+    if workerinput is None:
+        return True
+    dist = workerinput.get("aidememo_dist")  # a worker's own option says "no"; the controller's says how
+    if dist == "each":
+        return True
+    if dist in ("loadfile", "loadscope"):
+        return item.path == other.path
+    # load, worksteal, and loadgroup (which pytest-xdist 3.8 cannot apply under pytest 9: its
+    # group suffix is written to an attribute pytest no longer reads): it may run anywhere.
+    return item is other
 
 
 def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -228,24 +254,70 @@ def world(request: pytest.FixtureRequest, conformance_target: Any) -> Any:
     from conformance.transcript import Transcript
 
     state = _ensure_state(request.config)
-    node = request.node
-    requirement_id = _requirement_of(node)
-    needs = [state.registry.get(requirement_id).capability] if requirement_id else []
-    needs += [str(m.args[0]) for m in node.iter_markers("capability")]
-    # Keyed by module::name, not the full node id, so a seed replays the same ids whether the
-    # suite runs through the CLI, `pytest --pyargs` or a path.
-    check = node.nodeid.rsplit("/", 1)[-1]
-    markers: dict[str, tuple[object, ...]] = {}
-    for marker in node.iter_markers():
-        markers.setdefault(marker.name, tuple(marker.args))
-    context = CheckContext(target=conformance_target, rng=random.Random(f"{state.seed}:{check}"),
-                           run_tag=state.run_tag, check_tag=f"{zlib.crc32(check.encode()):08x}",
-                           transcript=Transcript(), markers=markers)
-    instance = state.profile.world(context)
-    node.stash[_WORLD] = instance
-    for capability in needs:
+    instance = _world_of(state, request.node, conformance_target)
+    for capability in _needs(state, request.node):
         conformance_target.claims.require(capability)
     return instance
+
+
+def _needs(state: _RunState, item: pytest.Item) -> list[str]:
+    requirement_id = _requirement_of(item)
+    needs = [state.registry.get(requirement_id).capability] if requirement_id else []
+    return needs + [str(m.args[0]) for m in item.iter_markers("capability")]
+
+
+def _markers(item: pytest.Item) -> dict[str, tuple[object, ...]]:
+    markers: dict[str, tuple[object, ...]] = {}
+    for marker in item.iter_markers():
+        markers.setdefault(marker.name, tuple(marker.args))
+    return markers
+
+
+def _world_of(state: _RunState, item: pytest.Item, target: Any) -> Any:
+    """The world of ``item``, built once: by its own ``world`` fixture, or ahead by a sibling."""
+    from conformance.profile import Sibling
+    from conformance.transcript import Transcript
+
+    built = item.stash.get(_WORLD, None)
+    if built is not None:
+        return built
+    # Keyed by module::name, not the full node id, so a seed replays the same ids whether the
+    # suite runs through the CLI, `pytest --pyargs` or a path.
+    check = item.nodeid.rsplit("/", 1)[-1]
+
+    def siblings(marker: str) -> list[Sibling]:
+        return [Sibling(check=other.nodeid.rsplit("/", 1)[-1], markers=_markers(other),
+                        world=lambda other=other: _world_of(state, other, target))  # type: ignore[misc]
+                for other in item.session.items
+                if other.get_closest_marker(marker) is not None and _same_process(item, other)
+                and all(target.claims.claimed(name) for name in _needs(state, other))]
+
+    def stop(reason: str) -> None:
+        item.session.shouldstop = reason
+
+    context = CheckContext(target=target, rng=random.Random(f"{state.seed}:{check}"), run_tag=state.run_tag,
+                           check_tag=f"{zlib.crc32(check.encode()):08x}", transcript=Transcript(),
+                           markers=_markers(item), check=check, siblings=siblings,
+                           progress=lambda line: _progress(item.config, line), stop=stop)
+    instance = state.profile.world(context)
+    item.stash[_WORLD] = instance
+    return instance
+
+
+def _progress(config: pytest.Config, line: str) -> None:
+    """Show a line now, past output capture (an xdist worker's stderr is the user's terminal)."""
+    import sys
+
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    worker = getattr(config, "workerinput", {}).get("workerid")
+    text = f"aidememo{f' [{worker}]' if worker else ''}: {line}\n"
+    if capture is None:
+        sys.stderr.write(text)
+        sys.stderr.flush()
+        return
+    with capture.global_and_fixture_disabled():
+        sys.stderr.write(text)
+        sys.stderr.flush()
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -256,6 +328,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     state = item.config.stash.get(_STATE, None)
     if requirement_id is None or state is None or requirement_id not in state.registry:
         return
+    if hasattr(item.config, "workerinput") and not state.collected_sent:
+        # The controller collects nothing under xdist; without this list (sent with the first
+        # report, before any check ran) it could not tell which checks never ran when a run is
+        # interrupted.
+        report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
+        state.collected_sent = True
     if report.when == "setup" and report.passed:
         return
     if report.when == "teardown" and (report.passed or report.skipped):
@@ -335,6 +413,7 @@ class _Reporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.records: dict[str, VerdictRecord] = {}
+        self.collected: dict[str, str] = {}  # nodeid -> requirement id, as the workers report them
 
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         state = self.config.stash.get(_STATE, None)
@@ -356,9 +435,9 @@ class _Reporter:
         from conformance.verdicts import Verdict, VerdictRecord
 
         for name, value in report.user_properties:
+            if name == _COLLECTED:
+                self.collected.update((str(n), str(r)) for n, r in json.loads(str(value)))
             if name == _PROP:
-                import json
-
                 record = VerdictRecord.from_json(json.loads(str(value)))
                 previous = self.records.get(record.nodeid)
                 # A teardown error overrides a pass; otherwise the first verdict of a check stands.
@@ -370,7 +449,7 @@ class _Reporter:
         if hasattr(self.config, "workerinput") or self.config.getoption("aidememo_list"):
             return
         state = self.config.stash.get(_STATE, None)
-        if state is None and not self.records:
+        if state is None and not self.records and not self.collected:
             return
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
@@ -396,7 +475,7 @@ class _Reporter:
         from conformance.verdicts import Verdict, VerdictRecord
 
         records = dict(self.records)
-        for nodeid, requirement_id in state.collected:
+        for nodeid, requirement_id in [*state.collected, *self.collected.items()]:
             if nodeid not in records:
                 requirement = state.registry.get(requirement_id)
                 records[nodeid] = VerdictRecord(

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from conformance.capabilities import CAPABILITIES, CORE, Capability, Claims
+from conformance.capabilities import CAPABILITIES, Capability, Claims
 from conformance.errors import ConfigError
 from conformance.registry import Registry, load_registry
 from conformance.settings import (
@@ -59,6 +59,7 @@ __all__ = [
     "RUN_SETTINGS",
     "RUN_TAG",
     "SEED",
+    "Sibling",
     "StartContext",
     "TIMEOUT",
     "Target",
@@ -66,6 +67,7 @@ __all__ = [
     "URL",
     "World",
     "installed_profiles",
+    "lazy",
     "load_profile",
     "resolve_run",
 ]
@@ -110,11 +112,32 @@ class StartContext:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class Sibling:
+    """Another check this process will run, whose world a check may build ahead of it."""
+
+    check: str  # test_module.py::test_name
+    markers: Mapping[str, tuple[object, ...]]
+    world: Callable[[], Any]  # the world that check will get (built once, on first call)
+
+
+def _no_siblings(marker: str) -> list[Sibling]:
+    return []
+
+
+def _silent(line: str) -> None:
+    pass
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class CheckContext:
     """What ``Profile.world`` gets for one check.
 
     ``rng`` is seeded from the run seed and the check's name, so a seed replays the same ids and
     texts whatever the order or the xdist split; ``check_tag`` is a short stable hash of the name.
+    ``siblings(marker)`` lists the checks with that marker this process will run (itself
+    included; under xdist only those sure to run here, see docs), so checks can share one slow
+    step; ``progress(line)`` shows a line on the user's terminal at once; ``stop(reason)`` ends
+    the run after the current check, as a clean stop.
     """
 
     target: Any  # the profile's own target type, as its ``start`` built it
@@ -123,6 +146,10 @@ class CheckContext:
     check_tag: str
     transcript: Transcript
     markers: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # marker name -> args
+    check: str = ""
+    siblings: Callable[[str], list[Sibling]] = _no_siblings
+    progress: Callable[[str], None] = _silent
+    stop: Callable[[str], None] = _silent
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +169,7 @@ class Profile:
     validate: Callable[[Settings, Any], None] | None = None  # (settings, pytest config or None)
     markers: tuple[str, ...] = ()  # "name(args): meaning" lines registered with pytest
     hookspecs: str | None = None  # module of pytest hookspecs a conftest may implement
+    configure: Callable[[Any], None] | None = None  # called in pytest_configure, whatever the profile
     aliases: tuple[str, ...] = ()
 
     @property
@@ -218,6 +246,27 @@ EMBEDDED_FACTORY: Setting[str | None] = Setting(
     metavar="MODULE:CALLABLE", hidden=True, help="build the embedded reference with this callable (broken variants)")
 
 
+def lazy(spec: str) -> Callable[..., Any]:
+    """A function that imports ``module:attribute.path`` on its first call and calls it.
+
+    Profile declarations are imported whenever the plugin loads, so they name their target,
+    world and check machinery this way instead of importing it.
+    """
+    module_name, _, path = spec.partition(":")
+    found: list[Callable[..., Any]] = []
+
+    def call(*args: Any, **kwargs: Any) -> Any:
+        if not found:
+            target: Any = importlib.import_module(module_name)
+            for part in path.split("."):
+                target = getattr(target, part)
+            found.append(target)
+        return found[0](*args, **kwargs)
+
+    call.__qualname__ = call.__name__ = f"lazy({spec!r})"
+    return call
+
+
 # -- the installed profiles -----------------------------------------------------------------------
 def installed_profiles() -> dict[str, Profile]:
     """Every installed profile by name (their declarations are light: nothing heavy is imported)."""
@@ -270,7 +319,7 @@ def resolve_run(given: SettingsInput, *, config: Any = None) -> tuple[Profile, S
             raise ConfigError(f"{target_file.where('profile')} is {in_file!r}, but {named.where(PROFILE)} "
                               f"selects profile {profile.name!r}")
     declared = _merged(RUN_SETTINGS + profile.settings, profile.name)
-    settings = resolve(declared, with_file, capabilities=(CORE, *profile.capability_names))
+    settings = resolve(declared, with_file, capabilities=profile.capability_names)
     if profile.validate is not None:
         profile.validate(settings, config)
     return profile, settings

@@ -29,8 +29,10 @@ case "${1:-}" in
   install)
     if find_bin >/dev/null; then exit 0; fi
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq postgresql >/dev/null
+    sudo=""
+    if [ "$(id -u)" != "0" ]; then sudo="sudo"; fi
+    $sudo apt-get update -qq
+    $sudo apt-get install -y -qq postgresql >/dev/null
     ;;
   start)
     dir="${2:?usage: scripts/postgres.sh start DIR [--fast]}"

@@ -39,7 +39,20 @@ def run(argv: list[str]) -> int:
         "--test-clock", action="store_true",
         help="serve GET/POST /__test__/clock so a test can move the lease clock (never in production)",
     )
+    parser.add_argument(
+        "--claim-lease-ms", type=int, metavar="MS",
+        help="reference-only: grant claim leases of MS milliseconds (100..120000) instead of 120000, so the "
+             "conformance suite's real-time lease checks wait seconds, not minutes (never in production)",
+    )
     args = parser.parse_args(argv)
+    if args.claim_lease_ms is not None:
+        if not 100 <= args.claim_lease_ms <= 120_000:
+            fail(f"--claim-lease-ms must be between 100 and 120000, got {args.claim_lease_ms}")
+        from .. import _state
+
+        # Process-wide on purpose: this process serves one ledger, and the rules read the constant
+        # when they grant or renew a lease.
+        setattr(_state, "LEASE_MS", args.claim_lease_ms)
     host, port = parse_bind(args.bind)
     if not ipaddress.ip_address(host).is_loopback and not args.allow_insecure_http:
         fail("non-loopback plaintext HTTP requires --allow-insecure-http; prefer a TLS ingress")

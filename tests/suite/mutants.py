@@ -411,3 +411,59 @@ MUTANTS.update({
     "binding_actor_and_rest_open": (binding_actor_and_rest_open, ("AM-BIND-1", "AM-BIND-3")),
     "binding_source_leak": (binding_source_leak, ("AM-BIND-2",)),
 })
+
+
+# -- real time: no test clock and short leases, so lease expiry is observed by waiting ------------
+SHORT_LEASE_MS = 1500  # long enough for the shared set-up of every lease check on a loaded machine
+
+
+def _short_lease(db_path: str, *, test_clock: bool = False) -> Any:
+    _state.LEASE_MS = SHORT_LEASE_MS
+    if test_clock:
+        return _ledger_for(db_path)
+    return aidememo_ref.ReferenceLedger(db_path)
+
+
+def no_test_clock(db_path: str) -> Any:
+    """The reference as served without --test-clock: 120 s leases, no virtual clock (not a mutant)."""
+    return aidememo_ref.ReferenceLedger(db_path)
+
+
+def real_time_reference(db_path: str) -> Any:
+    """The reference without the test clock, granting leases of SHORT_LEASE_MS (not a mutant)."""
+    return _short_lease(db_path)
+
+
+def real_time_reference_with_clock(db_path: str) -> Any:
+    """The same, with the test clock served (not a mutant): virtual and forced real time must agree."""
+    return _short_lease(db_path, test_clock=True)
+
+
+def heartbeat_after_expiry(db_path: str) -> Any:
+    """An expired claim is still accepted for heartbeat (and revived by it)."""
+    _state.TRANSITIONS = tuple(row for row in _state.TRANSITIONS
+                               if not (row.op is Op.HEARTBEAT and row.guard is _state.lease_expired))
+    return _short_lease(db_path)
+
+
+def reclaim_refused_after_expiry(db_path: str) -> Any:
+    """A new claim on an expired lease is refused as if the old one were live (only a failed claim is replaced)."""
+    _state.TRANSITIONS = tuple(
+        dataclasses.replace(row, guard=_state.claim_failed) if row.guard is _state.failed_or_expired else row
+        for row in _state.TRANSITIONS
+    )
+    return _short_lease(db_path)
+
+
+def lease_never_expires_real_time(db_path: str) -> Any:
+    """A claim stays live forever (as lease_never_expires, met without the test clock)."""
+    _state.claim_is_stale = lambda record, now_ms: False
+    return _short_lease(db_path)
+
+
+# name -> (factory, the requirements whose checks must kill it), run with --real-time-leases
+REAL_TIME_MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
+    "heartbeat_after_expiry": (heartbeat_after_expiry, ("AM-HL-HB-3",)),
+    "reclaim_refused_after_expiry": (reclaim_refused_after_expiry, ("AM-HL-ACC-3",)),
+    "lease_never_expires_real_time": (lease_never_expires_real_time, ("AM-HL-ACC-3", "AM-HL-HB-3", "AM-HL-RET-5")),
+}

@@ -16,6 +16,8 @@ def test_example_target_file_resolves(path: Path) -> None:
     settings = target_settings(str(path), environ={})
     assert settings.url == "http://127.0.0.1:3030"
     assert "{token_file}" in str(settings.provision_command)
+    # The real server has no test clock: its example scores lease expiry by waiting for real.
+    assert settings.real_time_leases is (path.name == "aidememo-server.toml")
 
 
 def test_there_are_examples() -> None:

@@ -15,6 +15,7 @@ from conformance.profile import BASELINE, TIMEOUT, URL, resolve_run
 from conformance.profiles.aidememo.settings import PROVISION_COMMAND, PROVISION_TOKENS
 from conformance.capabilities import CAPABILITIES
 from conformance.settings import Layer, SettingsInput
+from tests.targetfile import write_target
 
 pytest_plugins = ["pytester"]
 
@@ -153,7 +154,7 @@ def test_a_target_file_of_another_profile_is_refused(tmp_path):
 
 def test_the_target_file_itself_resolves_flag_then_environment_then_ini(tmp_path):
     for name in ("flag", "env", "ini"):
-        (tmp_path / f"{name}.toml").write_text(f'url = "http://{name}.example:1"\n[provision]\ncommand = "{COMMAND}"\n')
+        write_target(tmp_path / f"{name}.toml", f"http://{name}.example:1", provision={"command": COMMAND})
     both = {"environ": {"AIDEMEMO_CONFIG": str(tmp_path / "env.toml")}, "ini": {"aidememo_config": str(tmp_path / "ini.toml")}}
     settings = resolve_run(SettingsInput(flags={"config": str(tmp_path / "flag.toml")}, **both))[1]
     assert settings[URL] == "http://flag.example:1"

@@ -6,18 +6,16 @@ are imported only when a run selects the profile.
 
 from __future__ import annotations
 
-from typing import Any
-
 from conformance.capabilities import CORE, Capability
-from conformance.profile import CheckContext, Profile, StartContext, Target, World
-from conformance.profiles.aidememo.settings import SETTINGS, describe, validate
+from conformance.profile import Profile, lazy
+from conformance.profiles.aidememo.settings import SETTINGS, configure, describe, validate
 
 __all__ = ["PROFILE"]
 
 CAPABILITIES = (
     Capability(name=CORE, covers="identity, commands, receipts, typed creates, handoff transitions, visibility, mailbox"),
     Capability(name="leases", covers="lease length and heartbeat renewal", detection="heartbeat route exists"),
-    Capability(name="test-clock", covers="lease expiry, takeover and fencing (the kit's virtual-clock extension)",
+    Capability(name="test-clock", covers="the kit's virtual-clock extension: lease expiry without waiting",
                detection="GET /__test__/clock answers {\"now_ms\": N}"),
     Capability(name="replica-feeds", covers="change feed, materialized feed, snapshot, cursor rules",
                detection="snapshot route exists"),
@@ -31,22 +29,6 @@ CAPABILITIES = (
 )
 
 
-def _start(context: StartContext) -> Target:
-    from conformance.profiles.aidememo.target import start
-
-    return start(context)
-
-
-def _world(context: CheckContext) -> World:
-    from conformance.profiles.aidememo.actors import World as AideMemoWorld
-
-    return AideMemoWorld.build(context)
-
-
-def _validate(settings: Any, config: Any) -> None:
-    validate(settings, config)
-
-
 PROFILE = Profile(
     name="aidememo",
     title="AideMemo",
@@ -55,11 +37,13 @@ PROFILE = Profile(
     checks="conformance.profiles.aidememo.checks",
     capabilities=CAPABILITIES,
     settings=SETTINGS,
-    start=_start,
-    world=_world,
+    start=lazy("conformance.profiles.aidememo.target:start"),
+    world=lazy("conformance.profiles.aidememo.actors:World.build"),
     describe=describe,
-    validate=_validate,
-    markers=("fresh_project: the check needs a project nobody else writes to",),
+    validate=validate,
+    markers=("fresh_project: the check needs a project nobody else writes to",
+             "lease_expiry(arrange): the check observes lease expiry after arrange(world) set up its lease"),
+    configure=configure,
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),
 )

@@ -12,6 +12,7 @@ check tests.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -19,6 +20,8 @@ from aidememo_ref.wire import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
 from conformance.http import Exchange
 from conformance.profile import CheckContext
+from conformance.profiles.aidememo.leases import MARKER, Arranged, Lease, LeaseMode, lease_of, margin_before
+from conformance.profiles.aidememo.leases import not_observable
 from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
 from conformance.provisioning import FixedIdentity
 from conformance.world import BaseWorld
@@ -236,6 +239,14 @@ class Actor:
         receipt = setup_ok(self.accept(ref.handoff_id, ref.revision, claim), "accept handoff")
         return HandoffRef(ref.handoff_id, ref.session_id, _revision(receipt, "accept handoff"), claim)
 
+    def setup_lease(self, ref: HandoffRef, claim_id: str | None = None) -> tuple[HandoffRef, Lease]:
+        """Accept, timing the request, and read the lease the server granted from the handoff's record."""
+        sent_at = time.monotonic()
+        accepted = self.setup_accept(ref, claim_id)
+        answered_at = time.monotonic()
+        _, record = self.setup_record(ref.handoff_id)
+        return accepted, lease_of(record, sent_at, answered_at)
+
     def setup_record(self, handoff_id: str) -> tuple[int, dict[str, Any]]:
         data = setup_ok(self.status(handoff_id), "read handoff status")
         if not isinstance(data.get("record"), dict) or not isinstance(data.get("revision"), int):
@@ -270,11 +281,12 @@ class World(BaseWorld):
     """One check's view of the target: fresh ids, provisioning, the transcript, the clock."""
 
     runtime: AideMemoTarget = field(kw_only=True)
+    context: CheckContext = field(kw_only=True)
     fresh_project: bool = field(default=False, kw_only=True)
 
     @classmethod
     def build(cls, context: CheckContext) -> World:
-        return cls(**cls.context_fields(context), runtime=context.target,
+        return cls(**cls.context_fields(context), runtime=context.target, context=context,
                    fresh_project="fresh_project" in context.markers)
 
     def require(self, capability: str) -> None:
@@ -283,6 +295,45 @@ class World(BaseWorld):
     def advance_clock(self, advance_ms: int) -> int:
         self.runtime.require("test-clock")
         return advance_clock(self.runtime.wire, self.transcript, advance_ms)
+
+    @property
+    def clock_is_virtual(self) -> bool:
+        """Checks move the test clock only in virtual lease mode (a real-time wait must not be disturbed)."""
+        return self.runtime.lease_mode is LeaseMode.VIRTUAL
+
+    def after_lease_expiry(self) -> Arranged:
+        """This check's arrangement (``after_lease_expiry(arrange)`` on the check) once its lease expired.
+
+        Raises:
+            NotScored: the target offers no way to observe expiry.
+            Untestable: the set-up failed, or the wait was interrupted.
+        """
+        marker = self.context.markers.get(MARKER)
+        if not marker or not callable(marker[0]):
+            raise Untestable(f"{self.context.check} lacks @after_lease_expiry(arrange) (a bug in the kit)")
+        mode = self.runtime.lease_mode
+        if mode is None:
+            raise not_observable()
+        if mode is LeaseMode.VIRTUAL:
+            arranged: Arranged = marker[0](self)
+            lease = arranged.lease
+            if arranged.before_expiry is not None:
+                # The test clock runs on from the wall clock too: what already passed counts.
+                passed_ms = int((time.monotonic() - lease.sent_at) * 1000)
+                self.advance_clock(max(0, lease.lease_ms - int(margin_before(lease.lease_s) * 1000) - passed_ms))
+                arranged.before = arranged.before_expiry()
+            else:
+                self.advance_clock(lease.lease_ms)
+            return arranged
+        wait = self.runtime.lease_wait
+        if not wait.covers(self):
+            siblings = [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
+            waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
+                              self.context.progress, self.context.stop)
+            for world in (self, *siblings):
+                world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
+                                              f"{1 + len(siblings)} check(s)")
+        return wait.result(self)
 
     def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:
         """Provision a fresh project with the named actors (or draw them from the fixed tokens).

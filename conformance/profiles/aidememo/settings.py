@@ -18,9 +18,10 @@ from conformance.capabilities import CAPABILITIES, Claim
 from conformance.errors import ConfigError
 from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription, resolve_run
 from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
-from conformance.settings import Setting, Settings, SettingsInput
+from conformance.settings import Setting, Settings, SettingsInput, parse_bool
 
-__all__ = ["BACKEND", "PROVISION_COMMAND", "PROVISION_TOKENS", "ROLES", "SETTINGS", "AideMemoSettings", "target_settings"]
+__all__ = ["BACKEND", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
+           "AideMemoSettings", "configure", "target_settings"]
 
 PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
 
@@ -46,7 +47,13 @@ BACKEND: Setting[str] = Setting(
     metavar="sqlite|postgres",
     help="storage of the embedded reference (postgres: the database in $AIDEMEMO_POSTGRES_URL)")
 
-SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY, BACKEND)
+REAL_TIME_LEASES: Setting[bool] = Setting(
+    name="real_time_leases", parse=parse_bool, default=False, action="store_true",
+    help="score lease expiry by waiting for real (one shared wait of about one lease length), "
+         "also where the test-clock extension is served")
+
+SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY, BACKEND,
+                                      REAL_TIME_LEASES)
 
 
 def hook_implemented(config: Any) -> bool:
@@ -69,6 +76,7 @@ class AideMemoSettings:
     embedded_factory: str | None  # "module:callable" returning a ReferenceLedger (broken variants)
     provision_hook: bool  # a conftest implements pytest_aidememo_provision
     embedded_backend: str = "sqlite"  # or "postgres": the database named by $AIDEMEMO_POSTGRES_URL
+    real_time_leases: bool = False  # wait for real leases to expire instead of moving the test clock
 
     @property
     def embedded(self) -> bool:
@@ -88,7 +96,8 @@ class AideMemoSettings:
         return cls(url=settings[URL], timeout_s=settings[TIMEOUT], max_body_bytes=settings[MAX_BODY_BYTES],
                    capabilities=claims, provision_command=settings[PROVISION_COMMAND],
                    fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
-                   provision_hook=hook_implemented(config), embedded_backend=settings[BACKEND])
+                   provision_hook=hook_implemented(config), embedded_backend=settings[BACKEND],
+                   real_time_leases=settings[REAL_TIME_LEASES])
 
 
 def validate(settings: Settings, config: Any) -> None:
@@ -102,7 +111,8 @@ def validate(settings: Settings, config: Any) -> None:
 
 def describe(settings: Settings, config: Any) -> TargetDescription:
     view = AideMemoSettings.of(settings, config)
-    return TargetDescription(target=view.url or "embedded reference", mode=view.mode)
+    mode = f"{view.mode}, real-time leases" if view.real_time_leases else view.mode
+    return TargetDescription(target=view.url or "embedded reference", mode=mode)
 
 
 def target_settings(config_path: str, environ: Mapping[str, str] | None = None) -> AideMemoSettings:
@@ -116,3 +126,30 @@ def target_settings(config_path: str, environ: Mapping[str, str] | None = None) 
     if profile.name != "aidememo":
         raise ConfigError(f"{config_path}: names profile {profile.name!r}, not an AideMemo target")
     return AideMemoSettings.of(settings)
+
+
+def configure(config: Any) -> None:
+    """Under ``-n``, real-time lease checks share one worker: switch xdist's ``load`` to ``loadfile``.
+
+    Their shared wait needs every lease set up in the process that waits (see ``leases``), and
+    ``loadfile`` keeps each check module on one worker. (``loadgroup`` would move only them, but
+    pytest-xdist 3.8 cannot group under pytest 9.) Bad values are left for the run's own
+    resolution to report.
+    """
+    if getattr(config.option, "dist", "no") != "load":
+        return
+    from conformance.errors import ConformanceError
+    from conformance.plugin import settings_input
+    from conformance.profile import CONFIG
+    from conformance.settings import load_target_file, resolve
+
+    try:
+        given = settings_input(config, [CONFIG, REAL_TIME_LEASES])
+        path = resolve([CONFIG], given, check_file_keys=False)[CONFIG]
+        with_file = SettingsInput(flags=given.flags, environ=given.environ, ini=given.ini, flag_style="pytest",
+                                  target_file=load_target_file(path) if path else None)
+        wanted = resolve([REAL_TIME_LEASES], with_file, check_file_keys=False)[REAL_TIME_LEASES]
+    except ConformanceError:
+        return
+    if wanted:
+        config.option.dist = "loadfile"

@@ -21,6 +21,7 @@ from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
+from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
@@ -48,6 +49,8 @@ class AideMemoTarget:
     base_url: str
     binds_tokens: bool = False  # provisioning can bind a token to a source and actor (mcp-bindings)
     claims: Claims = field(default_factory=Claims)
+    lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
+    lease_wait: LeaseWait = field(default_factory=LeaseWait)
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:
@@ -156,6 +159,10 @@ def start(context: StartContext) -> AideMemoTarget:
         return _detect(wire, name)
 
     target.claims = settle(settings.capabilities, CAPABILITIES, detect)
+    if settings.real_time_leases:
+        target.lease_mode = LeaseMode.REAL
+    elif target.claims.claimed("test-clock"):
+        target.lease_mode = LeaseMode.VIRTUAL
     return target
 
 

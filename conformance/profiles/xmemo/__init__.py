@@ -7,10 +7,8 @@ by the published clients, defined by the seed, or the kit's documented choice (`
 
 from __future__ import annotations
 
-from typing import Any
-
 from conformance.capabilities import CORE, Capability
-from conformance.profile import CheckContext, Profile, StartContext, Target, World
+from conformance.profile import Profile, lazy
 from conformance.profiles.xmemo.settings import SETTINGS, describe, validate
 
 __all__ = ["PROFILE", "CAPABILITIES"]
@@ -27,22 +25,6 @@ CAPABILITIES = (
 )
 
 
-def _start(context: StartContext) -> Target:
-    from conformance.profiles.xmemo.target import start
-
-    return start(context)
-
-
-def _world(context: CheckContext) -> World:
-    from conformance.profiles.xmemo.world import XMemoWorld
-
-    return XMemoWorld.build(context)
-
-
-def _validate(settings: Any, config: Any) -> None:
-    validate(settings, config)
-
-
 PROFILE = Profile(
     name="xmemo",
     title="XMemo",
@@ -51,8 +33,8 @@ PROFILE = Profile(
     checks="conformance.profiles.xmemo.checks",
     capabilities=CAPABILITIES,
     settings=SETTINGS,
-    start=_start,
-    world=_world,
+    start=lazy("conformance.profiles.xmemo.target:start"),
+    world=lazy("conformance.profiles.xmemo.world:XMemoWorld.build"),
     describe=describe,
-    validate=_validate,
+    validate=validate,
 )
