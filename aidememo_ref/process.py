@@ -1,4 +1,4 @@
-"""``aidememo-ref serve`` in a child process: start it, wait until it answers, stop or kill it.
+"""``aidememo-ref serve`` (or ``xmemo serve``) in a child process: start it, wait until it answers, stop or kill it.
 
 For tests, benchmarks and campaigns that need a real server process (a socket, a process to
 kill, several processes on one database) rather than ``serve_in_thread``::
@@ -53,6 +53,7 @@ class ReferenceProcess:
         bind: str = "127.0.0.1:0",
         extra_args: Sequence[str] = (),
         ready_timeout_s: float = _READY_TIMEOUT_S,
+        command: Sequence[str] = ("serve",),
     ) -> ReferenceProcess:
         """Start ``python -m aidememo_ref serve`` on ``database`` and wait until it answers.
 
@@ -62,6 +63,7 @@ class ReferenceProcess:
             test_clock: serve the ``/__test__/clock`` extension.
             bind: ``IP:PORT``; port 0 picks a free one.
             extra_args: more ``serve`` flags.
+            command: the serving subcommand: ``("serve",)``, or ``("xmemo", "serve")`` for the XMemo reference.
 
         Its stderr goes to a temporary file (a pipe nobody reads could fill and stall it);
         ``stderr_text()`` reads it.
@@ -69,7 +71,7 @@ class ReferenceProcess:
         storage = ["--database", str(database)] if postgres_url is None else [
             "--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls", "--artifact-backend", "disabled"]
         env = None if postgres_url is None else {**os.environ, "AIDEMEMO_POSTGRES_URL": postgres_url}
-        args = [sys.executable, "-m", "aidememo_ref", "serve", *storage, "--bind", bind,
+        args = [sys.executable, "-m", "aidememo_ref", *command, *storage, "--bind", bind,
                 *(["--test-clock"] if test_clock else []), *extra_args]
         stderr = tempfile.TemporaryFile()
         process = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=stderr, text=True, env=env)
@@ -83,7 +85,7 @@ class ReferenceProcess:
             stderr.close()
             process.stdout.close()
             raise ServerStartError(f"aidememo-ref serve did not start: {said[-1]}")
-        server = cls(process, line.split()[2], stderr)
+        server = cls(process, next(word for word in line.split() if word.startswith("http")), stderr)
         server._wait_ready(ready_timeout_s)
         return server
 

@@ -46,8 +46,8 @@ def _bootstrap(argv: list[str]) -> int:
         )
     except ProvisionError as exc:
         fail(str(exc))
-    except RequestError as exc:
-        fail(f"storage failure: {exc.detail}")
+    except RequestError as exc:  # the storage fault behind it says more than the HTTP detail
+        fail(f"storage failure on {args.database}: {exc.__cause__ or exc.detail}")
     tenant = principal.tenant
     print(
         f"{'bootstrapped' if created else 'already bootstrapped'} owner={tenant.owner_id} "
@@ -78,7 +78,7 @@ def _serve(argv: list[str]) -> int:
     try:
         reference = XMemoReference(args.database)
     except Exception as exc:  # a corrupt or unreadable file: one line, not a traceback
-        fail(f"cannot open database {args.database}: {exc}")
+        fail(f"cannot open database {args.database}: {exc.__cause__ or exc}")
     try:
         sock = bind_socket(host, port)
     except OSError as exc:

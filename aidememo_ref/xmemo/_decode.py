@@ -149,6 +149,8 @@ def idempotency_key(headers: dict[str, str], body: object) -> str | None:
             ("idempotency_key", body.get("idempotency_key") if isinstance(body, dict) else None),
         ) if value is not None
     }
+    if any(not isinstance(value, str) for value in found.values()):
+        raise RequestError.invalid_field(("body", "idempotency_key"), "Input should be a valid string", "string_type")
     values = set(found.values())
     if len(values) > 1:
         raise RequestError.invalid_field(("header", "Idempotency-Key"), "idempotency keys sent in headers and body differ")

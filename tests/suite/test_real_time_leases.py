@@ -35,6 +35,12 @@ EXPIRY_CHECKS = {"test_expired_claim_cannot_heartbeat", "test_lease_is_live_unti
                  "test_return_after_expiry_conflicts", "test_old_claim_is_fenced_after_a_takeover"}
 
 
+def _interruptible() -> None:
+    # A shell without job control starts background jobs with SIGINT ignored, and Python then
+    # installs no KeyboardInterrupt handler: give the run the Ctrl-C a terminal would deliver.
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _env() -> dict[str, str]:
     return {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
 
@@ -123,7 +129,8 @@ def test_ctrl_c_during_the_wait_reads_untestable_and_stops_cleanly(tmp_path, wor
     process = subprocess.Popen([sys.executable, "-m", "conformance.cli", "run", "--seed", SEED, "--report-dir",
                                 str(report), "--embedded-factory", "mutants:no_test_clock", "--real-time-leases",
                                 *EXPIRY_ARGS, *workers], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=_env(), start_new_session=True)
+                               text=True, env=_env(), start_new_session=True,
+                               preexec_fn=_interruptible)
     assert process.stderr is not None
     for line in process.stderr:
         if "lease wait: " in line:

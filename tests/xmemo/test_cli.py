@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import io
-import os
 import signal
 import subprocess
-import sys
-from collections.abc import Iterator
-from contextlib import contextmanager, redirect_stderr, redirect_stdout
+from contextlib import redirect_stderr, redirect_stdout
 from pathlib import Path
 
 import httpx
 import pytest
 
-CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+from aidememo_ref.process import ReferenceProcess
+
 KEY = "xm-cli-key-0123456789abcdefgh"
 
 
@@ -83,54 +81,46 @@ def test_bootstrap_refusals_are_one_line(tmp_path: Path, key: str, mode: int, ex
     one_line_error(run(*args, *extra), needle)
 
 
+def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.sqlite"
+    bad.write_text("this is not an SQLite database, not even close" * 4)
+    one_line_error(bootstrap(bad, key_file(tmp_path, "k", KEY)), "file is not a database")
+    one_line_error(run("serve", "--database", str(bad), "--bind", "127.0.0.1:0"), "file is not a database")
+
+
 def test_missing_key_file_and_unknown_subcommand(tmp_path: Path) -> None:
     one_line_error(bootstrap(tmp_path / "x.sqlite", tmp_path / "absent"), "cannot read token file")
     one_line_error(run("frobnicate"), "unknown command")
     assert run().returncode == 2
 
 
-@contextmanager
-def serving(db: Path) -> Iterator[tuple[subprocess.Popen[str], str]]:
-    proc = subprocess.Popen([*CLI, "xmemo", "serve", "--database", str(db), "--bind", "127.0.0.1:0"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    try:
-        assert proc.stdout is not None
-        line = proc.stdout.readline()
-        assert line.startswith("aidememo-ref xmemo serving http://127.0.0.1:"), line + (proc.stderr.read() if proc.stderr else "")
-        yield proc, line.split()[3]
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(timeout=15)
-        for stream in (proc.stdout, proc.stderr):
-            if stream is not None:
-                stream.close()
+def serving(db: Path) -> ReferenceProcess:
+    return ReferenceProcess.start(db, command=("xmemo", "serve"))
 
 
 def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path) -> None:
     # SIGINT takes the same path (the AideMemo serve tests cover both signals on the shared server class)
     db = tmp_path / "x.sqlite"
     assert bootstrap(db, key_file(tmp_path, "k", KEY)).returncode == 0
-    with serving(db) as (proc, url):
-        health = httpx.get(f"{url}/health", timeout=5)
-        assert health.json()["status"] == "ok" and health.headers["x-xmemo-audit-id"]
-        assert httpx.get(f"{url}/v1/auth/token/validate", headers={"X-API-Key": KEY}, timeout=5).json()["status"] == "valid"
-        proc.send_signal(signal.SIGTERM)
-        assert proc.wait(timeout=15) == 0
+    server = serving(db)
+    health = httpx.get(f"{server.url}/health", timeout=5)
+    assert health.json()["status"] == "ok" and health.headers["x-xmemo-audit-id"]
+    validate = httpx.get(f"{server.url}/v1/auth/token/validate", headers={"X-API-Key": KEY}, timeout=5)
+    assert validate.json()["status"] == "valid"
+    assert server.stop(signal.SIGTERM) == 0
 
 
 def test_an_answered_write_survives_kill_9(tmp_path: Path) -> None:
     db = tmp_path / "x.sqlite"
     assert bootstrap(db, key_file(tmp_path, "k", KEY), "--agent-id", "claude").returncode == 0
     headers = {"Authorization": f"Bearer {KEY}"}
-    with serving(db) as (proc, url):
-        written = [httpx.post(f"{url}/v1/remember", headers=headers, timeout=5,
-                              json={"content": f"durable {i}", "path": "p"}).json()["id"] for i in range(5)]
-        os.kill(proc.pid, signal.SIGKILL)
-        proc.wait(timeout=15)
-    with serving(db) as (_, url):
+    server = serving(db)
+    written = [httpx.post(f"{server.url}/v1/remember", headers=headers, timeout=5,
+                          json={"content": f"durable {i}", "path": "p"}).json()["id"] for i in range(5)]
+    server.kill()
+    with serving(db) as again:
         for memory_id in written:
-            assert httpx.get(f"{url}/v1/memories/{memory_id}", headers=headers, timeout=5).status_code == 200
+            assert httpx.get(f"{again.url}/v1/memories/{memory_id}", headers=headers, timeout=5).status_code == 200
 
 
 def test_serve_refusals(tmp_path: Path) -> None:

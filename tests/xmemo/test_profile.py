@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from aidememo_ref import serve_in_thread
 from aidememo_ref.xmemo import XMemoReference
 from conformance.profile import resolve_run
 from conformance.profiles.xmemo.settings import PROVISION_BOUND_COMMAND, PROVISION_COMMAND, PROVISION_TOKENS
 from conformance.settings import SettingsInput
+from tests.targetfile import write_target
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "docs" / "examples" / "xmemo"
 
@@ -57,10 +56,9 @@ def test_a_fixed_key_list_scores_what_it_can_and_skips_the_rest(tmp_path: Path) 
     keys = {"a1": "xm-listed-a1-0123456789abcdef", "a2": "xm-listed-a2-0123456789abcdef"}
     for key in keys.values():
         reference.provision(owner_id="listed", key=key)
-    entries = "\n".join(f'[[provision.tokens]]\nowner = "listed"\ntoken = "{key}"\n' for key in keys.values())
     with serve_in_thread(reference) as url:
-        target = tmp_path / "target.toml"
-        target.write_text(f'profile = "xmemo"\nurl = "{url}"\n\n[capabilities]\nagent-binding = false\n\n{entries}')
+        target = write_target(tmp_path / "target.toml", url, [{"owner": "listed", "token": key} for key in keys.values()],
+                              profile="xmemo", capabilities={"agent-binding": False})
         done, records = run_suite(tmp_path, "--config", str(target), "--requirement", "XM-ISO-",
                                   "--requirement", "XM-FLOW-", "--requirement", "XM-AUTH-4")
     reference.close()

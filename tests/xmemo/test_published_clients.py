@@ -247,6 +247,13 @@ def test_hermes_provider_reads_our_context_and_boundary_labels(served: tuple[XMe
         # search answers carry content; Hermes labels each result with the boundary's ownership
         found = json.loads(provider._handle_search(hermes, {"query": "hosted MCP"}))
         assert "[other_agent]" in found["formatted"]
+        # the provider's other capture tools go through its outbox with an idempotency key each
+        state = json.loads(provider._handle_update_state(hermes, {"current_task": "review", "next_action": "merge"}))
+        event = json.loads(provider._handle_record_event(hermes, {"content": "handoff to claude", "event_type": "handoff"}))
+        for written in (state, event):
+            assert "error" not in written and str(uuid.UUID(written["id"])) == written["id"], written
+        assert {i["memory_type"] for i in json.loads(provider._handle_recall_context(
+            claude, {"query": "handoff review", "max_items": 10}))["items"]} >= {"working", "episodic"}
     finally:
         claude.close()
         hermes.close()

@@ -13,7 +13,6 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError
