@@ -21,6 +21,7 @@ from aidememo_ref._remote._handoffs import RemoteHandoffs
 from aidememo_ref._remote._http import Remote
 from aidememo_ref._remote._outbox import Outbox
 from aidememo_ref._remote._recovery import reject_actor_override
+from aidememo_ref._remote._send import Sender
 
 from ._local import LocalTools, _flag, _text
 from ._protocol import ToolError, ToolResult
@@ -69,10 +70,10 @@ class RemoteTools:
                                                                                            False))
         if not remote:
             return self._local.call(name, arguments)
-        handoffs = RemoteHandoffs(self._remote, self._clock, self._outbox)
+        handoffs = RemoteHandoffs(self._remote, self._clock)
         try:
             if name == "aidememo_handoff":
-                return _compact(self._send(handoffs, arguments))
+                return _compact(self._send(Sender(handoffs, self._outbox), arguments))
             return _compact(self._inbox(handoffs, arguments))
         except LocalError as exc:
             raise ToolError(str(exc)) from exc
@@ -83,7 +84,7 @@ class RemoteTools:
     def _source(self, args: Mapping[str, Any]) -> str | None:
         return _text(args.get("source_id")) or self._env("AIDEMEMO_SOURCE_ID")
 
-    def _send(self, handoffs: RemoteHandoffs, args: Mapping[str, Any]) -> dict[str, Any]:
+    def _send(self, sender: Sender, args: Mapping[str, Any]) -> dict[str, Any]:
         # The route fields are parsed first, as upstream's tool does before it branches.
         resolve_endpoint("from", _text(args.get("from")) or _text(args.get("from_route")),
                          _text(args.get("from_agent")), _text(args.get("from_profile")))
@@ -97,7 +98,7 @@ class RemoteTools:
                 or _text(args.get("kanban_board")) or self._env("HERMES_KANBAN_BOARD")):
             raise invalid_input("remote handoff send does not yet persist Hermes Kanban metadata")
         session = _text(args.get("session")) or _text(args.get("session_id")) or self._environ.get("AIDEMEMO_SESSION_ID")
-        return handoffs.send(self._store, to_actor, session, self._source(args), _text(args.get("focus")),
+        return sender.send(self._store, to_actor, session, self._source(args), _text(args.get("focus")),
                              _text(args.get("done_when")))
 
     def _inbox(self, handoffs: RemoteHandoffs, args: Mapping[str, Any]) -> dict[str, Any]:

@@ -8,6 +8,7 @@ shapes only, so it drives the kit's reference and any other server alike.
 
 ``_profiles`` (auth.json), ``_http`` (one request seam with the single identical retry),
 ``_recovery`` (the pure rules: derived ids, retry state, ``recovered``), ``_handoffs`` (the
-verbs), ``_local`` (what accept and return do in the receiver's embedded store), ``_outbox`` (the
-send reservations), ``_replica`` (the cache). Every refusal is a ``RemoteError``.
+verbs), ``_receiver`` (what accept and return do in the receiver's embedded store), ``_send``
+and ``_outbox`` (sends and their durable reservations), ``_changes`` and ``_replica`` (what the
+cache is fed, and the cache). Every refusal is a ``RemoteError``.
 """

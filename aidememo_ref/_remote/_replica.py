@@ -18,11 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo_ref._canonical import canonical_json
-from aidememo_ref._ids import id_problem, name_problem
-from aidememo_ref._local._errors import LocalErrorCode
-
-from ._errors import RemoteError, RemoteHTTPError, RemoteUnavailable
+from ._changes import Batch, ReplicaError, Resource, Scope, Snapshot, decode_batch, decode_snapshot, protocol
+from ._errors import RemoteHTTPError, RemoteUnavailable
 from ._http import Remote
 
 __all__ = ["ReplicaError", "ReplicaStore", "Scope", "pull", "replica_path", "MAX_CHANGE_LIMIT"]
@@ -55,26 +52,6 @@ CREATE TABLE replica_resources (
 """
 
 
-class ReplicaError(RemoteError):
-    """A replica refusal, in ``crates/aidememo-client``'s words (``ClientError`` Display)."""
-
-    @classmethod
-    def invalid(cls, detail: str) -> ReplicaError:
-        return cls(LocalErrorCode.INVALID_INPUT, detail)
-
-    @classmethod
-    def failure(cls, detail: str) -> ReplicaError:
-        return cls(LocalErrorCode.INTERNAL, detail)
-
-
-def _protocol(detail: str) -> ReplicaError:
-    return ReplicaError.invalid(f"invalid replica protocol response: {detail}")
-
-
-def _batch(detail: str) -> ReplicaError:
-    return ReplicaError.invalid(f"invalid change batch: {detail}")
-
-
 def _scope_mismatch(cached: Scope, remote: Scope) -> ReplicaError:
     return ReplicaError.invalid(f"replica scope mismatch: cached {cached.debug()}, remote {remote.debug()};"
                                 " reset explicitly before reusing this file")
@@ -90,18 +67,6 @@ def _storage(operation: str, exc: Exception) -> ReplicaError:
 
 
 @dataclass(frozen=True, slots=True)
-class Scope:
-    tenant_id: str
-    project_id: str
-
-    def debug(self) -> str:  # Rust's Debug of ProjectScope, as upstream's messages print it
-        return f'ProjectScope {{ tenant_id: TenantId("{self.tenant_id}"), project_id: ProjectId("{self.project_id}") }}'
-
-    def to_json(self) -> dict[str, str]:
-        return {"tenant_id": self.tenant_id, "project_id": self.project_id}
-
-
-@dataclass(frozen=True, slots=True)
 class _Meta:
     scope: Scope
     project_epoch: str
@@ -110,148 +75,11 @@ class _Meta:
     updated_at_ms: int
 
 
-@dataclass(frozen=True, slots=True)
-class _Resource:
-    kind: str
-    resource_id: str
-    revision: int
-    body: str | None  # canonical JSON; None for a tombstone
-
-    def coordinate(self) -> str:
-        return f'ResourceRef {{ kind: ResourceKind("{self.kind}"), id: ResourceId("{self.resource_id}") }}'
-
-
 def replica_path(store_path: str, explicit: str | None) -> str:
     """``--replica-path``, else ``<store>.replica.sqlite`` beside the embedded store."""
     if explicit is not None:
         return explicit
     return os.path.join(os.path.dirname(store_path), os.path.basename(store_path) + ".replica.sqlite")
-
-
-# -- decoding what a server sent ------------------------------------------------------------------
-def _obj(value: object, what: str) -> Mapping[str, Any]:
-    if not isinstance(value, dict):
-        raise _protocol(f"{what} is not an object")
-    return value
-
-
-def _str(value: Mapping[str, Any], key: str, what: str) -> str:
-    found = value.get(key)
-    if not isinstance(found, str) or id_problem(found) is not None:
-        raise _protocol(f"{what}.{key} is not a valid identifier")
-    return found
-
-
-def _uint(value: Mapping[str, Any], key: str, what: str, *, positive: bool = False) -> int:
-    found = value.get(key)
-    if not isinstance(found, int) or isinstance(found, bool) or found < (1 if positive else 0):
-        raise _protocol(f"{what}.{key} is not a{' positive' if positive else 'n unsigned'} integer")
-    return found
-
-
-def _scope(value: object, what: str) -> Scope:
-    data = _obj(value, what)
-    return Scope(_str(data, "tenant_id", what), _str(data, "project_id", what))
-
-
-def _resource(value: object) -> tuple[Scope, _Resource]:
-    data = _obj(value, "resource")
-    coordinate = _obj(data.get("resource"), "resource.resource")
-    kind = coordinate.get("kind")
-    if not isinstance(kind, str) or name_problem("resource kind", kind) is not None:
-        raise _protocol("resource.kind is not a valid resource kind")
-    state = _obj(data.get("state"), "resource.state")
-    if state.get("state") == "present" and "body" in state:
-        body: str | None = canonical_json(state["body"])
-    elif state.get("state") == "deleted":
-        body = None
-    else:
-        raise _protocol("resource.state must be present with a body, or deleted")
-    return _scope(data.get("scope"), "resource.scope"), _Resource(
-        kind, _str(coordinate, "id", "resource.resource"), _uint(data, "revision", "resource", positive=True), body)
-
-
-@dataclass(frozen=True, slots=True)
-class _Snapshot:
-    scope: Scope
-    project_epoch: str
-    at_seq: int
-    resources: list[_Resource]
-
-
-def _snapshot(value: object) -> _Snapshot:
-    data = _obj(value, "snapshot")
-    scope = _scope(data.get("scope"), "snapshot.scope")
-    resources: list[_Resource] = []
-    seen: set[tuple[str, str]] = set()
-    raw = data.get("resources")
-    if not isinstance(raw, list):
-        raise _protocol("snapshot.resources is not a list")
-    for item in raw:
-        resource_scope, resource = _resource(item)
-        if resource_scope != scope:
-            raise _batch("snapshot resource has the wrong project scope")
-        if (resource.kind, resource.resource_id) in seen:
-            raise _batch("snapshot contains a duplicate resource coordinate")
-        seen.add((resource.kind, resource.resource_id))
-        resources.append(resource)
-    return _Snapshot(scope, _str(data, "project_epoch", "snapshot"), _uint(data, "at_seq", "snapshot"), resources)
-
-
-@dataclass(frozen=True, slots=True)
-class _Batch:
-    scope: Scope
-    epoch: str
-    after_seq: int
-    entries: list[tuple[int, _Resource]]  # (change seq, the resource at that revision)
-    next_after_seq: int
-    has_more: bool
-
-
-def _batch_of(value: object) -> _Batch:
-    """A materialized change batch, checked as ``MaterializedChangeBatch::projected`` checks it."""
-    data = _obj(value, "batch")
-    scope = _scope(data.get("scope"), "batch.scope")
-    cursor, following = _obj(data.get("cursor"), "batch.cursor"), _obj(data.get("next_cursor"), "batch.next_cursor")
-    epoch, after_seq = _str(cursor, "project_epoch", "cursor"), _uint(cursor, "after_seq", "cursor")
-    next_epoch, next_seq = _str(following, "project_epoch", "next_cursor"), _uint(following, "after_seq", "next_cursor")
-    has_more = data.get("has_more")
-    if not isinstance(has_more, bool):
-        raise _protocol("batch.has_more is not a boolean")
-    raw = data.get("entries")
-    if not isinstance(raw, list):
-        raise _protocol("batch.entries is not a list")
-    entries: list[tuple[int, _Resource]] = []
-    previous = after_seq
-    for item in raw:
-        entry = _obj(item, "entry")
-        change = _obj(entry.get("change"), "entry.change")
-        resource_scope, resource = _resource(entry.get("resource"))
-        seq = _uint(change, "seq", "change")
-        if seq == 0:
-            raise _batch("change entry sequence must be greater than zero")
-        if resource_scope != scope or Scope(_str(change, "tenant_id", "change"), _str(change, "project_id", "change")) != scope:
-            raise _batch("materialized change has the wrong project scope")
-        coordinate = _obj(change.get("resource"), "change.resource")
-        if (coordinate.get("kind"), coordinate.get("id")) != (resource.kind, resource.resource_id):
-            raise _batch("materialized resource coordinate does not match the change")
-        if _uint(change, "revision", "change", positive=True) != resource.revision:
-            raise _batch("materialized resource revision does not match the change")
-        if (change.get("operation"), resource.body is None) not in (("upsert", False), ("delete", True)):
-            raise _batch("materialized resource state does not match the change operation")
-        if _str(change, "project_epoch", "change") != epoch:
-            raise _batch("entry epoch does not match cursor epoch")
-        if seq <= previous:
-            raise _batch("entry sequences must be strictly increasing after the cursor")
-        previous = seq
-        entries.append((seq, resource))
-    if next_epoch != epoch:
-        raise _batch("projected change cursor changed history epoch")
-    if next_seq < previous:
-        raise _batch("projected change cursor precedes a returned entry")
-    if has_more and next_seq <= after_seq:
-        raise _batch("a projected batch with more entries must advance its cursor")
-    return _Batch(scope, epoch, after_seq, entries, next_seq, has_more)
 
 
 # -- the file ---------------------------------------------------------------------------------------
@@ -325,7 +153,7 @@ class ReplicaStore:
                                        " reset explicitly before pulling with another actor")
         return False
 
-    def _apply(self, resource: _Resource, observed_after_seq: int) -> None:
+    def _apply(self, resource: Resource, observed_after_seq: int) -> None:
         current = self._db.execute(
             "SELECT revision, deleted, body_json FROM replica_resources WHERE resource_kind = ? AND resource_id = ?",
             (resource.kind, resource.resource_id)).fetchone()
@@ -335,7 +163,7 @@ class ReplicaStore:
                 return
             if current[0] == resource.revision:
                 if current[1] != (body is None) or current[2] != body:
-                    raise _protocol(f"resource {resource.coordinate()} changed without a revision advance")
+                    raise protocol(f"resource {resource.coordinate()} changed without a revision advance")
                 return
         self._db.execute(
             "INSERT INTO replica_resources (resource_kind, resource_id, revision, deleted, body_json,"
@@ -356,10 +184,10 @@ class ReplicaStore:
         except sqlite3.Error as exc:
             raise _storage(name, exc) from exc
 
-    def apply_snapshot(self, snapshot: _Snapshot, identity: Mapping[str, Any]) -> None:
+    def apply_snapshot(self, snapshot: Snapshot, identity: Mapping[str, Any]) -> None:
         def work() -> None:
             if self._meta() is not None:
-                raise _protocol("replica is already initialized; reset explicitly before applying a snapshot")
+                raise protocol("replica is already initialized; reset explicitly before applying a snapshot")
             self._db.execute(
                 "INSERT INTO replica_meta (singleton, tenant_id, project_id, project_epoch, actor_id, after_seq,"
                 " updated_at_ms) VALUES (1, ?, ?, ?, ?, ?, ?)",
@@ -370,11 +198,11 @@ class ReplicaStore:
 
         self._transaction("snapshot_apply", work)
 
-    def apply_batch(self, batch: _Batch) -> None:
+    def apply_batch(self, batch: Batch) -> None:
         def work() -> None:
             meta = self._meta()
             if meta is None:
-                raise _protocol("replica must be prepared before applying changes")
+                raise protocol("replica must be prepared before applying changes")
             if meta.scope != batch.scope:
                 raise _scope_mismatch(meta.scope, batch.scope)
             if meta.project_epoch != batch.epoch:
@@ -442,12 +270,12 @@ def _remote_call(call: Callable[[], Any]) -> Any:
 def pull(remote: Remote, store: ReplicaStore, limit: int) -> dict[str, Any]:
     """Bootstrap (snapshot) or catch up (materialized changes) to the current head; the report."""
     if not 1 <= limit <= MAX_CHANGE_LIMIT:
-        raise _protocol(f"change limit must be between 1 and {MAX_CHANGE_LIMIT}")
+        raise protocol(f"change limit must be between 1 and {MAX_CHANGE_LIMIT}")
     identity = _remote_call(remote.identity)
     scope = Scope(str(identity.get("tenant_id")), str(identity.get("project_id")))
     bootstrapped = store.verify(identity)
     if bootstrapped:
-        snapshot = _snapshot(_remote_call(lambda: remote.get("/snapshot")))
+        snapshot = decode_snapshot(_remote_call(lambda: remote.get("/snapshot")))
         if snapshot.scope != scope:
             raise _scope_mismatch(scope, snapshot.scope)
         if snapshot.project_epoch != identity["project_epoch"]:
@@ -456,12 +284,12 @@ def pull(remote: Remote, store: ReplicaStore, limit: int) -> dict[str, Any]:
     batches = changes = 0
     while True:
         if batches >= MAX_PULL_BATCHES:
-            raise _protocol(f"pull exceeded {MAX_PULL_BATCHES} batches without reaching the current head")
+            raise protocol(f"pull exceeded {MAX_PULL_BATCHES} batches without reaching the current head")
         cursor = store.cursor()
         if cursor is None:
-            raise _protocol("prepared replica omitted its cursor")
+            raise protocol("prepared replica omitted its cursor")
         epoch, after_seq = cursor
-        batch = _batch_of(_remote_call(lambda: remote.get(
+        batch = decode_batch(_remote_call(lambda: remote.get(
             "/changes/materialized", {"project_epoch": epoch, "after_seq": after_seq, "limit": limit})))
         if batch.scope != scope:
             raise _scope_mismatch(scope, batch.scope)

@@ -24,10 +24,11 @@ from aidememo_ref._remote._http import Remote
 from aidememo_ref._remote._outbox import Outbox, outbox_dir
 from aidememo_ref._remote._profiles import load_profile
 from aidememo_ref._remote._recovery import reject_actor_override
+from aidememo_ref._remote._send import Sender
 
 from ._context import Context, clean, dumps
 
-__all__ = ["run", "connect", "outbox", "remote_tools"]
+__all__ = ["run", "connect", "outbox", "remote_tools", "sender"]
 
 LOCAL_ONLY = "remote profiles currently support handoff send, inbox, outbox, show/status, accept, heartbeat, and return"
 
@@ -37,10 +38,14 @@ def outbox(ctx: Context) -> Outbox:
 
 
 @contextmanager
-def connect(ctx: Context, name: str, *, with_outbox: bool = False) -> Iterator[RemoteHandoffs]:
+def connect(ctx: Context, name: str) -> Iterator[RemoteHandoffs]:
     """The profile's handoff verbs, closed afterwards."""
     with Remote(load_profile(name, ctx.env)) as remote:
-        yield RemoteHandoffs(remote, ctx.clock, outbox(ctx) if with_outbox else None)
+        yield RemoteHandoffs(remote, ctx.clock)
+
+
+def sender(ctx: Context, handoffs: RemoteHandoffs) -> Sender:
+    return Sender(handoffs, outbox(ctx))
 
 
 @contextmanager
@@ -93,9 +98,9 @@ def run(args: argparse.Namespace, ctx: Context, name: str) -> int:
         reject_actor_override(clean(args.from_actor))
         if clean(args.kanban_task) or clean(args.kanban_board):
             raise invalid_input("remote handoff send does not yet persist Hermes Kanban metadata")
-        with connect(ctx, name, with_outbox=True) as handoffs, _store(ctx) as store:
+        with connect(ctx, name) as handoffs, _store(ctx) as store:
             session = args.session or ctx.env.get("AIDEMEMO_SESSION_ID")
-            return _emit(ctx, handoffs.send(store, args.alias.strip(), session,
+            return _emit(ctx, sender(ctx, handoffs).send(store, args.alias.strip(), session,
                                             clean(args.source_id) or source_default, clean(args.focus),
                                             clean(args.done_when)))
     with connect(ctx, name) as handoffs:

@@ -16,7 +16,7 @@ from aidememo_ref._remote._profiles import load_profile
 from aidememo_ref._remote._replica import ReplicaStore, pull, replica_path
 
 from ._context import Context, Parser, add_command, add_group, dumps, positive
-from .remote import connect, outbox
+from .remote import connect, outbox, sender
 
 
 def _path(args: argparse.Namespace, ctx: Context) -> str:
@@ -74,8 +74,8 @@ def cmd_outbox(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def cmd_publish(args: argparse.Namespace, ctx: Context) -> int:
-    with connect(ctx, args.remote_profile, with_outbox=True) as handoffs:
-        value = handoffs.publish()
+    with connect(ctx, args.remote_profile) as handoffs:
+        value = sender(ctx, handoffs).publish()
     ctx.emit(value, f"remote outbox publish: profile={args.remote_profile} published={value['published']}"
                     f" failed={value['failed']} conflicts={value['conflicts']}")
     return 0
