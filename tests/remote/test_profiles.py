@@ -95,3 +95,13 @@ def test_a_file_written_by_upstream_is_read(world: World) -> None:
                                                           "token": TOKENS["codex-p2"][0], "added_at": 42}}}
     (world.home / ".aidememo" / "auth.json").write_text(json.dumps(upstream, indent=2))
     assert world.remote("codex-p2", "inbox")["assignments"] == []
+
+
+def test_generate_mints_a_token_printed_or_into_a_private_file(world: World) -> None:
+    printed = world.ok(None, "auth", "generate", "--bytes", "8").out.strip()
+    assert len(printed) == 16 and int(printed, 16) >= 0
+    target = world.root / "new.token"
+    assert world.ok(None, "auth", "generate", "--output", str(target)).out == f"wrote a new token to {target}\n"
+    assert stat.S_IMODE(os.stat(target).st_mode) == 0o600 and len(target.read_text().strip()) == 64
+    assert target.read_text().strip() not in world.ok(None, "auth", "list").out
+    assert "must be in 1..=256" in world.refused(None, "auth", "generate", "--bytes", "0")
