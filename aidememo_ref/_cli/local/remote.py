@@ -12,13 +12,11 @@ from __future__ import annotations
 import argparse
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidememo_ref._local._errors import invalid_input
 from aidememo_ref._local._packet import resume_exports
 from aidememo_ref._local._store import LocalStore
-from aidememo_ref._mcp._local import LocalTools
-from aidememo_ref._mcp._remote import RemoteTools
 from aidememo_ref._remote._handoffs import RemoteHandoffs
 from aidememo_ref._remote._http import Remote
 from aidememo_ref._remote._outbox import Outbox, outbox_dir
@@ -27,6 +25,10 @@ from aidememo_ref._remote._recovery import reject_actor_override
 from aidememo_ref._remote._send import Sender
 
 from ._context import Context, clean, dumps
+
+if TYPE_CHECKING:
+    from aidememo_ref._mcp._local import LocalTools
+    from aidememo_ref._mcp._remote import RemoteTools
 
 __all__ = ["run", "connect", "outbox", "remote_tools", "sender"]
 
@@ -133,7 +135,7 @@ def run(args: argparse.Namespace, ctx: Context, name: str) -> int:
 def remote_tools(ctx: Context, name: str, local: LocalTools) -> RemoteTools:
     """The stdio MCP backend for ``mcp --remote-profile NAME``, once the actor pin is checked."""
     from aidememo_ref._mcp._protocol import ToolError
-    from aidememo_ref._mcp._remote import check_actor
+    from aidememo_ref._mcp._remote import RemoteTools, check_actor
 
     remote = Remote(load_profile(name, ctx.env))
     try:
