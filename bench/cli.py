@@ -5,7 +5,9 @@ about 3x a bare interpreter start. This builds a store with 10,000 facts and 1,0
 then times `fact add`, `handoff inbox` and `handoff accept` as fresh processes (the way an agent
 calls them), and one stdio MCP `tools/call` round trip the way upstream's SDK makes it (a fresh
 `mcp` process fed `initialize` and one `aidememo_handoff_inbox` call), all interleaved with the
-baseline so machine noise hits both alike.
+baseline so machine noise hits both alike. `remote inbox` is the same inbox through a named
+remote profile (`handoff --remote-profile bench inbox`) against a reference server this script
+serves on loopback: the start-up of the remote route (httpx, the profile, two GETs).
 
     python bench/cli.py [--repeat 15] [--facts 10000] [--handoffs 1000] [--seed N]
 """
@@ -13,6 +15,7 @@ baseline so machine noise hits both alike.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import statistics
@@ -20,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -60,6 +64,26 @@ def populate(path: str, facts: int, handoffs: int, rng: random.Random) -> tuple[
     return sessions[0].name, pending
 
 
+@contextlib.contextmanager
+def remote_profile(tmp: str, env: dict[str, str]) -> Iterator[None]:
+    """Serve a reference ledger on loopback and log profile ``bench`` in (in ``env``'s new HOME)."""
+    from aidememo_ref import ReferenceLedger, serve_in_thread
+
+    env["HOME"] = os.path.join(tmp, "home")
+    secret, token = f"bench-token-{os.urandom(16).hex()}", os.path.join(tmp, "bench.token")
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+        handle.write(secret + "\n")
+    ledger = ReferenceLedger(os.path.join(tmp, "ssot.sqlite"))
+    ledger.provision(tenant_id="bench", project_id="bench", actor_id=RECEIVER, token=secret)
+    try:
+        with serve_in_thread(ledger) as url:
+            subprocess.run([sys.executable, "-c", ENTRY, "auth", "login", url, "--profile", "bench", "--project-id",
+                            "bench", "--token-file", token], env=env, check=True, stdout=subprocess.DEVNULL)
+            yield
+    finally:
+        ledger.close()
+
+
 MCP_INPUT = (
     '{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"clientInfo":{"name":"aidememo-agent-sdk"}}}\n'
     '{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"aidememo_handoff_inbox",'
@@ -93,7 +117,7 @@ def main() -> int:
     print(f"seed={seed} (replay: python bench/cli.py --seed {seed} --repeat {args.repeat}"
           f" --facts {args.facts} --handoffs {args.handoffs})")
     rng = random.Random(seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         store = os.path.join(tmp, "bench.sqlite")
         started = time.perf_counter()
         session_id, pending = populate(store, args.facts, args.handoffs, rng)
@@ -101,6 +125,7 @@ def main() -> int:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
         env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
         cli = [sys.executable, "-c", ENTRY, "--store", store]
+        stack.enter_context(remote_profile(tmp, env))
         commands = {
             "python -c pass": lambda i: [sys.executable, "-c", "pass"],
             "fact add": lambda i: [*cli, "fact", "add", f"bench fact {i}", "--type", "note", "--source-id", SOURCE,
@@ -108,6 +133,7 @@ def main() -> int:
             "handoff inbox": lambda i: [*cli, "handoff", "inbox", "--actor-id", RECEIVER],
             "handoff accept": lambda i: [*cli, "handoff", "accept", "--actor-id", RECEIVER, pending[i]],
             "mcp tools/call": lambda i: [*cli, "mcp"],
+            "remote inbox": lambda i: [*cli, "handoff", "--remote-profile", "bench", "inbox"],
         }
         samples: dict[str, list[float]] = {name: [] for name in commands}
         for name, build in commands.items():  # one warm-up each (page cache, .pyc)
@@ -120,10 +146,13 @@ def main() -> int:
     for name, values in samples.items():
         median = statistics.median(values)
         print(f"{name:<16} {median:>10.1f} {min(values):>8.1f} {max(values):>8.1f} {median / base:>11.2f}")
-    worst = max(statistics.median(v) for k, v in samples.items() if k not in ("python -c pass", "mcp tools/call")) / base
+    worst = max(statistics.median(v) for k, v in samples.items() if k not in ("python -c pass", "mcp tools/call", "remote inbox")) / base
     print(f"worst local command: {worst:.2f}x baseline (target <= 3x)")
     print(f"mcp round trip (process start, initialize, one tools/call): "
           f"{statistics.median(samples['mcp tools/call']) / base:.2f}x baseline")
+    remote = statistics.median(samples["remote inbox"])
+    print(f"remote inbox: {remote / base:.2f}x baseline, {remote / statistics.median(samples['handoff inbox']):.2f}x "
+          f"the local inbox")
     return 0
 
 
