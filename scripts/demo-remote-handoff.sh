@@ -35,7 +35,7 @@ unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID AIDEMEMO_ACTOR_ID AIDEMEMO_NOW_MS A
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-remote-demo.XXXXXX")"
 export HOME="$TMP/home"  # auth.json and the send outbox live here, never in the caller's home
 mkdir -p "$HOME/.config/aidememo"
-P1_STORE="$TMP/codex-p1.sqlite"
+P1_STORE="$HOME/.aidememo/local.sqlite"  # the sender runs the guide's commands as written: the default store
 P2_STORE="$TMP/codex-p2.sqlite"
 SOURCE="project:aidememo"
 SERVER_PID=""
@@ -106,20 +106,21 @@ listed="$(am auth list)"
 ok "two named profiles share one URL, each with its own token and project"
 
 STEP="sender's tracked session"
-eval "$(am --store "$P1_STORE" session new --source-id "$SOURCE" 'Redis timeout 패치 검토')"
-am --store "$P1_STORE" fact add "Keep the client timeout at 2 s; retry once" --type decision --entities Redis \
+eval "$(am session new --source-id "$SOURCE" 'Redis timeout 패치 검토')"
+am fact add "Keep the client timeout at 2 s; retry once" --type decision --entities Redis \
     --source-id "$SOURCE" --actor-id codex-p1 >/dev/null
-ok "codex-p1 tracks session $AIDEMEMO_SESSION_ID in its own store"
+[[ -f "$P1_STORE" ]] || fail "the sender's default store ~/.aidememo/local.sqlite was not created"
+ok "codex-p1 tracks session $AIDEMEMO_SESSION_ID in its own (default) store"
 
 STEP="remote send"
-sent="$(am --store "$P1_STORE" --json handoff --remote-profile codex-p1 send codex-p2 --source-id "$SOURCE" \
+sent="$(am --json handoff --remote-profile codex-p1 send codex-p2 --source-id "$SOURCE" \
     --focus "원격 경계 검토" "$AIDEMEMO_SESSION_ID")"
 HANDOFF="$(jget handoff_id <<<"$sent")"
 [[ "$(jget dispatched <<<"$sent")" == True && "$(jget actor_id <<<"$sent")" == codex-p1 ]] || fail "$sent"
 ok "codex-p1 routed the session to the server as $HANDOFF (typed session, context packet, pointer)"
 
 STEP="send rerun"
-again="$(am --store "$P1_STORE" --json handoff --remote-profile codex-p1 send codex-p2 --source-id "$SOURCE" \
+again="$(am --json handoff --remote-profile codex-p1 send codex-p2 --source-id "$SOURCE" \
     --focus "원격 경계 검토" "$AIDEMEMO_SESSION_ID")"
 [[ "$(jget handoff_id <<<"$again")" == "$HANDOFF" && "$(jget recovered <<<"$again")" == True ]] || fail "$again"
 count="$(am --json handoff --remote-profile codex-p1 outbox | jget assignments | "$PY" -c 'import json,sys; print(len(json.load(sys.stdin)))')"
