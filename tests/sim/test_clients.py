@@ -63,3 +63,21 @@ def test_a_refreshing_retry_is_found() -> None:
     assert not run.clean, "a client that refreshes its retry went unnoticed (seed 1, 4 rounds)"
     assert any("handoff.accept" in problem and "committed 2 transitions" in problem
                for problem in run.client_findings), run.client_findings
+
+
+def test_the_clients_command_prints_its_replay_and_judges(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.cli import main
+
+    assert main(["clients", "--seed", "3", "--rounds", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "replay this run with: aidememo-sim clients --seed 3 --rounds 1 --workers 3 --loss 0.3 --budget 20" in out
+    assert "answers lost" in out
+
+
+def test_the_clients_command_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:
+    from simulations.cli import main
+
+    assert main(["clients", "--loss", "1.5"]) == 2
+    assert "must be at least 0 and below 1" in capsys.readouterr().err
+    assert main(["clients", "--token", "a=b"]) == 2
+    assert "--token and --project need --url" in capsys.readouterr().err

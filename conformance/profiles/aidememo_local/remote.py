@@ -132,21 +132,22 @@ class TwoAccounts:
         answer = self._setup(account, "session", "new", "--source-id", REMOTE_SOURCE, self.world.text("topic"))
         session_id: str = answer["session_id"]
         self._setup(account, "fact", "add", self.world.text("decision"), "--type", "decision", "--source-id",
-                    REMOTE_SOURCE, "--actor-id", account, "--session-id", session_id)
+                    REMOTE_SOURCE, "--actor-id", account, env={"AIDEMEMO_SESSION_ID": session_id})
         return session_id
 
     def send(self, session_id: str, focus: str = "Review the remote boundary") -> Any:
         return self.remote(P1, "send", P2, "--source-id", REMOTE_SOURCE, "--focus", focus, session_id)
 
     def result_fact(self, session_id: str, account: str = P2) -> str:
+        # Attached the way the guide's receiver attaches it: the session exported by the accept.
         fact_id: str = self._setup(account, "fact", "add", self.world.text("evidence"), "--type", "note",
                                    "--source-id", REMOTE_SOURCE, "--actor-id", account,
-                                   "--session-id", session_id)["id"]
+                                   env={"AIDEMEMO_SESSION_ID": session_id})["id"]
         return fact_id
 
-    def _setup(self, account: str, *words: str) -> Any:
+    def _setup(self, account: str, *words: str, env: dict[str, str] | None = None) -> Any:
         # The local surface is judged by the core checks; here it only prepares the remote flow.
-        done = self.run(account, "--json", *words)
+        done = self.run(account, "--json", *words, env=env)
         if done.exit_code != 0:
             raise Untestable(f"`{' '.join(words)}` exited {done.exit_code}: "
                              f"{done.stderr.decode(errors='replace').strip()}")
