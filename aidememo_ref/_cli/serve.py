@@ -33,6 +33,8 @@ def run(argv: list[str]) -> int:
     add_backend_flags(parser, serve=True)
     parser.add_argument("--bind", default="127.0.0.1:3030")
     parser.add_argument("--allow-insecure-http", action="store_true")
+    parser.add_argument("--auth-bindings-file", metavar="PATH",
+                        help="bind bearer tokens to one source_id and actor_id on the MCP gateway (kit extension)")
     parser.add_argument(
         "--test-clock", action="store_true",
         help="serve GET/POST /__test__/clock so a test can move the lease clock (never in production)",
@@ -64,12 +66,18 @@ def run(argv: list[str]) -> int:
     import uvicorn
 
     from .._clock import OffsetClock
+    from .._gateway import BindingsError, load_bindings
     from .._reference import ReferenceLedger, bind_socket
 
     where = f"database={args.database}" if url is None else "backend=postgres"  # the URL is never printed
     try:
+        bindings = None if args.auth_bindings_file is None else load_bindings(args.auth_bindings_file)
+    except BindingsError as exc:
+        fail(str(exc))
+    try:
         ledger = ReferenceLedger(args.database, postgres_url=url, postgres=settings(args) if url else None,
-                                 clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock)
+                                 clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
+                                 bindings=bindings)
     except Exception as exc:  # a corrupt file, an unreachable server: one line, not a traceback
         fail(f"cannot open the canonical store ({where}): {exc}")
     try:
