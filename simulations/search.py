@@ -246,25 +246,37 @@ def prepare(model: Model[S], ops: Sequence[Operation], until: int | None = None)
     open then keep their answer but need not take effect (their return is not yet seen)."""
     compile_ = model.compile
     effect_free = model.effect_free
-    fns: list[StepFn[S]] = []
-    inert: list[bool] = []
-    returns: list[bool] = []
+    if compile_ is not None:
+        fns = [compile_(op.input, op.output) for op in ops]
+    else:
+        fns = [model.compiled(op) for op in ops]
+    if effect_free is None:
+        inert = [False] * len(fns)
+    else:
+        # Whether an operation is effect-free is a property of its step, so operations sharing
+        # one compiled step (the register compiles each distinct signature once) ask once.
+        inert_of: dict[StepFn[S], bool] = {}
+        inert = []
+        for fn, op in zip(fns, ops):
+            known = inert_of.get(fn)
+            if known is None:
+                known = inert_of[fn] = effect_free(op.input, op.output)
+            inert.append(known)
+    if until is None:
+        returns = [op.return_ns is not None for op in ops]
+    else:
+        returns = [op.return_ns is not None and op.return_ns <= until for op in ops]
     events: list[tuple[int, int, int]] = []
     twins: dict[int, str] = {}
+    add_event = events.append
     for i, op in enumerate(ops):
-        inp, out = op.input, op.output
-        is_inert = effect_free is not None and effect_free(inp, out)
-        fns.append(compile_(inp, out) if compile_ is not None else model.compiled(op))
-        inert.append(is_inert)
-        ret = op.return_ns
-        returns.append(ret is not None and (until is None or ret <= until))
-        if (is_inert and out is None) or (until is not None and op.call_ns > until):
+        if (inert[i] and op.output is None) or (until is not None and op.call_ns > until):
             continue  # an effect-free operation with an unknown answer constrains nothing
-        events.append((op.call_ns, 0, i))
+        add_event((op.call_ns, 0, i))
         if returns[i]:
-            events.append((ret, 1, i))  # type: ignore[arg-type]
-        elif out is None:
-            twins[i] = json.dumps(inp, sort_keys=True, default=repr)
+            add_event((op.return_ns, 1, i))  # type: ignore[arg-type]
+        elif op.output is None:
+            twins[i] = json.dumps(op.input, sort_keys=True, default=repr)
     events.sort()
     return Prepared(list(ops), fns, inert, events, returns, twins)
 
