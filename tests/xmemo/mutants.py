@@ -7,6 +7,7 @@ path, as ``--embedded-factory mutants:NAME`` calls it. Each breaks one rule thro
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +16,7 @@ from typing import Any
 from aidememo_ref.xmemo import Rules, XMemoReference
 from aidememo_ref.xmemo import _boundary, _recall, _writes
 from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._records import Caller, Kind, Memory, Relation, Trust
+from aidememo_ref.xmemo._records import Caller, Kind, Memory, MemoryType, Relation, Trust
 from aidememo_ref.xmemo._service import XMemoService
 from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
 from aidememo_ref.xmemo._store import ReadFilter
@@ -46,6 +47,80 @@ def _claims_binding(caller: Caller, memory: Memory) -> Any:
 def trust_claimed(database: str) -> XMemoReference:
     """Claims token_bound for a header-asserted agent id."""
     return _ref(database, rules=Rules(boundary=_claims_binding))
+
+
+def _others_are_self(caller: Caller, memory: Memory) -> Any:
+    bound = _boundary.boundary(caller, memory)
+    if bound.relation is Relation.OTHER_AGENT and caller.agent_id is not None:
+        return replace(bound, relation=Relation.SELF, ownership=Relation.SELF)
+    return bound
+
+
+def others_are_self(database: str) -> XMemoReference:
+    """Labels another agent's memory ``self`` (the label then claims what the caller did not write)."""
+    return _ref(database, rules=Rules(boundary=_others_are_self))
+
+
+def _self_unrecognised(caller: Caller, memory: Memory) -> Any:
+    bound = _boundary.boundary(caller, memory)
+    if bound.relation is Relation.SELF:
+        return replace(bound, relation=Relation.SAME_AGENT_OTHER_INSTANCE, ownership=Relation.SAME_AGENT_OTHER_INSTANCE)
+    return bound
+
+
+def self_unrecognised(database: str) -> XMemoReference:
+    """Never says ``self``: the caller's own memory from the same installation is another instance."""
+    return _ref(database, rules=Rules(boundary=_self_unrecognised))
+
+
+def _binding_unreported(caller: Caller, memory: Memory) -> Any:
+    return replace(_boundary.boundary(caller, memory), current_agent_trust=Trust.CLIENT_ASSERTED)
+
+
+def binding_unreported(database: str) -> XMemoReference:
+    """Says ``client_asserted`` although the agent id comes from the credential."""
+    return _ref(database, rules=Rules(boundary=_binding_unreported))
+
+
+def _authority_claimed(caller: Caller, memory: Memory) -> Any:
+    bound = _boundary.boundary(caller, memory)
+    return replace(bound, boundary_authority="enforced") if bound.relation is Relation.SELF else bound
+
+
+def authority_claimed(database: str) -> XMemoReference:
+    """Claims the label is enforced (``boundary_authority: enforced``) on the caller's own memories."""
+    return _ref(database, rules=Rules(boundary=_authority_claimed))
+
+
+def boundary_unexplained(database: str) -> XMemoReference:
+    """Sends the boundary object without its ``explanation``."""
+    reference = _ref(database)
+    ops = reference.service.ops
+    original = ops._item
+
+    def item(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        answer = original(*args, **kwargs)
+        answer["agent_boundary"].pop("explanation")
+        return answer
+
+    ops._item = item  # type: ignore[method-assign]
+    return reference
+
+
+class _RawInstance(XMemoService):
+    @staticmethod
+    def _attribute(principal: Any, request: Any, agent_id: str | None, instance_id: str | None) -> Caller:
+        from aidememo_ref.xmemo._http import INSTANCE_HEADER, agent_header
+
+        caller = XMemoService._attribute(principal, request, agent_id, instance_id)
+        return replace(caller, agent_instance_id_hash=instance_id or agent_header(request.headers, INSTANCE_HEADER))
+
+
+def raw_instance_echoed(database: str) -> XMemoReference:
+    """Stores (and so echoes) the raw installation id where its hash belongs."""
+    reference = _ref(database)
+    reference.service = _RawInstance(reference.store, reference.clock)
+    return reference
 
 
 class _HeaderWins(XMemoService):
@@ -96,6 +171,20 @@ def scope_leak(database: str) -> XMemoReference:
     return _ref(database, store_class=_ScopeLeak)
 
 
+def header_filters(database: str) -> XMemoReference:
+    """Shows a caller that asserts an agent id only that agent's memories (the header decides visibility)."""
+    reference = _ref(database)
+    ops = reference.service.ops
+    original = ops._visible
+
+    def visible(caller: Caller, filters: ReadFilter) -> list[Memory]:
+        rows = original(caller, filters)
+        return rows if caller.agent_id is None else [m for m in rows if m.agent_id == caller.agent_id]
+
+    ops._visible = visible  # type: ignore[method-assign]
+    return reference
+
+
 # -- recall -----------------------------------------------------------------------------------------
 
 def _one_more(ranked: Any, *, max_items: int, max_tokens: int, boundary_of: Any) -> Any:
@@ -137,6 +226,61 @@ def content_kept(database: str) -> XMemoReference:
         return original(*args, **{**kwargs, "content": True})
 
     ops._packet_json = with_content  # type: ignore[method-assign]
+    return reference
+
+
+class _LiteralWildcards(XMemoService):
+    def _recall(self, request: Any) -> Any:
+        from aidememo_ref.xmemo._decode import decode_recall, parse_body
+        from aidememo_ref.xmemo._http import json_response
+
+        caller = self._caller(request)
+        self.ops.require(caller, "memory:read")
+        body = parse_body(request.body)
+        decoded = decode_recall(body)
+        if isinstance(body, dict) and body.get("bucket") == "%":
+            decoded = replace(decoded, filters=replace(decoded.filters, bucket="%"))
+        return json_response(self.ops.recall(caller, decoded))
+
+
+def wildcards_literal(database: str) -> XMemoReference:
+    """Reads ``bucket: "%"`` as a bucket named ``%`` instead of no filter."""
+    reference = _ref(database)
+    reference.service = _LiteralWildcards(reference.store, reference.clock)
+    return reference
+
+
+def recall_logged(database: str) -> XMemoReference:
+    """Records every recall as a timeline event, so a repeated recall answers more than the first."""
+    from aidememo_ref.xmemo._decode import decode_event
+
+    reference = _ref(database)
+    ops = reference.service.ops
+    original = ops.recall
+
+    def recall(caller: Caller, request: Any) -> dict[str, Any]:
+        answer = original(caller, request)
+        ops.write(caller, decode_event({"content": f"recalled: {request.query}", "scope": request.filters.scope}),
+                  route="timeline_event")
+        return answer
+
+    ops.recall = recall  # type: ignore[method-assign]
+    return reference
+
+
+def heading_missing(database: str) -> XMemoReference:
+    """Answers the MCP recall_context text without its ``### XMemo Context`` heading."""
+    from aidememo_ref.xmemo import _mcp
+
+    reference = _ref(database)
+    endpoint = reference.service.mcp
+    original = endpoint._run
+
+    def run(name: str, args: dict[str, Any], caller_for: Any) -> str:
+        text = original(name, args, caller_for)
+        return text.removeprefix(_mcp.CONTEXT_HEADING + "\n") if name == "recall_context" else text
+
+    endpoint._run = run  # type: ignore[method-assign]
     return reference
 
 
@@ -215,6 +359,34 @@ def empty_accepted(database: str) -> XMemoReference:
     return reference
 
 
+def short_ids(database: str) -> XMemoReference:
+    """Numbers memories (``memory-1``, ...) instead of giving them UUIDs."""
+    numbers = itertools.count(1)
+    return _ref(database, new_id=lambda: f"memory-{next(numbers)}")
+
+
+def _status_dropped(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
+    if isinstance(write, _writes.Remember):
+        write = replace(write, status=_writes.DEFAULT_STATUS)
+    return _writes.decide(write, existing, caller, now_ms, new_id)
+
+
+def status_dropped(database: str) -> XMemoReference:
+    """Ignores ``status`` on remember (a task's started/completed reads back as active)."""
+    return _ref(database, rules=Rules(decide=_status_dropped))
+
+
+def _semantic_as_episodic(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
+    if isinstance(write, _writes.Remember) and write.memory_type is MemoryType.SEMANTIC:
+        write = replace(write, memory_type=MemoryType.EPISODIC)
+    return _writes.decide(write, existing, caller, now_ms, new_id)
+
+
+def semantic_as_episodic(database: str) -> XMemoReference:
+    """Stores decisions and bug fixes (semantic) as episodic memories."""
+    return _ref(database, rules=Rules(decide=_semantic_as_episodic))
+
+
 # -- credentials and transport ---------------------------------------------------------------------
 
 def unknown_key_401(database: str) -> XMemoReference:
@@ -264,6 +436,123 @@ def no_audit_id(database: str) -> XMemoReference:
     return reference
 
 
+def anonymous_403(database: str) -> XMemoReference:
+    """Answers 403 (not 401) to a request that sends no credential."""
+    reference = _ref(database)
+    service = reference.service
+    original = service._principal
+
+    def principal(request: Any) -> Any:
+        try:
+            return original(request)
+        except RequestError as error:
+            if error.status == 401:
+                raise RequestError.invalid_key() from None
+            raise
+
+    service._principal = principal  # type: ignore[method-assign]
+    return reference
+
+
+class _NoBearer(XMemoService):
+    def handle(self, method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+        kept = [(k, v) for k, v in headers if k.lower() not in (b"authorization", "authorization")]
+        return super().handle(method, target, kept, body)
+
+
+def bearer_ignored(database: str) -> XMemoReference:
+    """Accepts only X-API-Key: an Authorization: Bearer key counts as no credential."""
+    reference = _ref(database)
+    reference.service = _NoBearer(reference.store, reference.clock)
+    return reference
+
+
+def health_needs_key(database: str) -> XMemoReference:
+    """Refuses /health without a credential."""
+    reference = _ref(database)
+    service = reference.service
+
+    def health(request: Any) -> Any:
+        service._caller(request)
+        return service._health(request)
+
+    service._routes[("health",)]["GET"] = health
+    return reference
+
+
+class _NoAlias(XMemoService):
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+        from aidememo_ref.xmemo._http import json_response
+
+        if path.startswith("/api/"):
+            return json_response({"detail": "Not Found"}, 404)
+        return super()._dispatch(method, path, query, headers, body)
+
+
+def no_api_alias(database: str) -> XMemoReference:
+    """Serves /v1/ only: MAF's writes under /api/v1/ answer 404."""
+    reference = _ref(database)
+    reference.service = _NoAlias(reference.store, reference.clock)
+    return reference
+
+
+class _PlainInvalid(XMemoService):
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+        from aidememo_ref.xmemo._http import json_response
+
+        answer = super()._dispatch(method, path, query, headers, body)
+        return json_response({"detail": "Invalid request"}, 422) if answer.status == 422 else answer
+
+
+def plain_422(database: str) -> XMemoReference:
+    """Answers invalid input with a string detail instead of FastAPI's list of {loc, msg, type}."""
+    reference = _ref(database)
+    reference.service = _PlainInvalid(reference.store, reference.clock)
+    return reference
+
+
+def tool_renamed(database: str) -> XMemoReference:
+    """Lists search_memory under another name (``search``) in tools/list."""
+    reference = _ref(database)
+    endpoint = reference.service.mcp
+    original = endpoint._tool_entry
+
+    def entry(name: str) -> dict[str, Any]:
+        answer = original(name)
+        return {**answer, "name": "search"} if name == "search_memory" else answer
+
+    endpoint._tool_entry = entry  # type: ignore[method-assign]
+    return reference
+
+
+def identity_scopes_joined(database: str) -> XMemoReference:
+    """Writes get_mcp_identity's Scopes line as ``memory:read,memory:write`` (MAF splits on ", ")."""
+    reference = _ref(database)
+    ops = reference.service.ops
+    original = ops.identity_text
+
+    def identity_text(caller: Caller) -> str:
+        return original(caller).replace(", ", ",")
+
+    ops.identity_text = identity_text  # type: ignore[method-assign]
+    return reference
+
+
+def project_scope_key_wrong(database: str) -> XMemoReference:
+    """Names the project's scope ``project:<id>`` instead of ``tenant:project:<id>``."""
+    reference = _ref(database)
+    ops = reference.service.ops
+    original = ops.project_context
+
+    def project_context(caller: Caller, project_id: str, request: Any) -> dict[str, Any]:
+        answer = original(caller, project_id, request)
+        answer["project_scope"]["scope_key"] = f"project:{project_id}"
+        return answer
+
+    ops.project_context = project_context  # type: ignore[method-assign]
+    return reference
+
+
 # name -> (factory, the requirement ids whose checks must fail)
 MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "relation_wrong": (relation_wrong, ("XM-BND-3",)),
@@ -283,4 +572,25 @@ MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "unknown_key_401": (unknown_key_401, ("XM-AUTH-2",)),
     "reader_writes": (reader_writes, ("XM-AUTH-4",)),
     "no_audit_id": (no_audit_id, ("XM-AUDIT-1",)),
+    "others_are_self": (others_are_self, ("XM-BND-2", "XM-FLOW-2")),
+    "self_unrecognised": (self_unrecognised, ("XM-BND-4",)),
+    "binding_unreported": (binding_unreported, ("XM-BND-6",)),
+    "authority_claimed": (authority_claimed, ("XM-BND-7",)),
+    "boundary_unexplained": (boundary_unexplained, ("XM-BND-1",)),
+    "raw_instance_echoed": (raw_instance_echoed, ("XM-INST-1",)),
+    "header_filters": (header_filters, ("XM-ISO-3",)),
+    "wildcards_literal": (wildcards_literal, ("XM-RECALL-5",)),
+    "recall_logged": (recall_logged, ("XM-RETRY-1",)),
+    "heading_missing": (heading_missing, ("XM-RECALL-6",)),
+    "short_ids": (short_ids, ("XM-CAP-1",)),
+    "status_dropped": (status_dropped, ("XM-HELPER-1", "XM-FLOW-1", "XM-FLOW-5")),
+    "semantic_as_episodic": (semantic_as_episodic, ("XM-FLOW-3", "XM-FLOW-4")),
+    "anonymous_403": (anonymous_403, ("XM-AUTH-1",)),
+    "bearer_ignored": (bearer_ignored, ("XM-AUTH-3",)),
+    "health_needs_key": (health_needs_key, ("XM-HEALTH-1",)),
+    "no_api_alias": (no_api_alias, ("XM-ALIAS-1",)),
+    "plain_422": (plain_422, ("XM-ERR-1",)),
+    "tool_renamed": (tool_renamed, ("XM-MCP-1",)),
+    "identity_scopes_joined": (identity_scopes_joined, ("XM-MCP-2",)),
+    "project_scope_key_wrong": (project_scope_key_wrong, ("XM-PROJECT-1",)),
 }
