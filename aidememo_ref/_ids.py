@@ -9,6 +9,7 @@ import hashlib
 import re
 
 from ._errors import ErrorCode, LedgerError
+from ._ulid import CROCKFORD, new_ulid
 
 __all__ = [
     "MAX_ID_BYTES",
@@ -30,6 +31,8 @@ _NAME_RE = re.compile(r"[a-z0-9._-]+\Z")
 
 def id_problem(value: str) -> str | None:
     """The upstream reason a string id is invalid, or None when it is valid."""
+    if value.isascii() and len(value) <= MAX_ID_BYTES and _ID_RE.match(value) is not None:
+        return None  # every id of every request passes here: the common case first
     if not value:
         return "must not be empty"
     if len(value.encode("utf-8")) > MAX_ID_BYTES:
@@ -48,6 +51,8 @@ def check_id(kind: str, value: str) -> str:
 
 
 def name_problem(kind: str, value: str) -> str | None:
+    if value.isascii() and len(value) <= MAX_NAME_BYTES and _NAME_RE.match(value) is not None:
+        return None  # the common case first
     if not value or len(value.encode("utf-8")) > MAX_NAME_BYTES:
         return f"invalid {kind}: must contain 1 to 96 bytes"
     if not value.isascii() or _NAME_RE.match(value) is None:
@@ -86,11 +91,3 @@ def bearer_digest(token: str) -> bytes:
     """SHA-256 of the token's UTF-8 bytes: the only form in which tokens are stored (§7.1)."""
     return hashlib.sha256(token.encode("utf-8")).digest()
 
-
-CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the ULID alphabet: Crockford base32, no I, L, O, U
-
-
-def new_ulid(now_ms: int, randomness: bytes) -> str:
-    """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
-    value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
-    return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))

@@ -18,6 +18,7 @@ from enum import StrEnum
 from typing import Final, TypeAlias
 
 from ._canonical import Json, canonical_json
+from ._status import Outcome, Status
 
 __all__ = [
     "Status",
@@ -46,21 +47,6 @@ SESSION: Final = "session"
 FACT: Final = "fact"
 CONTEXT: Final = "handoff_context"
 HANDOFF: Final = "handoff"
-
-
-class Status(StrEnum):
-    """Handoff lifecycle state (upstream ``HandoffStatus``)."""
-
-    PENDING = "pending"  # routed, not yet claimed
-    ACCEPTED = "accepted"  # claimed by the receiver (possibly after a failed attempt)
-    COMPLETED = "completed"  # returned with succeeded evidence; final
-
-
-class Outcome(StrEnum):
-    """What the receiver reported with its result fact (upstream ``HandoffOutcome``)."""
-
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
 
 
 class Role(StrEnum):

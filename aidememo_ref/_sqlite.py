@@ -7,15 +7,18 @@ not at all, and two writers racing on one revision cannot both win, in threads o
 processes. WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is
 sent only after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
 
-A command costs four statements inside its transaction: receipt lookup, resource upsert,
-change insert (the project sequence is the feed's last ``seq`` plus one, so no counter row is
-rewritten), and for typed kinds one index write. The change row carries the command id and
-fingerprint, so it doubles as the receipt: a replay rebuilds the same bytes from it. Statement
-texts are constants, so the driver's statement cache keeps each one prepared.
+A command costs two statements inside its transaction, three for typed kinds: the receipt
+lookup; one change insert, which computes the project sequence (the feed's last ``seq`` plus
+one, so no counter row is rewritten) and the resource's next revision itself, while a trigger
+writes the resource row; and for typed kinds one index write. The change row carries the
+command id and fingerprint, so it doubles as the receipt: a replay rebuilds the same bytes from
+it. Statement texts are constants, so the driver's statement cache keeps each one prepared.
+``docs/hardening.md`` measures what this costs against raw one-row transactions.
 """
 
 from __future__ import annotations
 
+import re
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
@@ -46,7 +49,8 @@ from ._visibility import PARTICIPANT_KINDS
 __all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
-LAYOUT_VERSION: Final = 2  # this file's table layout (PRAGMA user_version); 4 was the previous one
+LAYOUT_VERSION: Final = 3  # this file's table layout (PRAGMA user_version); 4 and 2 were earlier ones
+_TRIGGERLESS_LAYOUT: Final = 2  # layout 3's tables without its triggers: opened files are upgraded
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants(
@@ -94,6 +98,18 @@ CREATE TABLE IF NOT EXISTS search_terms(
   PRIMARY KEY(tenant_id, project_id, term, fact_id)) WITHOUT ROWID;
 """
 
+_TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
+
+# A change moves its resource row to the change's revision and body (one statement per write;
+# an UPDATE, not an upsert, for an existing row: ON CONFLICT costs about three times as much).
+_TRIGGERS = (
+    "CREATE TRIGGER IF NOT EXISTS change_creates_resource AFTER INSERT ON changes WHEN NEW.revision = 1 BEGIN "
+    "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) "
+    "VALUES (NEW.tenant_id, NEW.project_id, NEW.kind, NEW.id, 1, NEW.body IS NULL, NEW.body); END",
+    "CREATE TRIGGER IF NOT EXISTS change_moves_resource AFTER INSERT ON changes WHEN NEW.revision > 1 BEGIN "
+    "UPDATE resources SET revision=NEW.revision, deleted=NEW.body IS NULL, body=NEW.body "
+    "WHERE tenant_id=NEW.tenant_id AND project_id=NEW.project_id AND kind=NEW.kind AND id=NEW.id; END",
+)
 _HEAD = "SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=? AND project_id=?"
 _PROJECT = (f"SELECT project_epoch, ({_HEAD}) FROM projects WHERE tenant_id=? AND project_id=?")
 _AUTHENTICATE = (
@@ -110,22 +126,18 @@ _MEMBER_ROLE = (
     "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
     "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
 )
-# The receipt of a command id and the project head in one statement: a write needs both.
 _REPLAY = (
-    "SELECT (SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=?1 AND project_id=?2), "
-    "c.actor_id, c.fingerprint, c.kind, c.id, c.seq, c.revision, c.committed_at_ms FROM (SELECT 1) "
-    "LEFT JOIN changes c ON c.tenant_id=?1 AND c.project_id=?2 AND c.command_id=?3"
+    "SELECT actor_id, fingerprint, kind, id, seq, revision, committed_at_ms FROM changes "
+    "WHERE tenant_id=? AND project_id=? AND command_id=?"
 )
-# UPDATE first, INSERT when nothing was there: an upsert's ON CONFLICT path costs about three
-# times an UPDATE of the row, and most writes rewrite an existing resource.
-_UPDATE_RESOURCE = (
-    "UPDATE resources SET revision=revision+1, deleted=?, body=? "
-    "WHERE tenant_id=? AND project_id=? AND kind=? AND id=? RETURNING revision"
-)
-_INSERT_RESOURCE = "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES (?,?,?,?,1,?,?)"
+# The next sequence of the project and the next revision of the resource, computed under the
+# write lock (held since BEGIN IMMEDIATE); the triggers above move the resource row to it.
 _INSERT_CHANGE = (
     "INSERT INTO changes(tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
-    "command_id, fingerprint) VALUES (?,?,?,?,?,?,?,?,?,?,?)"
+    "command_id, fingerprint) VALUES (?1, ?2, "
+    "(SELECT coalesce(max(seq), 0) + 1 FROM changes WHERE tenant_id=?1 AND project_id=?2), ?3, ?4, "
+    "coalesce((SELECT revision FROM resources WHERE tenant_id=?1 AND project_id=?2 AND kind=?3 AND id=?4), 0) + 1, "
+    "?5, ?6, ?7, ?8, ?9) RETURNING seq, revision"
 )
 _INDEX_HANDOFF = (
     "INSERT OR REPLACE INTO handoff_index(tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
@@ -148,12 +160,11 @@ def _map(exc: BaseException) -> LedgerError:
 class _Tx:
     """A transaction bound to one member's project: the rules' view, replay and apply."""
 
-    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project", "_head")
+    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project")
 
     def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
         self._conn, self._member, self._mode = conn, member, mode
         self._tenant, self._project = member.tenant_id, member.project_id
-        self._head: int | None = None  # the project head as read by replay in this transaction
 
     def __enter__(self) -> _Tx:
         try:
@@ -194,11 +205,10 @@ class _Tx:
 
     # -- primitives ------------------------------------------------------------------------------
     def replay(self, command: Command) -> Receipt | None:
-        head, actor, fingerprint, kind, rid, seq, revision, committed = self._conn.execute(
-            _REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
-        self._head = head
-        if actor is None:
+        row = self._conn.execute(_REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
+        if row is None:
             return None
+        actor, fingerprint, kind, rid, seq, revision, committed = row
         if (actor, fingerprint, kind, rid) != (self._member.actor_id, command.fingerprint, command.kind,
                                                command.resource_id):
             raise LedgerError.command_conflict()
@@ -208,17 +218,9 @@ class _Tx:
 
     def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
         conn, tenant, project, actor = self._conn, self._tenant, self._project, self._member.actor_id
-        kind, rid, body = write.kind, write.resource_id, write.body
-        row = conn.execute(_UPDATE_RESOURCE, (body is None, body, tenant, project, kind, rid)).fetchone()
-        if row is None:
-            conn.execute(_INSERT_RESOURCE, (tenant, project, kind, rid, body is None, body))
-            revision = 1
-        else:
-            revision = row[0]
-        head = conn.execute(_HEAD, (tenant, project)).fetchone()[0] if self._head is None else self._head
-        seq = self._head = head + 1  # the write lock is held since BEGIN IMMEDIATE: nobody else moved it
-        conn.execute(_INSERT_CHANGE, (tenant, project, seq, kind, rid, revision, actor, now_ms, body,
-                                      command.command_id, command.fingerprint))
+        kind, rid = write.kind, write.resource_id
+        seq, revision = conn.execute(_INSERT_CHANGE, (tenant, project, kind, rid, actor, now_ms, write.body,
+                                                      command.command_id, command.fingerprint)).fetchone()
         record = write.record
         if isinstance(record, Handoff):
             conn.execute(_INDEX_HANDOFF, (tenant, project, rid, record.from_actor, record.to_actor, record.source_id,
@@ -266,13 +268,21 @@ class SQLiteStore:
         self._generation = 0
         with self._exclusive() as conn:
             layout = conn.execute("PRAGMA user_version").fetchone()[0]
-            if layout not in (0, LAYOUT_VERSION):
+            if layout not in (0, _TRIGGERLESS_LAYOUT, LAYOUT_VERSION):
                 raise StoreError(f"{self.path} has table layout {layout}, not this reference's "
                                  f"{LAYOUT_VERSION}; start from a new database file")
             if layout == 0:
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         conn.execute(statement)
+            if layout == _TRIGGERLESS_LAYOUT and not _TABLES <= {
+                    str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
+                raise StoreError(f"{self.path} is not a reference ledger file (user_version 2 without the "
+                                 "ledger's tables); start from a new database file")
+            if layout != LAYOUT_VERSION:
+                # Layout 2 has the same tables and rows: adding the triggers upgrades it in place.
+                for statement in _TRIGGERS:
+                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
 
     # -- plumbing ---------------------------------------------------------------------------

@@ -4,6 +4,11 @@
 1. In-process: commands per second through ``ReferenceLedger.handle`` (decode, auth, rules,
    one transaction) against raw single-row transactions on the same storage (SQLite: same disk
    and pragmas; PostgreSQL: same server, one-row INSERT transactions from one connection).
+   For SQLite two floors are timed beside them, in interleaved rounds so that load from other
+   work hits all four alike: the least a command writes (one change row, which is also the
+   receipt, and its resource row: three b-trees in one transaction, as one statement) and the
+   store's own write path without request handling (receipt lookup, rules, change insert, on
+   commands decoded beforehand). ``docs/hardening.md`` explains what they show.
 2. Over HTTP: commands per second from 8 concurrent keep-alive clients against a separately
    started ``aidememo-ref serve``, against the same server's ``/health`` rate.
 
@@ -19,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -52,7 +58,7 @@ def timed(seconds: float, step: "callable[[int], None]") -> float:  # type: igno
     return count / elapsed
 
 
-def raw_sqlite_rate(path: Path, seconds: float) -> float:
+def raw_sqlite_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
@@ -63,9 +69,87 @@ def raw_sqlite_rate(path: Path, seconds: float) -> float:
         conn.execute("INSERT INTO t(k, v) VALUES (?, ?)", (i, "bench"))
         conn.execute("COMMIT")
 
-    rate = timed(seconds, step)
-    conn.close()
-    return rate
+    return step
+
+
+def least_write_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
+    """The least a command writes, as the reference's own schema and statement write it."""
+    from aidememo_ref._sqlite import _INSERT_CHANGE, SQLiteStore
+
+    conn = SQLiteStore(path)._conn()
+    fingerprint = "f" * 64
+
+    def step(i: int) -> None:
+        conn.execute("BEGIN IMMEDIATE")
+        conn.execute(_INSERT_CHANGE, ("t", "p", "custom.bench", f"least-{i % 64}", "a", 1_700_000_000_000 + i,
+                                      '{"i":1,"text":"bench"}', f"least-{i}", fingerprint)).fetchone()
+        conn.execute("COMMIT")
+
+    return step
+
+
+def store_path_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
+    """The store's write path (``_store.execute``) for commands decoded before the clock starts."""
+    from aidememo_ref._canonical import parse_json
+    from aidememo_ref._commands import check_raw, raw_command
+    from aidememo_ref._ids import bearer_digest
+    from aidememo_ref._ledger import decide
+    from aidememo_ref._records import Membership
+    from aidememo_ref._store import NO_SCHEDULER, execute
+
+    ledger = ReferenceLedger(path)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    member = ledger.store.authenticate(bearer_digest(TOKEN), "p")
+    assert isinstance(member, Membership)
+    commands: dict[int, object] = {}
+
+    def step(i: int) -> None:
+        command = commands.pop(i, None) or check_raw(raw_command(parse_json(put_body(i, "store"))))
+        execute(ledger.store, member, command, 1_700_000_000_000 + i, decide, NO_SCHEDULER)  # type: ignore[arg-type]
+
+    step.prepare = lambda start, count: commands.update(  # type: ignore[attr-defined]
+        (i, check_raw(raw_command(parse_json(put_body(i, "store"))))) for i in range(start, start + count))
+    return step
+
+
+def in_process_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
+    ledger = ReferenceLedger(path)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    bodies: dict[int, bytes] = {}
+
+    def step(i: int) -> None:
+        response = ledger.handle("POST", "/v1/commands", AUTH, bodies.pop(i, None) or put_body(i, "inproc"))
+        assert response.status == 200, response.body
+
+    step.prepare = lambda start, count: bodies.update(  # type: ignore[attr-defined]
+        (i, put_body(i, "inproc")) for i in range(start, start + count))
+    return step
+
+
+def _cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def interleaved(steps: dict[str, "callable[[int], None]"], seconds: float,  # type: ignore[valid-type]
+                chunk: int = 250) -> dict[str, tuple[float, float]]:
+    """(operations per wall second, CPU microseconds per operation) of each step, run in turns of
+    ``chunk`` operations until each has run about ``seconds``; inputs are made between turns."""
+    spent = {name: [0.0, 0.0, 0] for name in steps}
+    start = 0
+    while min(wall for wall, _, _ in spent.values()) < seconds:
+        for name, step in steps.items():
+            prepare = getattr(step, "prepare", None)
+            if prepare is not None:
+                prepare(start, chunk)
+            cpu, began = _cpu(), time.perf_counter()
+            for i in range(start, start + chunk):
+                step(i)
+            spent[name][0] += time.perf_counter() - began
+            spent[name][1] += _cpu() - cpu
+            spent[name][2] += chunk
+        start += chunk
+    return {name: (count / wall, cpu / count * 1e6) for name, (wall, cpu, count) in spent.items()}
 
 
 def raw_postgres_rate(url: str, seconds: float) -> float:
@@ -82,8 +166,8 @@ def raw_postgres_rate(url: str, seconds: float) -> float:
         return timed(seconds, step)
 
 
-def in_process_rate(path: Path | None, seconds: float, postgres_url: str | None = None) -> float:
-    ledger = ReferenceLedger(path, postgres_url=postgres_url)
+def in_process_rate(postgres_url: str, seconds: float) -> float:
+    ledger = ReferenceLedger(postgres_url=postgres_url)
     ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
 
     def step(i: int) -> None:
@@ -146,10 +230,19 @@ def _fresh_database(server_url: str, name: str) -> str:
 
 
 def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
-    base = raw_sqlite_rate(tmp / "raw.sqlite", args.seconds)
-    ours = in_process_rate(tmp / "inproc.sqlite", args.seconds)
+    rates = interleaved({
+        "raw": raw_sqlite_step(tmp / "raw.sqlite"),
+        "least": least_write_step(tmp / "least.sqlite"),
+        "store": store_path_step(tmp / "store.sqlite"),
+        "ours": in_process_step(tmp / "inproc.sqlite"),
+    }, args.seconds)
+    (base, base_cpu), (ours, ours_cpu) = rates["raw"], rates["ours"]
     print(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: {base:8.0f}/s "
-          f"| ratio {ours / base:.2f}")
+          f"| ratio {ours / base:.2f} (cpu {ours_cpu:.0f} vs {base_cpu:.0f} us: {base_cpu / ours_cpu:.2f})")
+    for name, label in (("least", "floor: a command's least write (3 b-trees, 1 statement)"),
+                        ("store", "floor: the store's write path, no request handling")):
+        rate, cpu = rates[name]
+        print(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} (cpu {cpu:.0f} us: {base_cpu / cpu:.2f})")
     db = tmp / "http.sqlite"
     provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
     commands, health = served_rates(db, None, args.clients, args.seconds)
@@ -159,7 +252,7 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
 
 def bench_postgres(server_url: str, args: argparse.Namespace) -> None:
     base = raw_postgres_rate(_fresh_database(server_url, "bench_raw"), args.seconds)
-    ours = in_process_rate(None, args.seconds, _fresh_database(server_url, "bench_inproc"))
+    ours = in_process_rate(_fresh_database(server_url, "bench_inproc"), args.seconds)
     print(f"postgres   in-process: {ours:8.0f} commands/s | raw PostgreSQL single-row transactions: {base:8.0f}/s "
           f"| ratio {ours / base:.2f}")
     url = _fresh_database(server_url, "bench_http")

@@ -2,361 +2,266 @@
 
 Theory of operation. A history is linearizable when every operation can be given one instant
 inside its closed interval [call, return] so that, in instant order, the model accepts every
-operation with the output actually observed. The search is Wing & Gong's, with Lowe's memoisation
-as Porcupine does it: call and return events sit in one time-ordered linked list; the search
-linearizes the first call it may, lifts it out of the list, and backtracks when it meets a return
-whose call it could not linearize. A (linearized-set bitset, state) pair seen once is never
-explored again, which is what keeps the search tractable.
+operation with the output actually observed. Any such order can be rearranged so that each
+operation takes effect as late as it may: at the return of itself or of an operation ordered
+after it (Lowe's "just in time" linearization). So the search walks the history's events in
+time order and keeps the *frontier*: every configuration (which still-open operations have
+already taken effect, as a small integer bitset over the open ones, and the model's state) that
+explains everything seen so far. A call adds an open operation; the return of an operation that
+has not taken effect yet extends each configuration by every sequence of open operations that
+ends with it, and configurations where that is impossible die. When none is left the history is
+illegal, and the event where that happened is the earliest cut that is illegal: no bisection
+and no re-search are needed to find it. Two rules keep the frontier small: an operation that
+never changes the state (a read, a refused write) takes effect as soon as it is legal, since
+that configuration can do everything the one without it can; and an operation whose answer
+never came (open for ever) is never applied where it would change nothing.
+
+Unlike a depth-first search with a cache of every (linearized set, state) pair seen, as
+Porcupine does, the frontier holds only the present, so memory is bounded by the concurrency of
+the history rather than by its length; a cap on the frontier's size turns an explosion into
+UNKNOWN instead of an out-of-memory. The frontier also persists: ``Checker`` keeps it per
+partition between calls, so a campaign that appends batches checks only what is new.
 
 Models are Porcupine's shape (``Model``): an initial state, a pure ``step`` that returns every
-possible next state (none = refused), an equality given as a hashable ``key``, and an optional
-``partition`` into independent sub-histories (per key, per handoff) checked separately. The
-search runs over *sets* of possible states, so nondeterministic steps (unknown outputs) need
-nothing special.
+possible next state (none = refused), and an optional per-operation ``partition`` key (per
+register, per handoff) whose parts are checked separately. States must be hashable: equal
+states are equal values. A model may add a ``refute`` pre-pass, a cheap sound argument that
+some operation is impossible (for registers: a read no write can explain), which is tried
+before the search.
 
-Three verdicts: OK, ILLEGAL, and UNKNOWN when the time budget ran out; never a guess. For an
-ILLEGAL partition the checker shrinks the evidence to a small set of operations that is illegal
-on its own even when every other operation of the partition may take effect at any time with any
-result ("relaxed"), and explains the longest legal order it found and why nothing can follow it.
+Three verdicts: OK, ILLEGAL, and UNKNOWN when the time or size budget ran out; never a guess.
+For an ILLEGAL partition the checker shrinks the evidence: the latest start time from which the
+operations are still illegal whatever state the earlier ones left ("a window"), then each
+operation of the window in turn is relaxed (it may take effect at any time, with any result,
+or not at all, once called) and stays relaxed while the rest is still illegal. What remains is
+to blame.
 
-This module knows no protocol: models live in ``register.py`` and ``model.py``.
+Here: ``Checker`` (incremental) and ``check`` (once). The model's shape and the results are in
+``spec.py``, the search in ``search.py``, shrinking and explaining in ``witness.py``. None of
+them knows a protocol: models live in ``register.py``, ``kv.py`` and ``ledger.py``.
 """
 
 from __future__ import annotations
 
-import importlib
 import time
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Generic, TypeVar
 
 from simulations.errors import SimulationError
 from simulations.history import Operation
+from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, prepare
+from simulations.spec import CheckResult, Input, Model, Output, PartitionResult, Refutation, StepFn, Verdict
+from simulations.witness import explain, shrink
 
 __all__ = [
+    "DEFAULT_MAX_CONFIGS",
     "CheckResult",
+    "Checker",
+    "Input",
     "Model",
+    "Output",
     "PartitionResult",
+    "Refutation",
+    "StepFn",
     "Verdict",
     "check",
-    "model_named",
-    "MODEL_NAMES",
 ]
 
-S = TypeVar("S")
+S = TypeVar("S", bound=Hashable)
 
-Input = Mapping[str, object]
-Output = Mapping[str, object] | None
-
-
-def _identity(state: object) -> Hashable:
-    return state
+# Below this size a partition's search is about as cheap as the pre-pass, so the pre-pass only
+# runs once the search has found a violation, to explain it.
+_PREPASS_MIN_OPS = 1_000
 
 
-def _describe_operation(op_input: Input, output: Output) -> str:
-    return f"{dict(op_input)} -> {'?' if output is None else dict(output)}"
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Model(Generic[S]):
-    """An executable specification in Porcupine's shape.
-
-    Attributes:
-        name: registry name, e.g. ``cas-register``.
-        init: the initial state.
-        step: every state the model may be in after ``(state, input, output)``; an empty result
-            means the model refuses that output. ``output is None`` (unknown) must allow at least
-            one state, because an unanswered request may always be placed last.
-        key: equality: two states are equal when their keys are equal (default: the state).
-        partition: splits a history into independent parts, as lists of indices.
-        effect_free: true for inputs that never change state (reads); a relaxed one is dropped.
-        describe_operation, describe_state: plain text for explanations and timelines.
-        describe_expected: what the model would answer in a state, to say why an output is wrong.
-    """
-
-    name: str
-    init: Callable[[], S]
-    step: Callable[[S, Input, Output], Iterable[S]]
-    key: Callable[[S], Hashable] = _identity
-    partition: Callable[[Sequence[Operation]], list[list[int]]] | None = None
-    effect_free: Callable[[Input], bool] | None = None
-    describe_operation: Callable[[Input, Output], str] = _describe_operation
-    describe_state: Callable[[S], str] = repr
-    # What the model would answer to ``input`` in ``state``, for explanations (optional).
-    describe_expected: Callable[[S, Input], str] | None = None
-
-
-class Verdict(StrEnum):
-    OK = "ok"
-    ILLEGAL = "illegal"
-    UNKNOWN = "unknown"  # the budget ran out before the search did
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PartitionResult:
-    """The verdict on one independent part; indices refer to the checked history."""
-
-    verdict: Verdict
-    operations: tuple[int, ...]
-    witness: tuple[int, ...] = ()
-    minimal: bool = False  # False when the shrinking budget ran out first
-    explanation: str = ""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class CheckResult:
-    verdict: Verdict
-    model: str
-    partitions: tuple[PartitionResult, ...]
-    operations: int
-
-    @property
-    def violation(self) -> PartitionResult | None:
-        return next((p for p in self.partitions if p.verdict is Verdict.ILLEGAL), None)
-
-    def summary(self) -> str:
-        counts = {v: sum(p.verdict is v for p in self.partitions) for v in Verdict}
-        return (
-            f"{self.verdict.value.upper()}: {self.operations} operations, "
-            f"{len(self.partitions)} partitions checked against model '{self.model}' "
-            f"({counts[Verdict.OK]} ok, {counts[Verdict.ILLEGAL]} illegal, "
-            f"{counts[Verdict.UNKNOWN]} unknown)"
-        )
+# -- checking, once or incrementally ------------------------------------------------------------
 
 
 @dataclass(slots=True)
-class _Trace:
-    """What the deepest branch of a search reached, for the explanation."""
+class _Part(Generic[S]):
+    """One partition's progress: its operations, and the search state kept between runs."""
 
-    order: list[int] = field(default_factory=list)
-    states: tuple[object, ...] = ()
-
-
-class _OutOfTime(Exception):
-    pass
-
-
-def _power_step(model: Model[S], states: tuple[S, ...], op: Operation) -> tuple[S, ...]:
-    seen: dict[Hashable, S] = {}
-    for state in states:
-        for nxt in model.step(state, op.input, op.output):
-            seen.setdefault(model.key(nxt), nxt)
-    return tuple(seen.values())
+    indices: list[int] = field(default_factory=list)  # into the checker's history
+    fed: int = 0  # how many of ``indices`` are in ``prepared``
+    prepared: Prepared[S] | None = None
+    frontier: Frontier[S] | None = None
+    pos: int = 0  # next event of ``prepared.events`` to feed
+    failed: int | None = None  # the operation whose return no configuration survived
+    last_ns: int = -1  # time of the last event fed
+    verdict: Verdict | None = None  # None: not checked yet
+    result: PartitionResult | None = None
 
 
-def _search(
-    model: Model[S], ops: Sequence[Operation], deadline: float, trace: _Trace | None = None
-) -> bool:
-    """Wing-Gong-Lowe over ``ops``; True when linearizable. Raises _OutOfTime at the deadline."""
-    n = len(ops)
-    if n == 0:
-        return True
-    inf = float("inf")
-    # Calls sort before returns at equal times: intervals are closed, so touching ones overlap.
-    events = sorted(
-        [(op.call_ns, 0, i) for i, op in enumerate(ops)]
-        + [(inf if op.return_ns is None else op.return_ns, 1, i) for i, op in enumerate(ops)]
-    )
-    size = len(events) + 1  # node 0 is the head sentinel; -1 is the end
-    nxt = [-1] * size
-    prv = [-1] * size
-    op_of = [-1] * size
-    is_call = [False] * size
-    match = [-1] * size
-    call_node = [0] * n
-    for pos, (_, kind, i) in enumerate(events, start=1):
-        op_of[pos] = i
-        is_call[pos] = kind == 0
-        if kind == 0:
-            call_node[i] = pos
-        else:
-            match[call_node[i]] = pos
-        prv[pos] = pos - 1
-        nxt[pos - 1] = pos
+class Checker(Generic[S]):
+    """Checks a history that grows: ``add`` operations, ``run`` to check what is new.
 
-    states: tuple[S, ...] = (model.init(),)
-    linearized = 0
-    depth = 0
-    cache: set[tuple[int, frozenset[Hashable]]] = set()
-    stack: list[tuple[int, tuple[S, ...]]] = []
-    entry = nxt[0]
-    budget_tick = 0
-    while nxt[0] != -1:
-        budget_tick += 1
-        if budget_tick & 0x3FF == 0 and time.monotonic() > deadline:
-            raise _OutOfTime
-        if is_call[entry]:
-            i = op_of[entry]
-            new_states = _power_step(model, states, ops[i])
-            if new_states:
-                new_linearized = linearized | (1 << i)
-                memo = (new_linearized, frozenset(model.key(s) for s in new_states))
-                if memo not in cache:
-                    cache.add(memo)
-                    stack.append((entry, states))
-                    states, linearized = new_states, new_linearized
-                    depth += 1
-                    if trace is not None and depth > len(trace.order):
-                        trace.order = [op_of[e] for e, _ in stack]
-                        trace.states = tuple(states)
-                    # Lift the call and its return out of the list.
-                    ret = match[entry]
-                    nxt[prv[entry]] = nxt[entry]
-                    prv[nxt[entry]] = prv[entry]
-                    nxt[prv[ret]] = nxt[ret]
-                    if nxt[ret] != -1:
-                        prv[nxt[ret]] = prv[ret]
-                    entry = nxt[0]
-                    continue
-            entry = nxt[entry]
-        else:
-            if not stack:
-                return False
-            entry, states = stack.pop()
-            linearized &= ~(1 << op_of[entry])
-            depth -= 1
-            # Unlift in reverse order of lifting, so the saved neighbours are still right.
-            ret = match[entry]
-            nxt[prv[ret]] = ret
-            if nxt[ret] != -1:
-                prv[nxt[ret]] = ret
-            nxt[prv[entry]] = entry
-            prv[nxt[entry]] = entry
-            entry = nxt[entry]
-    return True
-
-
-def _verdict(model: Model[S], ops: Sequence[Operation], budget_s: float) -> Verdict:
-    try:
-        ok = _search(model, ops, time.monotonic() + budget_s)
-    except _OutOfTime:
-        return Verdict.UNKNOWN
-    return Verdict.OK if ok else Verdict.ILLEGAL
-
-
-def _truncated(ops: Sequence[Operation], at_ns: int) -> list[int]:
-    """Indices of operations called by ``at_ns``; ones still open then become unknown."""
-    return [i for i, op in enumerate(ops) if op.call_ns <= at_ns]
-
-
-def _as_of(ops: Sequence[Operation], indices: Sequence[int], at_ns: int) -> list[Operation]:
-    out = []
-    for i in indices:
-        op = ops[i]
-        if op.return_ns is not None and op.return_ns > at_ns:
-            op = Operation(client=op.client, input=op.input, output=None, call_ns=op.call_ns, return_ns=None)
-        out.append(op)
-    return out
-
-
-def _shrink(
-    model: Model[S], ops: Sequence[Operation], budget_s: float, check_s: float
-) -> tuple[list[int], int, bool]:
-    """Smallest illegal evidence: (witness indices, truncation time, minimal?).
-
-    First the earliest time T at which the history cut at T (later calls dropped, answers after T
-    unknown) is already illegal; a cut of a linearizable history is linearizable, so the search
-    is a bisection. Then each operation in turn is relaxed (may take effect any time, any result)
-    and stays relaxed when the rest is still illegal, so what remains is to blame by itself.
+    Each partition keeps its frontier between runs, so appending operations that begin after
+    everything already checked costs only the new events; an operation that begins earlier
+    makes its partition start over (still correct, just not incremental). A verdict is about the
+    operations added so far: ILLEGAL is final once nothing added later began before the last
+    answer already added, as in a campaign, whose batches run one after another.
     """
-    deadline = time.monotonic() + budget_s
-    # A cut is never harder than the whole partition, whose check took ``check_s``.
-    per_check = max(4 * check_s, 0.1)
-    times = sorted({op.return_ns for op in ops if op.return_ns is not None})
-    last_time = times[-1] if times else 0
-    lo, hi = 0, len(times) - 1
-    cut_time = last_time
-    while lo <= hi and time.monotonic() < deadline:
-        mid = (lo + hi) // 2
-        at = times[mid]
-        if _verdict(model, _as_of(ops, _truncated(ops, at), at), per_check) is Verdict.ILLEGAL:
-            cut_time, hi = at, mid - 1
+
+    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS) -> None:
+        self.model = model
+        self.max_configs = max_configs
+        self.history: list[Operation] = []
+        self._parts: dict[Hashable, _Part[S]] = {}
+        self._init = model.init()
+        self._violation: PartitionResult | None = None
+        # Partitions with operations not yet checked, or whose check ran out of budget: a run
+        # visits only these, so its cost does not grow with the partitions already settled.
+        self._pending: dict[Hashable, _Part[S]] = {}
+        self._unknown = 0  # partitions whose last verdict was UNKNOWN
+
+    def add(self, ops: Iterable[Operation]) -> None:
+        key = self.model.partition
+        parts = self._parts
+        history = self.history
+        for op in ops:
+            k = None if key is None else key(op.input)
+            part = parts.get(k)
+            if part is None:
+                part = parts[k] = _Part()
+            part.indices.append(len(history))
+            history.append(op)
+            self._pending[k] = part
+
+    def run(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
+            progress: Callable[[str], None] | None = None) -> CheckResult:
+        """Check every partition with new operations within ``budget_s`` seconds.
+
+        The first ILLEGAL partition stops the run and is shrunk and explained within
+        ``explain_budget_s`` (0 skips that: the witness is then the partition).
+        """
+        detail = self.advance(budget_s, explain_budget_s, progress)
+        return self._result(detail)
+
+    def advance(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
+                progress: Callable[[str], None] | None = None) -> str:
+        """``run`` without building the result: what a campaign calls after every batch.
+
+        Returns why the budget ran out ("" if it did not); ``verdict`` and ``violation`` say
+        where the history stands.
+        """
+        if budget_s <= 0:
+            raise SimulationError("the checker's budget must be positive")
+        deadline = time.monotonic() + budget_s
+        reported = time.monotonic()
+        detail = ""
+        parts = list(self._pending.items())
+        for done, (key, part) in enumerate(parts):
+            if self._violation is not None:
+                break
+            if progress is not None and time.monotonic() - reported > 2.0:
+                reported = time.monotonic()
+                progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
+            self._unknown -= part.verdict is Verdict.UNKNOWN
+            why = self._advance(part, deadline)
+            self._unknown += part.verdict is Verdict.UNKNOWN
+            if part.verdict is not Verdict.UNKNOWN:
+                del self._pending[key]
+            if why:
+                detail = why
+            if part.verdict is Verdict.ILLEGAL:
+                self._violation = self._illegal(part, explain_budget_s)
+        return detail
+
+    @property
+    def verdict(self) -> Verdict:
+        if self._violation is not None:
+            return Verdict.ILLEGAL
+        return Verdict.UNKNOWN if self._unknown or self._pending else Verdict.OK
+
+    @property
+    def violation(self) -> PartitionResult | None:
+        return self._violation
+
+    def _advance(self, part: _Part[S], deadline: float) -> str:
+        """Feed a partition's new events; returns why the budget ran out, if it did."""
+        model = self.model
+        new_ops = [self.history[i] for i in part.indices[part.fed:]]
+        restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in new_ops)
+        if restart:
+            sub = [self.history[i] for i in part.indices]
+            if model.refute is not None and len(sub) >= _PREPASS_MIN_OPS:
+                refutation = model.refute(sub, self._init)
+                if refutation is not None:
+                    part.verdict = Verdict.ILLEGAL
+                    part.fed = len(part.indices)
+                    part.result = self._refuted(part, refutation)
+                    return ""
+            part.prepared = prepare(model, sub)
+            part.frontier = Frontier([self._init], deadline=deadline, max_configs=self.max_configs)
+            part.pos = 0
         else:
-            lo = mid + 1
-    kept = _truncated(ops, cut_time)
-    current = {i: op for i, op in zip(kept, _as_of(ops, kept, cut_time))}
-    witness = list(kept)
-    minimal = True
-    for i in kept:
-        if time.monotonic() > deadline:
-            minimal = False
-            break
-        trial = dict(current)
-        if model.effect_free is not None and model.effect_free(ops[i].input):
-            del trial[i]
+            assert part.prepared is not None
+            grown = prepare(model, new_ops)
+            offset = len(part.prepared.ops)
+            p = part.prepared
+            p.ops.extend(grown.ops)
+            p.fns.extend(grown.fns)
+            p.inert.extend(grown.inert)
+            p.events.extend((t, k, i + offset) for t, k, i in grown.events)
+            p.twins.update((i + offset, text) for i, text in grown.twins.items())
+            p.returns.extend(grown.returns)
+        part.fed = len(part.indices)
+        assert part.frontier is not None and part.prepared is not None
+        part.frontier.deadline = deadline
+        try:
+            part.pos, part.failed = feed(part.frontier, part.prepared, part.prepared.events, part.pos)
+        except OutOfBudget as exc:
+            part.verdict = Verdict.UNKNOWN
+            part.pos = exc.pos
+            return "the time budget ran out" if exc.why == "time" else (
+                f"the search needed more than {self.max_configs} configurations at once")
+        events = part.prepared.events
+        part.last_ns = events[part.pos - 1][0] if part.pos else -1
+        part.verdict = Verdict.OK if part.failed is None else Verdict.ILLEGAL
+        return ""
+
+    def _illegal(self, part: _Part[S], explain_budget_s: float) -> PartitionResult:
+        if part.result is not None:
+            return part.result  # refuted by the model's pre-pass: already explained
+        assert part.prepared is not None and part.failed is not None
+        ops = part.prepared.ops
+        failed = part.failed
+        if self.model.refute is not None and len(ops) < _PREPASS_MIN_OPS:
+            # The search found it first; the pre-pass's proof, when it has one, reads better.
+            refutation = self.model.refute(ops, self._init)
+            if refutation is not None:
+                return self._refuted(part, refutation)
+        if explain_budget_s <= 0:
+            return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),
+                                   witness=tuple(part.indices), explanation="(not shrunk: no explanation budget)")
+        evidence = shrink(self.model, ops, failed, self._init, explain_budget_s, self.max_configs)
+        explanation = explain(self.model, ops, evidence, explain_budget_s, part.indices.__getitem__)
+        return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),
+                               witness=tuple(sorted(part.indices[i] for i in evidence.witness)),
+                               minimal=evidence.minimal, explanation=explanation)
+
+    def _refuted(self, part: _Part[S], refutation: Refutation) -> PartitionResult:
+        return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),
+                               witness=tuple(sorted(part.indices[i] for i in refutation.witness)),
+                               minimal=True, explanation=refutation.explanation)
+
+    def _result(self, detail: str) -> CheckResult:
+        results: list[PartitionResult] = []
+        for part in self._parts.values():
+            if part.verdict is Verdict.ILLEGAL:
+                assert self._violation is not None
+                results.append(self._violation)
+            elif part.verdict is not None:
+                results.append(PartitionResult(verdict=part.verdict, operations=tuple(part.indices)))
+        if self._violation is not None:
+            verdict = Verdict.ILLEGAL
+        elif any(r.verdict is Verdict.UNKNOWN for r in results):
+            verdict = Verdict.UNKNOWN
         else:
-            trial[i] = ops[i].relaxed()
-        verdict = _verdict(model, list(trial.values()), per_check)
-        if verdict is Verdict.ILLEGAL:
-            current = trial
-            witness.remove(i)
-        elif verdict is Verdict.UNKNOWN:
-            minimal = False  # kept because the check ran out of time, not because it is needed
-    return witness, cut_time, minimal
-
-
-_LISTED = 40  # longer lists help nobody; the timeline shows everything
-
-
-def _explain(
-    model: Model[S],
-    ops: Sequence[Operation],
-    witness: Sequence[int],
-    cut_time: int,
-    budget_s: float,
-    number: Callable[[int], int],
-) -> str:
-    shown = set(witness)
-    kept = _truncated(ops, cut_time)
-    # The same trial the shrinker accepted: the witness as observed, the rest relaxed.
-    trial = [
-        (i, op if i in shown else op.relaxed())
-        for i, op in zip(kept, _as_of(ops, kept, cut_time))
-        if i in shown or model.effect_free is None or not model.effect_free(op.input)
-    ]
-    trace = _Trace()
-    try:
-        _search(model, [op for _, op in trial], time.monotonic() + budget_s, trace)
-    except _OutOfTime:
-        pass
-
-    def name(i: int) -> str:
-        return f"#{number(i)} (client {ops[i].client})"
-
-    by_call = sorted(witness, key=lambda i: ops[i].call_ns)
-    observed = dict(trial)
-    lines = [
-        f"These {len(by_call)} operation(s) cannot be ordered as model '{model.name}' requires,",
-        "even when every other operation may take effect at any time with any result:",
-    ]
-    for i in by_call[:_LISTED]:
-        op = observed[i]
-        lines.append(f"  {name(i)}: {model.describe_operation(op.input, op.output)}")
-    if len(by_call) > _LISTED:
-        lines.append(f"  ... and {len(by_call) - _LISTED} more")
-    legal = [trial[k][0] for k in trace.order if trial[k][0] in shown]
-    tail = legal[-_LISTED:]
-    lines.append(
-        "Longest legal order found: "
-        + ("... " if len(legal) > len(tail) else "")
-        + (", ".join(name(i) for i in tail) or "none, not even the first of them")
-        + "."
-    )
-    states = list(trace.states) if trace.states else [model.init()]
-    shown_states = [model.describe_state(s) for s in states[:4]]  # type: ignore[arg-type]
-    more = " | ..." if len(states) > 4 else ""
-    when = "After it" if legal else ("Before it" if len(by_call) == 1 else "Before them")
-    lines.append(f"{when}, the state could be: " + " | ".join(shown_states) + more)
-    stuck = [i for i in by_call if i not in legal]
-    if stuck:
-        listed = ", ".join(name(i) for i in stuck[:_LISTED]) + (" ..." if len(stuck) > _LISTED else "")
-        lines.append(f"None of {listed} can come next with the output it had.")
-        if model.describe_expected is not None:
-            for i in stuck[:3]:
-                answers = sorted({model.describe_expected(s, ops[i].input) for s in states[:4]})  # type: ignore[arg-type]
-                lines.append(f"  {name(i)}: the model would answer " + " or ".join(answers))
-    return "\n".join(lines)
+            verdict = Verdict.OK
+        return CheckResult(verdict=verdict, model=self.model.name, partitions=tuple(results),
+                           operations=len(self.history), detail=detail if verdict is Verdict.UNKNOWN else "")
 
 
 def check(
@@ -365,78 +270,15 @@ def check(
     budget_s: float = 10.0,
     explain_budget_s: float = 5.0,
     progress: Callable[[str], None] | None = None,
+    max_configs: int = DEFAULT_MAX_CONFIGS,
 ) -> CheckResult:
     """Check ``history`` against ``model`` within ``budget_s`` seconds of search.
 
     Partitions are checked in order; the first ILLEGAL one stops the check and is shrunk and
     explained within ``explain_budget_s`` (0 skips that: the witness is then the partition).
-    ``progress`` hears about the partitions done, at most every two seconds.
+    ``progress`` hears about the partitions done, at most every two seconds; ``max_configs``
+    bounds the search's memory (UNKNOWN beyond it).
     """
-    if budget_s <= 0:
-        raise SimulationError("the checker's budget must be positive")
-    parts = model.partition(history) if model.partition else [list(range(len(history)))]
-    deadline = time.monotonic() + budget_s
-    results: list[PartitionResult] = []
-    overall = Verdict.OK
-    reported = time.monotonic()
-    for done, indices in enumerate(parts):
-        if progress is not None and time.monotonic() - reported > 2.0:
-            reported = time.monotonic()
-            progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
-        sub = [history[i] for i in indices]
-        started = time.monotonic()
-        remaining = deadline - started
-        verdict = _verdict(model, sub, remaining) if remaining > 0 else Verdict.UNKNOWN
-        if verdict is Verdict.ILLEGAL and explain_budget_s <= 0:
-            results.append(
-                PartitionResult(
-                    verdict=verdict,
-                    operations=tuple(indices),
-                    witness=tuple(indices),
-                    explanation="(not shrunk: no explanation budget)",
-                )
-            )
-            overall = Verdict.ILLEGAL
-            break
-        if verdict is Verdict.ILLEGAL:
-            local, cut_time, minimal = _shrink(
-                model, sub, explain_budget_s, time.monotonic() - started
-            )
-            results.append(
-                PartitionResult(
-                    verdict=verdict,
-                    operations=tuple(indices),
-                    witness=tuple(sorted(indices[i] for i in local)),
-                    minimal=minimal,
-                    explanation=_explain(
-                        model, sub, local, cut_time, explain_budget_s, indices.__getitem__
-                    ),
-                )
-            )
-            overall = Verdict.ILLEGAL
-            break
-        results.append(PartitionResult(verdict=verdict, operations=tuple(indices)))
-        if verdict is Verdict.UNKNOWN:
-            overall = Verdict.UNKNOWN
-    return CheckResult(verdict=overall, model=model.name, partitions=tuple(results), operations=len(history))
-
-
-# Named models, imported on first use so that checking a register never loads the ledger model.
-_REGISTRY: dict[str, str] = {
-    "cas-register": "simulations.register:CAS_REGISTER",
-    "ledger": "simulations.model:LEDGER",
-}
-MODEL_NAMES: tuple[str, ...] = tuple(_REGISTRY)
-
-
-def model_named(name: str) -> Model[object]:
-    """The registered model called ``name``.
-
-    Raises:
-        SimulationError: for a name that is not registered.
-    """
-    if name not in _REGISTRY:
-        raise SimulationError(f"unknown model {name!r}; choose one of: {', '.join(MODEL_NAMES)}")
-    module, attr = _REGISTRY[name].split(":")
-    model: Model[object] = getattr(importlib.import_module(module), attr)
-    return model
+    checker = Checker(model, max_configs=max_configs)
+    checker.add(history)
+    return checker.run(budget_s, explain_budget_s, progress)

@@ -7,12 +7,19 @@ reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
 from __future__ import annotations
 
 import argparse
+import importlib
+import json
+import random
 import sys
-
-import httpx
+from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
+from simulations.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
+
+if TYPE_CHECKING:
+    from simulations.targets import HttpTarget
 
 __all__ = ["main"]
 
@@ -59,8 +66,31 @@ def _seed(text: str) -> int:
     return value
 
 
+# Named models for ``check``, imported on first use so that checking a register never loads
+# the ledger model. A new model is one line here.
+MODELS: dict[str, str] = {
+    "cas-register": "simulations.register:CAS_REGISTER",
+    "kv": "simulations.kv:KV",
+    "ledger": "simulations.ledger:LEDGER",
+}
+
+
+def _model(name: str) -> Model[Any]:
+    module, attr = MODELS[name].split(":")
+    model: Model[Any] = getattr(importlib.import_module(module), attr)
+    return model
+
+
+def _json_value(text: str) -> object:
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        raise argparse.ArgumentTypeError(
+            f"not a JSON value: {text!r} (a string needs quotes: --init '\"{text}\"')") from None
+
+
 def _build_parser() -> argparse.ArgumentParser:
-    from simulations.checker import MODEL_NAMES
+    from simulations.porcupine import FORMATS
 
     parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0],
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -92,21 +122,42 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN")
     replay.add_argument("--project")
 
-    chk = sub.add_parser("check", help="check a JSON-lines history for linearizability")
+    chk = sub.add_parser("check", help="check a history for linearizability")
     chk.add_argument("file", type=Path)
-    chk.add_argument("--model", choices=MODEL_NAMES, required=True)
+    chk.add_argument("--model", choices=tuple(MODELS),
+                     help="the model to check against (default: the one the history file names)")
+    chk.add_argument("--init", type=_json_value, metavar="JSON", default=argparse.SUPPRESS,
+                     help="the model's initial state as a JSON value, e.g. 0 (default: the history "
+                          "file's, else the model's own: null for cas-register, \"\" for kv)")
+    chk.add_argument("--format", choices=FORMATS, default="auto",
+                     help="jsonl (this kit's), porcupine (Operation or Event records as JSON), jepsen-log "
+                          "or edn (Jepsen histories, as in Porcupine's test data); default: auto")
     chk.add_argument("--budget", type=_positive_float, default=60.0, metavar="SECONDS",
                      help="search budget; when it runs out the verdict is UNKNOWN (default 60)")
+    chk.add_argument("--max-configurations", type=_positive_int, default=DEFAULT_MAX_CONFIGS, metavar="N",
+                     help="memory budget: configurations the search may hold at once before the verdict "
+                          f"is UNKNOWN (default {DEFAULT_MAX_CONFIGS:,}, about 250 MB)")
     chk.add_argument("--html", type=Path, help="write a timeline of the history here")
     return parser
 
 
 def _check(args: argparse.Namespace) -> int:
-    from simulations.checker import Verdict, check, model_named
-    from simulations.history import load_history
+    from simulations.checker import check
+    from simulations.history import read_text
+    from simulations.porcupine import parse
 
-    history = load_history(args.file)
-    result = check(model_named(args.model), history, budget_s=args.budget,
+    header, history = parse(read_text(args.file), args.format, str(args.file))
+    name = args.model or header.model
+    if name is None:
+        raise SimulationError(f"{args.file} names no model; give --model ({', '.join(MODELS)})")
+    if name not in MODELS:
+        raise SimulationError(f"{args.file} names model {name!r}; this kit knows {', '.join(MODELS)}")
+    model = _model(name)
+    if hasattr(args, "init"):
+        model = model.with_init(args.init)
+    elif header.has_init and name == header.model:
+        model = model.with_init(header.init)
+    result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
                    progress=lambda line: print(line, file=sys.stderr))
     print(result.summary())
     violation = result.violation
@@ -130,24 +181,111 @@ def _check(args: argparse.Namespace) -> int:
     ]
 
 
+def _parse_tokens(pairs: Sequence[str]) -> dict[str, str]:
+    tokens = {}
+    for pair in pairs:
+        actor, sep, token = pair.partition("=")
+        if not sep or not actor or not token:
+            raise SimulationError(f"--token takes ACTOR=TOKEN, not {pair!r}")
+        tokens[actor] = token
+    return tokens
+
+
+def _target_from_args(args: argparse.Namespace) -> HttpTarget | None:
+    from simulations.targets import HttpTarget, target_from_config
+
+    if args.config is not None:
+        return target_from_config(args.config, getattr(args, "actors", 3))
+    if args.url is None:
+        if args.token or args.project:
+            raise SimulationError("--token and --project need --url")
+        return None
+    if not args.project:
+        raise SimulationError("--url needs --project")
+    return HttpTarget(args.url, args.project, _parse_tokens(args.token))
+
+
+def _rerun_command(args: argparse.Namespace, seed: int) -> str:
+    """The one command that runs this campaign again (tokens shown as variables, never values)."""
+    parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}"]
+    if args.config is not None:
+        parts += ["--config", str(args.config)]
+    if args.url is not None:
+        parts += ["--url", args.url, "--project", str(args.project)]
+        for pair in args.token:
+            actor = pair.partition("=")[0]
+            parts += ["--token", f"{actor}=$TOKEN_{actor.replace('-', '_').upper()}"]
+    if args.ledger:
+        parts += ["--ledger", args.ledger]
+    return " ".join(parts)
+
+
+def _run(args: argparse.Namespace) -> int:
+    from simulations.campaign import run_campaign
+    from simulations.replay import export_failure
+    from simulations.shrink import shrink
+    from simulations.targets import load_factory
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    target = _target_from_args(args)
+    if target is not None and args.ledger:
+        raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
+    factory = load_factory(args.ledger)
+    where = "the embedded reference" if target is None else args.url or str(args.config)
+    print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
+    print(f"replay this run with: {_rerun_command(args, seed)}")
+    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, target=target,
+                          factory=factory, progress=print)
+    print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
+          f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
+    if result.finding is None:
+        return EXIT_UNKNOWN if result.verdict is Verdict.UNKNOWN else EXIT_OK
+    print(result.finding.explanation)
+    if target is None:
+        print("shrinking ...")
+        result = shrink(result, factory)
+        print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
+              f"{len(result.plan.actors)} actors:")
+        if result.finding is not None:
+            print(result.finding.explanation)
+    factory_spec = None
+    if args.ledger:
+        path, _, name = args.ledger.rpartition(":")
+        factory_spec = f"{Path(path).resolve()}:{name}"
+    paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
+                           url=args.url, factory=factory_spec)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
+    return EXIT_VIOLATION
+
+
+def _replay(args: argparse.Namespace) -> int:
+    from simulations.replay import load_replay, reproduce
+
+    doc = load_replay(args.file)
+    http_target = _target_from_args(args) if doc["target"].get("kind") == "url" else None
+    reproduced = 0
+    last = None
+    for n in range(1, args.times + 1):
+        result = reproduce(doc, http_target)
+        if result.finding is not None:
+            reproduced += 1
+            last = result
+        print(f"run {n}: {'violation' if result.finding else 'no violation'} ({len(result.history)} operations)")
+    print(f"reproduced {reproduced}/{args.times}")
+    if last is not None and last.finding is not None:
+        print(last.finding.explanation)
+    return EXIT_VIOLATION if reproduced else EXIT_OK
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
-        if args.command == "check":
-            return _check(args)
-        if args.command == "run":
-            from simulations.runner import run_command
-
-            return run_command(args)
-        from simulations.replay import replay_command
-
-        return replay_command(args)
+        command = {"check": _check, "run": _run, "replay": _replay}[args.command]
+        return command(args)
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except httpx.HTTPError as exc:
-        # Only setup and planning reads get here; the races themselves record transport errors.
-        print(f"aidememo-sim: the target did not answer: {exc!r}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("aidememo-sim: interrupted", file=sys.stderr)

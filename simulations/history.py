@@ -5,6 +5,10 @@ interval on one monotonic clock. An operation whose answer never came (timeout, 
 resolved by a replay) has ``"output": null`` and ``"return": null``; the checker lets it take
 effect at any point after its call, with any result, or not at all.
 
+The first line may instead be a header, ``{"history": "aidememo-sim/1", "model": "cas-register",
+"init": 0}`` (every key optional): the model the history is meant for and its initial state,
+so that a file carries what it takes to check it.
+
 This module owns the format and the recorder; it knows no protocol and checks nothing.
 """
 
@@ -20,7 +24,38 @@ from typing import IO
 
 from simulations.errors import SimulationError
 
-__all__ = ["Operation", "Recorder", "dump_history", "load_history", "parse_history"]
+__all__ = ["FORMAT", "Header", "Operation", "Recorder", "dump_history", "parse_history", "read_text"]
+
+FORMAT = "aidememo-sim/1"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Header:
+    """What a history file says about itself; ``has_init`` tells ``init: null`` from no init."""
+
+    model: str | None = None
+    init: object = None
+    has_init: bool = False
+
+    def to_json(self) -> dict[str, object]:
+        doc: dict[str, object] = {"history": FORMAT}
+        if self.model is not None:
+            doc["model"] = self.model
+        if self.has_init:
+            doc["init"] = self.init
+        return doc
+
+    @staticmethod
+    def from_json(raw: Mapping[str, object], where: str) -> Header:
+        unknown = sorted(set(raw) - {"history", "model", "init"})
+        if unknown:
+            raise SimulationError(f"{where}: unknown header field(s) {', '.join(unknown)}")
+        if raw.get("history", FORMAT) != FORMAT:
+            raise SimulationError(f"{where}: this is a {raw.get('history')!r} history; this kit reads {FORMAT}")
+        model = raw.get("model")
+        if model is not None and not isinstance(model, str):
+            raise SimulationError(f"{where}: 'model' must be a string")
+        return Header(model=model, init=raw.get("init"), has_init="init" in raw)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -85,13 +120,15 @@ def _operation_from_json(raw: object, where: str) -> Operation:
         raise SimulationError(f"{where}: {exc}") from exc
 
 
-def parse_history(lines: Iterable[str], source: str = "<history>") -> list[Operation]:
-    """Parse JSON lines (blank lines ignored) into operations.
+def parse_history(lines: Iterable[str], source: str = "<history>") -> tuple[Header, list[Operation]]:
+    """Parse JSON lines (blank lines ignored), the first maybe a header, into operations.
 
     Raises:
         SimulationError: naming the line that is not a valid operation.
     """
     ops: list[Operation] = []
+    header = Header()
+    first = True
     for number, line in enumerate(lines, start=1):
         if not line.strip():
             continue
@@ -99,19 +136,27 @@ def parse_history(lines: Iterable[str], source: str = "<history>") -> list[Opera
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise SimulationError(f"{source}:{number}: not JSON ({exc.msg})") from exc
-        ops.append(_operation_from_json(raw, f"{source}:{number}"))
-    return ops
+        if first and isinstance(raw, dict) and "client" not in raw and "history" in raw:
+            header = Header.from_json(raw, f"{source}:{number}")
+        else:
+            ops.append(_operation_from_json(raw, f"{source}:{number}"))
+        first = False
+    return header, ops
 
 
-def load_history(path: Path) -> list[Operation]:
+def read_text(path: Path) -> str:
+    """A history file's text, or a one-line error."""
     try:
-        text = path.read_text(encoding="utf-8")
+        return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
-    return parse_history(text.splitlines(), str(path))
+    except UnicodeDecodeError:
+        raise SimulationError(f"{path} is not UTF-8 text") from None
 
 
-def dump_history(ops: Iterable[Operation], out: IO[str]) -> None:
+def dump_history(ops: Iterable[Operation], out: IO[str], header: Header | None = None) -> None:
+    if header is not None:
+        out.write(json.dumps(header.to_json(), sort_keys=True, separators=(",", ":")) + "\n")
     for op in ops:
         out.write(json.dumps(op.to_json(), sort_keys=True, separators=(",", ":")) + "\n")
 
@@ -128,6 +173,7 @@ class Recorder:
     _open: dict[int, tuple[int, Mapping[str, object], int]] = field(default_factory=dict)
     _done: list[Operation] = field(default_factory=list)
     _next: int = 0
+    _taken: int = 0  # how many of ``_done`` ``take`` has handed out
 
     def invoke(self, client: int, op_input: Mapping[str, object]) -> int:
         with self._lock:
@@ -154,6 +200,17 @@ class Recorder:
     def fail(self, ticket: int) -> None:
         with self._lock:
             self._open.pop(ticket)
+
+    def take(self) -> list[Operation]:
+        """The operations answered since the last ``take``, in call order; a campaign takes
+        each batch once it is over, so the cost never depends on the history's length."""
+        with self._lock:
+            if self._open:
+                raise SimulationError(f"{len(self._open)} operations are still in flight")
+            new = sorted(self._done[self._taken:], key=lambda op: op.call_ns)
+            self._done[self._taken:] = new
+            self._taken = len(self._done)
+            return new
 
     def history(self) -> list[Operation]:
         with self._lock:

@@ -4,40 +4,41 @@ It imports nothing from the reference (a test pins that), so the two cannot shar
 owns the rules as the research notes state them (handoff notes §2.2, §3.1, §4.3, §5.1, §6.1,
 §8.1; wire notes §1.9-§1.17, §5; errata 5 and 6) and nothing else: no I/O, no clock, no ids.
 
-Two views of the same rules:
+Two views of the same rules, each rule stated once, here:
 
 * ``LedgerState`` and ``apply``/the read functions: the whole project (sessions, facts,
   contexts, handoffs, receipts, the change log), used step by step by the state machines.
-* ``LEDGER``: a checker ``Model`` over one handoff at a time (the histories of the concurrent
-  runner are partitioned per handoff), whose outputs are the answer's shape: HTTP status, error
-  code and revision, plus the record for status reads.
+* ``ledger.LEDGER``: a checker model over one handoff at a time, for the concurrent runner's
+  histories; it calls ``replayed``, ``addressed_refusal``, ``new_handoff`` and ``on_handoff``.
 
-Outputs the model cannot know in a partition (``project_seq``, the fingerprint) are checked
-elsewhere: receipts of one command id must be identical; project_seq must follow real time.
 Every state is a frozen value and every function here is pure.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
 from typing import Final, TypeVar
 
-from simulations.checker import Input, Model, Output
-from simulations.history import Operation
-
 __all__ = [
     "LEASE_MS",
     "Answer",
     "Command",
+    "FactInfo",
     "Handoff",
     "LedgerState",
     "Op",
-    "LEDGER",
+    "Receipt",
+    "addressed_refusal",
     "apply",
+    "new_handoff",
+    "on_handoff",
+    "replayed",
+    "status_of",
+    "transition",
     "read_changes",
     "read_mailbox",
     "read_resource",
@@ -179,7 +180,7 @@ class Receipt:
     kind: str
     resource_id: str
     revision: int
-    project_seq: int
+    project_seq: int | None  # None where the view cannot know it (one handoff at a time)
     committed_at_ms: int | None
 
 
@@ -283,6 +284,56 @@ def transition(
     return INVALID, None
 
 
+# -- rules the two views share: the project here, one handoff at a time in ledger.py --------
+
+
+def replayed(stored: Receipt | None, cmd: Command) -> Answer | None:
+    """A command id seen before: its stored receipt when the command is identical, else
+    ``command_conflict``; None for a new command id (handoff notes §5.1)."""
+    if stored is None:
+        return None
+    same = (stored.actor, stored.fingerprint, stored.kind, stored.resource_id) == (
+        cmd.actor, cmd.fingerprint(), _KIND_OF[cmd.operation], cmd.resource_id)
+    return Answer(http=200, receipt=stored) if same else COMMAND_CONFLICT
+
+
+def addressed_refusal(cmd: Command, *, session_found: bool, receiver_writable: bool, exists: bool) -> Answer | None:
+    """The checks a send and a handoff context share, in the wire's order (wire notes §1.11,
+    §1.12): the session, the receiver's role, the id, then sending to oneself."""
+    if not session_found:
+        return NOT_FOUND
+    if not receiver_writable:
+        return INVALID
+    if exists:
+        return EXISTS
+    if str(cmd.payload.get("to_actor")) == cmd.actor:
+        return INVALID
+    return None
+
+
+def new_handoff(cmd: Command, source_id: str | None) -> Handoff:
+    """The record a successful send creates (revision set by the caller)."""
+    p = cmd.payload
+    return Handoff(
+        handoff_id=cmd.resource_id, session_id=str(p["session_id"]), source_id=source_id,
+        from_actor=cmd.actor, to_actor=str(p["to_actor"]), focus=_optional_str(p.get("focus")),
+        done_when=_optional_str(p.get("done_when")), context_id=_optional_str(p.get("context_id")),
+    )
+
+
+def on_handoff(h: Handoff | None, cmd: Command, fact: FactInfo | None) -> tuple[Answer, Handoff | None]:
+    """Accept, heartbeat or return: absent, then stale, then the transition (handoff §3.1)."""
+    if h is None:
+        return NOT_FOUND, None
+    if cmd.expected_revision != h.revision:
+        return STALE, None
+    return transition(h, cmd, fact)
+
+
+def _optional_str(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
 # -- the whole project ----------------------------------------------------------------------
 
 
@@ -372,34 +423,30 @@ def _create(state: LedgerState, cmd: Command) -> tuple[Answer, dict[str, object]
             "created_by": cmd.actor,
         }
     session = res.get((SESSION, str(p.get("session_id"))))
-    if session is None:
-        return NOT_FOUND, None
     if cmd.operation is Op.FACT_CREATE:
+        if session is None:
+            return NOT_FOUND, None
         if (FACT, cmd.resource_id) in res:
             return EXISTS, None
         return Answer(http=200), {
             "fact_id": cmd.resource_id, "session_id": p["session_id"],
             "source_id": session.body["source_id"], "actor_id": cmd.actor, "content": p["content"],
         }
-    to_actor = str(p.get("to_actor"))
-    if to_actor not in state.members or not _writable(state, to_actor):
-        return INVALID, None
     kind = CONTEXT if cmd.operation is Op.CONTEXT_CREATE else HANDOFF
-    if (kind, cmd.resource_id) in res:
-        return EXISTS, None
-    if to_actor == cmd.actor:
-        return INVALID, None
+    refusal = addressed_refusal(cmd, session_found=session is not None,
+                                receiver_writable=_writable(state, str(p.get("to_actor"))),
+                                exists=(kind, cmd.resource_id) in res)
+    if refusal is not None:
+        return refusal, None
+    assert session is not None
+    source_id = _optional_str(session.body["source_id"])
     if cmd.operation is Op.CONTEXT_CREATE:
         return Answer(http=200), {
             "context_id": cmd.resource_id, "handoff_id": p["handoff_id"], "session_id": p["session_id"],
-            "source_id": session.body["source_id"], "from_actor": cmd.actor, "to_actor": to_actor,
+            "source_id": source_id, "from_actor": cmd.actor, "to_actor": p["to_actor"],
             "content": p["content"],
         }
-    h = Handoff(
-        handoff_id=cmd.resource_id, session_id=str(p["session_id"]), source_id=session.body["source_id"],  # type: ignore[arg-type]
-        from_actor=cmd.actor, to_actor=to_actor, focus=p.get("focus"), done_when=p.get("done_when"),  # type: ignore[arg-type]
-        context_id=p.get("context_id"),  # type: ignore[arg-type]
-    )
+    h = new_handoff(cmd, source_id)
     if h.context_id is not None:
         ctx = res.get((CONTEXT, h.context_id))
         if ctx is None:
@@ -417,28 +464,20 @@ def apply(state: LedgerState, cmd: Command) -> tuple[Answer, LedgerState]:
     if not _writable(state, cmd.actor):
         return _err(403, "project_unauthorized"), state
     kind = _KIND_OF[cmd.operation]
-    stored = state.receipts.get(cmd.command_id)
-    if stored is not None:
-        same = (stored.actor, stored.fingerprint, stored.kind, stored.resource_id) == (
-            cmd.actor, cmd.fingerprint(), kind, cmd.resource_id
-        )
-        return (Answer(http=200, receipt=stored), state) if same else (COMMAND_CONFLICT, state)
+    replay = replayed(state.receipts.get(cmd.command_id), cmd)
+    if replay is not None:
+        return replay, state
     body: dict[str, object] | None
     if kind != HANDOFF or cmd.operation is Op.SEND:
         answer, body = _create(state, cmd)
     else:
-        h = state.handoff(cmd.resource_id)
-        if h is None:
-            return NOT_FOUND, state
-        if cmd.expected_revision != h.revision:
-            return STALE, state
         fact_res = state.resources.get((FACT, str(cmd.payload.get("result_fact_id"))))
         fact = None if fact_res is None else FactInfo(
             session_id=str(fact_res.body["session_id"]),
-            source_id=fact_res.body["source_id"],  # type: ignore[arg-type]
+            source_id=_optional_str(fact_res.body["source_id"]),
             actor_id=str(fact_res.body["actor_id"]),
         )
-        answer, new = transition(h, cmd, fact)
+        answer, new = on_handoff(state.handoff(cmd.resource_id), cmd, fact)
         body = None if new is None else new.body()
     if body is None:
         return answer, state
@@ -471,8 +510,11 @@ def _visible(kind: str, body: Mapping[str, object], actor: str) -> bool:
 
 
 def read_status(state: LedgerState, actor: str, handoff_id: str) -> Answer:
-    """Typed status: 404 when absent, 403 for a non-participant."""
-    h = state.handoff(handoff_id)
+    return status_of(state.handoff(handoff_id), actor)
+
+
+def status_of(h: Handoff | None, actor: str) -> Answer:
+    """Typed status: 404 when absent, 403 for a non-participant (handoff notes §8.1)."""
     if h is None:
         return NOT_FOUND
     if not h.visible_to(actor):
@@ -533,165 +575,3 @@ def read_changes(
         if _visible(change.kind, body, actor):
             out.append((change.seq, change.kind, change.resource_id, change.revision))
     return out
-
-
-# -- the checker model: one handoff at a time -------------------------------------------------
-#
-# Inputs written by the concurrent runner: {"op": <Op or "handoff.status">, "actor", "handoff_id",
-# "command_id", "expected_revision", "payload", "now_ms", "fact": {session_id, source_id,
-# actor_id} | null, "session": {source_id} | null, "receiver_writable": bool}. Outputs:
-# {"http", "code", "revision"} for writes, plus "record" (status, claim_id, attempt_count,
-# result_fact_id, outcome) for status reads.
-
-
-@dataclass(frozen=True, slots=True)
-class _PartState:
-    handoff: Handoff | None
-    receipts: frozenset[tuple[str, str, str, int]]  # (command_id, actor, fingerprint, revision)
-
-
-def _abstract(h: Handoff) -> dict[str, object]:
-    return {
-        "status": str(h.status),
-        "claim_id": h.claim_id,
-        "attempt_count": h.attempt_count,
-        "result_fact_id": h.result_fact_id,
-        "outcome": None if h.outcome is None else str(h.outcome),
-    }
-
-
-def _command_of(inp: Input) -> Command:
-    return Command(
-        actor=str(inp["actor"]),
-        operation=Op(str(inp["op"])),
-        command_id=str(inp["command_id"]),
-        resource_id=str(inp["handoff_id"]),
-        payload=inp.get("payload") or {},  # type: ignore[arg-type]
-        expected_revision=inp.get("expected_revision"),  # type: ignore[arg-type]
-        now_ms=inp.get("now_ms"),  # type: ignore[arg-type]
-    )
-
-
-def _part_answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _PartState]:
-    """The deterministic answer of the model to one input, and the next state."""
-    h = state.handoff
-    if inp["op"] == "handoff.status":
-        if h is None:
-            return {"http": 404, "code": "resource_not_found"}, state
-        if not h.visible_to(str(inp["actor"])):
-            return {"http": 403, "code": "handoff_actor_mismatch"}, state
-        return {"http": 200, "code": None, "revision": h.revision, "record": _abstract(h)}, state
-    cmd = _command_of(inp)
-    for command_id, actor, fp, revision in state.receipts:
-        if command_id == cmd.command_id:
-            if (actor, fp) == (cmd.actor, cmd.fingerprint()):
-                return {"http": 200, "code": None, "revision": revision}, state
-            return {"http": 409, "code": "command_conflict"}, state
-    answer: Answer
-    new: Handoff | None
-    if cmd.operation is Op.SEND:
-        session = inp.get("session")
-        p = cmd.payload
-        if not isinstance(session, Mapping):
-            answer, new = NOT_FOUND, None
-        elif not inp.get("receiver_writable"):
-            answer, new = INVALID, None
-        elif h is not None:
-            answer, new = EXISTS, None
-        elif p.get("to_actor") == cmd.actor:
-            answer, new = INVALID, None
-        else:
-            answer = Answer(http=200)
-            new = Handoff(
-                handoff_id=cmd.resource_id, session_id=str(p["session_id"]),
-                source_id=session.get("source_id"),
-                from_actor=cmd.actor, to_actor=str(p["to_actor"]), revision=0,
-            )
-    elif h is None:
-        answer, new = NOT_FOUND, None
-    elif cmd.expected_revision != h.revision:
-        answer, new = STALE, None
-    else:
-        raw = inp.get("fact")
-        fact = FactInfo(**raw) if isinstance(raw, Mapping) else None
-        answer, new = transition(h, cmd, fact)
-    if new is None:
-        return {"http": answer.http, "code": answer.code}, state
-    revision = 1 if h is None else h.revision + 1
-    new = replace(new, revision=revision)
-    receipts = state.receipts | {(cmd.command_id, cmd.actor, cmd.fingerprint(), revision)}
-    return {"http": 200, "code": None, "revision": revision}, _PartState(new, receipts)
-
-
-def _matches(expected: Mapping[str, object], output: Mapping[str, object]) -> bool:
-    return all(output.get(k) == v for k, v in expected.items())
-
-
-def _step(state: _PartState, inp: Input, output: Output) -> list[_PartState]:
-    expected, nxt = _part_answer(state, inp)
-    if output is None:
-        # Unanswered: it took effect (the model's answer) or it did not.
-        return [nxt, state] if nxt != state else [state]
-    return [nxt] if _matches(expected, output) else []
-
-
-def _partition(history: Sequence[Operation]) -> list[list[int]]:
-    parts: dict[str, list[int]] = {}
-    for i, op in enumerate(history):
-        parts.setdefault(str(op.input.get("handoff_id")), []).append(i)
-    return list(parts.values())
-
-
-def _describe_operation(inp: Input, output: Output) -> str:
-    op = str(inp.get("op", "?")).removeprefix("handoff.")
-    args = []
-    if inp.get("expected_revision") is not None:
-        args.append(f"rev={inp['expected_revision']}")
-    payload = inp.get("payload") or {}
-    assert isinstance(payload, Mapping)
-    for key in ("claim_id", "outcome", "result_fact_id", "to_actor"):
-        if payload.get(key) is not None:
-            args.append(f"{key}={payload[key]}")
-    if inp.get("command_id"):
-        args.append(f"cmd={inp['command_id']}")
-    head = f"{inp.get('actor')} {op} {inp.get('handoff_id')}({', '.join(args)})"
-    if output is None:
-        return f"{head} -> unknown"
-    got = f"{output.get('http')} {output.get('code') or ''}".strip()
-    if output.get("revision") is not None:
-        got += f" rev {output['revision']}"
-    if isinstance(output.get("record"), Mapping):
-        rec = output["record"]
-        assert isinstance(rec, Mapping)
-        got += f" [{rec.get('status')} claim={rec.get('claim_id')} attempts={rec.get('attempt_count')}]"
-    return f"{head} -> {got}"
-
-
-def _describe_state(state: _PartState) -> str:
-    h = state.handoff
-    if h is None:
-        return "no handoff"
-    return (
-        f"rev {h.revision} {h.status} claim={h.claim_id} attempts={h.attempt_count} "
-        f"outcome={h.outcome} expires={h.claim_expires_at_ms}"
-    )
-
-
-def _describe_expected(state: _PartState, inp: Input) -> str:
-    answer, _ = _part_answer(state, inp)
-    text = f"{answer['http']} {answer.get('code') or ''}".strip()
-    if answer.get("revision") is not None:
-        text += f" rev {answer['revision']}"
-    return f"{text} (in {_describe_state(state)})"
-
-
-LEDGER: Model[_PartState] = Model(
-    name="ledger",
-    init=lambda: _PartState(None, frozenset()),
-    step=_step,
-    partition=_partition,
-    effect_free=lambda inp: inp.get("op") == "handoff.status",
-    describe_operation=_describe_operation,
-    describe_state=_describe_state,
-    describe_expected=_describe_expected,
-)

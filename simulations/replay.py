@@ -3,36 +3,32 @@
 A replay file is JSON: the seed, the target (embedded, with the ledger factory when it is a
 planted variant, or a URL), the plan (setup is implied; batches of resolved requests), the
 schedule the embedded scheduler followed, the recorded history, and the verdict with its
-explanation. ``aidememo-sim replay FILE`` runs the plan again and exits 1 when the violation
-reproduces ("reproduced N/N"), 0 when it does not. Beside it go a timeline (HTML), a standalone
-pytest file and a curl script. Tokens are never written: a URL replay takes them again.
+explanation. ``aidememo-sim replay FILE`` (in ``cli.py``) runs the plan again through
+``reproduce``. Beside it go a timeline (HTML), a standalone pytest file and a curl script.
+Tokens are never written: a URL replay takes them again.
 """
 
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 from typing import Any
 
-from simulations.concurrency import READER, SESSION_ID, SOURCE, HttpTarget, Plan
+from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
-from simulations.history import Operation, dump_history
-from simulations.model import LEDGER
+from simulations.history import Header, Operation, dump_history
+from simulations.ledger import LEDGER
+from simulations.plan import READER, SESSION_ID, SOURCE, Plan, with_run_placeholder
+from simulations.targets import HttpTarget, load_factory
+from simulations.timeline import write_timeline
 
-__all__ = ["FORMAT", "export_failure", "load_replay", "replay_command", "reproduce"]
+__all__ = ["FORMAT", "export_failure", "load_replay", "reproduce"]
 
 FORMAT = "aidememo-sim-replay/1"
-_RUN_ID = re.compile(r'(?<=-)r(?=[-"])|(?<=")r(?=-)')
 
 
-def with_run_placeholder(text: str) -> str:
-    """Mark the run id inside ids (``handoff-r-3``, ``session-sim-r``, ``r-fact-...``) as @RUN@."""
-    return _RUN_ID.sub("@RUN@", text)
-
-
-def _replay_doc(result: Any, *, target: str, url: str | None, factory: str | None) -> dict[str, Any]:
+def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str | None) -> dict[str, Any]:
     finding = result.finding
     return {
         "format": FORMAT,
@@ -66,15 +62,13 @@ def load_replay(path: Path) -> dict[str, Any]:
             raise SimulationError(f"{path}: missing {key!r}")
     try:
         Plan.from_json(doc["plan"])
-    except (KeyError, TypeError, ValueError) as exc:
-        raise SimulationError(f"{path}: the plan is malformed ({exc})") from exc
+    except SimulationError as exc:
+        raise SimulationError(f"{path}: {exc}") from exc
     return doc
 
 
-def reproduce(doc: dict[str, Any], http_target: HttpTarget | None = None) -> Any:
+def reproduce(doc: dict[str, Any], http_target: HttpTarget | None = None) -> RunResult:
     """Run a replay document once; returns the RunResult (``finding`` set when it failed)."""
-    from simulations.runner import load_factory, rerun, rerun_over_http
-
     plan = Plan.from_json(doc["plan"])
     target = doc["target"]
     if target.get("kind") == "url":
@@ -82,25 +76,6 @@ def reproduce(doc: dict[str, Any], http_target: HttpTarget | None = None) -> Any
             raise SimulationError("this failure was found over a URL; give --url, --project and --token again")
         return rerun_over_http(plan, int(doc["seed"]), http_target)
     return rerun(plan, int(doc["seed"]), load_factory(target.get("factory")), doc["schedule"])
-
-
-def replay_command(args: Any) -> int:
-    from simulations.runner import _target_from_args
-
-    doc = load_replay(args.file)
-    http_target = _target_from_args(args) if doc["target"].get("kind") == "url" else None
-    reproduced = 0
-    last = None
-    for n in range(1, args.times + 1):
-        result = reproduce(doc, http_target)
-        if result.finding is not None:
-            reproduced += 1
-            last = result
-        print(f"run {n}: {'violation' if result.finding else 'no violation'} ({len(result.history)} operations)")
-    print(f"reproduced {reproduced}/{args.times}")
-    if last is not None and last.finding is not None:
-        print(last.finding.explanation)
-    return 1 if reproduced else 0
 
 
 # -- exports ----------------------------------------------------------------------------------
@@ -169,11 +144,13 @@ def _curl_text(doc: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def export_failure(result: Any, out_dir: Path, *, target: str, url: str | None = None,
+def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | None = None,
                    factory: str | None = None) -> dict[str, Path]:
-    """Write the replay file, timeline, pytest file and curl script; returns their paths."""
-    from simulations.timeline import write_timeline
+    """Write the replay file, timeline, pytest file, curl script and history; returns their paths.
 
+    Raises:
+        SimulationError: when the files cannot be written.
+    """
     doc = _replay_doc(result, target=target, url=url, factory=factory)
     stem = f"race-seed-{result.seed}"
     try:
@@ -184,7 +161,7 @@ def export_failure(result: Any, out_dir: Path, *, target: str, url: str | None =
         test_path.write_text(_pytest_text(doc, test_path.name), encoding="utf-8")
         history_path = out_dir / f"{stem}.jsonl"
         with history_path.open("w", encoding="utf-8") as handle:
-            dump_history(result.history, handle)
+            dump_history(result.history, handle, Header(model="ledger"))
         curl_path = out_dir / f"{stem}.sh"
         curl_path.write_text(_curl_text(doc), encoding="utf-8")
         curl_path.chmod(0o755)

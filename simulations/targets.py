@@ -1,20 +1,243 @@
-"""Targets from the conformance suite's target file, so both tools aim at a server the same way.
+"""Where the races run: the embedded reference (or a planted variant of it), or a server by URL.
 
-The file format and its precedence rules belong to the conformance suite's AideMemo profile
-(``conformance.profiles.aidememo.settings``); this module only
-turns resolved settings into the simulator's ``HttpTarget``: it provisions fresh actors with the
-file's command template, or picks the writers (and a reader, if any) among its fixed tokens.
+A ``Target`` answers one request for one actor (``request``), knows its clock if it can be
+moved, and owns whatever the requests need. The embedded target runs the reference in-process
+on a manual clock with the ``SeededScheduler`` installed in its store; a URL target sends over
+the conformance suite's bounded wire (an answer is read whole, within a size cap and an overall
+deadline, so a hostile server costs one lost answer, never a stalled run). A lost answer raises
+``Lost``; what it means for the history is the execution's business, not the target's.
+
+Targets are also read from the conformance suite's target file (``--config``): its format and
+precedence rules belong to the suite's AideMemo profile (``conformance.profiles.aidememo.settings``);
+this module only turns resolved settings into a ``HttpTarget``, provisioning fresh actors with
+the file's command or picking writers among its fixed tokens.
 """
 
 from __future__ import annotations
 
+import importlib.util
+import json
 import secrets
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Protocol
 
-from simulations.concurrency import READER, HttpTarget
 from simulations.errors import SimulationError
+from simulations.plan import READER, START_MS
+from simulations.scheduler import SeededScheduler
 
-__all__ = ["target_from_config"]
+__all__ = [
+    "EmbeddedTarget",
+    "HttpTarget",
+    "LedgerFactory",
+    "Lost",
+    "Reply",
+    "Target",
+    "load_factory",
+    "reference_factory",
+    "target_from_config",
+]
+
+MAX_ANSWER_BYTES = 4 * 1024 * 1024  # the same cap the conformance suite puts on an answer
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    status: int
+    body: bytes
+
+    def json(self) -> Any:
+        """The body as JSON, or None when it is not JSON."""
+        try:
+            return json.loads(self.body)
+        except ValueError:
+            return None
+
+
+class Lost(Exception):
+    """No complete answer came. ``delivered``: the request may have reached the target."""
+
+    def __init__(self, detail: str, *, delivered: bool = True) -> None:
+        super().__init__(detail)
+        self.delivered = delivered
+
+
+class Target(Protocol):
+    actors: tuple[str, ...]
+    project: str
+    has_reader: bool  # a non-participant reader token exists (reads by an outsider)
+    scheduler: SeededScheduler | None  # the embedded store's; None where the network interleaves
+
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        """One request as ``actor``. Raises Lost when no complete answer came."""
+        ...
+
+    def now_ms(self) -> int | None: ...
+
+    def set_clock(self, now_ms: int) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+LedgerFactory = Callable[..., Any]  # (database, *, clock, scheduler) -> ReferenceLedger
+
+
+def reference_factory(database: Path, *, clock: Any, scheduler: Any) -> Any:
+    from aidememo_ref import ReferenceLedger
+
+    return ReferenceLedger(database, clock=clock, scheduler=scheduler)
+
+
+def load_factory(spec: str | None) -> LedgerFactory:
+    """``None`` for the reference, else ``path/to/file.py:name`` (how planted variants travel).
+
+    Raises:
+        SimulationError: when the file or the name is not there.
+    """
+    if spec is None:
+        return reference_factory
+    path, sep, name = spec.rpartition(":")
+    if not sep or not path:
+        raise SimulationError(f"ledger factory must be FILE.py:NAME, not {spec!r}")
+    module_spec = importlib.util.spec_from_file_location(f"_sim_factory_{abs(hash(path))}", path)
+    if module_spec is None or module_spec.loader is None or not Path(path).is_file():
+        raise SimulationError(f"cannot load ledger factory file {path}")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_spec.name] = module
+    module_spec.loader.exec_module(module)
+    factory = getattr(module, name, None)
+    if factory is None:
+        raise SimulationError(f"{path} has no ledger factory named {name}")
+    return factory  # type: ignore[no-any-return]
+
+
+_JSON = ("content-type", "application/json")
+
+
+class EmbeddedTarget:
+    """The reference ledger (or a variant of it) in-process, on a manual clock.
+
+    ``project`` names the project the actors are provisioned in; ``next_project`` gives a fresh,
+    isolated project on the same ledger (what the state machines do between examples, instead
+    of creating a database each time).
+    """
+
+    def __init__(self, actors: Sequence[str], *, seed: int, factory: LedgerFactory = reference_factory,
+                 project: str = "project-sim") -> None:
+        from aidememo_ref import ManualClock
+
+        self.actors = tuple(actors)
+        self.has_reader = True
+        self._dir = tempfile.TemporaryDirectory(prefix="aidememo-sim-")
+        self.clock = ManualClock(START_MS)
+        self.scheduler: SeededScheduler | None = SeededScheduler(seed)
+        self.ledger = factory(Path(self._dir.name) / "ledger.sqlite", clock=self.clock, scheduler=self.scheduler)
+        self._headers: dict[str, list[tuple[str, str]]] = {}
+        self._projects = 0
+        self._provision(project)
+
+    def _provision(self, project: str) -> None:
+        self.project = project
+        self._projects += 1
+        for actor in (*self.actors, READER):
+            token = f"token-{actor}-{self._projects}"
+            self.ledger.provision(tenant_id="tenant-sim", project_id=project, actor_id=actor,
+                                  token=token, role="reader" if actor == READER else "writer")
+            self._headers[actor] = [("authorization", f"Bearer {token}"), _JSON]
+
+    def next_project(self) -> None:
+        """Move to a fresh project on the same ledger: nothing written before is visible there."""
+        self._provision(f"project-sim-{self._projects + 1}")
+
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        response = self.ledger.handle(method, path, self._headers[actor], body or b"")
+        return Reply(response.status, response.body)
+
+    def now_ms(self) -> int | None:
+        return int(self.clock.now_ms())
+
+    def set_clock(self, now_ms: int) -> bool:
+        self.clock.set(now_ms)
+        return True
+
+    def close(self) -> None:
+        self.ledger.close()
+        self._dir.cleanup()
+
+
+class HttpTarget:
+    """A server by URL, with one bearer token per actor (at least two writers, ideally a reader)."""
+
+    scheduler: SeededScheduler | None = None
+
+    def __init__(self, url: str, project: str, tokens: Mapping[str, str], *, timeout_s: float = 10.0) -> None:
+        writers = [a for a in tokens if a != READER]
+        if len(writers) < 2:
+            raise SimulationError("a URL target needs tokens of at least two writer actors (--token ACTOR=TOKEN)")
+        self.actors = tuple(writers)
+        self.project = project
+        self.has_reader = READER in tokens
+        self.url = url.rstrip("/")
+        self.tokens: Mapping[str, str] = dict(tokens)
+        self._timeout = timeout_s
+        self._wire: Any = None
+        self._has_clock: bool | None = None
+
+    def _connection(self) -> Any:
+        if self._wire is None:
+            from conformance.http import Wire
+
+            # No retries and no breaker: a lost answer is the simulator's to settle (it sends
+            # the identical command again), and a flaky server is what it is looking for.
+            self._wire = Wire(self.url, timeout_s=self._timeout, max_body_bytes=MAX_ANSWER_BYTES, breaker_limit=0)
+        return self._wire
+
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        from conformance.errors import Indeterminate, TargetError
+
+        if actor not in self.tokens:
+            raise SimulationError(f"no token for actor {actor!r} on {self.url}")
+        headers = {"Content-Type": "application/json"} if body is not None else None
+        try:
+            exchange = self._connection().request(None, method, path, token=self.tokens[actor], content=body,
+                                                  headers=headers, actor=actor)
+        except (TargetError, Indeterminate) as exc:  # no answer, or 503 storage_failure: it may have run
+            raise Lost(str(exc)) from exc
+        return Reply(exchange.status, exchange.body)
+
+    def _clock(self, advance_ms: int | None) -> int | None:
+        if self._has_clock is False:
+            return None
+        body = None if advance_ms is None else json.dumps({"advance_ms": advance_ms}).encode()
+        try:
+            reply = self.request(self.actors[0], "GET" if body is None else "POST", "/__test__/clock", body)
+        except Lost as exc:
+            raise SimulationError(f"cannot reach {self.url}: {exc}") from exc
+        self._has_clock = reply.status == 200
+        if not self._has_clock:
+            return None
+        doc = reply.json()
+        if not isinstance(doc, dict) or not isinstance(doc.get("now_ms"), int):
+            raise SimulationError(f"{self.url}/__test__/clock answered 200 without a now_ms number")
+        return int(doc["now_ms"])
+
+    def now_ms(self) -> int | None:
+        return self._clock(None)
+
+    def set_clock(self, now_ms: int) -> bool:
+        now = self.now_ms()
+        if now is None:
+            return False
+        # The extension only moves forward; a target already past the plan's time stays there.
+        return now_ms <= now or self._clock(now_ms - now) is not None
+
+    def close(self) -> None:
+        if self._wire is not None:
+            self._wire.close()
+        self._wire = None  # a later run opens fresh connections
 
 
 def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
@@ -46,7 +269,7 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         except Untestable as exc:
             raise SimulationError(str(exc)) from exc
         finally:
-            provisioner.close()
+            provisioner.close()  # its token files hold live credentials of the target
         return HttpTarget(settings.url, project, tokens, timeout_s=settings.timeout_s)
     by_project: dict[str, dict[str, str]] = {}
     for fixed in settings.fixed_tokens:

@@ -31,7 +31,8 @@ from typing import Any
 
 import httpx
 
-from simulations.concurrency import Batch, Plan, PlannedOp, SeededScheduler
+from simulations.plan import Batch, Plan, PlannedOp
+from simulations.scheduler import SeededScheduler
 from simulations.errors import SimulationError
 from simulations.history import Operation, Recorder
 from simulations.xmemo_model import Finding, describe_operation, estimate_tokens, violations
@@ -97,9 +98,8 @@ class XMemoEmbeddedTarget:
         return self._clients[agent]
 
     def new_scheduler(self, seed: int, script: Sequence[int] = ()) -> SeededScheduler:
-        """A fresh scheduler for the next batch (the store keeps calling the same object)."""
-        fresh = SeededScheduler(seed, script)
-        self.scheduler.__dict__.update(fresh.__dict__)
+        """The scheduler reset for the next batch (the store keeps calling the same object)."""
+        self.scheduler.reset(seed, script)
         return self.scheduler
 
     def close(self) -> None:
@@ -458,7 +458,7 @@ def reproduce(path: Path, times: int = 1) -> int:
     Raises:
         SimulationError: when the file cannot be read or is not an XMemo replay file.
     """
-    from simulations.runner import load_factory
+    from simulations.targets import load_factory
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))

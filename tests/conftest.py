@@ -1,5 +1,11 @@
-"""Fixtures every test folder may use: a real PostgreSQL for the storage-sensitive tests.
+"""Fixtures every test folder may use: Hypothesis profiles, and a real PostgreSQL for the
+storage-sensitive tests.
 
+Hypothesis profiles: ``dev`` (the default), ``ci`` and ``deep``, picked with pytest's own
+``--hypothesis-profile ci``. Profiles change how much is explored, never what is checked; tests
+that set their own ``max_examples`` keep it.
+
+PostgreSQL:
 One throwaway cluster per test process (``scripts/postgres.sh``, fsync off: the tests kill our
 servers, never PostgreSQL), one fresh database per test. Set ``AIDEMEMO_TEST_POSTGRES_URL`` to
 use a server of your own instead. Without PostgreSQL these tests skip with one line saying how
@@ -16,6 +22,17 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+_COMMON = {"deadline": None, "suppress_health_check": [HealthCheck.too_slow, HealthCheck.data_too_large]}
+settings.register_profile("dev", max_examples=15, stateful_step_count=20, **_COMMON)  # type: ignore[arg-type]
+# CI: more, and derandomized, so a red build is the same red build when rerun; print_blob
+# prints the @reproduce_failure line for the failing example.
+settings.register_profile("ci", max_examples=40, stateful_step_count=30, derandomize=True, print_blob=True,
+                          **_COMMON)  # type: ignore[arg-type]
+settings.register_profile("deep", max_examples=400, stateful_step_count=60, **_COMMON)  # type: ignore[arg-type]
+# The default; ``--hypothesis-profile`` (read after this file) replaces it.
+settings.load_profile("dev")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "postgres.sh"
 HOWTO = ("PostgreSQL not available: install the server (sudo scripts/postgres.sh install) "

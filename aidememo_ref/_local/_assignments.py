@@ -9,8 +9,7 @@ first and fails afterwards; ``docs/local.md``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from . import _rules as rules
 from ._errors import LocalError, LocalErrorCode, invalid_input
@@ -37,8 +36,7 @@ __all__ = [
 ]
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class NewAssignment:
+class NewAssignment(NamedTuple):
     session_id: str
     source_id: str | None
     from_actor: str
@@ -110,8 +108,7 @@ def route_of(record: Assignment) -> Route:
     )
 
 
-@dataclass(frozen=True, slots=True)
-class Accepted:
+class Accepted(NamedTuple):
     assignment: Assignment
     changed: bool
     packet: Packet

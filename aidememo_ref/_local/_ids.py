@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import os
 
-from .._ids import CROCKFORD
-from .._ids import new_ulid as encode_ulid
+from .._ulid import CROCKFORD
+from .._ulid import new_ulid as encode_ulid
 
 __all__ = ["new_ulid", "is_ulid", "new_session_id", "new_handoff_id", "new_worker_claim"]
 

@@ -12,8 +12,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._facttypes import FactType, WriteType, resolve_write_type
@@ -88,8 +87,7 @@ def resolve_entities(store: LocalStore, names: Sequence[str], source_id: str | N
     return ids, created
 
 
-@dataclass(frozen=True, slots=True)
-class FactAdded:
+class FactAdded(NamedTuple):
     fact: Fact
     write_type: WriteType
     auto_created: list[str]
@@ -136,8 +134,7 @@ def fact_get(store: LocalStore, fact_id: str, source_id: str | None, *, bad_id: 
     return fact
 
 
-@dataclass(frozen=True, slots=True)
-class Packet:
+class Packet(NamedTuple):
     session: Entity
     facts: list[Fact]
     content: str

@@ -9,8 +9,8 @@ upstream's do (``docs/local.md`` says how to run them with this kit).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from datetime import datetime, timezone
+from typing import NamedTuple
 
 from ._errors import invalid_input
 from ._records import Entity, Fact, FactType
@@ -41,8 +41,7 @@ _DECISIONS = frozenset({FactType.DECISION, FactType.CONVENTION, FactType.PATTERN
 _LESSONS = frozenset({FactType.LESSON, FactType.ERROR})
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Route:
+class Route(NamedTuple):
     """Who hands the session to whom, and the assignment's words; all optional metadata."""
 
     from_actor: str | None = None
@@ -179,8 +178,7 @@ def render_packet(session: Entity, facts: Sequence[Fact], route: Route) -> str:
     return "\n".join(lines) + "\n"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProfileEntity:
+class ProfileEntity(NamedTuple):
     name: str
     entity_type: str
     fact_count: int

@@ -3,15 +3,19 @@
 Field names and JSON keys are upstream's: ``Fact.to_json`` is its ``FactRecord``,
 ``Assignment.to_json`` its ``HandoffAssignment`` (handoff spec §1.8), ``AgentProfile.to_json``
 its ``InstallationConfig`` (unset fields left out), each in upstream's declaration order.
+
+The local flow's values are typed ``NamedTuple``s rather than the house's frozen dataclasses:
+they are as immutable and as typed, and defining one costs a fraction of a dataclass (no
+generated source to compile, no ``inspect`` import), which is most of a local command's start-up
+otherwise (``docs/local.md``, start-up). Build them with keywords, change them with ``_replace``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
 from enum import StrEnum
-from typing import Any
+from typing import Any, NamedTuple
 
-from .._records import Outcome, Status
+from .._status import Outcome, Status
 from ._facttypes import FactType
 
 __all__ = [
@@ -23,6 +27,7 @@ __all__ = [
     "Entity",
     "Fact",
     "Assignment",
+    "ASSIGNMENT_FIELDS",
     "AgentProfile",
     "SESSION_TYPE",
     "HANDOFF_TYPE",
@@ -33,7 +38,7 @@ SESSION_TYPE = "session"
 HANDOFF_TYPE = "handoff"
 
 
-# Status and Outcome are the remote protocol's own (``aidememo_ref._records``): the local flow has
+# Status and Outcome are the remote protocol's own (``aidememo_ref._status``): the local flow has
 # the same three statuses ("returned" is a board lane, never a status) and the same two outcomes.
 
 
@@ -53,16 +58,11 @@ class EnvPolicy(StrEnum):
     ALL = "all"
 
 
-def _to_json(value: object) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for field in fields(value):  # type: ignore[arg-type]
-        item = getattr(value, field.name)
-        out[field.name] = list(item) if isinstance(item, tuple) else item
-    return out
+def _json_value(item: object) -> object:
+    return list(item) if isinstance(item, tuple) else item
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Entity:
+class Entity(NamedTuple):
     """A named node facts attach to: a session (``source_page`` is its topic), a handoff, or a
     name given to ``--entities``. Names are unique without regard to case, as upstream's."""
 
@@ -73,8 +73,7 @@ class Entity:
     created_at: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Fact:
+class Fact(NamedTuple):
     """Upstream's ``FactRecord``; ``entity_ids`` are entity ULIDs, ``entity_names`` their names."""
 
     id: str
@@ -98,14 +97,23 @@ class Fact:
     entity_names: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
-        out = _to_json(self)
+        out = {name: _json_value(value) for name, value in zip(self._fields, self)}
         del out["entity_names"]  # not part of the record
         out["fact_type"] = str(self.fact_type)
         return out
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Assignment:
+# Upstream's HandoffAssignment declaration order: the JSON's key order (``created_at`` is
+# declared earlier below, because a NamedTuple's fields without defaults come first).
+ASSIGNMENT_FIELDS = (
+    "handoff_id", "session_id", "source_id", "from_actor", "to_actor", "from_agent", "from_profile", "to_agent",
+    "to_profile", "focus", "done_when", "status", "revision", "claim_id", "attempt_count", "created_at",
+    "accepted_at", "completed_at", "result_fact_id", "outcome", "returned_at", "last_heartbeat_at",
+    "heartbeat_count", "upstream_system", "upstream_task_id", "upstream_board_id",
+)
+
+
+class Assignment(NamedTuple):
     """The local ``HandoffAssignment``: a small pointer to a session, never a copy of its facts.
 
     ``revision`` is informational (+1 per persisted transition); the CAS token is the stored
@@ -117,6 +125,7 @@ class Assignment:
     source_id: str | None
     from_actor: str
     to_actor: str
+    created_at: int
     from_agent: str | None = None
     from_profile: str | None = None
     to_agent: str | None = None
@@ -127,7 +136,6 @@ class Assignment:
     revision: int = 0
     claim_id: str | None = None
     attempt_count: int = 0
-    created_at: int
     accepted_at: int | None = None
     completed_at: int | None = None
     result_fact_id: str | None = None
@@ -140,7 +148,7 @@ class Assignment:
     upstream_board_id: str | None = None
 
     def to_json(self) -> dict[str, Any]:
-        out = _to_json(self)
+        out: dict[str, Any] = {name: getattr(self, name) for name in ASSIGNMENT_FIELDS}
         out["status"] = str(self.status)
         out["outcome"] = None if self.outcome is None else str(self.outcome)
         return out
@@ -154,8 +162,7 @@ class Assignment:
         return cls(**values)
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class AgentProfile:
+class AgentProfile(NamedTuple):
     """Where and how an alias runs: routing metadata and paths only, never credentials."""
 
     alias: str

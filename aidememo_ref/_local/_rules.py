@@ -11,8 +11,8 @@ self-handoff allowed), so nothing here is shared with the server's state machine
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
 from enum import StrEnum
+from typing import NamedTuple
 
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._ids import is_ulid
@@ -116,8 +116,7 @@ def accept(record: Assignment, actor: str, claim_id: str | None, now_ms: int) ->
     _ensure_receiver(record, actor)
     match record.status:
         case Status.PENDING:
-            return replace(
-                record,
+            return record._replace(
                 status=Status.ACCEPTED,
                 accepted_at=now_ms,
                 claim_id=claim,
@@ -129,8 +128,7 @@ def accept(record: Assignment, actor: str, claim_id: str | None, now_ms: int) ->
                 return None
             if record.outcome is Outcome.FAILED and claim is not None:
                 # A failed attempt may be re-claimed by a new worker token.
-                return replace(
-                    record,
+                return record._replace(
                     claim_id=claim,
                     attempt_count=record.attempt_count + 1,
                     accepted_at=now_ms,
@@ -152,8 +150,7 @@ def heartbeat(record: Assignment, actor: str, now_ms: int) -> Assignment:
         raise invalid_input(
             f"handoff {record.handoff_id} must be accepted before sending a heartbeat"
         )
-    return replace(
-        record,
+    return record._replace(
         last_heartbeat_at=now_ms,
         heartbeat_count=record.heartbeat_count + 1,
         revision=record.revision + 1,
@@ -166,7 +163,7 @@ def complete(record: Assignment, actor: str, now_ms: int) -> Assignment | None:
     _ensure_receiver(record, actor)
     match record.status:
         case Status.ACCEPTED:
-            return replace(record, status=Status.COMPLETED, completed_at=now_ms, revision=record.revision + 1)
+            return record._replace(status=Status.COMPLETED, completed_at=now_ms, revision=record.revision + 1)
         case Status.COMPLETED:
             return None
         case Status.PENDING:
@@ -230,8 +227,7 @@ def return_result(
     if fact.actor_id != actor:
         raise invalid_input(f"result fact {fact_id} must be written by receiving actor {actor}")
     succeeded = outcome is Outcome.SUCCEEDED
-    return replace(
-        record,
+    return record._replace(
         result_fact_id=given,
         outcome=outcome,
         returned_at=now_ms,
@@ -263,8 +259,7 @@ class NextAction(StrEnum):
     VALIDATE_RESULT = "validate_result"
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class BoardItem:
+class BoardItem(NamedTuple):
     """One derived board row; the board is a view, not a second lifecycle."""
 
     assignment: Assignment

@@ -18,7 +18,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ._errors import invalid_input
 from ._records import AgentProfile, AgentType, EnvPolicy
@@ -43,16 +43,14 @@ _CORE_ENV = ("HOME", "USERPROFILE", "PATH", "SHELL", "USER", "LOGNAME", "LANG", 
              "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Invocation:
+class Invocation(NamedTuple):
     argv: tuple[str, ...]
     cwd: str | None
     env: dict[str, str]
     stdin: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ProcessResult:
+class ProcessResult(NamedTuple):
     exit_code: int
     timed_out: bool
     stdout: str

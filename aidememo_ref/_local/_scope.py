@@ -10,8 +10,8 @@ processes, not authentication: anyone who can set the variables can claim the sc
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 from enum import StrEnum
+from typing import NamedTuple
 
 from ._errors import invalid_input
 
@@ -51,8 +51,7 @@ _FALSE = {"0", "false", "no", "off"}
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Settings:
+class Settings(NamedTuple):
     source_id: str | None = None
     source_from_hermes: HermesSource = HermesSource.NONE
     actor_from_hermes_profile: bool = False

@@ -23,8 +23,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 from . import _assignments as assignments
 from . import _memory as memory
@@ -57,8 +56,7 @@ class RunContext(Protocol):
     def err(self) -> Callable[[str], None]: ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RunRequest:
+class RunRequest(NamedTuple):
     alias: str
     handoff_id: str | None
     next: bool

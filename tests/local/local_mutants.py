@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 from typing import Any
 
 from aidememo_ref._local import _assignments as assignments
@@ -56,7 +55,7 @@ def _patch_accept(change: Any) -> None:
 def claim_overwrite() -> None:
     def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
         if record.status is Status.ACCEPTED and claim and record.claim_id != claim:
-            return replace(record, claim_id=claim, revision=record.revision + 1)
+            return record._replace(claim_id=claim, revision=record.revision + 1)
         return original(record, actor, claim, now)
 
     _patch_accept(change)
@@ -65,7 +64,7 @@ def claim_overwrite() -> None:
 def same_claim_writes() -> None:
     def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
         result = original(record, actor, claim, now)
-        return replace(record, revision=record.revision + 1) if result is None else result
+        return record._replace(revision=record.revision + 1) if result is None else result
 
     _patch_accept(change)
 
@@ -74,7 +73,7 @@ def no_reclaim_attempt() -> None:
     def change(original: Any, record: Any, actor: str, claim: str | None, now: int) -> Any:
         result = original(record, actor, claim, now)
         if result is not None and record.status is Status.ACCEPTED:
-            return replace(result, attempt_count=record.attempt_count)
+            return result._replace(attempt_count=record.attempt_count)
         return result
 
     _patch_accept(change)
@@ -90,15 +89,15 @@ def _patch_return(change: Any) -> None:
 
 
 def no_attach_check() -> None:
-    _patch_return(lambda record, actor, fact: replace(fact, entity_names=(*fact.entity_names, record.session_id)))
+    _patch_return(lambda record, actor, fact: fact._replace(entity_names=(*fact.entity_names, record.session_id)))
 
 
 def no_source_check() -> None:
-    _patch_return(lambda record, actor, fact: replace(fact, source_id=record.source_id))
+    _patch_return(lambda record, actor, fact: fact._replace(source_id=record.source_id))
 
 
 def no_author_check() -> None:
-    _patch_return(lambda record, actor, fact: replace(fact, actor_id=actor))
+    _patch_return(lambda record, actor, fact: fact._replace(actor_id=actor))
 
 
 def return_rewrites() -> None:
@@ -106,7 +105,7 @@ def return_rewrites() -> None:
 
     def return_result(record: Any, actor: str, outcome: Any, fact_id: str, fact: Any, now: int) -> Any:
         result = original(record, actor, outcome, fact_id, fact, now)
-        return replace(record, returned_at=now, revision=record.revision + 1) if result is None else result
+        return record._replace(returned_at=now, revision=record.revision + 1) if result is None else result
 
     rules.return_result = return_result
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 
 import pytest
 
@@ -17,7 +16,7 @@ def pending(**changes: object) -> Assignment:
     base = Assignment(
         handoff_id="handoff-1", session_id="session-1", source_id="team", from_actor="a", to_actor="b", created_at=100
     )
-    return replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def evidence(**changes: object) -> Fact:
@@ -27,7 +26,7 @@ def evidence(**changes: object) -> Fact:
         created_at=1, updated_at=1, observed_at=None, superseded_at=None, superseded_by=None, access_count=0,
         last_accessed_at=1, pinned=False,
     )
-    return replace(base, **changes)  # type: ignore[arg-type]
+    return base._replace(**changes)  # type: ignore[arg-type]
 
 
 def refusal(call: object, *args: object) -> str:
@@ -80,7 +79,7 @@ def test_failed_attempt_is_reclaimed_with_a_new_claim_only() -> None:
     assert again.revision == 3
     # A manual (claim-less) accept never re-claims: same absent claim is no change, and a
     # worker's failed claim cannot be taken over without a new claim.
-    assert rules.accept(replace(failed, claim_id=None), "b", None, 1) is None
+    assert rules.accept(failed._replace(claim_id=None), "b", None, 1) is None
     assert refusal(rules.accept, failed, "b", None, 1) == "handoff handoff-1 is already claimed by another worker"
 
 

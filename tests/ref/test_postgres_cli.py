@@ -232,12 +232,14 @@ def test_the_embedded_simulator_on_postgres_is_clean_and_finds_the_planted_doubl
     ledgers = Path(__file__).resolve().parent / "pg_ledgers.py"
     env = {**os.environ, "AIDEMEMO_POSTGRES_URL": postgres_server}
 
-    def sim(name: str, budget: str) -> subprocess.CompletedProcess[str]:
+    def sim(name: str, seed: str, budget: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "simulations.cli", "run", "--ledger", f"{ledgers}:{name}",
-                               "--seed", "0", "--budget", budget, "--out", str(tmp_path / name)],
+                               "--seed", seed, "--budget", budget, "--out", str(tmp_path / name)],
                               capture_output=True, text=True, timeout=240, env=env)
 
-    clean = sim("reference", "4")
+    clean = sim("reference", "0", "4")
     assert clean.returncode == 0 and "verdict OK" in clean.stdout, clean.stdout[-2000:] + clean.stderr[-2000:]
-    race = sim("double_accept", "20")
+    # Seed 8 meets the race in its 4th batch (seed 0 only in its 170th, which a loaded machine on
+    # PostgreSQL did not reach in 20 s); the budget is only the ceiling of a failing run.
+    race = sim("double_accept", "8", "60")
     assert race.returncode == 1, race.stdout[-2000:] + race.stderr[-2000:]

@@ -6,7 +6,7 @@ from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 
 from aidememo_ref import ReferenceLedger, serve_in_thread
-from simulations.concurrency import READER
+from simulations.plan import READER
 
 ACTORS = ("agent-a", "agent-b", "agent-c", READER)
 

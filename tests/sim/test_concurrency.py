@@ -4,54 +4,60 @@ from __future__ import annotations
 
 import random
 
-import httpx
-
+from simulations.campaign import check_history
 from simulations.checker import Verdict
-from simulations.concurrency import EmbeddedTarget, Planner, execute_batch, receipt_violations, setup
+from simulations.execution import execute_batch
 from simulations.history import Operation, Recorder
-from simulations.runner import _workers, check_history
+from simulations.plan import workers_for
+from simulations.planner import Planner, setup
+from simulations.receipts import receipt_violations
+from simulations.targets import EmbeddedTarget, Lost, Reply
 
 
-class _LossyTransport(httpx.BaseTransport):
-    """Executes the request, then loses the answer: for every ``every``-th POST, or for all."""
+class _Lossy:
+    """The embedded target, losing the answer of every ``every``-th write after it ran."""
 
-    def __init__(self, inner: httpx.BaseTransport, every: int, lose_retries: bool) -> None:
+    def __init__(self, inner: EmbeddedTarget, every: int, lose_retries: bool) -> None:
         self.inner, self.every, self.lose_retries = inner, every, lose_retries
+        self.actors, self.project, self.has_reader = inner.actors, inner.project, inner.has_reader
+        self.scheduler = inner.scheduler
         self.posts = 0
         self.lost: set[bytes] = set()
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        response = self.inner.handle_request(request)
-        if request.method != "POST":
-            return response
-        body = request.content
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        reply = self.inner.request(actor, method, path, body)
+        if method != "POST" or body is None:
+            return reply
         self.posts += 1
         if body in self.lost and self.lose_retries:
-            raise httpx.ReadTimeout("lost again", request=request)
+            raise Lost("lost again")
         if self.posts % self.every == 0:
             self.lost.add(body)
-            raise httpx.ReadTimeout("answer lost after the command ran", request=request)
-        return response
+            raise Lost("answer lost after the command ran")
+        return reply
+
+    def now_ms(self) -> int | None:
+        return self.inner.now_ms()
+
+    def set_clock(self, now_ms: int) -> bool:
+        return self.inner.set_clock(now_ms)
+
+    def close(self) -> None:
+        self.inner.close()
 
 
 def _campaign(lose_retries: bool) -> tuple[list[Operation], int]:
     actors = ("agent-a", "agent-b", "agent-c")
-    target = EmbeddedTarget(actors, seed=1)
-    workers = _workers(actors)
+    target = _Lossy(EmbeddedTarget(actors, seed=1), every=4, lose_retries=lose_retries)
+    workers = workers_for(actors)
     try:
-        setup(target, "r")
-        lossy = []
-        for actor in actors:
-            client = target.client(actor)
-            transport = _LossyTransport(client._transport, every=4, lose_retries=lose_retries)
-            client._transport = transport
-            lossy.append(transport)
+        setup(target.inner, "r")
         planner = Planner(target=target, run_id="r", rng=random.Random(1), workers=workers)
         recorder = Recorder()
         for index in range(20):
             planner.refresh()
-            execute_batch(target, workers, planner.next_batch(), recorder, index)
-        return recorder.history(), sum(len(t.lost) for t in lossy)
+            execute_batch(target, planner.next_batch(), recorder, index)
+        return recorder.history(), len(target.lost)
     finally:
         target.close()
 
@@ -89,3 +95,10 @@ def test_project_seq_must_follow_real_time() -> None:
     assert receipt_violations([_write(0, "c1", 1, 0, 10), _write(1, "c2", 2, 20, 30)]) == []
     problems = receipt_violations([_write(0, "c1", 2, 0, 10), _write(1, "c2", 1, 20, 30)])
     assert problems and "committed after" in problems[0][1]
+    # Concurrent commands may commit in either order.
+    assert receipt_violations([_write(0, "c1", 2, 0, 10), _write(1, "c2", 1, 5, 30)]) == []
+
+
+def test_project_seq_given_twice_is_a_violation() -> None:
+    problems = receipt_violations([_write(0, "c1", 1, 0, 10), _write(1, "c2", 1, 5, 30)])
+    assert problems and "given to two commands" in problems[0][1]

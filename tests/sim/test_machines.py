@@ -1,8 +1,12 @@
-"""The state machines against the embedded reference, over a socket, and against a broken ledger."""
+"""The state machines against the embedded reference, over a socket, and against broken ledgers,
+each caught by the invariant that names its fault."""
 
 from __future__ import annotations
 
+import inspect
+import json
 import os
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -15,51 +19,197 @@ from aidememo_ref import ReferenceLedger
 from aidememo_ref._commands import Op
 from aidememo_ref._ledger import Write, decide
 from aidememo_ref._records import Handoff, Status
-from simulations.machines import READER, HandoffLifecycle, Wire, lifecycle_against
+from simulations.machines import (
+    ActorVisibility,
+    ConcurrentSenders,
+    HandoffLifecycle,
+    LedgerMachine,
+    RacingAccepters,
+    StaleWriters,
+    Wire,
+    bound_to,
+)
+from simulations.machines.wire import WRITERS
+from simulations.plan import READER
+from simulations.targets import EmbeddedTarget, Reply
 
 from .served import served
 
+# The default run: every machine under the profile's budget (--hypothesis-profile dev|ci|deep).
 TestHandoffLifecycle = HandoffLifecycle.TestCase
+TestConcurrentSenders = ConcurrentSenders.TestCase
+TestRacingAccepters = RacingAccepters.TestCase
+TestStaleWriters = StaleWriters.TestCase
+TestActorVisibility = ActorVisibility.TestCase
 
 
-def _broken_wire() -> Wire:
-    """The reference with one sequential bug: an accept counts two attempts."""
+def _double_count(database: Path, *, clock: Any, scheduler: Any) -> ReferenceLedger:
+    """The reference with one sequential bug in its rules: an accept counts two attempts."""
 
-    def double_count(command: Any, actor: str, view: Any, now_ms: int) -> Write:
+    def broken(command: Any, actor: str, view: Any, now_ms: int) -> Write:
         write = decide(command, actor, view, now_ms)
         record = write.record
         if command.op is Op.ACCEPT and isinstance(record, Handoff) and record.status is Status.ACCEPTED:
             return Write.of(write.kind, write.resource_id, replace(record, attempt_count=record.attempt_count + 1))
         return write
 
-    return Wire.embedded(decide=double_count)
+    return ReferenceLedger(database, clock=clock, scheduler=scheduler, decide=broken)
 
 
-def test_the_machine_catches_a_ledger_that_breaks_a_rule() -> None:
-    with pytest.raises(AssertionError, match="model"):
-        run_state_machine_as_test(lifecycle_against(_broken_wire),
-                                  # Finding is the point here; shrinking would only cost minutes.
-                                  settings=settings(max_examples=200, database=None, phases=[Phase.generate]))
+class _Doctored(EmbeddedTarget):
+    """The reference behind a wire that breaks one rule in what it answers or what it does."""
+
+    def __init__(self, fault: str) -> None:
+        super().__init__(WRITERS, seed=0)
+        self.fault = fault
+        self.reads: dict[str, int] = {}
+        self.last_write_ok: dict[str, bool] = {}  # handoff path -> did the last write on it commit
+        self.refused_since_read: set[str] = set()  # handoff paths refused a write since last read
+
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        reply = super().request(actor, method, path, body)
+        if method == "POST" and body is not None:
+            return self._after_write(actor, path, body, reply)
+        if "?" in path:
+            return self._listing(path, reply)
+        if "/handoffs/" in path:
+            return self._status(actor, path, reply)
+        return reply
+
+    def _after_write(self, actor: str, path: str, body: bytes, reply: Reply) -> Reply:
+        doc = reply.json()
+        handoff_path = path.rsplit("/", 1)[0]
+        self.last_write_ok[handoff_path] = reply.status == 200
+        if reply.status != 200:
+            self.refused_since_read.add(handoff_path)
+        refused = isinstance(doc, dict) and isinstance(doc.get("error"), dict) and doc["error"]["code"] == "stale_revision"
+        if self.fault == "stale write lands" and refused:
+            # The refusal is answered, yet the write is applied at the current revision.
+            current = super().request(actor, "GET", path.rsplit("/", 1)[0]).json()
+            sent = json.loads(body)
+            sent |= {"command_id": f"{sent['command_id']}-again", "expected_revision": current["revision"]}
+            super().request(actor, "POST", path, json.dumps(sent).encode())
+        return reply
+
+    def _listing(self, path: str, reply: Reply) -> Reply:
+        if self.fault == "inbox drops one" and "box=inbox" in path and reply.status == 200:
+            doc = reply.json()
+            doc["assignments"] = doc["assignments"][1:]
+            return Reply(200, json.dumps(doc).encode())
+        return reply
+
+    def _status(self, actor: str, path: str, reply: Reply) -> Reply:
+        if self.fault == "status leaks" and actor == READER and reply.status == 403:
+            # The reader is shown what only the participants may see.
+            return next((r for r in (super(_Doctored, self).request(a, "GET", path) for a in WRITERS)
+                         if r.status == 200), reply)
+        if reply.status != 200:
+            return reply
+        doc = reply.json()
+        record = doc["record"]
+        refused = path in self.refused_since_read
+        self.refused_since_read.discard(path)
+        handoff = f"{path} {record['status']}"  # the path names the project: examples stay apart
+        self.reads[handoff] = self.reads.get(handoff, 0) + 1  # reads of it in this status
+        if self.fault == "claim forgotten" and record["status"] == "accepted":
+            record["claim_id"] = None
+        elif (self.fault == "completed reopens" and record["status"] == "completed" and self.reads[handoff] > 1
+              and not refused):  # after a refusal, refused_writes_change_nothing would speak first
+            record["status"] = "accepted"
+        elif (self.fault == "revision goes back" and doc["revision"] > 1 and self.reads[handoff] % 2 == 0
+              and self.last_write_ok.get(path)):
+            doc["revision"] -= 1
+        elif self.fault == "outcome dropped" and record["outcome"] is not None:
+            record["outcome"] = None
+        else:
+            return reply
+        return Reply(200, json.dumps(doc).encode())
 
 
-def test_the_machine_runs_against_a_server_by_url(served: tuple[str, dict[str, str]]) -> None:
+_DOCTORED: dict[str, _Doctored] = {}
+
+
+def _doctored(fault: str) -> Callable[[], Wire]:
+    """One doctored ledger per fault, a fresh project per example (as ``Wire.embedded`` does)."""
+
+    def wire() -> Wire:
+        target = _DOCTORED.get(fault)
+        if target is None:
+            target = _DOCTORED[fault] = _Doctored(fault)
+        else:
+            target.next_project()
+        return Wire(target, prefix="x", shared=True)
+
+    return wire
+
+
+INVARIANTS = {name for machine in (HandoffLifecycle, ConcurrentSenders, RacingAccepters, StaleWriters,
+                                    ActorVisibility) for name, _ in inspect.getmembers(machine)
+              if hasattr(getattr(machine, name), "hypothesis_stateful_invariant")}
+
+
+def _failing_invariant(machine: type[LedgerMachine], wire: Callable[[], Wire]) -> str:
+    """Run the machine against a broken ledger until it fails; the invariant that failed."""
+    with pytest.raises(AssertionError) as caught:
+        # Finding is the point here; shrinking would only cost time.
+        run_state_machine_as_test(bound_to(machine, wire), settings=settings(
+            max_examples=300, database=None, phases=[Phase.generate], deadline=None, derandomize=True))
+    frames = [entry.name for entry in caught.traceback]
+    failed = [name for name in frames if name in INVARIANTS]
+    assert failed, f"the failure came from a rule, not an invariant: {caught.value}"
+    return failed[-1]  # after a step, or in the final full check of teardown
+
+
+@pytest.mark.parametrize("machine, fault, invariant", [
+    (HandoffLifecycle, "claim forgotten", "at_most_one_live_claim"),
+    (HandoffLifecycle, "completed reopens", "completed_stays_completed"),
+    (RacingAccepters, "outcome dropped", "records_are_the_models"),
+    (RacingAccepters, "revision goes back", "revisions_only_grow"),
+    (StaleWriters, "stale write lands", "refused_writes_change_nothing"),
+    (ActorVisibility, "status leaks", "status_reads_follow_participation"),
+    (ActorVisibility, "inbox drops one", "mailboxes_list_exactly_their_handoffs"),
+])
+def test_each_fault_is_reported_under_the_invariant_it_breaks(
+        machine: type[LedgerMachine], fault: str, invariant: str) -> None:
+    assert _failing_invariant(machine, _doctored(fault)) == invariant
+
+
+def test_a_rule_bug_in_the_reference_is_caught_under_its_invariant() -> None:
+    assert _failing_invariant(HandoffLifecycle, lambda: Wire.embedded(_double_count)) == \
+        "attempt_count_moves_only_with_new_claim"
+
+
+def test_rules_that_cannot_apply_are_never_drawn() -> None:
+    """Preconditions, not rules that silently do nothing: each guarded rule has its precondition."""
+    for machine, name in [(HandoffLifecycle, "return_own_result"), (HandoffLifecycle, "stale_accept"),
+                          (StaleWriters, "write_what_was_read"), (StaleWriters, "read"),
+                          (ActorVisibility, "accept"), (ActorVisibility, "complete")]:
+        rule = getattr(getattr(machine, name), "hypothesis_stateful_rule")
+        assert rule.preconditions, f"{machine.__name__}.{name} has no precondition"
+
+
+@pytest.mark.parametrize("machine", [HandoffLifecycle, ActorVisibility])
+def test_the_machines_run_against_a_server_by_url(machine: type[LedgerMachine],
+                                                  served: tuple[str, dict[str, str]]) -> None:
     url, tokens = served
-    run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
-                              settings=settings(max_examples=5, stateful_step_count=15, database=None))
+    run_state_machine_as_test(bound_to(machine, lambda: Wire.over_http(url, "p", tokens)),
+                              settings=settings(max_examples=4, stateful_step_count=12, database=None))
 
 
 def test_the_machine_renames_actors_of_a_server_that_has_its_own(tmp_path: Path) -> None:
     with served(ReferenceLedger(tmp_path / "ledger.sqlite"), ("alice", "bob", "carol", READER)) as (url, tokens):
-        run_state_machine_as_test(lifecycle_against(lambda: Wire.over_http(url, "p", tokens)),
+        run_state_machine_as_test(bound_to(HandoffLifecycle, lambda: Wire.over_http(url, "p", tokens)),
                                   settings=settings(max_examples=3, stateful_step_count=12, database=None))
 
 
 @pytest.mark.skipif(not os.environ.get("AIDEMEMO_SIM_CONFIG"),
-                    reason="set AIDEMEMO_SIM_CONFIG=target.toml to run the state machine against your server")
-def test_the_machine_against_the_configured_target() -> None:
+                    reason="set AIDEMEMO_SIM_CONFIG=target.toml to run the state machines against your server")
+@pytest.mark.parametrize("machine", [HandoffLifecycle, ConcurrentSenders, RacingAccepters, StaleWriters,
+                                     ActorVisibility])
+def test_the_machines_against_the_configured_target(machine: type[LedgerMachine]) -> None:
     from simulations.targets import target_from_config
 
     target = target_from_config(Path(os.environ["AIDEMEMO_SIM_CONFIG"]), actors=3)
-    machine = HandoffLifecycle if target is None else lifecycle_against(
-        lambda: Wire.over_http(target.url, target.project, target.tokens))
-    run_state_machine_as_test(machine)
+    bound = machine if target is None else bound_to(
+        machine, lambda: Wire.over_http(target.url, target.project, dict(target.tokens)))
+    run_state_machine_as_test(bound)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref import SystemClock
-from simulations.concurrency import HttpTarget
-from simulations.runner import run_campaign
+from simulations.campaign import run_campaign
+from simulations.targets import HttpTarget
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import mutants  # noqa: E402

@@ -12,10 +12,13 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import random
 import threading
+import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import aidememo_ref
@@ -383,6 +386,45 @@ def mcp_reader_sees_write_tools(db_path: str) -> Any:
 
 
 MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-2",))
+
+
+# -- race mutants: the simulator's planted races, met by real concurrency ----------------------------
+
+
+class _Widened:
+    """Holds each writer a moment (0 to 5 ms, drawn from a fixed seed) at the points where the
+    planted races live, so a few seconds of real concurrency meet them in either order; the
+    simulator forces the same interleavings instead."""
+
+    def __init__(self) -> None:
+        self._rng = random.Random(20261130)
+        self._lock = threading.Lock()
+
+    def point(self, name: str) -> None:
+        if name in ("decided", "committed", "queued"):
+            with self._lock:
+                pause = self._rng.uniform(0, 0.005)
+            time.sleep(pause)
+
+
+def _race(name: str) -> Factory:
+    def factory(db_path: str) -> Any:
+        from tests.sim import mutants as races  # one copy of each race, on the store's seam
+
+        return getattr(races, name)(Path(db_path), clock=aidememo_ref.OffsetClock(), scheduler=_Widened())
+
+    factory.__doc__ = f"{name} (tests/sim/mutants.py), with its race window widened"
+    return factory
+
+
+double_accept = _race("double_accept")
+receipt_numbers = _race("receipt_numbers")
+late_stamp = _race("late_stamp")
+stale_cache = _race("stale_cache")
+MUTANTS["double_accept"] = (double_accept, ("AM-HL-CAS-3",))
+MUTANTS["receipt_numbers"] = (receipt_numbers, ("AM-RACE-1",))
+MUTANTS["late_stamp"] = (late_stamp, ("AM-RACE-2",))
+MUTANTS["stale_cache"] = (stale_cache, ("AM-RACE-3",))
 
 
 # -- real time: no test clock and short leases, so lease expiry is observed by waiting ------------

@@ -13,8 +13,7 @@ import json
 import os
 from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from aidememo_ref._cli._args import Parser
 from aidememo_ref._local._errors import invalid_input
@@ -36,8 +35,7 @@ def clean(value: str | None) -> str | None:
     return text or None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Context:
+class Context(NamedTuple):
     """Everything a command needs besides its arguments."""
 
     store_path: str

@@ -30,12 +30,9 @@ def cmd_mcp(args: argparse.Namespace, ctx: Context) -> int:
 
 
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
+    from aidememo_ref._version import VERSION
 
-    try:
-        return version("aidememo-conformance")
-    except PackageNotFoundError:
-        return "0.0.0"
+    return VERSION
 
 
 def register(groups: argparse._SubParsersAction[Parser]) -> None:

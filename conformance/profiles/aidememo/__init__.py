@@ -23,6 +23,10 @@ CAPABILITIES = (
     Capability(name="mcp", covers="the stateless MCP gateway", detection="MCP route exists"),
     Capability(name="artifacts", covers="artifact reservations, upload, publish, download",
                detection="resolve route exists"),
+    Capability(name="concurrency",
+               covers="races one request at a time cannot show: receipts against the change feed, revisions and "
+                      "project_seq in one order, reads after a write while others are in flight",
+               detection="the command route exists (any server; declare it absent to leave AM-RACE-* unscored)"),
 )
 
 

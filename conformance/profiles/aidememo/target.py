@@ -159,6 +159,8 @@ _PROBES: dict[str, tuple[str, str, dict[str, Any]]] = {
     "search": ("GET", f"{_PROBE_PROJECT}/search", {"params": {"q": "probe"}}),
     "mcp": ("POST", f"{_PROBE_PROJECT}/mcp", {"json_body": {}}),
     "artifacts": ("GET", f"{_PROBE_PROJECT}/artifacts/resolve", {"params": {"path": "/probe"}}),
+    # Concurrent traffic needs nothing but the core routes: claimed unless declared absent.
+    "concurrency": ("POST", "/v1/commands", {"json_body": {}}),
 }
 
 

@@ -1,0 +1,122 @@
+"""Running a batch: its requests launched at once from their workers, every answer recorded.
+
+Each worker (a thread acting as one actor) sends its requests in order; every request is
+recorded as invoke, then ok or unknown, with monotonic times, into a ``Recorder``. On the
+embedded reference the target's ``SeededScheduler`` decides who runs at each point; over a URL
+the network does.
+
+An indeterminate outcome (lost answer, 5xx) is resolved where the protocol allows: the
+identical command is sent again, and its answer (the stored receipt, or a refusal) stands for
+the pair, over the interval from the first call to the last answer. If that is lost too the
+operation stays unknown. Reads are not retried.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Sequence
+from typing import Any
+
+from aidememo_ref.wire import error_detail
+from simulations.errors import SimulationError
+from simulations.history import Recorder
+from simulations.plan import Batch, PlannedOp
+from simulations.targets import Lost, Reply, Target
+
+__all__ = ["RETRYABLE", "execute_batch", "output_of"]
+
+RETRYABLE = frozenset({500, 502, 503, 504})
+_RECORD_FIELDS = ("status", "claim_id", "attempt_count", "result_fact_id", "outcome")
+_STALL_S = 120  # a worker still busy after this long means the target stalled
+
+
+def output_of(reply: Reply, op: PlannedOp) -> dict[str, Any]:
+    """What the checker sees of an answer: status, error code, revision, receipt or record."""
+    doc = reply.json()
+    out: dict[str, Any] = {"http": reply.status, "code": None, "response": doc}
+    detail = error_detail(doc)
+    if detail is not None:
+        out["code"] = detail["code"]
+    elif reply.status == 200 and isinstance(doc, dict):
+        out["revision"] = doc.get("revision")
+        if op.method == "GET" and isinstance(doc.get("record"), dict):
+            rec = doc["record"]
+            out["record"] = {k: rec.get(k) for k in _RECORD_FIELDS}
+        else:
+            out["receipt"] = doc
+    return out
+
+
+def _perform(target: Target, op: PlannedOp, recorder: Recorder, client_id: int) -> None:
+    body = None if op.body is None else json.dumps(op.body).encode()
+    ticket = recorder.invoke(client_id, {**op.input, "request": {"method": op.method, "path": op.path}})
+    delivered = False  # could any attempt have reached the target?
+    for attempt in (1, 2):
+        try:
+            reply: Reply | None = target.request(op.actor, op.method, op.path, body)
+        except Lost as exc:
+            reply, delivered = None, delivered or exc.delivered
+        if reply is not None and reply.status not in RETRYABLE:
+            recorder.ok(ticket, output_of(reply, op))
+            return
+        delivered = delivered or reply is not None
+        if op.method != "POST" or attempt == 2:
+            break
+        # Indeterminate: the identical command again; a stored receipt or a refusal settles it.
+    if delivered:
+        recorder.unknown(ticket)
+    else:
+        recorder.fail(ticket)  # provably never took effect: nothing to check
+
+
+def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
+                  script: Sequence[int] = ()) -> list[int]:
+    """Launch ``batch`` at once, one thread per busy worker; returns the scheduler's decisions.
+
+    Raises:
+        SimulationError: when a worker stalls or fails outside the request it was sending.
+    """
+    if batch.clock_ms is not None:
+        target.set_clock(batch.clock_ms)
+    scheduler = target.scheduler
+    if scheduler is not None:
+        scheduler.reset(seed, script)
+    lanes: dict[int, list[PlannedOp]] = {}
+    for op in batch.ops:
+        lanes.setdefault(op.worker, []).append(op)
+    if scheduler is not None:
+        scheduler.expect(len(lanes))
+    start = threading.Barrier(len(lanes)) if lanes else None
+    errors: list[BaseException] = []
+
+    def lane(worker: int, ops: list[PlannedOp]) -> None:
+        try:
+            if scheduler is not None:
+                scheduler.enter(worker)
+            elif start is not None:
+                start.wait()
+            for op in ops:
+                if scheduler is not None:
+                    scheduler.point("request")
+                _perform(target, op, recorder, worker)
+                if scheduler is not None:
+                    scheduler.point("done")
+        except BaseException as exc:  # surfaced below, in the caller's thread
+            errors.append(exc)
+        finally:
+            if scheduler is not None:
+                scheduler.leave()
+
+    threads = [threading.Thread(target=lane, args=(w, ops), daemon=True) for w, ops in sorted(lanes.items())]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=_STALL_S)
+        if t.is_alive():
+            raise SimulationError(f"a worker did not finish within {_STALL_S} s; the target stalled")
+    if errors:
+        if isinstance(errors[0], SimulationError):
+            raise errors[0]
+        raise SimulationError(f"a worker failed: {errors[0]!r}") from errors[0]
+    return list(scheduler.decisions) if scheduler is not None else []

@@ -1,0 +1,333 @@
+"""What every state machine shares: the target and the model side by side, and the invariants
+about handoff records, each named as the fact it checks.
+
+Every write goes to the target and to the model (``model.apply``); the target's answer must be
+the model's (status, error code, and the receipt's revision, resource, actor, ``project_seq``
+and ``committed_at_ms``), or the rule fails. After every step the invariants below hold. They
+stay cheap: the handoffs the step wrote are read once (one typed status read each, shared by
+every invariant), plus one other handoff in turn, so a handoff changed behind the machine's
+back is caught within a few steps; ``teardown`` reads them all.
+"""
+
+from __future__ import annotations
+
+import itertools
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any, ClassVar
+
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+
+from simulations.machines.wire import ACTORS, WRITERS, Wire
+from simulations.model import LEASE_MS, Answer, Command, LedgerState, Op, Status, apply
+from simulations.plan import READER
+
+__all__ = ["CreatingMachine", "LedgerMachine"]
+
+_ROUTES = {
+    Op.SESSION_CREATE: "sessions",
+    Op.FACT_CREATE: "facts",
+    Op.CONTEXT_CREATE: "handoff-contexts",
+    Op.SEND: "handoffs",
+}
+SOURCES = ("project:sim", None, "project:other")
+
+
+class LedgerMachine(RuleBasedStateMachine):
+    """The target beside the model; subclasses add the rules of one kind of traffic."""
+
+    sessions = Bundle("sessions")
+    # How the machine reaches a ledger; ``bound_to`` swaps it (a URL, a broken variant).
+    wire_factory: ClassVar[Callable[[], Wire]] = staticmethod(Wire.embedded)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wire = type(self).wire_factory()
+        self.model = LedgerState()
+        for actor in ACTORS:
+            self.model = self.model.with_member(actor, "reader" if actor == READER else "writer")
+        self.ids = itertools.count(1)
+        self.claims: dict[str, list[str]] = {}
+        self.seq_map: dict[int, int] = {}  # model project_seq -> target project_seq
+        self.first_receipt: dict[str, Any] = {}  # command_id -> the first receipt answered for it
+        self.replays_differ: list[str] = []
+        # What the record invariants read: the handoffs written since they last looked.
+        self.touched: set[str] = set()
+        self.touched_resources: set[tuple[str, str]] = set()  # (kind, id) written: for visibility
+        self.refused: set[str] = set()  # handoffs a write was refused on since the records were read
+        self.records: dict[str, Mapping[str, Any]] = {}  # handoff -> record read this step
+        self.revisions: dict[str, int] = {}  # handoff -> revision read this step
+        self.just_refused: set[str] = set()  # handoffs among ``records`` a write was refused on
+        self._generation = 0
+        self._read_generation = -1
+        self._audit = 0  # round robin over the handoffs not touched
+        self.seen_revision: dict[str, int] = {}
+        self.seen_attempts: dict[str, tuple[int, str | None]] = {}
+        self.completed: set[str] = set()
+        self.epoch, self.start_seq = self._head()
+
+    def teardown(self) -> None:
+        try:
+            if sys.exc_info()[1] is not None:
+                return  # a step already failed: that failure is the report, not a second one
+            self.touched |= set(self.handoff_ids())
+            self._read_records()
+            for check in (self.revisions_only_grow, self.at_most_one_live_claim,
+                          self.attempt_count_moves_only_with_new_claim, self.completed_stays_completed,
+                          self.records_are_the_models):
+                check()
+        finally:
+            self.wire.close()
+
+    # -- plumbing -------------------------------------------------------------------------------
+
+    def new_id(self, kind: str) -> str:
+        return f"{kind}-{self.wire.prefix}-{next(self.ids)}"
+
+    def base(self) -> str:
+        return f"/v1/projects/{self.wire.project}"
+
+    def _head(self) -> tuple[str, int]:
+        status, _, doc = self.wire.request(READER, "GET", f"{self.base()}/snapshot")
+        assert status == 200, f"snapshot answered {status}"
+        return str(doc["project_epoch"]), int(doc["at_seq"])
+
+    def handoff_ids(self) -> list[str]:
+        return [rid for (kind, rid) in self.model.resources if kind == "handoff"]
+
+    def write(self, operation: Op, actor: str, resource_id: str, payload: Mapping[str, Any],
+              expected_revision: int | None = None, command_id: str | None = None) -> Command:
+        """Send one write to the target and the model; their answers must agree."""
+        cmd = Command(actor=actor, operation=operation, command_id=command_id or self.new_id("cmd"),
+                      resource_id=resource_id, payload=dict(payload), expected_revision=expected_revision,
+                      now_ms=self.wire.now_ms())
+        expected, self.model = apply(self.model, cmd)
+        if operation in _ROUTES:
+            path = f"{self.base()}/{_ROUTES[operation]}"
+            body: dict[str, Any] = {"command_id": cmd.command_id, "payload": dict(cmd.payload)}
+        else:
+            path = f"{self.base()}/handoffs/{resource_id}/{operation.removeprefix('handoff.')}"
+            body = {"command_id": cmd.command_id, "expected_revision": expected_revision,
+                    "payload": dict(cmd.payload)}
+        self._compare(cmd, expected, self.wire.request(actor, "POST", path, body))
+        kind = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}.get(
+            operation, "handoff")
+        self.touched_resources.add((kind, resource_id))
+        if kind == "handoff":
+            self.touched.add(resource_id)
+            if expected.receipt is None and self.model.handoff(resource_id) is not None:
+                self.refused.add(resource_id)
+        self._generation += 1
+        return cmd
+
+    def _compare(self, cmd: Command, expected: Answer, got: tuple[int, str | None, Any]) -> None:
+        status, code, doc = got
+        what = f"{cmd.actor} {cmd.operation} {cmd.resource_id} (command {cmd.command_id})"
+        assert (status, code) == (expected.http, expected.code), (
+            f"{what}: the model answers {expected.http} {expected.code}, the target {status} {code}")
+        receipt = expected.receipt
+        if receipt is None:
+            return
+        first = self.first_receipt.setdefault(cmd.command_id, doc)
+        if first != doc:
+            self.replays_differ.append(f"command {cmd.command_id}: {first} then {doc}")
+        assert doc["command_id"] == cmd.command_id and doc["revision"] == receipt.revision, (
+            f"{what}: receipt revision {doc.get('revision')}, the model says {receipt.revision}")
+        assert doc["resource"] == {"kind": receipt.kind, "id": receipt.resource_id}, f"{what}: receipt resource"
+        assert doc["actor_id"] == receipt.actor, f"{what}: receipt actor"
+        assert receipt.project_seq is not None  # the whole-project view always knows it
+        known = self.seq_map.setdefault(receipt.project_seq, int(doc["project_seq"]))
+        assert known == doc["project_seq"], (
+            f"{what}: a replay must return the stored receipt (project_seq {known}, got {doc['project_seq']})")
+        if receipt.committed_at_ms is not None:
+            assert doc["committed_at_ms"] == receipt.committed_at_ms, f"{what}: committed_at_ms"
+
+    def claim(self, handoff_id: str, choice: str) -> str:
+        """The handoff's current claim, its first (old) one, or a new one."""
+        h = self.model.handoff(handoff_id)
+        old = self.claims.setdefault(handoff_id, [])
+        if choice == "current" and h is not None and h.claim_id is not None:
+            return h.claim_id
+        if choice == "old" and old:
+            return old[0]
+        claim = self.new_id("claim")
+        old.append(claim)
+        return claim
+
+    def revision(self, handoff_id: str, stale: bool = False) -> int:
+        """The handoff's revision, or with ``stale`` one the target must refuse."""
+        h = self.model.handoff(handoff_id)
+        current = 1 if h is None else h.revision
+        return max(1, current - 1) if stale and current > 1 else current + (1 if stale else 0)
+
+    def receiver(self, handoff: str, wrong_actor: bool = False) -> str:
+        h = self.model.handoff(handoff)
+        if h is None:
+            return WRITERS[1]
+        return h.from_actor if wrong_actor else h.to_actor
+
+    def _read_records(self) -> None:
+        """Read the handoffs written since the last look, and one more in turn, once per step."""
+        if self._read_generation == self._generation and not self.touched:
+            return
+        self._read_generation = self._generation
+        wanted = set(self.touched)
+        others = [h for h in self.handoff_ids() if h not in wanted]
+        if others:
+            wanted.add(others[self._audit % len(others)])
+            self._audit += 1
+        self.touched.clear()
+        self.just_refused, self.refused = self.refused, set()
+        self.records, self.revisions = {}, {}
+        for handoff_id in sorted(wanted):
+            h = self.model.handoff(handoff_id)
+            if h is None:
+                continue
+            status, _, doc = self.wire.request(h.to_actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
+            assert status == 200, f"{h.to_actor} reading {handoff_id}: {status}"
+            self.records[handoff_id], self.revisions[handoff_id] = doc["record"], int(doc["revision"])
+
+    # -- the record invariants: each one fact, reported under its own name -----------------------------
+
+    def _written_records(self) -> dict[str, Mapping[str, Any]]:
+        """The records read this step, but those a write was just refused on: for them the one
+        fact to report is ``refused_writes_change_nothing``, which compares them whole."""
+        self._read_records()
+        return {h: r for h, r in self.records.items() if h not in self.just_refused}
+
+    @invariant()
+    def revisions_only_grow(self) -> None:
+        """AM-HL-REV-1: a handoff's revision never goes back, and is the model's."""
+        for handoff_id in self._written_records():
+            revision = self.revisions[handoff_id]
+            assert revision >= self.seen_revision.get(handoff_id, 0), f"{handoff_id}: revision went back"
+            self.seen_revision[handoff_id] = revision
+            h = self.model.handoff(handoff_id)
+            assert h is not None and revision == h.revision, f"{handoff_id}: revision {revision}, model {h and h.revision}"
+
+    @invariant()
+    def at_most_one_live_claim(self) -> None:
+        """AM-HO-3, AM-HL-CAS-3: the record's claim is the one claim the model lets live."""
+        for handoff_id, record in self._written_records().items():
+            h = self.model.handoff(handoff_id)
+            assert h is not None
+            assert record["claim_id"] == h.claim_id, f"{handoff_id}: claim {record['claim_id']}, model {h.claim_id}"
+            if record["status"] == "pending":
+                assert record["claim_id"] is None, f"{handoff_id}: a pending handoff holds a claim"
+
+    @invariant()
+    def attempt_count_moves_only_with_new_claim(self) -> None:
+        """AM-HO-5, AM-HL-ACC-3: attempt_count changes only when a new claim begins, by one."""
+        for handoff_id, record in self._written_records().items():
+            now = (int(record["attempt_count"]), record["claim_id"])
+            before = self.seen_attempts.get(handoff_id)
+            if before is not None and now[0] != before[0]:
+                assert now[0] == before[0] + 1 and now[1] != before[1], (
+                    f"{handoff_id}: attempt_count {before[0]} -> {now[0]} with claim {before[1]} -> {now[1]}")
+            self.seen_attempts[handoff_id] = now
+
+    @invariant()
+    def completed_stays_completed(self) -> None:
+        """AM-HL-RET-4: a completed handoff stays completed, with the same evidence."""
+        for handoff_id, record in self._written_records().items():
+            if handoff_id in self.completed:
+                assert record["status"] == "completed", f"{handoff_id} left completed"
+            if record["status"] == "completed":
+                self.completed.add(handoff_id)
+
+    @invariant()
+    def records_are_the_models(self) -> None:
+        """AM-HO-2, AM-HL-SEND-1: every field of the handoff record is the model's (the lease's
+        times for their shape only, when the target's clock is not known)."""
+        for handoff_id, record in self._written_records().items():
+            h = self.model.handoff(handoff_id)
+            assert h is not None
+            self.lease_times_match(record, h.body(), f"{handoff_id} is")
+
+    @invariant()
+    def refused_writes_change_nothing(self) -> None:
+        """AM-HL-CAS-2, AM-HL-REV-1: after a refused write the record is what it was before."""
+        self._read_records()
+        for handoff_id in self.just_refused:
+            h = self.model.handoff(handoff_id)
+            record = self.records.get(handoff_id)
+            if h is None or record is None:
+                continue
+            assert self.revisions[handoff_id] == h.revision, (
+                f"{handoff_id}: revision {self.revisions[handoff_id]} after a refused write, model {h.revision}")
+            self.lease_times_match(record, h.body(), f"{handoff_id} after a refused write")
+
+    @invariant()
+    def identical_replays_return_identical_receipts(self) -> None:
+        """AM-CMD-2: a command id answers with one receipt, byte for byte, however often it is sent."""
+        assert not self.replays_differ, self.replays_differ[0]
+
+    # -- a first session, which every machine's traffic needs -----------------------------------------
+
+    @initialize(target=sessions)
+    def first_session(self) -> str:
+        session_id = self.new_id("session")
+        self.write(Op.SESSION_CREATE, WRITERS[0], session_id,
+                   {"session_id": session_id, "source_id": SOURCES[0], "topic": "state machine"})
+        return session_id
+
+    def lease_times_match(self, got: Mapping[str, Any], want: Mapping[str, Any], what: str) -> None:
+        """Records agree; when the target's clock is unknown, lease times are checked for shape only."""
+        if self.wire.now_ms() is not None or "claim_expires_at_ms" not in want:
+            assert dict(got) == dict(want), f"{what} as {got}, model {want}"
+            return
+        times = ("claim_heartbeat_at_ms", "claim_expires_at_ms")
+        assert {k: v for k, v in got.items() if k not in times} == {k: v for k, v in want.items() if k not in times}, (
+            f"{what} as {got}, model {want}")
+        beat, expires = got["claim_heartbeat_at_ms"], got["claim_expires_at_ms"]
+        if beat is not None:
+            assert expires == beat + LEASE_MS, f"{what}: the lease is not {LEASE_MS} ms"
+
+
+class CreatingMachine(LedgerMachine):
+    """A machine whose traffic also creates sessions and facts, by any actor (readers refused)."""
+
+    facts = Bundle("facts")
+
+    @precondition(lambda self: sum(k == "session" for k, _ in self.model.resources) < 3)
+    @rule(target=LedgerMachine.sessions, actor=st.sampled_from(ACTORS), source=st.sampled_from(SOURCES))
+    def create_session(self, actor: str, source: str | None) -> str:
+        session_id = self.new_id("session")
+        self.write(Op.SESSION_CREATE, actor, session_id, {"session_id": session_id, "source_id": source, "topic": "t"})
+        return session_id
+
+    @rule(target=facts, actor=st.sampled_from(ACTORS), session=LedgerMachine.sessions)
+    def create_fact(self, actor: str, session: str) -> str:
+        fact_id = self.new_id("fact")
+        self.write(Op.FACT_CREATE, actor, fact_id, {"fact_id": fact_id, "session_id": session, "content": "result"})
+        return fact_id
+
+    def send_handoff(self, sender: str, receiver: str, session: str, with_context: bool,
+                     **fields: object) -> str:
+        """A send, after writing its context when ``with_context``; returns the handoff id."""
+        handoff_id = self.new_id("handoff")
+        payload: dict[str, Any] = {"handoff_id": handoff_id, "session_id": session, "to_actor": receiver, **fields}
+        if with_context:
+            context_id = self.new_id("context")
+            self.write(Op.CONTEXT_CREATE, sender, context_id, {
+                "context_id": context_id, "handoff_id": handoff_id, "session_id": session,
+                "to_actor": receiver, "content": "# packet"})
+            payload["context_id"] = context_id
+        self.write(Op.SEND, sender, handoff_id, payload)
+        return handoff_id
+
+    def with_status(self, status: Status) -> list[str]:
+        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).status is status)  # type: ignore[union-attr]
+
+    def write_and_return_result(self, handoff: str, outcome: str) -> str:
+        """The usual path: the receiver writes its result in the handoff's session, then returns
+        it with its current claim and revision; returns the fact id."""
+        h = self.model.handoff(handoff)
+        assert h is not None
+        fact_id = self.new_id("fact")
+        self.write(Op.FACT_CREATE, h.to_actor, fact_id, {"fact_id": fact_id, "session_id": h.session_id,
+                                                         "content": "done"})
+        self.write(Op.RETURN, h.to_actor, handoff, {"claim_id": self.claim(handoff, "current"),
+                                                    "result_fact_id": fact_id, "outcome": outcome}, h.revision)
+        return fact_id

@@ -1,0 +1,166 @@
+"""``ActorVisibility``: every actor, the reader included, sees exactly what the model lets it see.
+
+Writes by all actors (sessions, facts, contexts, sends to any member, accepts and returns that
+move handoffs between mailboxes); after every step one invariant per read path compares the
+target with the model (``read_status``, ``read_resource``, ``read_mailbox``, ``read_snapshot``,
+``read_changes``). Point reads cover the resources the step wrote, for all four actors; the
+listings (mailboxes, snapshot) are read for one actor per step in turn, and the change feeds
+from each actor's last cursor, so every step costs about the same; ``teardown`` reads every
+path for every actor once more.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from hypothesis import strategies as st
+from hypothesis.stateful import invariant, precondition, rule
+
+from simulations.machines.base import CreatingMachine, LedgerMachine
+from simulations.machines.wire import ACTORS, WRITERS
+from simulations.model import Op, Status, read_changes, read_mailbox, read_resource, read_snapshot, read_status
+from simulations.plan import READER
+
+__all__ = ["ActorVisibility"]
+
+
+class ActorVisibility(CreatingMachine):
+    """Writes that change who may see what, and one invariant per read path."""
+
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.turn = 0  # whose listings this step reads
+        self._looked_at = -1  # the write generation the visibility invariants last looked at
+        self.written: set[tuple[str, str]] = set()  # what the writes since then touched
+        self.feed_seen: dict[tuple[str, bool], int] = {}  # (actor, materialized) -> entries checked
+        self.feed_cursor: dict[tuple[str, bool], int] = {}  # (actor, materialized) -> after_seq
+
+    @rule(sender=st.sampled_from(WRITERS), receiver=st.sampled_from((*WRITERS, READER)),
+          session=LedgerMachine.sessions, with_context=st.booleans())
+    def send(self, sender: str, receiver: str, session: str, with_context: bool) -> None:
+        self.send_handoff(sender, receiver, session, with_context)
+
+    @precondition(lambda self: bool(self.with_status(Status.PENDING)))
+    @rule(data=st.data())
+    def accept(self, data: st.DataObject) -> None:
+        handoff = data.draw(st.sampled_from(self.with_status(Status.PENDING)), label="handoff")
+        self.write(Op.ACCEPT, self.receiver(handoff), handoff, {"claim_id": self.claim(handoff, "new")},
+                   self.revision(handoff))
+
+    @precondition(lambda self: bool(self.with_status(Status.ACCEPTED)))
+    @rule(data=st.data())
+    def complete(self, data: st.DataObject) -> None:
+        """The receiver returns its own result: the handoff leaves the receiver's inbox."""
+        self.write_and_return_result(data.draw(st.sampled_from(self.with_status(Status.ACCEPTED)), label="handoff"),
+                               "succeeded")
+
+    # -- one invariant per read path ------------------------------------------------------------------
+
+    def _since_last_look(self) -> set[tuple[str, str]]:
+        """The resources written since the invariants last looked (the same for all of them
+        within a step); the turn moves on with every new look."""
+        if self._looked_at != self._generation:
+            self._looked_at = self._generation
+            self.written, self.touched_resources = self.touched_resources, set()
+            self.turn += 1
+        return self.written
+
+    def _listed(self) -> list[str]:
+        """The actor whose listings this step reads (every actor in turn)."""
+        self._since_last_look()
+        return [ACTORS[self.turn % len(ACTORS)]]
+
+    @invariant()
+    def status_reads_follow_participation(self) -> None:
+        """AM-HL-WHO-2, AM-VIS-1: typed status answers participants only (403 otherwise, 404 absent)."""
+        for handoff_id in sorted(r for k, r in self._since_last_look() if k == "handoff"):
+            for actor in ACTORS:
+                want = read_status(self.model, actor, handoff_id)
+                status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
+                assert (status, code) == (want.http, want.code), f"{actor} status of {handoff_id}: {status} {code}"
+                if status == 200:
+                    assert isinstance(want.body, dict)
+                    assert doc["revision"] == want.body["revision"], f"{actor} status of {handoff_id}: revision"
+                    self.lease_times_match(doc["record"], want.body["record"], f"{actor} sees {handoff_id}")
+
+    @invariant()
+    def resource_reads_hide_what_is_not_theirs(self) -> None:
+        """AM-VIS-1, AM-VIS-3: generic reads answer 404 for a hidden handoff or context, and show
+        sessions and facts to every member."""
+        for kind, rid in sorted(self._since_last_look()):
+            for actor in ACTORS:
+                want = read_resource(self.model, actor, kind, rid)
+                status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/resources/{kind}/{rid}")
+                assert (status, code) == (want.http, want.code), f"{actor} reading {kind}/{rid}: {status} {code}"
+                if status == 200:
+                    assert isinstance(want.body, dict)
+                    assert doc["revision"] == want.body["revision"], f"{actor} reading {kind}/{rid}: revision"
+                    self.lease_times_match(doc["state"]["body"], want.body["body"], f"{actor} reads {kind}/{rid}")
+
+    @invariant()
+    def mailboxes_list_exactly_their_handoffs(self) -> None:
+        """AM-MBOX-1, AM-MBOX-3: inbox and outbox hold the actor's handoffs, newest mutation first."""
+        for actor in self._listed():
+            for box in ("inbox", "outbox"):
+                status, _, doc = self.wire.request(actor, "GET", f"{self.base()}/handoffs",
+                                                   params={"box": box, "limit": 100})
+                assert status == 200, f"{actor} {box}: {status}"
+                got = [(e["project_seq"], e["revision"], e["record"]["handoff_id"]) for e in doc["assignments"]
+                       if f"-{self.wire.prefix}-" in e["record"]["handoff_id"]]
+                want = [(self.seq_map.get(seq), rev, hid) for seq, rev, hid in read_mailbox(self.model, actor, box)]
+                assert got == want[: len(got)] and len(got) == min(len(want), 100), f"{actor} {box}: {got} != {want}"
+
+    @invariant()
+    def snapshots_show_exactly_what_each_actor_may_see(self) -> None:
+        """AM-VIS-1, AM-SNAP-1: the snapshot lists every visible resource at its revision, no other."""
+        for actor in self._listed():
+            status, _, doc = self.wire.request(actor, "GET", f"{self.base()}/snapshot")
+            assert status == 200, f"{actor} snapshot: {status}"
+            got = [(r["resource"]["kind"], r["resource"]["id"], r["revision"]) for r in doc["resources"]
+                   if f"-{self.wire.prefix}-" in r["resource"]["id"]]
+            assert got == read_snapshot(self.model, actor), f"{actor} snapshot"
+
+    @invariant()
+    def feeds_show_exactly_what_each_actor_may_see(self) -> None:
+        """AM-VIS-1, AM-FEED-2: both change feeds hold exactly the visible changes, in order.
+
+        Who may see a resource never changes once it exists (participants are fixed at the
+        send), so each feed is read on from the actor's last cursor; ``teardown`` reads them
+        again from the start.
+        """
+        for actor in self._listed():
+            for materialized in (False, True):
+                key = (actor, materialized)
+                after = self.feed_cursor.get(key, self.start_seq)
+                path = f"{self.base()}/changes/materialized" if materialized else f"{self.base()}/changes"
+                status, _, doc = self.wire.request(actor, "GET", path, params={
+                    "project_epoch": self.epoch, "after_seq": after, "limit": 10_000})
+                assert status == 200, f"{actor} feed: {status}"
+                entries = [e["change"] if materialized else e for e in doc["entries"]]
+                got = [(e["seq"], e["resource"]["kind"], e["resource"]["id"], e["revision"]) for e in entries
+                       if f"-{self.wire.prefix}-" in e["resource"]["id"]]
+                want = [(self.seq_map.get(seq), k, rid, rev)
+                        for seq, k, rid, rev in read_changes(self.model, actor, materialized=materialized)]
+                done = self.feed_seen.get(key, 0)
+                name = f"{actor} {'materialized ' if materialized else ''}feed"
+                assert got == want[done:], f"{name} after seq {after}: {got} != {want[done:]}"
+                self.feed_seen[key] = len(want)
+                self.feed_cursor[key] = int(doc["next_cursor"]["after_seq"])
+
+    def teardown(self) -> None:
+        try:
+            if sys.exc_info()[1] is not None:
+                return  # a step already failed: that failure is the report, not a second one
+            self.touched_resources = set(self.model.resources)
+            self._generation += 1
+            self.feed_seen, self.feed_cursor = {}, {}
+            self.status_reads_follow_participation()
+            self.resource_reads_hide_what_is_not_theirs()
+            for _ in ACTORS:
+                self.feeds_show_exactly_what_each_actor_may_see()
+                self.mailboxes_list_exactly_their_handoffs()
+                self.snapshots_show_exactly_what_each_actor_may_see()
+                self._generation += 1  # the next actor's turn
+        finally:
+            super().teardown()
