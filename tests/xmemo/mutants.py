@@ -1,8 +1,9 @@
-"""Broken XMemo references, one requirement family each: the conformance profile must kill every one.
+"""Broken XMemo references, one rule each: the conformance profile must kill every one.
 
 Each entry is ``name: (factory, requirement ids it must fail)``; a factory takes the database
 path, as ``--embedded-factory mutants:NAME`` calls it. Each breaks one rule through a public seam
-(``Rules``, ``store_class``) or one small subclass, and nothing else.
+(``Rules``, ``store_class``, ``new_id``), one small subclass, or one method whose answer is
+changed (``_after``), and nothing else.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from typing import Any
 from aidememo_ref.xmemo import Rules, XMemoReference
 from aidememo_ref.xmemo import _boundary, _recall, _writes
 from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._records import Caller, Kind, Memory, MemoryType, Relation, Trust
+from aidememo_ref.xmemo._records import Boundary, Caller, Kind, Memory, MemoryType, Relation, Trust
 from aidememo_ref.xmemo._service import XMemoService
 from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
 from aidememo_ref.xmemo._store import ReadFilter
@@ -26,85 +27,90 @@ def _ref(database: str | Path, **kwargs: Any) -> XMemoReference:
     return XMemoReference(database, **kwargs)
 
 
+def _served_by(database: str, service_class: type[XMemoService]) -> XMemoReference:
+    """The reference answering through ``service_class`` (a subclass breaking one method)."""
+    reference = _ref(database)
+    reference.service = service_class(reference.store, reference.clock)
+    return reference
+
+
+def _after(database: str, where: Callable[[XMemoReference], object], name: str,
+           change: Callable[..., Any]) -> XMemoReference:
+    """The reference whose ``where(reference).<name>(*args)`` answers ``change(answer, *args)``."""
+    reference = _ref(database)
+    owner = where(reference)
+    original = getattr(owner, name)
+    setattr(owner, name, lambda *args, **kwargs: change(original(*args, **kwargs), *args))
+    return reference
+
+
+def _ops(reference: XMemoReference) -> object:
+    return reference.service.ops
+
+
+def _mcp(reference: XMemoReference) -> object:
+    return reference.service.mcp
+
+
+def _relabelled(edit: Callable[[Caller, Boundary], Boundary]) -> Rules:
+    """Rules whose boundary object is the reference's, then ``edit``ed."""
+    return Rules(boundary=lambda caller, memory: edit(caller, _boundary.boundary(caller, memory)))
+
+
+def _as(bound: Boundary, relation: Relation) -> Boundary:
+    return replace(bound, relation=relation, ownership=relation)
+
+
+def _deciding(edit: Callable[[Any], Any]) -> Rules:
+    """Rules that ``edit`` a write before the reference's decision table sees it."""
+    return Rules(decide=lambda write, existing, caller, now_ms, new_id:
+                 _writes.decide(edit(write), existing, caller, now_ms, new_id))
+
+
 # -- the agent boundary -----------------------------------------------------------------------------
-
-def _ignores_installation(caller: Caller, memory: Memory) -> Any:
-    bound = _boundary.boundary(caller, memory)
-    if bound.relation is Relation.SAME_AGENT_OTHER_INSTANCE:
-        return replace(bound, relation=Relation.SELF, ownership=Relation.SELF)
-    return bound
-
 
 def relation_wrong(database: str) -> XMemoReference:
     """Calls the same agent on another installation ``self``."""
-    return _ref(database, rules=Rules(boundary=_ignores_installation))
-
-
-def _claims_binding(caller: Caller, memory: Memory) -> Any:
-    return replace(_boundary.boundary(caller, memory), current_agent_trust=Trust.TOKEN_BOUND)
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SELF) if b.relation is Relation.SAME_AGENT_OTHER_INSTANCE else b))
 
 
 def trust_claimed(database: str) -> XMemoReference:
     """Claims token_bound for a header-asserted agent id."""
-    return _ref(database, rules=Rules(boundary=_claims_binding))
-
-
-def _others_are_self(caller: Caller, memory: Memory) -> Any:
-    bound = _boundary.boundary(caller, memory)
-    if bound.relation is Relation.OTHER_AGENT and caller.agent_id is not None:
-        return replace(bound, relation=Relation.SELF, ownership=Relation.SELF)
-    return bound
+    return _ref(database, rules=_relabelled(lambda caller, b: replace(b, current_agent_trust=Trust.TOKEN_BOUND)))
 
 
 def others_are_self(database: str) -> XMemoReference:
     """Labels another agent's memory ``self`` (the label then claims what the caller did not write)."""
-    return _ref(database, rules=Rules(boundary=_others_are_self))
-
-
-def _self_unrecognised(caller: Caller, memory: Memory) -> Any:
-    bound = _boundary.boundary(caller, memory)
-    if bound.relation is Relation.SELF:
-        return replace(bound, relation=Relation.SAME_AGENT_OTHER_INSTANCE, ownership=Relation.SAME_AGENT_OTHER_INSTANCE)
-    return bound
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SELF)
+        if b.relation is Relation.OTHER_AGENT and caller.agent_id is not None else b))
 
 
 def self_unrecognised(database: str) -> XMemoReference:
     """Never says ``self``: the caller's own memory from the same installation is another instance."""
-    return _ref(database, rules=Rules(boundary=_self_unrecognised))
-
-
-def _binding_unreported(caller: Caller, memory: Memory) -> Any:
-    return replace(_boundary.boundary(caller, memory), current_agent_trust=Trust.CLIENT_ASSERTED)
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SAME_AGENT_OTHER_INSTANCE) if b.relation is Relation.SELF else b))
 
 
 def binding_unreported(database: str) -> XMemoReference:
     """Says ``client_asserted`` although the agent id comes from the credential."""
-    return _ref(database, rules=Rules(boundary=_binding_unreported))
-
-
-def _authority_claimed(caller: Caller, memory: Memory) -> Any:
-    bound = _boundary.boundary(caller, memory)
-    return replace(bound, boundary_authority="enforced") if bound.relation is Relation.SELF else bound
+    return _ref(database, rules=_relabelled(lambda caller, b: replace(b, current_agent_trust=Trust.CLIENT_ASSERTED)))
 
 
 def authority_claimed(database: str) -> XMemoReference:
     """Claims the label is enforced (``boundary_authority: enforced``) on the caller's own memories."""
-    return _ref(database, rules=Rules(boundary=_authority_claimed))
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: replace(b, boundary_authority="enforced") if b.relation is Relation.SELF else b))
 
 
 def boundary_unexplained(database: str) -> XMemoReference:
     """Sends the boundary object without its ``explanation``."""
-    reference = _ref(database)
-    ops = reference.service.ops
-    original = ops._item
+    def change(item: dict[str, Any], *_: Any) -> dict[str, Any]:
+        item["agent_boundary"].pop("explanation")
+        return item
 
-    def item(*args: Any, **kwargs: Any) -> dict[str, Any]:
-        answer = original(*args, **kwargs)
-        answer["agent_boundary"].pop("explanation")
-        return answer
-
-    ops._item = item  # type: ignore[method-assign]
-    return reference
+    return _after(database, _ops, "_item", change)
 
 
 class _RawInstance(XMemoService):
@@ -118,9 +124,7 @@ class _RawInstance(XMemoService):
 
 def raw_instance_echoed(database: str) -> XMemoReference:
     """Stores (and so echoes) the raw installation id where its hash belongs."""
-    reference = _ref(database)
-    reference.service = _RawInstance(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _RawInstance)
 
 
 class _HeaderWins(XMemoService):
@@ -135,9 +139,7 @@ class _HeaderWins(XMemoService):
 
 def header_overrides_binding(database: str) -> XMemoReference:
     """Lets an agent header replace the credential's bound agent (trust still says token_bound)."""
-    reference = _ref(database)
-    reference.service = _HeaderWins(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _HeaderWins)
 
 
 # -- isolation --------------------------------------------------------------------------------------
@@ -173,16 +175,8 @@ def scope_leak(database: str) -> XMemoReference:
 
 def header_filters(database: str) -> XMemoReference:
     """Shows a caller that asserts an agent id only that agent's memories (the header decides visibility)."""
-    reference = _ref(database)
-    ops = reference.service.ops
-    original = ops._visible
-
-    def visible(caller: Caller, filters: ReadFilter) -> list[Memory]:
-        rows = original(caller, filters)
-        return rows if caller.agent_id is None else [m for m in rows if m.agent_id == caller.agent_id]
-
-    ops._visible = visible  # type: ignore[method-assign]
-    return reference
+    return _after(database, _ops, "_visible", lambda rows, caller, filters: rows if caller.agent_id is None
+                  else [m for m in rows if m.agent_id == caller.agent_id])
 
 
 # -- recall -----------------------------------------------------------------------------------------
@@ -221,11 +215,7 @@ def content_kept(database: str) -> XMemoReference:
     reference = _ref(database)
     ops = reference.service.ops
     original = ops._packet_json
-
-    def with_content(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **{**kwargs, "content": True})
-
-    ops._packet_json = with_content  # type: ignore[method-assign]
+    ops._packet_json = lambda *args, **kwargs: original(*args, **{**kwargs, "content": True})  # type: ignore[method-assign]
     return reference
 
 
@@ -245,43 +235,28 @@ class _LiteralWildcards(XMemoService):
 
 def wildcards_literal(database: str) -> XMemoReference:
     """Reads ``bucket: "%"`` as a bucket named ``%`` instead of no filter."""
-    reference = _ref(database)
-    reference.service = _LiteralWildcards(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _LiteralWildcards)
 
 
 def recall_logged(database: str) -> XMemoReference:
     """Records every recall as a timeline event, so a repeated recall answers more than the first."""
     from aidememo_ref.xmemo._decode import decode_event
 
-    reference = _ref(database)
-    ops = reference.service.ops
-    original = ops.recall
-
-    def recall(caller: Caller, request: Any) -> dict[str, Any]:
-        answer = original(caller, request)
-        ops.write(caller, decode_event({"content": f"recalled: {request.query}", "scope": request.filters.scope}),
-                  route="timeline_event")
+    def change(answer: dict[str, Any], caller: Caller, request: Any) -> dict[str, Any]:
+        event = decode_event({"content": f"recalled: {request.query}", "scope": request.filters.scope})
+        reference.service.ops.write(caller, event, route="timeline_event")
         return answer
 
-    ops.recall = recall  # type: ignore[method-assign]
+    reference = _after(database, _ops, "recall", change)
     return reference
 
 
 def heading_missing(database: str) -> XMemoReference:
     """Answers the MCP recall_context text without its ``### XMemo Context`` heading."""
-    from aidememo_ref.xmemo import _mcp
+    from aidememo_ref.xmemo._mcp import CONTEXT_HEADING
 
-    reference = _ref(database)
-    endpoint = reference.service.mcp
-    original = endpoint._run
-
-    def run(name: str, args: dict[str, Any], caller_for: Any) -> str:
-        text = original(name, args, caller_for)
-        return text.removeprefix(_mcp.CONTEXT_HEADING + "\n") if name == "recall_context" else text
-
-    endpoint._run = run  # type: ignore[method-assign]
-    return reference
+    return _after(database, _mcp, "_run", lambda text, name, *_: text.removeprefix(CONTEXT_HEADING + "\n")
+                  if name == "recall_context" else text)
 
 
 # -- capture ----------------------------------------------------------------------------------------
@@ -304,15 +279,10 @@ def replay_stored_twice(database: str) -> XMemoReference:
     return _ref(database, store_class=_NoReplay)
 
 
-def _semantic_ignored(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
-    if isinstance(write, _writes.Remember):
-        write = replace(write, semantic_key=None, dedupe=False)
-    return _writes.decide(write, existing, caller, now_ms, new_id)
-
-
 def semantic_duplicates(database: str) -> XMemoReference:
     """Writes a new memory for a repeated semantic_key with the same content."""
-    return _ref(database, rules=Rules(decide=_semantic_ignored))
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, semantic_key=None, dedupe=False) if isinstance(w, _writes.Remember) else w))
 
 
 def _state_appends(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
@@ -365,32 +335,23 @@ def short_ids(database: str) -> XMemoReference:
     return _ref(database, new_id=lambda: f"memory-{next(numbers)}")
 
 
-def _status_dropped(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
-    if isinstance(write, _writes.Remember):
-        write = replace(write, status=_writes.DEFAULT_STATUS)
-    return _writes.decide(write, existing, caller, now_ms, new_id)
-
-
 def status_dropped(database: str) -> XMemoReference:
     """Ignores ``status`` on remember (a task's started/completed reads back as active)."""
-    return _ref(database, rules=Rules(decide=_status_dropped))
-
-
-def _semantic_as_episodic(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
-    if isinstance(write, _writes.Remember) and write.memory_type is MemoryType.SEMANTIC:
-        write = replace(write, memory_type=MemoryType.EPISODIC)
-    return _writes.decide(write, existing, caller, now_ms, new_id)
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, status=_writes.DEFAULT_STATUS) if isinstance(w, _writes.Remember) else w))
 
 
 def semantic_as_episodic(database: str) -> XMemoReference:
     """Stores decisions and bug fixes (semantic) as episodic memories."""
-    return _ref(database, rules=Rules(decide=_semantic_as_episodic))
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, memory_type=MemoryType.EPISODIC)
+        if isinstance(w, _writes.Remember) and w.memory_type is MemoryType.SEMANTIC else w))
 
 
 # -- credentials and transport ---------------------------------------------------------------------
 
-def unknown_key_401(database: str) -> XMemoReference:
-    """Answers 401 (not 403) to a key it does not know."""
+def _refusal_swapped(database: str, status: int, instead: Callable[[], RequestError]) -> XMemoReference:
+    """The reference answering ``instead()`` where it refuses a credential with ``status``."""
     reference = _ref(database)
     service = reference.service
     original = service._principal
@@ -399,12 +360,22 @@ def unknown_key_401(database: str) -> XMemoReference:
         try:
             return original(request)
         except RequestError as error:
-            if error.status == 403:
-                raise RequestError.unauthenticated() from None
+            if error.status == status:
+                raise instead() from None
             raise
 
     service._principal = principal  # type: ignore[method-assign]
     return reference
+
+
+def unknown_key_401(database: str) -> XMemoReference:
+    """Answers 401 (not 403) to a key it does not know."""
+    return _refusal_swapped(database, 403, RequestError.unauthenticated)
+
+
+def anonymous_403(database: str) -> XMemoReference:
+    """Answers 403 (not 401) to a request that sends no credential."""
+    return _refusal_swapped(database, 401, RequestError.invalid_key)
 
 
 def reader_writes(database: str) -> XMemoReference:
@@ -431,27 +402,7 @@ class _NoAudit(XMemoService):
 
 def no_audit_id(database: str) -> XMemoReference:
     """Sends no X-XMemo-Audit-ID."""
-    reference = _ref(database)
-    reference.service = _NoAudit(reference.store, reference.clock)
-    return reference
-
-
-def anonymous_403(database: str) -> XMemoReference:
-    """Answers 403 (not 401) to a request that sends no credential."""
-    reference = _ref(database)
-    service = reference.service
-    original = service._principal
-
-    def principal(request: Any) -> Any:
-        try:
-            return original(request)
-        except RequestError as error:
-            if error.status == 401:
-                raise RequestError.invalid_key() from None
-            raise
-
-    service._principal = principal  # type: ignore[method-assign]
-    return reference
+    return _served_by(database, _NoAudit)
 
 
 class _NoBearer(XMemoService):
@@ -462,9 +413,7 @@ class _NoBearer(XMemoService):
 
 def bearer_ignored(database: str) -> XMemoReference:
     """Accepts only X-API-Key: an Authorization: Bearer key counts as no credential."""
-    reference = _ref(database)
-    reference.service = _NoBearer(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _NoBearer)
 
 
 def health_needs_key(database: str) -> XMemoReference:
@@ -491,9 +440,7 @@ class _NoAlias(XMemoService):
 
 def no_api_alias(database: str) -> XMemoReference:
     """Serves /v1/ only: MAF's writes under /api/v1/ answer 404."""
-    reference = _ref(database)
-    reference.service = _NoAlias(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _NoAlias)
 
 
 class _PlainInvalid(XMemoService):
@@ -506,51 +453,27 @@ class _PlainInvalid(XMemoService):
 
 def plain_422(database: str) -> XMemoReference:
     """Answers invalid input with a string detail instead of FastAPI's list of {loc, msg, type}."""
-    reference = _ref(database)
-    reference.service = _PlainInvalid(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _PlainInvalid)
 
 
 def tool_renamed(database: str) -> XMemoReference:
     """Lists search_memory under another name (``search``) in tools/list."""
-    reference = _ref(database)
-    endpoint = reference.service.mcp
-    original = endpoint._tool_entry
-
-    def entry(name: str) -> dict[str, Any]:
-        answer = original(name)
-        return {**answer, "name": "search"} if name == "search_memory" else answer
-
-    endpoint._tool_entry = entry  # type: ignore[method-assign]
-    return reference
+    return _after(database, _mcp, "_tool_entry",
+                  lambda entry, name: {**entry, "name": "search"} if name == "search_memory" else entry)
 
 
 def identity_scopes_joined(database: str) -> XMemoReference:
     """Writes get_mcp_identity's Scopes line as ``memory:read,memory:write`` (MAF splits on ", ")."""
-    reference = _ref(database)
-    ops = reference.service.ops
-    original = ops.identity_text
-
-    def identity_text(caller: Caller) -> str:
-        return original(caller).replace(", ", ",")
-
-    ops.identity_text = identity_text  # type: ignore[method-assign]
-    return reference
+    return _after(database, _ops, "identity_text", lambda text, caller: text.replace(", ", ","))
 
 
 def project_scope_key_wrong(database: str) -> XMemoReference:
     """Names the project's scope ``project:<id>`` instead of ``tenant:project:<id>``."""
-    reference = _ref(database)
-    ops = reference.service.ops
-    original = ops.project_context
-
-    def project_context(caller: Caller, project_id: str, request: Any) -> dict[str, Any]:
-        answer = original(caller, project_id, request)
+    def change(answer: dict[str, Any], caller: Caller, project_id: str, request: Any) -> dict[str, Any]:
         answer["project_scope"]["scope_key"] = f"project:{project_id}"
         return answer
 
-    ops.project_context = project_context  # type: ignore[method-assign]
-    return reference
+    return _after(database, _ops, "project_context", change)
 
 
 # name -> (factory, the requirement ids whose checks must fail)
