@@ -4,11 +4,12 @@
 1. In-process: commands per second through ``ReferenceLedger.handle`` (decode, auth, rules,
    one transaction) against raw single-row transactions on the same storage (SQLite: same disk
    and pragmas; PostgreSQL: same server, one-row INSERT transactions from one connection).
-   For SQLite two floors are timed beside them, in interleaved rounds so that load from other
-   work hits all four alike: the least a command writes (one change row, which is also the
-   receipt, and its resource row: three b-trees in one transaction, as one statement) and the
+   For SQLite three floors are timed beside them, in interleaved rounds so that load from other
+   work hits all five alike: the least a command writes (one change row, which is also the
+   receipt, and its resource row: three b-trees in one transaction, as one statement); the
    store's own write path without request handling (receipt lookup, rules, change insert, on
-   commands decoded beforehand). ``docs/hardening.md`` explains what they show.
+   commands decoded beforehand); and the request handling without a transaction (the write
+   replaced by a made-up receipt). ``docs/hardening.md`` explains what they show.
 2. Over HTTP: commands per second from 8 concurrent keep-alive clients against a separately
    started ``aidememo-ref serve``, against the same server's ``/health`` rate.
 
@@ -32,10 +33,16 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import httpx
 
 from aidememo_ref import ReferenceLedger, provision
+
+if TYPE_CHECKING:
+    from aidememo_ref._commands import Command
+    from aidememo_ref._records import Membership
+    from aidememo_ref._store import Execute
 from aidememo_ref.process import ReferenceProcess
 
 TOKEN = "bench-token-0123456789"
@@ -112,8 +119,21 @@ def store_path_step(path: Path) -> "callable[[int], None]":  # type: ignore[vali
     return step
 
 
-def in_process_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
-    ledger = ReferenceLedger(path)
+def handling_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
+    """``ReferenceLedger.handle`` with the transaction replaced by a made-up receipt: the request
+    handling alone (headers, JSON, decoding, fingerprint, bearer and membership, receipt bytes)."""
+    from aidememo_ref._records import Receipt
+
+    def no_transaction(store: object, member: "Membership", command: "Command", now_ms: int, *_: object) -> Receipt:
+        return Receipt(command_id=command.command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
+                       project_id=member.project_id, actor_id=member.actor_id, project_seq=1, kind=command.kind,
+                       resource_id=command.resource_id, revision=1, committed_at_ms=now_ms)
+
+    return in_process_step(path, execute=no_transaction)
+
+
+def in_process_step(path: Path, execute: "Execute | None" = None) -> "callable[[int], None]":  # type: ignore[valid-type]
+    ledger = ReferenceLedger(path, execute=execute)
     ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
     bodies: dict[int, bytes] = {}
 
@@ -235,12 +255,14 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
         "least": least_write_step(tmp / "least.sqlite"),
         "store": store_path_step(tmp / "store.sqlite"),
         "ours": in_process_step(tmp / "inproc.sqlite"),
+        "handling": handling_step(tmp / "handling.sqlite"),
     }, args.seconds)
     (base, base_cpu), (ours, ours_cpu) = rates["raw"], rates["ours"]
     print(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: {base:8.0f}/s "
           f"| ratio {ours / base:.2f} (cpu {ours_cpu:.0f} vs {base_cpu:.0f} us: {base_cpu / ours_cpu:.2f})")
     for name, label in (("least", "floor: a command's least write (3 b-trees, 1 statement)"),
-                        ("store", "floor: the store's write path, no request handling")):
+                        ("store", "floor: the store's write path, no request handling"),
+                        ("handling", "floor: request handling alone, no transaction")):
         rate, cpu = rates[name]
         print(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} (cpu {cpu:.0f} us: {base_cpu / cpu:.2f})")
     db = tmp / "http.sqlite"

@@ -221,8 +221,10 @@ def test_the_simulator_finds_no_race_through_two_servers_on_one_database(tmp_pat
     for proc in runs:
         out, _ = proc.communicate(timeout=180)
         assert proc.returncode == 0 and "verdict OK" in out, out[-3000:]
-        done = re.findall(r"(\d+) operations, verdict", out)  # the run's last line, not a progress line
-        assert done and int(done[-1]) > 20, out[-3000:]
+        # The run's last line, not a progress line. Its rate follows the machine's load, so the guard
+        # against a vacuous run is a count of batches, not of operations per budget.
+        done = re.findall(r"(\d+) batches, (\d+) operations, verdict", out)
+        assert done and int(done[-1][0]) >= 2, out[-3000:]
 
 
 def test_the_embedded_simulator_on_postgres_is_clean_and_finds_the_planted_double_accept(

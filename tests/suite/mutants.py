@@ -394,24 +394,28 @@ MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-
 class _Widened:
     """Holds each writer a moment (0 to 5 ms, drawn from a fixed seed) at the points where the
     planted races live, so a few seconds of real concurrency meet them in either order; the
-    simulator forces the same interleavings instead."""
+    simulator forces the same interleavings instead. ``queued_s`` widens the wait before the write
+    lock alone: a stale read needs a write that queued before the read-back's write committed and
+    is still queued when the read comes, and under load 5 ms is too short to be met reliably."""
 
-    def __init__(self) -> None:
+    def __init__(self, queued_s: float = 0.005) -> None:
         self._rng = random.Random(20261130)
         self._lock = threading.Lock()
+        self._queued_s = queued_s
 
     def point(self, name: str) -> None:
         if name in ("decided", "committed", "queued"):
             with self._lock:
-                pause = self._rng.uniform(0, 0.005)
+                pause = self._rng.uniform(0, self._queued_s if name == "queued" else 0.005)
             time.sleep(pause)
 
 
-def _race(name: str) -> Factory:
+def _race(name: str, queued_s: float = 0.005) -> Factory:
     def factory(db_path: str) -> Any:
         from tests.sim import mutants as races  # one copy of each race, on the store's seam
 
-        return getattr(races, name)(Path(db_path), clock=aidememo_ref.OffsetClock(), scheduler=_Widened())
+        return getattr(races, name)(Path(db_path), clock=aidememo_ref.OffsetClock(),
+                                    scheduler=_Widened(queued_s))
 
     factory.__doc__ = f"{name} (tests/sim/mutants.py), with its race window widened"
     return factory
@@ -420,7 +424,7 @@ def _race(name: str) -> Factory:
 double_accept = _race("double_accept")
 receipt_numbers = _race("receipt_numbers")
 late_stamp = _race("late_stamp")
-stale_cache = _race("stale_cache")
+stale_cache = _race("stale_cache", queued_s=0.03)
 MUTANTS["double_accept"] = (double_accept, ("AM-HL-CAS-3",))
 MUTANTS["receipt_numbers"] = (receipt_numbers, ("AM-RACE-1",))
 MUTANTS["late_stamp"] = (late_stamp, ("AM-RACE-2",))
