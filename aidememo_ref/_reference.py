@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, Unpack
 
 from ._clock import AdvancingClock, Clock, SystemClock
+from ._gateway import Bindings
 from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from ._served import Served
@@ -83,6 +84,7 @@ class ReferenceLedger(Served):
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
         execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
             race bugs compose the store's primitives wrongly through it.
+        bindings: tokens confined to the MCP gateway, one source and one actor (``--auth-bindings-file``).
     """
 
     def __init__(
@@ -97,6 +99,7 @@ class ReferenceLedger(Served):
         decide: Decide | None = None,
         busy_timeout_ms: int = 5_000,
         execute: Execute | None = None,
+        bindings: Bindings | None = None,
     ) -> None:
         if (database is None) == (postgres_url is None):
             raise ValueError("ReferenceLedger needs a SQLite database path or a PostgreSQL URL (exactly one)")
@@ -106,7 +109,7 @@ class ReferenceLedger(Served):
             raise TypeError("test_clock needs a clock with advance(ms), e.g. OffsetClock or ManualClock")
         self.store: Store = _open_store(database, postgres_url, postgres, busy_timeout_ms)
         self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
-                               scheduler=scheduler)
+                               scheduler=scheduler, bindings=bindings)
 
     def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""

@@ -25,6 +25,7 @@ from ._clock import AdvancingClock, Clock
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from ._errors import LedgerError
+from ._gateway import Bindings, Gateway, internal_dispatch
 from ._ids import bearer_digest, check_id, check_name
 from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
@@ -129,6 +130,8 @@ class Service:
         decide: the write rules (``_ledger.decide``; the kit's rule mutants replace it).
         execute: how a command meets the store (``_store.execute``; planted races replace it).
         scheduler: told about each write's boundaries, so a simulation can interleave them.
+        bindings: bearer tokens confined by ``--auth-bindings-file`` to the MCP gateway, one
+            source and one actor (``_gateway``).
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class Service:
         decide: _ledger.Decide | None = None,
         execute: Execute | None = None,
         scheduler: Scheduler | None = None,
+        bindings: Bindings | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
@@ -147,6 +151,8 @@ class Service:
         self.decide = decide or _ledger.decide
         self.execute = execute or _store.execute
         self.scheduler = scheduler or NO_SCHEDULER
+        self.bindings = bindings
+        self._gateway: Gateway | None = None
         self._health = (
             f'{{"status":"ok","mode":"single_node","schema_version":{store.schema_version()}}}'.encode()
         )
@@ -162,6 +168,7 @@ class Service:
             ("v1", "projects", "*", "identity"): {"GET": self._identity},
             ("v1", "projects", "*", "handoffs"): {"GET": self._mailbox},
             ("v1", "projects", "*", "handoffs", "*"): {"GET": self._status},
+            ("v1", "projects", "*", "mcp"): {"POST": self._mcp},
         }
         for segment in TYPED_CREATES:
             self._routes.setdefault(("v1", "projects", "*", segment), {})["POST"] = partial(self._create, segment=segment)
@@ -257,6 +264,8 @@ class Service:
         token = value[7:]
         if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
             raise LedgerError.unauthenticated()
+        if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(token) is not None:
+            raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
         member = self.store.authenticate(bearer_digest(token.decode("ascii")), project_id)
         if member is Denied.BAD_TOKEN:
             raise LedgerError.unauthenticated()
@@ -370,6 +379,12 @@ class Service:
         rows = self.store.mailbox(m, _reads.mailbox_for(m, checked))
         page, next_before = _reads.mailbox_page(rows, checked.limit)
         return _ok(_render.mailbox(page, next_before))
+
+    def _mcp(self, request: _Request, project_id: str) -> Response:
+        if self._gateway is None:
+            self._gateway = Gateway(self.handle, Response, self.bindings)
+        response: Response = self._gateway.post(project_id, request, self._json_body)
+        return response
 
     def _search(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)

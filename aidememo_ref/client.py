@@ -21,13 +21,14 @@ receipt; never resend the change under a new command id. No message carries the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Final, Literal, TypedDict, cast
+from collections.abc import Callable, Mapping
+from typing import Literal, TypedDict, TypeVar, cast
 
 import httpx
 
-from ._ids import stable_claim_id, stable_operation_id
-from ._text import ascii_lower, trim
+from ._ids import stable_operation_id
+from ._remote._errors import RemoteError
+from ._remote._recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
 from .wire import (
     JSON,
     ChangeBatch,
@@ -60,7 +61,7 @@ __all__ = [
 
 QueryValue = str | int | bool | None
 Transition = Literal["accept", "heartbeat", "return"]
-_OUTCOMES: Final = ("succeeded", "failed")
+_P = TypeVar("_P")
 
 
 class AideMemoClientError(Exception):
@@ -326,79 +327,50 @@ class AideMemoClient:
         }))
 
     # -- transitions with the remote CLI's recovery -----------------------------------------
-    def _addressed(self, handoff_id: str) -> tuple[int, str, TypedHandoff]:
+    # The rules (derived ids, retry state, `recovered`) are the remote flow's pure planner, so the
+    # CLI, the MCP server, the simulator and this client decide alike.
+    @staticmethod
+    def _plan(decide: Callable[[], _P]) -> _P:
+        try:
+            return decide()
+        except RemoteError as exc:
+            raise ClientRefusal(exc.detail) from None
+
+    def _addressed(self, handoff_id: str) -> TypedHandoff:
         current = self.status(handoff_id)
         actor = self.actor_id
         if current["record"]["to_actor"] != actor:
             raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {actor}")
-        return current["revision"], actor, current
+        return current
 
     def accept(self, handoff_id: str) -> AcceptResult:
         """Claim with the derived claim id; ``recovered`` when this claim already holds it."""
-        revision, actor, current = self._addressed(handoff_id)
-        record = current["record"]
-        status, outcome, attempts = record["status"], record["outcome"], record["attempt_count"]
-        if (status, outcome) in (("pending", None), ("accepted", "failed")):
-            attempt, recovered = attempts + 1, False
-        elif (status, outcome) in (("accepted", None), ("completed", "succeeded")):
-            attempt, recovered = attempts, True
-        else:
-            raise ClientRefusal(
-                f"remote handoff has inconsistent retry state: status={status}, outcome={outcome or 'none'}"
-            )
-        claim_id = stable_claim_id(self.project_id, actor, handoff_id, attempt)
-        command_id = stable_operation_id("command_accept", [self.project_id, actor, handoff_id, claim_id])
-        receipt = None
-        if recovered:
-            if record["claim_id"] != claim_id:
-                raise ClientRefusal(
-                    "remote handoff was accepted with a legacy or different claim; automatic retry recovery is unsafe"
-                )
-        else:
-            receipt = self.transition(handoff_id, "accept", expected_revision=revision,
-                                      payload={"claim_id": claim_id}, command_id=command_id)
-        return {"handoff_id": handoff_id, "command_id": command_id, "claim_id": claim_id,
-                "recovered": recovered, "receipt": receipt}
+        current = self.status(handoff_id)
+        plan = self._plan(lambda: plan_accept(self.project_id, self.actor_id, handoff_id, current))
+        receipt = None if plan.recovered else self.transition(
+            handoff_id, "accept", expected_revision=plan.revision, payload={"claim_id": plan.claim_id},
+            command_id=plan.command_id)
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "claim_id": plan.claim_id,
+                "recovered": plan.recovered, "receipt": receipt}
 
     def heartbeat(self, handoff_id: str) -> HeartbeatResult:
-        revision, actor, current = self._addressed(handoff_id)
-        record = current["record"]
-        claim_id = record["claim_id"]
-        if record["status"] != "accepted" or claim_id is None:
-            raise ClientRefusal("remote handoff must be accepted before heartbeat")
-        if record["outcome"] is not None or record["result_fact_id"] is not None:
-            raise ClientRefusal("remote handoff with result evidence cannot be heartbeated")
-        command_id = stable_operation_id(
-            "command_heartbeat", [self.project_id, actor, handoff_id, claim_id, str(revision)]
-        )
-        receipt = self.transition(handoff_id, "heartbeat", expected_revision=revision,
-                                  payload={"claim_id": claim_id}, command_id=command_id)
-        return {"handoff_id": handoff_id, "command_id": command_id, "claim_id": claim_id,
-                "expected_revision": revision, "receipt": receipt}
+        current = self.status(handoff_id)
+        plan = self._plan(lambda: plan_heartbeat(self.project_id, self.actor_id, handoff_id, current))
+        receipt = self.transition(handoff_id, "heartbeat", expected_revision=plan.revision,
+                                  payload={"claim_id": plan.claim_id}, command_id=plan.command_id)
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "claim_id": plan.claim_id,
+                "expected_revision": plan.revision, "receipt": receipt}
 
     def return_result(self, handoff_id: str, result_fact_id: str, outcome: str) -> ReturnResult:
         """Return evidence for the current claim; ``recovered`` when exactly this is stored."""
-        normal = ascii_lower(trim(outcome))
-        if normal not in _OUTCOMES:
-            raise ClientRefusal("outcome must be succeeded or failed")
-        checked = cast(HandoffOutcome, normal)
-        revision, actor, current = self._addressed(handoff_id)
-        record = current["record"]
-        claim_id = record["claim_id"]
-        if claim_id is None:
+        self._plan(lambda: normalize_outcome(outcome))
+        current = self._addressed(handoff_id)  # stricter than the CLI: a non-receiver never gets as far as a POST
+        if current["record"]["claim_id"] is None:
             raise ClientRefusal("remote handoff must be accepted before returning a result")
-        command_id = stable_operation_id(
-            "command_return", [self.project_id, actor, handoff_id, claim_id, result_fact_id, checked]
-        )
-        recovered = record["result_fact_id"] == result_fact_id and record["outcome"] == checked
-        receipt = None
-        if not recovered:
-            if record["result_fact_id"] is not None or record["outcome"] is not None:
-                raise ClientRefusal(
-                    "remote handoff already contains different result evidence; automatic retry recovery is unsafe"
-                )
-            receipt = self.transition(handoff_id, "return", expected_revision=revision, command_id=command_id,
-                                      payload={"claim_id": claim_id, "result_fact_id": result_fact_id,
-                                               "outcome": checked})
-        return {"handoff_id": handoff_id, "command_id": command_id, "result_fact_id": result_fact_id,
-                "outcome": checked, "recovered": recovered, "receipt": receipt}
+        plan = self._plan(lambda: plan_return(self.project_id, self.actor_id, handoff_id, current, result_fact_id,
+                                              outcome))
+        receipt = None if plan.recovered else self.transition(
+            handoff_id, "return", expected_revision=plan.revision, command_id=plan.command_id,
+            payload={"claim_id": plan.claim_id, "result_fact_id": result_fact_id, "outcome": plan.outcome})
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "result_fact_id": result_fact_id,
+                "outcome": cast(HandoffOutcome, plan.outcome), "recovered": plan.recovered, "receipt": receipt}

@@ -7,6 +7,9 @@ calls them), and one stdio MCP `tools/call` round trip the way upstream's SDK ma
 `mcp` process fed `initialize` and one `aidememo_handoff_inbox` call), all interleaved with the
 baseline so machine noise hits both alike. Each figure is given twice: wall time, and the CPU
 time (user + system) the process used, which a machine loaded by other work disturbs less.
+`remote inbox` is the same inbox through a named remote profile (`handoff --remote-profile bench
+inbox`) against a reference server this script serves on loopback: the start-up of the remote
+route (httpx, the profile, two GETs).
 
 Every process reads compiled bytecode from a private cache (``PYTHONPYCACHEPREFIX`` in the
 temporary directory, filled by the warm-up round), as any installed copy does after its first
@@ -19,6 +22,7 @@ instead (what ``PYTHONDONTWRITEBYTECODE=1`` without ``.pyc`` files gives).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import random
 import resource
@@ -27,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -65,6 +70,26 @@ def populate(path: str, facts: int, handoffs: int, rng: random.Random) -> tuple[
                 pending.append(record.handoff_id)
     store.close()
     return sessions[0].name, pending
+
+
+@contextlib.contextmanager
+def remote_profile(tmp: str, env: dict[str, str]) -> Iterator[None]:
+    """Serve a reference ledger on loopback and log profile ``bench`` in (in ``env``'s new HOME)."""
+    from aidememo_ref import ReferenceLedger, serve_in_thread
+
+    env["HOME"] = os.path.join(tmp, "home")
+    secret, token = f"bench-token-{os.urandom(16).hex()}", os.path.join(tmp, "bench.token")
+    with open(os.open(token, os.O_WRONLY | os.O_CREAT, 0o600), "w") as handle:
+        handle.write(secret + "\n")
+    ledger = ReferenceLedger(os.path.join(tmp, "ssot.sqlite"))
+    ledger.provision(tenant_id="bench", project_id="bench", actor_id=RECEIVER, token=secret)
+    try:
+        with serve_in_thread(ledger) as url:
+            subprocess.run([sys.executable, "-c", ENTRY, "auth", "login", url, "--profile", "bench", "--project-id",
+                            "bench", "--token-file", token], env=env, check=True, stdout=subprocess.DEVNULL)
+            yield
+    finally:
+        ledger.close()
 
 
 MCP_INPUT = (
@@ -110,7 +135,7 @@ def main() -> int:
     print(f"seed={seed} (replay: python bench/cli.py --seed {seed} --repeat {args.repeat}"
           f" --facts {args.facts} --handoffs {args.handoffs}{' --no-bytecode-cache' if args.no_bytecode_cache else ''})")
     rng = random.Random(seed)
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         store = os.path.join(tmp, "bench.sqlite")
         started = time.perf_counter()
         session_id, pending = populate(store, args.facts, args.handoffs, rng)
@@ -126,6 +151,7 @@ def main() -> int:
             env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
             print("bytecode: cached after the warm-up round, as in any installed copy")
         cli = [sys.executable, "-c", ENTRY, "--store", store]
+        stack.enter_context(remote_profile(tmp, env))
         commands = {
             "python -c pass": lambda i: [sys.executable, "-c", "pass"],
             "fact add": lambda i: [*cli, "fact", "add", f"bench fact {i}", "--type", "note", "--source-id", SOURCE,
@@ -133,6 +159,7 @@ def main() -> int:
             "handoff inbox": lambda i: [*cli, "handoff", "inbox", "--actor-id", RECEIVER],
             "handoff accept": lambda i: [*cli, "handoff", "accept", "--actor-id", RECEIVER, pending[i]],
             "mcp tools/call": lambda i: [*cli, "mcp"],
+            "remote inbox": lambda i: [*cli, "handoff", "--remote-profile", "bench", "inbox"],
         }
         samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
         for name, build in commands.items():  # one warm-up each (page cache, .pyc)
@@ -149,13 +176,16 @@ def main() -> int:
         median, cpu_median = statistics.median(wall[name]), statistics.median(cpu[name])
         print(f"{name:<16} {median:>10.1f} {min(wall[name]):>8.1f} {max(wall[name]):>8.1f} {median / base:>11.2f}"
               f" {cpu_median:>8.1f} {cpu_median / base_cpu:>6.2f}")
-    local = [k for k in samples if k not in ("python -c pass", "mcp tools/call")]
+    local = [k for k in samples if k not in ("python -c pass", "mcp tools/call", "remote inbox")]
     worst = max(statistics.median(wall[k]) for k in local) / base
     worst_cpu = max(statistics.median(cpu[k]) for k in local) / base_cpu
     print(f"worst local command: {worst:.2f}x baseline wall, {worst_cpu:.2f}x cpu (target <= 3x)")
     print(f"mcp round trip (process start, initialize, one tools/call): "
           f"{statistics.median(wall['mcp tools/call']) / base:.2f}x baseline wall,"
           f" {statistics.median(cpu['mcp tools/call']) / base_cpu:.2f}x cpu")
+    print(f"remote inbox: {statistics.median(wall['remote inbox']) / base:.2f}x baseline wall,"
+          f" {statistics.median(cpu['remote inbox']) / base_cpu:.2f}x cpu;"
+          f" {statistics.median(cpu['remote inbox']) / statistics.median(cpu['handoff inbox']):.2f}x the local inbox's cpu")
     return 0
 
 

@@ -381,6 +381,11 @@ def problems(request: Request, status: int, headers: dict[str, str], body: bytes
             value = json.loads(body)
         except ValueError:
             return [*found, f"{status} with a JSON content type but no JSON body: {body[:200]!r}"]
+        if request.target.split(b"?")[0].endswith(b"/mcp") and isinstance(value, dict) and "jsonrpc" in value:
+            rpc = value.get("error")  # the MCP gateway refuses in JSON-RPC's shape
+            if not (isinstance(rpc, dict) and isinstance(rpc.get("code"), int) and isinstance(rpc.get("message"), str)):
+                found.append(f"{status} JSON-RPC error without an integer code and a message: {body[:200]!r}")
+            return found
         error = value.get("error") if isinstance(value, dict) and set(value) == {"error"} else None
         if not (isinstance(error, dict) and set(error) == {"code", "message"} and isinstance(error["message"], str)):
             found.append(f"{status} error body without the wire shape: {body[:200]!r}")

@@ -1,4 +1,5 @@
-"""aidememo-sim: run races against a ledger, replay a recorded failure, check a history.
+"""aidememo-sim: run races against a ledger, replay a recorded failure, check a history, race the
+kit's remote client.
 
 Exit codes: 0 when no violation was found; 1 when one was (or, for ``replay``, when it
 reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
@@ -56,6 +57,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _fraction(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from exc
+    if not 0 <= value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 0 and below 1: {text!r}")
+    return value
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text, 0)
@@ -89,6 +100,16 @@ def _json_value(text: str) -> object:
             f"not a JSON value: {text!r} (a string needs quotes: --init '\"{text}\"')") from None
 
 
+def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
+    """Where a campaign runs (``run``, ``clients``), and its seed."""
+    parser.add_argument("--url", help="base URL of a server (default: the embedded reference)")
+    parser.add_argument("--config", type=Path, help="target file (the conformance suite's format)")
+    parser.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
+                        help=f"bearer token of an actor on --url ({token_note})")
+    parser.add_argument("--project", help="project id on --url")
+    parser.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from simulations.porcupine import FORMATS
 
@@ -98,12 +119,7 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     run = sub.add_parser("run", help="generate races, run them, check them against the model")
-    run.add_argument("--url", help="base URL of a server (default: the embedded reference)")
-    run.add_argument("--config", type=Path, help="target file (the conformance suite's format)")
-    run.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
-                     help="bearer token of an actor on --url (repeat; at least two actors)")
-    run.add_argument("--project", help="project id on --url")
-    run.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+    _target_arguments(run, "repeat; at least two actors")
     run.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                      help="time to spend generating and checking (default 20)")
     run.add_argument("--actors", type=_positive_int, default=3, metavar="K",
@@ -138,6 +154,17 @@ def _build_parser() -> argparse.ArgumentParser:
                      help="memory budget: configurations the search may hold at once before the verdict "
                           f"is UNKNOWN (default {DEFAULT_MAX_CONFIGS:,}, about 250 MB)")
     chk.add_argument("--html", type=Path, help="write a timeline of the history here")
+    clients = sub.add_parser("clients", help="race the kit's remote client (accept and return with its one "
+                                             "identical retry and recovered: true reruns) while answers are lost")
+    _target_arguments(clients, "repeat; the first two writers send and receive")
+    clients.add_argument("--rounds", type=_positive_int, default=4, metavar="N",
+                         help="handoffs, each taken by --workers racing clients of the receiver (default 4)")
+    clients.add_argument("--workers", type=_positive_int, default=3, metavar="K", help="racing clients (default 3)")
+    clients.add_argument("--loss", type=_fraction, default=0.3, metavar="P",
+                         help="share of the POST answers lost after the server applied them (default 0.3)")
+    clients.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
+                         help="time for checking the history against the model (default 20)")
+
     return parser
 
 
@@ -207,7 +234,15 @@ def _target_from_args(args: argparse.Namespace) -> HttpTarget | None:
 
 def _rerun_command(args: argparse.Namespace, seed: int) -> str:
     """The one command that runs this campaign again (tokens shown as variables, never values)."""
-    parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}"]
+    parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}",
+             *_target_words(args)]
+    if args.ledger:
+        parts += ["--ledger", args.ledger]
+    return " ".join(parts)
+
+
+def _target_words(args: argparse.Namespace) -> list[str]:
+    parts: list[str] = []
     if args.config is not None:
         parts += ["--config", str(args.config)]
     if args.url is not None:
@@ -215,9 +250,7 @@ def _rerun_command(args: argparse.Namespace, seed: int) -> str:
         for pair in args.token:
             actor = pair.partition("=")[0]
             parts += ["--token", f"{actor}=$TOKEN_{actor.replace('-', '_').upper()}"]
-    if args.ledger:
-        parts += ["--ledger", args.ledger]
-    return " ".join(parts)
+    return parts
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -279,10 +312,42 @@ def _replay(args: argparse.Namespace) -> int:
     return EXIT_VIOLATION if reproduced else EXIT_OK
 
 
+def _clients(args: argparse.Namespace) -> int:
+    from simulations.campaign import fresh_run_id
+    from simulations.clients import run_client_campaign
+    from simulations.targets import EmbeddedTarget, Target
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    http_target = _target_from_args(args)
+    target: Target = http_target if http_target is not None else EmbeddedTarget(CLIENT_ACTORS, seed=seed)
+    where = "the embedded reference" if http_target is None else args.url or str(args.config)
+    print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.workers} clients of "
+          f"{target.actors[1]}, loss {args.loss:g}, against {where}")
+    print("replay this run with: " + " ".join([
+        "aidememo-sim", "clients", "--seed", str(seed), "--rounds", str(args.rounds), "--workers", str(args.workers),
+        "--loss", f"{args.loss:g}", "--budget", f"{args.budget:g}", *_target_words(args)]))
+    try:
+        # A server keeps every receipt, so a run by URL needs ids of its own; the embedded one starts empty.
+        run = run_client_campaign(target, seed=seed, run_id="r" if http_target is None else fresh_run_id(seed),
+                                  rounds=args.rounds, workers=args.workers, loss=args.loss, budget_s=args.budget)
+    finally:
+        target.close()
+    print(f"{len(run.history)} operations, {run.dropped} answers lost, {run.doubts} calls rerun after doubt, "
+          f"in {run.elapsed_s:.1f} s")
+    for problem in run.client_findings:
+        print(f"client: {problem}")
+    if run.finding is not None:
+        print(run.finding.explanation)
+    return EXIT_OK if run.clean else EXIT_VIOLATION
+
+
+CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
-        command = {"check": _check, "run": _run, "replay": _replay}[args.command]
+        command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients}[args.command]
         return command(args)
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)

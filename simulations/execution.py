@@ -9,22 +9,28 @@ An indeterminate outcome (lost answer, 5xx) is resolved where the protocol allow
 identical command is sent again, and its answer (the stored receipt, or a refusal) stands for
 the pair, over the interval from the first call to the last answer. If that is lost too the
 operation stays unknown. Reads are not retried.
+
+``run_lanes`` (the workers and the scheduler) and ``settle`` (one request's outcome, with its
+retry) know nothing of AideMemo: the XMemo races run on them too.
 """
 
 from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from aidememo_ref.wire import error_detail
 from simulations.errors import SimulationError
 from simulations.history import Recorder
 from simulations.plan import Batch, PlannedOp
+from simulations.scheduler import SeededScheduler
 from simulations.targets import Lost, Reply, Target
 
-__all__ = ["RETRYABLE", "execute_batch", "output_of"]
+__all__ = ["RETRYABLE", "execute_batch", "output_of", "run_lanes", "settle"]
+
+A = TypeVar("A")  # an answer, as the protocol's client returns it
 
 RETRYABLE = frozenset({500, 502, 503, 504})
 _RECORD_FIELDS = ("status", "claim_id", "attempt_count", "result_fact_id", "outcome")
@@ -51,35 +57,49 @@ def output_of(reply: Reply, op: PlannedOp) -> dict[str, Any]:
 def _perform(target: Target, op: PlannedOp, recorder: Recorder, client_id: int) -> None:
     body = None if op.body is None else json.dumps(op.body).encode()
     ticket = recorder.invoke(client_id, {**op.input, "request": {"method": op.method, "path": op.path}})
+    settle(recorder, ticket, lambda: target.request(op.actor, op.method, op.path, body),
+           status=lambda reply: reply.status, output=lambda reply: output_of(reply, op), retry=op.method == "POST")
+
+
+def settle(recorder: Recorder, ticket: int, send: Callable[[], A], *, status: Callable[[A], int],
+           output: Callable[[A], Mapping[str, object]], retry: bool) -> None:
+    """Send one request and record how it ended; an indeterminate end is sent once more if ``retry``.
+
+    ``send`` raises ``Lost`` when no complete answer came. An answer with a status outside
+    ``RETRYABLE`` is recorded as ``output(answer)``; otherwise, after the retry if any, the
+    operation is unknown when some attempt may have reached the target and failed (never took
+    effect) when none did.
+    """
     delivered = False  # could any attempt have reached the target?
     for attempt in (1, 2):
         try:
-            reply: Reply | None = target.request(op.actor, op.method, op.path, body)
+            answer: A | None = send()
         except Lost as exc:
-            reply, delivered = None, delivered or exc.delivered
-        if reply is not None and reply.status not in RETRYABLE:
-            recorder.ok(ticket, output_of(reply, op))
+            answer, delivered = None, delivered or exc.delivered
+        if answer is not None and status(answer) not in RETRYABLE:
+            recorder.ok(ticket, output(answer))
             return
-        delivered = delivered or reply is not None
-        if op.method != "POST" or attempt == 2:
+        delivered = delivered or answer is not None
+        if not retry or attempt == 2:
             break
-        # Indeterminate: the identical command again; a stored receipt or a refusal settles it.
+        # Indeterminate: the identical request again; the protocol's replay rule settles it.
     if delivered:
         recorder.unknown(ticket)
     else:
         recorder.fail(ticket)  # provably never took effect: nothing to check
 
 
-def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
-                  script: Sequence[int] = ()) -> list[int]:
-    """Launch ``batch`` at once, one thread per busy worker; returns the scheduler's decisions.
+def run_lanes(batch: Batch, perform: Callable[[PlannedOp, int], None], scheduler: SeededScheduler | None,
+              seed: int, script: Sequence[int] = ()) -> list[int]:
+    """Launch ``batch`` at once, one thread per busy worker, each calling ``perform(op, worker)``
+    for its operations in order; returns the scheduler's decisions.
+
+    With a scheduler (the embedded targets) it is reset to ``seed`` and ``script`` and decides
+    who runs at each point; without one a barrier releases the workers together.
 
     Raises:
         SimulationError: when a worker stalls or fails outside the request it was sending.
     """
-    if batch.clock_ms is not None:
-        target.set_clock(batch.clock_ms)
-    scheduler = target.scheduler
     if scheduler is not None:
         scheduler.reset(seed, script)
     lanes: dict[int, list[PlannedOp]] = {}
@@ -99,7 +119,7 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
             for op in ops:
                 if scheduler is not None:
                     scheduler.point("request")
-                _perform(target, op, recorder, worker)
+                perform(op, worker)
                 if scheduler is not None:
                     scheduler.point("done")
         except BaseException as exc:  # surfaced below, in the caller's thread
@@ -120,3 +140,15 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
             raise errors[0]
         raise SimulationError(f"a worker failed: {errors[0]!r}") from errors[0]
     return list(scheduler.decisions) if scheduler is not None else []
+
+
+def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
+                  script: Sequence[int] = ()) -> list[int]:
+    """Set the target's clock to the batch's, then run it (``run_lanes``) against ``target``.
+
+    Raises:
+        SimulationError: when a worker stalls or fails outside the request it was sending.
+    """
+    if batch.clock_ms is not None:
+        target.set_clock(batch.clock_ms)
+    return run_lanes(batch, lambda op, worker: _perform(target, op, recorder, worker), target.scheduler, seed, script)

@@ -13,7 +13,9 @@ and picks, from the seed, who goes next at each request and at each point the st
 (``begin`` once it holds the write lock, ``decided``, ``commit``): the same plan and seed give
 the same interleaving, so a failure replays. Memory ids come from the seed too. Over a URL the
 interleaving is the network's. A capture with a key whose answer was lost (transport error,
-5xx) is sent once more, identically, which the key makes safe; recalls are never retried.
+5xx) is sent once more, identically, which the key makes safe; recalls are never retried. The
+workers, the scheduler and the retry are the AideMemo simulator's own (``execution.run_lanes``,
+``execution.settle``); only sending and reading XMemo's answers live here.
 """
 
 from __future__ import annotations
@@ -21,7 +23,6 @@ from __future__ import annotations
 import json
 import random
 import tempfile
-import threading
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -31,10 +32,12 @@ from typing import Any
 
 import httpx
 
+from simulations.errors import SimulationError
+from simulations.execution import run_lanes, settle
+from simulations.history import Operation, Recorder
 from simulations.plan import Batch, Plan, PlannedOp
 from simulations.scheduler import SeededScheduler
-from simulations.errors import SimulationError
-from simulations.history import Operation, Recorder
+from simulations.targets import Lost, load_factory
 from simulations.xmemo_model import Finding, describe_operation, estimate_tokens, violations
 
 __all__ = [
@@ -55,7 +58,6 @@ __all__ = [
 FORMAT = "aidememo-sim-xmemo-replay/1"
 AGENTS = ("claude", "codex")
 OWNER = "sim-owner"
-RETRYABLE = frozenset({500, 502, 503, 504})
 _WORDS = ("deploy", "adapter", "decision", "transport", "token", "fix", "handoff", "redis", "review", "status")
 _KEY_WAYS = ("Idempotency-Key", "X-Idempotency-Key", "body", "all")
 
@@ -97,11 +99,6 @@ class XMemoEmbeddedTarget:
                                                 headers={"x-api-key": self.keys[agent], "x-memory-os-agent-id": agent})
         return self._clients[agent]
 
-    def new_scheduler(self, seed: int, script: Sequence[int] = ()) -> SeededScheduler:
-        """The scheduler reset for the next batch (the store keeps calling the same object)."""
-        self.scheduler.reset(seed, script)
-        return self.scheduler
-
     def close(self) -> None:
         for c in self._clients.values():
             c.close()
@@ -111,6 +108,8 @@ class XMemoEmbeddedTarget:
 
 class XMemoHttpTarget:
     """An XMemo server by URL: one API key per agent (two keys of one owner, or one shared key)."""
+
+    scheduler: SeededScheduler | None = None  # the network interleaves
 
     def __init__(self, url: str, keys: Mapping[str, str], *, timeout_s: float = 10.0) -> None:
         missing = [agent for agent in AGENTS if agent not in keys]
@@ -249,66 +248,28 @@ def _output(response: httpx.Response, op: PlannedOp) -> dict[str, Any]:
 def _perform(target: Target, op: PlannedOp, recorder: Recorder, worker: int) -> None:
     client = target.client(str(op.input["actor"]))
     ticket = recorder.invoke(worker, dict(op.input))
-    retry = op.input.get("op") == "capture" and op.input.get("key") is not None
-    delivered = False
-    for attempt in (1, 2):
+
+    def send() -> httpx.Response:
         try:
-            response = _send(client, op)
-        except httpx.ConnectError:
-            response = None  # refused before anything was sent
-        except httpx.HTTPError:
-            response, delivered = None, True
-        if response is not None and response.status_code not in RETRYABLE:
-            recorder.ok(ticket, _output(response, op))
-            return
-        delivered = delivered or response is not None
-        if not retry or attempt == 2:
-            break
-    if delivered:
-        recorder.unknown(ticket)
-    else:
-        recorder.fail(ticket)
+            return _send(client, op)
+        except httpx.ConnectError as exc:
+            raise Lost(str(exc), delivered=False) from exc  # refused before anything was sent
+        except httpx.HTTPError as exc:
+            raise Lost(str(exc)) from exc
+
+    # Only a capture with a key is safe to send again: the key makes the copy a replay.
+    settle(recorder, ticket, send, status=lambda response: response.status_code,
+           output=lambda response: _output(response, op),
+           retry=op.input.get("op") == "capture" and op.input.get("key") is not None)
 
 
 def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int, script: Sequence[int] = ()) -> list[int]:
-    """Launch ``batch`` at once, one thread per busy worker; returns the scheduler's decisions."""
-    scheduler = target.new_scheduler(seed, script) if isinstance(target, XMemoEmbeddedTarget) else None
-    lanes: dict[int, list[PlannedOp]] = {}
-    for op in batch.ops:
-        lanes.setdefault(op.worker, []).append(op)
-    if scheduler is not None:
-        scheduler.expect(len(lanes))
-    start = threading.Barrier(len(lanes)) if lanes else None
-    errors: list[BaseException] = []
+    """Launch ``batch`` at once, one thread per busy worker; returns the scheduler's decisions.
 
-    def lane(worker: int, ops: list[PlannedOp]) -> None:
-        try:
-            if scheduler is not None:
-                scheduler.enter(worker)
-            elif start is not None:
-                start.wait()
-            for op in ops:
-                if scheduler is not None:
-                    scheduler.point("request")
-                _perform(target, op, recorder, worker)
-                if scheduler is not None:
-                    scheduler.point("done")
-        except BaseException as exc:  # surfaced below, in the caller's thread
-            errors.append(exc)
-        finally:
-            if scheduler is not None:
-                scheduler.leave()
-
-    threads = [threading.Thread(target=lane, args=(w, ops), daemon=True) for w, ops in sorted(lanes.items())]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-        if t.is_alive():
-            raise SimulationError("a worker did not finish within 120 s; the target stalled")
-    if errors:
-        raise SimulationError(f"a worker failed: {errors[0]!r}") from errors[0]
-    return list(scheduler.decisions) if scheduler is not None else []
+    Raises:
+        SimulationError: when a worker stalls or fails outside the request it was sending.
+    """
+    return run_lanes(batch, lambda op, worker: _perform(target, op, recorder, worker), target.scheduler, seed, script)
 
 
 # -- campaigns --------------------------------------------------------------------------------
@@ -458,8 +419,6 @@ def reproduce(path: Path, times: int = 1) -> int:
     Raises:
         SimulationError: when the file cannot be read or is not an XMemo replay file.
     """
-    from simulations.targets import load_factory
-
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:

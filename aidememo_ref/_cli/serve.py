@@ -18,6 +18,8 @@ def run(argv: list[str]) -> int:
     parser = Parser(prog="aidememo-ref serve", description="Serve the reference ledger over HTTP.")
     add_backend_flags(parser, serve=True)
     add_listen_flags(parser, "127.0.0.1:3030")
+    parser.add_argument("--auth-bindings-file", metavar="PATH",
+                        help="bind bearer tokens to one source_id and actor_id on the MCP gateway (kit extension)")
     parser.add_argument(
         "--test-clock", action="store_true",
         help="serve GET/POST /__test__/clock so a test can move the lease clock (never in production)",
@@ -43,12 +45,18 @@ def run(argv: list[str]) -> int:
         require_database_dir(args.database)
 
     from .._clock import OffsetClock
+    from .._gateway import BindingsError, load_bindings
     from .._reference import ReferenceLedger
 
     where = f"database={args.database}" if url is None else "backend=postgres"  # the URL is never printed
     try:
+        bindings = None if args.auth_bindings_file is None else load_bindings(args.auth_bindings_file)
+    except BindingsError as exc:
+        fail(str(exc))
+    try:
         ledger = ReferenceLedger(args.database, postgres_url=url, postgres=settings(args) if url else None,
-                                 clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock)
+                                 clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
+                                 bindings=bindings)
     except Exception as exc:  # a corrupt file, an unreachable server: one line, not a traceback
         fail(f"cannot open the canonical store ({where}): {exc}")
     serve(ledger.asgi, host=host, port=port, bind=args.bind, name="aidememo-ref", where=where)

@@ -3,15 +3,22 @@
 Writes by all actors (sessions, facts, contexts, sends to any member, accepts and returns that
 move handoffs between mailboxes); after every step one invariant per read path compares the
 target with the model (``read_status``, ``read_resource``, ``read_mailbox``, ``read_snapshot``,
-``read_changes``). Point reads cover the resources the step wrote, for all four actors; the
-listings (mailboxes, snapshot) are read for one actor per step in turn, and the change feeds
-from each actor's last cursor, so every step costs about the same; ``teardown`` reads every
-path for every actor once more.
+``read_changes``). Each step reads only a few paths, so every step costs about the same and
+the machine runs at CI speed: each resource the step wrote is read by one actor, in turn one
+the model lets see it and one it does not (each side's actors in turn); one listing per step in turn
+(a mailbox, the snapshot, a change feed from the last cursor), each actor in turn at it, each
+mailbox and feed in turn. ``teardown`` reads
+every listing for every actor, and every resource on each path by both sides at its current
+revision, so nothing is left unread at the end. Over a test run the turns put every actor on
+every side many times; the ``deep`` profile reads more.
 """
 
 from __future__ import annotations
 
 import sys
+
+from collections.abc import Callable
+from typing import TypeVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import invariant, precondition, rule
@@ -23,14 +30,22 @@ from simulations.plan import READER
 
 __all__ = ["ActorVisibility"]
 
+T = TypeVar("T")
+LISTINGS = ("mailbox", "snapshot", "feed")  # one of them is read per step, in turn
+
 
 class ActorVisibility(CreatingMachine):
     """Writes that change who may see what, and one invariant per read path."""
 
+    # Its reads are the visibility invariants'; auditing untouched records is the other
+    # machines' part (they all audit), and teardown still reads every record.
+    audits = False
 
     def __init__(self) -> None:
         super().__init__()
-        self.turn = 0  # whose listings this step reads
+        self.turn = 0  # whose listings this step reads, and which of each side's actors read
+        self.everyone = False  # teardown: every actor reads every path
+        self.verified: dict[tuple[str, str, str, str], int] = {}  # (path, actor, kind, id) -> revision read right
         self._looked_at = -1  # the write generation the visibility invariants last looked at
         self.written: set[tuple[str, str]] = set()  # what the writes since then touched
         self.feed_seen: dict[tuple[str, bool], int] = {}  # (actor, materialized) -> entries checked
@@ -66,16 +81,49 @@ class ActorVisibility(CreatingMachine):
             self.turn += 1
         return self.written
 
-    def _listed(self) -> list[str]:
-        """The actor whose listings this step reads (every actor in turn)."""
+    def _listed(self, listing: str) -> list[str]:
+        """The actor whose ``listing`` this step reads: one listing per step, each in turn, and
+        each actor in turn at it; in teardown (which steps through the actors) every listing."""
         self._since_last_look()
-        return [ACTORS[self.turn % len(ACTORS)]]
+        if self.everyone:
+            return [ACTORS[self.turn % len(ACTORS)]]
+        if LISTINGS[self.turn % len(LISTINGS)] != listing:
+            return []
+        return [ACTORS[self.turn // len(LISTINGS) % len(ACTORS)]]
+
+    def _in_turn(self, *choices: T) -> tuple[T, ...]:
+        """Which of a listing's variants (mailboxes, feeds) this step reads: each in turn,
+        after every actor had its turn at the previous one; all of them in teardown."""
+        if self.everyone:
+            return choices
+        return (choices[self.turn // (len(LISTINGS) * len(ACTORS)) % len(choices)],)
+
+    def _readers(self, path: str, kind: str, rid: str, may_see: Callable[[str], bool]) -> list[str]:
+        """Who reads a resource on ``path``: the model splits the actors into the side that may
+        see it and the side that may not, and the answer depends only on the side. After a step,
+        one actor: each side in turn, each side's actors in turn. In teardown, one actor of each
+        side that no one of it has read at the current revision."""
+        sides = [side for side in ([a for a in ACTORS if may_see(a)], [a for a in ACTORS if not may_see(a)]) if side]
+        if self.everyone:
+            now = self._revision(kind, rid)
+            return [side[self.turn % len(side)] for side in sides
+                    if all(self.verified.get((path, a, kind, rid)) != now for a in side)]
+        side = sides[self.turn % len(sides)]
+        return [side[self.turn // len(sides) % len(side)]]
+
+    def _read_right(self, path: str, actor: str, kind: str, rid: str) -> None:
+        self.verified[(path, actor, kind, rid)] = self._revision(kind, rid)
+
+    def _revision(self, kind: str, rid: str) -> int:
+        res = self.model.resources.get((kind, rid))
+        return 0 if res is None else res.revision  # 0: absent (a refused create)
 
     @invariant()
     def status_reads_follow_participation(self) -> None:
         """AM-HL-WHO-2, AM-VIS-1: typed status answers participants only (403 otherwise, 404 absent)."""
         for handoff_id in sorted(r for k, r in self._since_last_look() if k == "handoff"):
-            for actor in ACTORS:
+            for actor in self._readers("status", "handoff", handoff_id,
+                                       lambda a: read_status(self.model, a, handoff_id).http == 200):
                 want = read_status(self.model, actor, handoff_id)
                 status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
                 assert (status, code) == (want.http, want.code), f"{actor} status of {handoff_id}: {status} {code}"
@@ -83,13 +131,15 @@ class ActorVisibility(CreatingMachine):
                     assert isinstance(want.body, dict)
                     assert doc["revision"] == want.body["revision"], f"{actor} status of {handoff_id}: revision"
                     self.lease_times_match(doc["record"], want.body["record"], f"{actor} sees {handoff_id}")
+                self._read_right("status", actor, "handoff", handoff_id)
 
     @invariant()
     def resource_reads_hide_what_is_not_theirs(self) -> None:
         """AM-VIS-1, AM-VIS-3: generic reads answer 404 for a hidden handoff or context, and show
         sessions and facts to every member."""
         for kind, rid in sorted(self._since_last_look()):
-            for actor in ACTORS:
+            for actor in self._readers("resource", kind, rid,
+                                       lambda a: read_resource(self.model, a, kind, rid).http == 200):
                 want = read_resource(self.model, actor, kind, rid)
                 status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/resources/{kind}/{rid}")
                 assert (status, code) == (want.http, want.code), f"{actor} reading {kind}/{rid}: {status} {code}"
@@ -97,12 +147,13 @@ class ActorVisibility(CreatingMachine):
                     assert isinstance(want.body, dict)
                     assert doc["revision"] == want.body["revision"], f"{actor} reading {kind}/{rid}: revision"
                     self.lease_times_match(doc["state"]["body"], want.body["body"], f"{actor} reads {kind}/{rid}")
+                self._read_right("resource", actor, kind, rid)
 
     @invariant()
     def mailboxes_list_exactly_their_handoffs(self) -> None:
         """AM-MBOX-1, AM-MBOX-3: inbox and outbox hold the actor's handoffs, newest mutation first."""
-        for actor in self._listed():
-            for box in ("inbox", "outbox"):
+        for actor in self._listed("mailbox"):
+            for box in self._in_turn("inbox", "outbox"):
                 status, _, doc = self.wire.request(actor, "GET", f"{self.base()}/handoffs",
                                                    params={"box": box, "limit": 100})
                 assert status == 200, f"{actor} {box}: {status}"
@@ -114,7 +165,7 @@ class ActorVisibility(CreatingMachine):
     @invariant()
     def snapshots_show_exactly_what_each_actor_may_see(self) -> None:
         """AM-VIS-1, AM-SNAP-1: the snapshot lists every visible resource at its revision, no other."""
-        for actor in self._listed():
+        for actor in self._listed("snapshot"):
             status, _, doc = self.wire.request(actor, "GET", f"{self.base()}/snapshot")
             assert status == 200, f"{actor} snapshot: {status}"
             got = [(r["resource"]["kind"], r["resource"]["id"], r["revision"]) for r in doc["resources"]
@@ -126,11 +177,12 @@ class ActorVisibility(CreatingMachine):
         """AM-VIS-1, AM-FEED-2: both change feeds hold exactly the visible changes, in order.
 
         Who may see a resource never changes once it exists (participants are fixed at the
-        send), so each feed is read on from the actor's last cursor; ``teardown`` reads them
-        again from the start.
+        send) and entries are never rewritten, so each feed is read on from the actor's last
+        cursor; ``teardown`` reads every actor's to the end, so each entry is checked once for
+        each actor and feed.
         """
-        for actor in self._listed():
-            for materialized in (False, True):
+        for actor in self._listed("feed"):
+            for materialized in self._in_turn(False, True):
                 key = (actor, materialized)
                 after = self.feed_cursor.get(key, self.start_seq)
                 path = f"{self.base()}/changes/materialized" if materialized else f"{self.base()}/changes"
@@ -154,7 +206,7 @@ class ActorVisibility(CreatingMachine):
                 return  # a step already failed: that failure is the report, not a second one
             self.touched_resources = set(self.model.resources)
             self._generation += 1
-            self.feed_seen, self.feed_cursor = {}, {}
+            self.everyone = True  # feeds are read on from their cursors: every entry once per actor
             self.status_reads_follow_participation()
             self.resource_reads_hide_what_is_not_theirs()
             for _ in ACTORS:

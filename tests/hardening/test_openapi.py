@@ -72,6 +72,7 @@ def test_request_schemas_mirror_the_decoder_structs() -> None:
     bodies = {op.template.rsplit("/", 1)[1]: _schema(op.spec["requestBody"]["content"]["application/json"]["schema"])
               for op in operations() if "requestBody" in op.spec and op.template.startswith("/v1")}
     command = bodies.pop("commands")
+    bodies.pop("mcp")  # a JSON-RPC envelope, not a decoder struct
     _assert_mirrors(command, "CommandRequest")
     _assert_mirrors(_schema(command["properties"]["resource"]), "resource", strict=False)
     for segment, (_, _, payload, _) in TYPED_CREATES.items():
@@ -90,14 +91,17 @@ def test_error_enums_name_real_codes_with_their_status() -> None:
             if int(status) < 400:
                 continue
             schema = response["content"]["application/json"]["schema"]
+            if "allOf" not in schema:
+                continue  # the MCP route's JSON-RPC errors carry integer codes
             codes = schema["allOf"][1]["properties"]["error"]["properties"]["code"]["enum"]
             for code in codes:
                 wire = ErrorCode(code)
                 assert wire.status == int(status) or (code == "storage_failure" and status == "503"), (op.template, code)
                 seen.add(wire)
     # Codes the reference never raises (nothing outside _errors.py names them); the wire spec
-    # keeps them for replication and client-side identity checks.
-    never = {ErrorCode.CONFORMANCE_VIOLATION, ErrorCode.IDENTITY_MISMATCH, ErrorCode.PROJECT_SCOPE_MISMATCH}
+    # keeps them for replication and client-side identity checks. (identity_mismatch is raised:
+    # by the MCP gateway, for a token bound to another actor.)
+    never = {ErrorCode.CONFORMANCE_VIOLATION, ErrorCode.PROJECT_SCOPE_MISMATCH}
     assert set(ErrorCode) - seen == never
 
 
@@ -304,6 +308,7 @@ def test_real_answers_validate_and_cover_the_documented_statuses(tmp_path: Path,
         op, _ = match(method, path)
         if op is not None:
             observed.add((op.method, op.template, status))
+    observed |= _mcp_tour(ledger, fuzz, send, failures)
     # A fuzz pass on the same ledger adds answers nobody scripted; they must be documented too.
     tally = fuzz.run_campaign(send, count=300, seed_value=20261130,
                               extra=lambda r, s, h, b: contract_problems(r.method, r.target.decode("latin-1"), s, h, b))
@@ -315,13 +320,49 @@ def test_real_answers_validate_and_cover_the_documented_statuses(tmp_path: Path,
     assert missing == [], missing
 
 
+def _mcp_tour(ledger: ReferenceLedger, fuzz: ModuleType, send: Any, failures: list[str]) -> set[tuple[str, str, int]]:
+    """The MCP route's answers (it needs its protocol headers): each documented status once."""
+    from aidememo_ref._gateway import Bindings
+
+    ledger.service.bindings = Bindings()  # a token bound to another actor: the 403 identity_mismatch
+    ledger.provision(tenant_id=fuzz.TENANT, project_id=fuzz.PROJECT, actor_id="bound", token="bound-token-0123456789")
+    ledger.service.bindings.bind("bound-token-0123456789", "src", "someone-else")
+    path = f"/v1/projects/{fuzz.PROJECT}/mcp"
+    meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+    tours = [
+        ("sender", "tools/list", None, {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": meta}),
+        ("reader", "tools/call", "session_create", {"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "session_create", "arguments": {"operation_id": "o", "session_id": "s", "topic": "t"}, **meta}}),
+        ("sender", "tools/list", None, {"jsonrpc": "2.0", "id": 3, "method": "tools/list", "params": {}}),
+        ("sender", "tools/call", "nope", {"jsonrpc": "2.0", "id": 4, "method": "tools/call",
+                                          "params": {"name": "nope", **meta}}),
+        (None, "tools/list", None, {"jsonrpc": "2.0", "id": 5, "method": "tools/list", "params": meta}),
+        ("outsider", "tools/list", None, {"jsonrpc": "2.0", "id": 6, "method": "tools/list", "params": meta}),
+        ("bound", "tools/list", None, {"jsonrpc": "2.0", "id": 7, "method": "tools/list", "params": meta}),
+    ]
+    observed = set()
+    for actor, method, name, body in tours:
+        token = "bound-token-0123456789" if actor == "bound" else fuzz.ACTORS[actor][0] if actor else None
+        headers = [(b"content-type", b"application/json"), (b"mcp-protocol-version", b"2026-07-28"),
+                   (b"mcp-method", method.encode())]
+        if name:
+            headers.append((b"mcp-name", name.encode()))
+        if token:
+            headers.append((b"authorization", f"Bearer {token}".encode()))
+        status, answer_headers, answer = send(fuzz.Request("POST", path.encode(), tuple(headers), json.dumps(body).encode()))
+        failures += contract_problems("POST", path, status, answer_headers, answer)
+        observed.add(("POST", "/v1/projects/{project_id}/mcp", status))
+    return observed
+
+
 def _storage_faults(tmp_path: Path, fuzz: ModuleType, failures: list[str]) -> set[tuple[str, str, int]]:
     """Every write route answering 503 (a writer holds the lock) and 500 (the disk fails)."""
 
     def broken_disk(*args: object) -> Any:
         raise sqlite3.DatabaseError("disk I/O error")
 
-    writes = [(op.method, op.template) for op in operations() if op.method == "POST" and op.template.startswith("/v1")]
+    writes = [(op.method, op.template) for op in operations()
+              if op.method == "POST" and op.template.startswith("/v1") and not op.template.endswith("/mcp")]
     observed = set()
     for name, kwargs in (("busy", {"busy_timeout_ms": 50}), ("broken", {"decide": broken_disk})):
         ledger = ReferenceLedger(tmp_path / f"{name}.sqlite", clock=ManualClock(), **kwargs)

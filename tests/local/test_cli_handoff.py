@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from .conftest import RECEIVER, SENDER, SOURCE, Cli, Handoff, receiver_fact
 
 # Scenario Q's list: an assignment is a pointer, never a payload queue.
@@ -198,6 +200,8 @@ def test_board_lanes_and_text_with_a_pinned_clock(cli: Cli, sent: Handoff) -> No
     assert cli.j("handoff", "board", "--stale-after", "2w")["stale_after_ms"] == 14 * 86_400_000
 
 
-def test_remote_profiles_are_refused_in_one_line(cli: Cli, sent: Handoff) -> None:
-    assert cli.refused("handoff", "--remote-profile", "p1", "inbox").startswith("invalid input: remote handoff profiles")
-    assert cli.refused("handoff", "inbox", env={"AIDEMEMO_REMOTE_PROFILE": "p1"}).startswith("invalid input: remote")
+def test_a_remote_profile_routes_the_verb_to_a_server(cli: Cli, sent: Handoff, tmp_path: Path) -> None:
+    # The route is taken for the flag or the variable (tests/remote runs it against a server).
+    missing, home = "invalid input: remote profile `p1` was not found", {"HOME": str(tmp_path)}
+    assert cli.refused("handoff", "--remote-profile", "p1", "inbox", env=home).startswith(missing)
+    assert cli.refused("handoff", "inbox", env={"AIDEMEMO_REMOTE_PROFILE": "p1", **home}).startswith(missing)

@@ -48,7 +48,7 @@ def _split_decide(only: Op | None) -> Execute:
             if receipt is not None:
                 return receipt
             write = decide(command, member.actor_id, tx, now_ms)
-        scheduler.point("decided")  # no lock held here: another writer may commit now
+        scheduler.point("unlocked")  # decided, no lock held: another writer may commit now
         with store.writing(member) as tx:
             scheduler.point("begin")
             receipt = tx.apply(command, write, now_ms)

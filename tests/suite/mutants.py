@@ -321,71 +321,99 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
 }
 
 
-# -- a stand-in MCP gateway (the reference serves none), to prove the MCP checks run and bite ----
-_READ_TOOLS = ["search", "resource_get", "handoff_list", "handoff_status"]
-_WRITE_TOOLS = ["session_create", "fact_create", "handoff_context_create", "handoff_send", "handoff_accept",
-                "handoff_return"]
-_MCP_VERSION = "2026-07-28"
+# -- broken MCP gateways: the reference's gateway with one of its rules taken out -----------------
+def _gateway_ledger(db_path: str) -> Any:
+    from aidememo_ref._gateway import Bindings
+
+    return _ledger_for(db_path, bindings=Bindings())
 
 
-def _mcp_gateway(db_path: str, *, reader_sees_writes: bool) -> Any:
-    def rpc(status: int, request_id: Any, code: int, message: str) -> Any:
-        body = {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
-        return _service.Response(status, (("content-type", "application/json"),), json.dumps(body).encode())
+def gateway_lax_protocol(db_path: str) -> Any:
+    """Missing MCP headers are filled in instead of refused, and results lose their serverInfo."""
+    from aidememo_ref._gateway import _post
 
-    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
-        path = target.split(b"?")[0]
-        if not (method == "POST" and path.endswith(b"/mcp")):
-            return handle(method, target, headers, body)
-        project = path.split(b"/")[3]
-        named = {k.lower(): v for k, v in headers}
-        request = _json(body)
-        if not isinstance(request, dict) or request.get("jsonrpc") != "2.0" or request.get("id") is None:
-            return rpc(400, None, -32600, "invalid MCP request")
-        request_id = request["id"]
-        if named.get(b"mcp-protocol-version") != _MCP_VERSION.encode():
-            return rpc(400, request_id, -32022, "unsupported MCP protocol version")
-        if named.get(b"mcp-method") != str(request.get("method")).encode():
-            return rpc(400, request_id, -32020, "missing Mcp-Method header")
-        auth = [(k, v) for k, v in headers if k.lower() == b"authorization"]
-        if not auth:
-            return _service.Response(401, (("content-type", "application/json"),),
-                                     b'{"error":{"code":"authentication_failed","message":"authentication failed"}}')
-        identity = handle("GET", b"/v1/projects/" + project + b"/identity", auth, b"")
-        if identity.status != 200:
-            return identity
-        role = json.loads(identity.body)["role"]
-        if request["method"] == "tools/list":
-            names = _READ_TOOLS + (_WRITE_TOOLS if role != "reader" or reader_sees_writes else [])
-            tools = [{"name": n, "inputSchema": {"type": "object"}} for n in names]
-            result = {"resultType": "complete", "tools": tools}
-        elif request["method"] == "tools/call" and request["params"]["name"] == "session_create":
-            args = dict(request["params"].get("arguments", {}))
-            command = {"command_id": args.pop("operation_id"), "payload": args}
-            rest = handle("POST", b"/v1/projects/" + project + b"/sessions",
-                          auth + [(b"content-type", b"application/json")], json.dumps(command).encode())
-            structured = json.loads(rest.body)
-            result = {"resultType": "complete", "content": [{"type": "text", "text": rest.body.decode()}],
-                      "structuredContent": structured, "isError": not 200 <= rest.status < 300}
-        else:
-            return rpc(404, request_id, -32601, "unsupported MCP method")
-        answer = {"jsonrpc": "2.0", "id": request_id, "result": result}
-        return _service.Response(200, (("content-type", "application/json"),), json.dumps(answer).encode())
+    post = _post.Gateway.post
 
-    return _wrapped(db_path, bend)
+    def lax(self: Any, project_id: str, request: Any, read_json: Any) -> Any:
+        method = (_json(request.body) or {}).get("method", "") if isinstance(_json(request.body), dict) else ""
+        named = {k.lower() for k, _ in request.headers}
+        extra = [(b"mcp-protocol-version", _post.PROTOCOL_VERSION.encode())] if b"mcp-protocol-version" not in named else []
+        if b"mcp-method" not in named:
+            extra.append((b"mcp-method", str(method).encode()))
+        answer = post(self, project_id, dataclasses.replace(request, headers=request.headers + tuple(extra)), read_json)
+        data = _json(answer.body)
+        if isinstance(data, dict) and isinstance(data.get("result"), dict):
+            data["result"].pop("_meta", None)
+            return _with_body(answer, data)
+        return answer
+
+    _post.Gateway.post = lax  # type: ignore[method-assign]
+    return _gateway_ledger(db_path)
 
 
-def mcp_gateway(db_path: str) -> Any:
-    """The reference plus a stand-in MCP gateway that follows wire §1.18 (not a mutant)."""
-    return _mcp_gateway(db_path, reader_sees_writes=False)
+def gateway_overexposes(db_path: str) -> Any:
+    """Readers are listed the write tools, and undeclared arguments (actor_id) are ignored."""
+    from aidememo_ref._gateway import _post, _tools
+
+    _post.tool_list = lambda reader: _tools.tool_list(False)
+    _tools.ensure_only = lambda args, allowed: None
+    _post.ensure_only = _tools.ensure_only
+    return _gateway_ledger(db_path)
 
 
-def mcp_reader_sees_write_tools(db_path: str) -> Any:
-    """The stand-in MCP gateway lists write tools to readers."""
-    return _mcp_gateway(db_path, reader_sees_writes=True)
+def gateway_misroutes(db_path: str) -> Any:
+    """handoff_list always reads the inbox, and accept/return take the current revision as expected."""
+    from aidememo_ref._gateway import _post
+
+    route, rest = _post.rest_call, _post.Gateway._rest
+
+    def inbox_only(name: str, args: Any) -> Any:
+        return route(name, {**args, "box": "inbox"} if name == "handoff_list" else args)
+
+    def current_revision(self: Any, method: str, project_id: str, path: str, authorization: bytes,
+                         body: Any = None) -> Any:
+        if method == "POST" and path.endswith(("/accept", "/return")):
+            status, _, parsed = rest(self, "GET", project_id, path.rsplit("/", 1)[0], authorization)
+            if status == 200:
+                body = {**body, "expected_revision": parsed["revision"]}
+        return rest(self, method, project_id, path, authorization, body)
+
+    _post.rest_call = inbox_only
+    _post.Gateway._rest = current_revision  # type: ignore[method-assign]
+    return _gateway_ledger(db_path)
 
 
-MUTANTS["mcp_reader_sees_write_tools"] = (mcp_reader_sees_write_tools, ("AM-MCP-2",))
+def binding_actor_and_rest_open(db_path: str) -> Any:
+    """A bound token may name any actor_id, its bound actor is never compared, and REST serves it."""
+    from aidememo_ref import _service
+    from aidememo_ref._gateway import _post
+
+    bound = _post._bound_arguments
+
+    def lenient(name: str, arguments: Any, binding: Any) -> Any:
+        return bound(name, {k: v for k, v in arguments.items() if k != "actor_id"}, binding)
+
+    _post._bound_arguments = lenient
+    _post.Gateway._binding = lambda self, authorization: None  # type: ignore[method-assign]
+    _service.internal_dispatch = lambda: True
+    return _gateway_ledger(db_path)
+
+
+def binding_source_leak(db_path: str) -> Any:
+    """Every resource counts as inside the bound source."""
+    from aidememo_ref._gateway import _post
+
+    _post._in_source = lambda record, binding: True
+    return _gateway_ledger(db_path)
+
+
+MUTANTS.update({
+    "gateway_lax_protocol": (gateway_lax_protocol, ("AM-MCP-1", "AM-MCP-6")),
+    "gateway_overexposes": (gateway_overexposes, ("AM-MCP-2", "AM-MCP-4")),
+    "gateway_misroutes": (gateway_misroutes, ("AM-MCP-3", "AM-MCP-5")),
+    "binding_actor_and_rest_open": (binding_actor_and_rest_open, ("AM-BIND-1", "AM-BIND-3")),
+    "binding_source_leak": (binding_source_leak, ("AM-BIND-2",)),
+})
 
 
 # -- race mutants: the simulator's planted races, met by real concurrency ----------------------------
@@ -396,15 +424,30 @@ class _Widened:
     planted races live, so a few seconds of real concurrency meet them in either order; the
     simulator forces the same interleavings instead. ``queued_s`` widens the wait before the write
     lock alone: a stale read needs a write that queued before the read-back's write committed and
-    is still queued when the read comes, and under load 5 ms is too short to be met reliably."""
+    is still queued when the read comes, and under load 5 ms is too short to be met reliably.
+
+    A writer that decided outside its transaction (``unlocked``: the split decision of
+    ``double_accept``) waits up to 100 ms for the next one to decide too, so the single round of
+    simultaneous accepts in AM-HL-CAS-3 meets the race even when thread start-up on a loaded
+    machine spreads the requests wider than a few milliseconds."""
 
     def __init__(self, queued_s: float = 0.005) -> None:
         self._rng = random.Random(20261130)
         self._lock = threading.Lock()
         self._queued_s = queued_s
+        self._met = threading.Condition()
+        self._arrivals = 0
 
     def point(self, name: str) -> None:
-        if name in ("decided", "committed", "queued"):
+        if name == "unlocked":
+            with self._met:
+                self._arrivals += 1
+                mine = self._arrivals
+                self._met.notify_all()
+                deadline = time.monotonic() + 0.1
+                while self._arrivals == mine and (left := deadline - time.monotonic()) > 0:
+                    self._met.wait(left)
+        elif name in ("decided", "committed", "queued"):
             with self._lock:
                 pause = self._rng.uniform(0, self._queued_s if name == "queued" else 0.005)
             time.sleep(pause)

@@ -99,14 +99,14 @@ def test_whole_suite_against_every_mutant(tmp_path):
 
 
 def test_a_claimed_capability_is_scored(tmp_path):
-    # The stand-in MCP gateway makes `mcp` detectable: its checks must run and pass, not skip.
-    records = _run_with_factory("mcp_gateway", tmp_path, ["--requirement", "AM-MCP-"])
+    # The reference serves the MCP gateway and binds tokens: those checks must run and pass, not skip.
+    records = _run_with_factory(None, tmp_path, ["--requirement", "AM-MCP-", "--requirement", "AM-BIND-"])
     assert records and {r["verdict"] for r in records} == {"PASS"}, [(r["nodeid"], r["verdict"]) for r in records]
 
 
-def _run_with_factory(factory: str, report_dir: Path, extra: list[str]) -> list[dict]:
+def _run_with_factory(factory: str | None, report_dir: Path, extra: list[str]) -> list[dict]:
     args = [sys.executable, "-m", "conformance.cli", "run", "--seed", SEED, "--report-dir", str(report_dir),
-            "--embedded-factory", f"mutants:{factory}", *extra]
+            *(["--embedded-factory", f"mutants:{factory}"] if factory else []), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
     return json.loads((report_dir / "results.json").read_text())["records"]

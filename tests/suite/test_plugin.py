@@ -28,9 +28,9 @@ def test_should_fails(world):
     project = world.project()
     assert project.writer.identity().status == 418, "planted SHOULD departure"
 
-@pytest.mark.requirement("AM-MCP-1")
+@pytest.mark.requirement("AM-ART-1")
 def test_unclaimed_capability(world):
-    raise AssertionError("never runs: mcp is not claimed by the reference")
+    raise AssertionError("never runs: artifacts are not claimed by the reference")
 
 @pytest.mark.requirement("AM-CMD-1")
 def test_setup_fails(world):

@@ -22,7 +22,7 @@ from collections.abc import Mapping
 from aidememo_ref._cli._args import Parser, UsageError
 from aidememo_ref._local._errors import LocalError, LocalErrorCode, invalid_input
 
-from ._context import Context
+from ._context import Context, clean
 
 __all__ = ["main", "GROUPS"]
 
@@ -38,6 +38,9 @@ GROUPS: dict[str, tuple[str, str]] = {
     "config": ("config", "register"),
     "mcp": ("mcp", "register"),
     "shim": ("shim", "register"),
+    "auth": ("auth", "register"),
+    "replica": ("replica", "register"),
+    "mcp-install": ("mcp_install", "register"),
 }
 _BACKENDS = ("sqlite", "libsqlite")
 USAGE = (
@@ -199,9 +202,6 @@ def main(argv: list[str]) -> int:
         backend = _backend(found.backend)
         if found.project is not None:
             raise _Refusal(f"Error: project '{found.project}' not registered. Run `aidememo project list`.")
-        if rest[0] == "handoff" and (args.remote_profile or env.get("AIDEMEMO_REMOTE_PROFILE", "").strip()):
-            raise invalid_input("remote handoff profiles are not supported by aidememo-ref's local CLI yet;"
-                                " unset AIDEMEMO_REMOTE_PROFILE to use the local ledger")
         fixed = _test_clock(found, env)
         ctx = Context(
             store_path=store_path(getattr(args, "wiki_root", None) or found.store, env),
@@ -213,6 +213,10 @@ def main(argv: list[str]) -> int:
             out=lambda text: print(text, flush=True),
             err=lambda text: print(text, file=sys.stderr, flush=True),
         )
+        if rest[0] == "handoff" and (name := clean(args.remote_profile) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE")):
+            from . import remote  # the HTTP stack loads only for the remote route
+
+            return remote.run(args, ctx, name)
         return int(args.func(args, ctx))
     except (UsageError, LocalError) as exc:
         print(f"Error: {exc}", file=sys.stderr)

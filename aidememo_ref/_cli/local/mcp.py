@@ -1,22 +1,28 @@
-"""``mcp [--remote-profile NAME] [WIKI_ROOT]``: the stdio MCP server on the local store."""
+"""``mcp [--remote-profile NAME] [WIKI_ROOT]``: the stdio MCP server on the local store (its handoff
+tools routed to a server with a remote profile)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
-
-from aidememo_ref._local._errors import invalid_input
+from typing import TYPE_CHECKING
 
 from ._context import Context, Parser, clean
+
+if TYPE_CHECKING:
+    from aidememo_ref._mcp._remote import RemoteTools
 
 
 def cmd_mcp(args: argparse.Namespace, ctx: Context) -> int:
     from aidememo_ref._mcp._local import LocalTools
     from aidememo_ref._mcp._protocol import serve
 
-    if clean(args.remote_profile) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE"):
-        raise invalid_input("remote MCP profiles are not supported by aidememo-ref yet; unset AIDEMEMO_REMOTE_PROFILE")
-    tools = LocalTools(ctx.store_path, ctx.env, ctx.clock)
+    local = LocalTools(ctx.store_path, ctx.env, ctx.clock)
+    tools: LocalTools | RemoteTools = local
+    if profile := clean(args.remote_profile) or ctx.env_value("AIDEMEMO_REMOTE_PROFILE"):
+        from .remote import remote_tools  # the HTTP stack only for a remote profile
+
+        tools = remote_tools(ctx, profile, local)
 
     def write(line: str) -> None:
         sys.stdout.write(line)

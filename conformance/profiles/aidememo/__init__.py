@@ -21,6 +21,9 @@ CAPABILITIES = (
                detection="snapshot route exists"),
     Capability(name="search", covers="lexical search", detection="search route exists"),
     Capability(name="mcp", covers="the stateless MCP gateway", detection="MCP route exists"),
+    Capability(name="mcp-bindings", covers="bearer tokens bound to one source and actor on the MCP gateway"
+               " (the kit's --auth-bindings-file extension)",
+               detection="the embedded reference (the suite binds tokens only through it)"),
     Capability(name="artifacts", covers="artifact reservations, upload, publish, download",
                detection="resolve route exists"),
     Capability(name="concurrency",

@@ -26,8 +26,9 @@ from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
 from conformance.provisioning import FixedIdentity
 from conformance.world import BaseWorld
 
-__all__ = ["Actor", "HandoffRef", "Project", "World", "setup_ok"]
+__all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "World", "setup_ok"]
 
+MCP_VERSION = "2026-07-28"
 
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
@@ -112,6 +113,22 @@ class Actor:
 
     def search(self, q: str, **params: Any) -> Exchange:
         return self.request("GET", f"{self.base}/search", params={"q": q, **params})
+
+    # -- the MCP gateway (wire §1.18) ------------------------------------------------------------
+    def mcp(self, method: str, params: dict[str, Any] | None = None, **headers: str) -> Exchange:
+        """One JSON-RPC request to the gateway with the protocol headers it requires (``headers``
+        override them: ``Mcp_Name="x"`` sends ``Mcp-Name: x``)."""
+        fields = dict(params or {})
+        sent = {"Mcp-Protocol-Version": MCP_VERSION, "Mcp-Method": method}
+        if method == "tools/call" and isinstance(fields.get("name"), str):
+            sent["Mcp-Name"] = fields["name"]
+        sent.update({name.replace("_", "-"): value for name, value in headers.items()})
+        fields["_meta"] = {"io.modelcontextprotocol/protocolVersion": MCP_VERSION}
+        body = {"jsonrpc": "2.0", "id": self.project.world.rng.getrandbits(31), "method": method, "params": fields}
+        return self.request("POST", f"{self.base}/mcp", json_body=body, headers=sent)
+
+    def tool(self, name: str, **arguments: Any) -> Exchange:
+        return self.mcp("tools/call", {"name": name, "arguments": arguments})
 
     # -- raw commands ------------------------------------------------------------------------
     def command(
@@ -345,6 +362,33 @@ class World(BaseWorld):
             project.actors[name] = Actor(name, actor_id, role, token, project)
             self.transcript.notes.append(f"{name}: tenant {tenant}, project {project_id}, actor {actor_id}, role {role}")
         return project
+
+    def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
+        """A new writer of ``project`` whose token is bound (``--auth-bindings-file``) to ``source_id``
+        and to ``as_actor``'s id (default: its own), for the gateway's binding rules.
+
+        Raises:
+            NotScored: the target does not claim ``mcp-bindings`` or cannot bind tokens.
+        """
+        self.runtime.require("mcp-bindings")
+        if self.runtime.provisioner is None or not self.runtime.binds_tokens:
+            raise NotScored("the target claims mcp-bindings but its provisioning cannot bind a token to a source")
+        actor_id = self.new_id(name)
+        bound_to = as_actor.actor_id if as_actor is not None else actor_id
+        token = f"tok-{self.rng.getrandbits(128):032x}"
+        self.transcript.secret(token, name)
+        identity = {"tenant": project.tenant_id, "project": project.project_id, "actor": actor_id, "role": "writer",
+                    "bind_source": source_id, "bind_actor": bound_to}
+        try:
+            token = self.runtime.provisioner.provision(identity, token)
+        except Untestable:
+            raise
+        except Exception as exc:
+            raise Untestable(f"provisioning bound {name} failed: {exc}") from exc
+        self.transcript.secret(token, name)
+        project.actors[name] = Actor(name, actor_id, "writer", token, project)
+        self.transcript.notes.append(f"{name}: actor {actor_id}, token bound to source {source_id}, actor {bound_to}")
+        return project.actors[name]
 
     def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
         if self.fresh_project:

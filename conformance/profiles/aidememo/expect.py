@@ -8,7 +8,8 @@ from typing import Any
 from conformance.expect import expect_status, shown
 from conformance.http import Exchange
 
-__all__ = ["RECEIPT_FIELDS", "expect_error", "expect_receipt", "expect_status", "is_error_shape", "record_of"]
+__all__ = ["RECEIPT_FIELDS", "expect_error", "expect_receipt", "expect_status", "is_error_shape", "record_of",
+           "rpc_error", "tool_error", "tool_ok", "tool_result"]
 
 RECEIPT_FIELDS = ("command_id", "fingerprint", "tenant_id", "project_id", "actor_id", "project_seq", "resource",
                   "revision", "committed_at_ms")
@@ -54,3 +55,37 @@ def record_of(exchange: Exchange) -> tuple[int, dict[str, Any]]:
 def is_error_shape(exchange: Exchange) -> bool:
     code = exchange.error_code()
     return code is not None and bool(_SNAKE.match(code))
+
+
+# -- the MCP gateway (wire §1.18) ---------------------------------------------------------------
+def rpc_error(exchange: Exchange, status: int, code: int) -> str:
+    """A JSON-RPC error answer of the MCP gateway with this HTTP status and code; its message."""
+    data = exchange.json() if exchange.body else None
+    error = data.get("error") if isinstance(data, dict) else None
+    assert exchange.status == status and isinstance(error, dict) and error.get("code") == code, (
+        f"expected HTTP {status} with JSON-RPC error {code}, got {exchange.status} {exchange.body[:240]!r}")
+    return str(error.get("message"))
+
+
+def tool_result(exchange: Exchange) -> dict[str, Any]:
+    """The JSON-RPC ``result`` of a 200 MCP answer."""
+    assert exchange.status == 200, f"MCP answered {exchange.status} {exchange.body[:240]!r}"
+    result = exchange.json().get("result")
+    assert isinstance(result, dict), f"no JSON-RPC result: {exchange.body[:240]!r}"
+    return result
+
+
+def tool_ok(exchange: Exchange) -> Any:
+    """The structured answer of a successful tool call."""
+    result = tool_result(exchange)
+    assert result.get("isError") is False, f"the tool call failed: {result.get('content')!r}"
+    return result["structuredContent"]
+
+
+def tool_error(exchange: Exchange, code: str) -> dict[str, Any]:
+    """A failed tool call: still 200, ``isError`` true, the REST error inside."""
+    result = tool_result(exchange)
+    assert result.get("isError") is True, f"expected a failed tool call (isError true): {result!r}"
+    error = (result.get("structuredContent") or {}).get("error")
+    assert isinstance(error, dict) and error.get("code") == code, f"expected tool error {code}, got {error!r}"
+    return error

@@ -47,6 +47,7 @@ class AideMemoTarget:
     provisioner: Provisioner | None  # None: identities come from the fixed token list
     fixed_tokens: TokenList
     base_url: str
+    binds_tokens: bool = False  # provisioning can bind a token to a source and actor (mcp-bindings)
     claims: Claims = field(default_factory=Claims)
     lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
     lease_wait: LeaseWait = field(default_factory=LeaseWait)
@@ -94,6 +95,11 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
     else:
         ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     stack.callback(ledger.close)
+    from aidememo_ref._gateway import Bindings
+
+    if ledger.service.bindings is None:  # the embedded reference can always confine tokens
+        ledger.service.bindings = Bindings()
+    bindings = ledger.service.bindings
     try:
         base_url = stack.enter_context(aidememo_ref.serve_in_thread(ledger))
     except (RuntimeError, OSError) as exc:
@@ -102,6 +108,8 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
     def provision(identity: Mapping[str, str], token: str) -> bool:
         ledger.provision(tenant_id=identity["tenant"], project_id=identity["project"], actor_id=identity["actor"],
                          token=token, role=identity["role"])
+        if "bind_source" in identity:
+            bindings.bind(token, identity["bind_source"], identity["bind_actor"])
         return True
 
     return base_url, FunctionProvisioner(provision, "the embedded reference")
@@ -140,11 +148,17 @@ def start(context: StartContext) -> AideMemoTarget:
     except BaseException:
         stack.close()
         raise
+    binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
-                            fixed_tokens=settings.fixed_tokens, base_url=base_url, _stack=stack)
+                            fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, _stack=stack)
     from conformance.profiles.aidememo import CAPABILITIES
 
-    target.claims = settle(settings.capabilities, CAPABILITIES, lambda name: _detect(wire, name))
+    def detect(name: str) -> tuple[bool, str]:
+        if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
+            return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"
+        return _detect(wire, name)
+
+    target.claims = settle(settings.capabilities, CAPABILITIES, detect)
     if settings.real_time_leases:
         target.lease_mode = LeaseMode.REAL
     elif target.claims.claimed("test-clock"):

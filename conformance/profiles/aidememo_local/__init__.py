@@ -3,7 +3,8 @@
 The target is a command line (``--cli "aidememo"``, upstream's binary or anything speaking its
 local surface); without one, this kit's ``aidememo-ref`` is used. Every check works on a fresh
 store file of its own (``--store``), drives the CLI as a user would and, for the ``mcp``
-capability, the same CLI's ``mcp`` server as upstream's SDK does. This module stays light: the
+capability, the same CLI's ``mcp`` server as upstream's SDK does; for the ``remote`` capability, the
+CLI's remote verbs against this kit's reference server (started on loopback when a remote check runs). This module stays light: the
 target, the world and the checks are imported only when a run selects the profile.
 """
 
@@ -21,6 +22,10 @@ CAPABILITIES = (
                                  "fail-closed return, run refusals, compare-and-swap under concurrent writers"),
     Capability(name="mcp", covers="worker claims and the worker lane's sequence through the stdio MCP server",
                detection="`mcp` answers initialize with protocolVersion"),
+    Capability(name="remote", covers="two accounts of one remote project (the handoff guide's second half): "
+                                     "credential profiles, remote send/inbox/accept/return/outbox against the "
+                                     "kit's reference server, identity only from the token, recovery on reruns",
+               detection="`auth list` answers in an empty HOME"),
 )
 
 

@@ -7,12 +7,16 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from conformance.capabilities import CAPABILITIES as CLAIMS
 from conformance.capabilities import Capability, Claims, settle
 from conformance.errors import TargetError
 from conformance.process import run_command
 from conformance.profile import CLI, MAX_BODY_BYTES, TIMEOUT, StartContext
+
+if TYPE_CHECKING:
+    from conformance.profiles.aidememo_local.remote import RemoteServer
 
 __all__ = ["LocalTarget", "start", "EMBEDDED"]
 
@@ -27,8 +31,19 @@ class LocalTarget:
     timeout_s: float
     max_output_bytes: int
     claims: Claims = field(default_factory=Claims)
+    _server: RemoteServer | None = None
+
+    def remote_server(self) -> RemoteServer:
+        """The reference server the remote checks talk to, started on first use."""
+        if self._server is None:
+            from conformance.profiles.aidememo_local.remote import start_server
+
+            self._server = start_server()
+        return self._server
 
     def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
         shutil.rmtree(self.root, ignore_errors=True)
 
 
@@ -39,6 +54,8 @@ def start(context: StartContext) -> LocalTarget:
                          timeout_s=settings[TIMEOUT], max_output_bytes=settings[MAX_BODY_BYTES])
 
     def detect(name: str) -> tuple[bool, str]:
+        if name == "remote":
+            return _detect_remote(target)
         from conformance.profiles.aidememo_local.world import INITIALIZE
 
         probe = f"{target.root}/probe.sqlite"
@@ -56,6 +73,20 @@ def start(context: StartContext) -> LocalTarget:
     declared: dict[str, bool | None] = settings[CLAIMS]
     target.claims = settle(declared, _capabilities(), detect)
     return target
+
+
+def _detect_remote(target: LocalTarget) -> tuple[bool, str]:
+    # `auth list` in an empty HOME: a CLI with credential profiles answers it (upstream prints that
+    # none are stored); one without them refuses the word.
+    home = tempfile.mkdtemp(prefix="probe-home-", dir=target.root)
+    try:
+        done = run_command(None, [*target.argv, "auth", "list"], env={"HOME": home}, timeout_s=target.timeout_s,
+                           max_output_bytes=target.max_output_bytes)
+    except TargetError as exc:
+        return False, f"probe failed: {exc}"
+    if done.exit_code != 0:
+        return False, f"`auth list` exited {done.exit_code}"
+    return True, "`auth list` answered in an empty HOME"
 
 
 def _capabilities() -> tuple[Capability, ...]:

@@ -45,8 +45,9 @@ class LocalWorld(BaseWorld):
         return self._store
 
     def run(self, *words: str, env: Mapping[str, str] | None = None, stdin: bytes = b"",
-            actor: str | None = None) -> CommandExchange:
-        return run_command(self.transcript, [*self.target.argv, "--store", self.store, *words],
+            actor: str | None = None, store: str | None = None) -> CommandExchange:
+        """One CLI run on this check's store (or on ``store``, a remote account's own)."""
+        return run_command(self.transcript, [*self.target.argv, "--store", store or self.store, *words],
                            env={**_NEUTRAL, **(env or {})}, stdin=stdin, timeout_s=self.target.timeout_s,
                            max_output_bytes=self.target.max_output_bytes, actor=actor)
 
