@@ -15,6 +15,7 @@ from ._clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
 from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
+from ._served import Served
 from ._service import Response, Service
 from ._sqlite import SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
@@ -23,7 +24,6 @@ from .wire import ROLES
 if TYPE_CHECKING:
     from ._asgi import ASGIApp
     from ._postgres import PostgresSettings
-    from ._transport import LedgerTransport
 
 __all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
 
@@ -68,7 +68,7 @@ def _name_problem(label: str, value: str) -> str | None:
     return None
 
 
-class ReferenceLedger:
+class ReferenceLedger(Served):
     """The reference AideMemo server, without a socket.
 
     Args:
@@ -120,22 +120,6 @@ class ReferenceLedger:
     def provision(self, **fields: Unpack[Provisioning]) -> str:
         """Bootstrap an actor into a project (see ``provision``); returns the project epoch."""
         return _provision_store(self.store, self.clock.now_ms(), fields)
-
-    @property
-    def asgi(self) -> ASGIApp:
-        """An ASGI 3 application serving this ledger (for uvicorn or any ASGI server)."""
-        from ._asgi import create_asgi
-
-        return create_asgi(self.service)
-
-    def transport(self) -> LedgerTransport:
-        """An httpx transport that answers in-process through this ledger (no socket)."""
-        from ._transport import LedgerTransport
-
-        return LedgerTransport(self.service)
-
-    def close(self) -> None:
-        self.store.close()
 
 
 def _latin1(value: str | bytes) -> bytes:

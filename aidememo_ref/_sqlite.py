@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import TracebackType
@@ -32,6 +32,7 @@ from ._errors import LedgerError
 from ._ledger import Write
 from ._records import FACT, Change, Fact, Handoff, Membership, Receipt, Resource, Role
 from ._search import term_counts
+from ._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
     FeedRead,
@@ -50,7 +51,6 @@ __all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
 LAYOUT_VERSION: Final = 3  # this file's table layout (PRAGMA user_version); 4 and 2 were earlier ones
 _TRIGGERLESS_LAYOUT: Final = 2  # layout 3's tables without its triggers: opened files are upgraded
-BUSY_TIMEOUT_MS: Final = 5_000  # upstream sqlite/lib.rs busy timeout
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tenants(
@@ -154,10 +154,7 @@ _IDENTITY_TABLES: Final = ("tenants", "projects", "actors", "memberships")
 
 def _map(exc: BaseException) -> LedgerError:
     """Storage faults on the wire: lock timeouts are 503 (retryable), the rest 500."""
-    text = str(exc)
-    if isinstance(exc, sqlite3.OperationalError) and ("locked" in text or "busy" in text):
-        return LedgerError.storage_failure(unavailable=True)
-    return LedgerError.storage_failure()
+    return LedgerError.storage_failure(unavailable=is_busy(exc))
 
 
 class _Tx:
@@ -241,9 +238,8 @@ class _Tx:
 
 
 class _Thread(threading.local):
-    """One thread's connection and what it remembers about the file's identity tables."""
+    """What one thread's connection remembers about the file's identity tables."""
 
-    conn: sqlite3.Connection | None = None
     members: dict[tuple[bytes, str], Membership]
     seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
 
@@ -266,9 +262,9 @@ class SQLiteStore:
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
         self.busy_timeout_ms = busy_timeout_ms
+        self._connections = Connections(path, busy_timeout_ms=busy_timeout_ms)
+        self._conn: Callable[[], sqlite3.Connection] = self._connections.get  # this thread's
         self._local = _Thread()
-        self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
         self._generation = 0
         with self._exclusive() as conn:
             layout = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -290,31 +286,12 @@ class SQLiteStore:
                 conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _conn(self) -> sqlite3.Connection:
-        conn = self._local.conn
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=self.busy_timeout_ms / 1000)
-            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
-
     @contextmanager
     def _exclusive(self) -> Iterator[sqlite3.Connection]:
         """A write transaction outside any project (schema, bootstrap); faults mapped once."""
-        conn = self._conn()
         try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
+            with transaction(self._conn()) as conn:
                 yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
 
@@ -326,10 +303,7 @@ class SQLiteStore:
         return row
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
+        self._connections.close()
         self._local = _Thread()
 
     def schema_version(self) -> int:

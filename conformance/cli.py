@@ -124,8 +124,8 @@ def build_pytest_args(args: argparse.Namespace, profile: Any, report_dir: str) -
     return pytest_args + targets
 
 
-def rerun_command(profile: Any, settings: Any, seed: int, check: str) -> str:
-    """The one command that replays a check against the same target with the same seed.
+def rerun_command(profile: Any, settings: Any, seed: int, check: str | None = None) -> str:
+    """The one command that replays a check (without one: the run) against the same target with the same seed.
 
     Values given by flag or environment are spelled as flags; the target file is passed as is.
     """
@@ -142,7 +142,7 @@ def rerun_command(profile: Any, settings: Any, seed: int, check: str) -> str:
             continue
         if settings.layer(setting) in (Layer.FLAG, Layer.ENV):
             parts += setting.arguments(settings[setting])
-    parts += ["--seed", str(seed), check]
+    parts += ["--seed", str(seed), *([check] if check else [])]
     return " ".join(shlex.quote(p) for p in parts)
 
 

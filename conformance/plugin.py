@@ -427,9 +427,11 @@ class _Reporter:
             terminal.write_line(self._header(state))
 
     def _header(self, state: _RunState) -> str:
+        from conformance.cli import rerun_command
+
         return (f"aidememo: profile {state.profile.name}, target {state.description.target} "
                 f"({state.description.mode}), seed {state.seed}, run tag {state.run_tag}; "
-                f"rerun with --aidememo-seed {state.seed}")
+                f"rerun: {rerun_command(state.profile, state.settings, state.seed)}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         from conformance.verdicts import Verdict, VerdictRecord

@@ -15,13 +15,10 @@
 #        AIDEMEMO_DEMO_KEEP=1 keeps the temporary directory, AIDEMEMO_DEMO_LOCAL_ONLY=1 skips HTTP)
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-python3}"
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-# The checkout's own code, whether or not the package is installed.
-KIT=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+# REPO, PY, KIT (this checkout's aidememo-ref), demo_tmp, fail, ok, start_server: shared with the other demos.
+source "$(dirname "${BASH_SOURCE[0]}")/_demo.sh"
 if [[ -n "${AIDEMEMO_BIN:-}" ]]; then
-    [[ -x "$AIDEMEMO_BIN" ]] || { echo "FAIL: setup: AIDEMEMO_BIN=$AIDEMEMO_BIN is not executable" >&2; exit 1; }
+    [[ -x "$AIDEMEMO_BIN" ]] || fail "AIDEMEMO_BIN=$AIDEMEMO_BIN is not executable"
     AM=("$AIDEMEMO_BIN")
 else
     AM=("${KIT[@]}")
@@ -35,27 +32,9 @@ unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID AIDEMEMO_ACTOR_ID AIDEMEMO_NOW_MS A
       AIDEMEMO_ACTOR_FROM_HERMES_PROFILE AIDEMEMO_REMOTE_PROFILE AIDEMEMO_STORE HERMES_KANBAN_BOARD \
       HERMES_KANBAN_TASK HERMES_TENANT HERMES_PROFILE
 
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-demo.XXXXXX")"
+demo_tmp aidememo-demo AIDEMEMO_DEMO_KEEP
 STORE="$TMP/team.sqlite"
-SERVER_PID=""
-STEP="setup"
 
-cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [[ "${AIDEMEMO_DEMO_KEEP:-}" == 1 ]]; then
-        echo "kept $TMP" >&2
-    else
-        rm -rf "$TMP"
-    fi
-}
-trap cleanup EXIT
-trap 'echo "FAIL: $STEP: command failed (line $LINENO)" >&2' ERR
-
-fail() { echo "FAIL: $STEP: $*" >&2; exit 1; }
-ok() { echo "OK: $*"; }
 skip() { echo "SKIP (kit only): $*"; }
 am() { "${AM[@]}" --store "$STORE" "$@"; }
 amr() { "${KIT[@]}" "$@"; }
@@ -225,27 +204,7 @@ fi
 # ------------------------------------------------------------------------- remote half
 STEP="start the reference server"
 DB="$TMP/ledger.sqlite"
-"${KIT[@]}" serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq 1 200); do
-    URL="$(sed -n 's/^aidememo-ref serving \(http:[^ ]*\).*/\1/p' "$TMP/server.out")"
-    [[ -n "$URL" ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited: $(cat "$TMP/server.err")"
-    sleep 0.05
-done
-[[ -n "$URL" ]] || fail "server did not report its address"
-"$PY" - "$URL" <<'PYEOF' || fail "no /health answer"
-import sys, time, urllib.request
-for _ in range(200):
-    try:
-        with urllib.request.urlopen(sys.argv[1] + "/health", timeout=1) as answer:
-            if answer.status == 200:
-                sys.exit(0)
-    except OSError:
-        time.sleep(0.05)
-sys.exit(1)
-PYEOF
+start_server serve --database "$DB" --bind 127.0.0.1:0
 ok "reference server healthy at $URL"
 
 STEP="provision two actors"

@@ -14,66 +14,32 @@
 # Usage: scripts/demo-xmemo-handoff.sh   (PYTHON=... picks the interpreter, XMEMO_DEMO_KEEP=1 keeps the temp dir)
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-python3}"
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-# The checkout's own code, whether or not the package is installed.
-AMR=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
-
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/xmemo-demo.XXXXXX")"
-SERVER_PID=""
-STEP="setup"
-
-cleanup() {
-    if [[ -n "$SERVER_PID" ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-    fi
-    if [[ "${XMEMO_DEMO_KEEP:-}" == 1 ]]; then
-        echo "kept $TMP" >&2
-    else
-        rm -rf "$TMP"
-    fi
-}
-trap cleanup EXIT
-trap 'echo "FAIL: $STEP: command failed (line $LINENO)" >&2' ERR
-
-fail() { echo "FAIL: $STEP: $*" >&2; exit 1; }
-ok() { echo "OK: $*"; }
+# REPO, PY, KIT, demo_tmp, fail, ok, start_server: shared with the other demos.
+source "$(dirname "${BASH_SOURCE[0]}")/_demo.sh"
+demo_tmp xmemo-demo XMEMO_DEMO_KEEP
 
 STEP="provision two keys of one owner"
 DB="$TMP/xmemo.sqlite"
 for agent in claude codex; do
-    "$PY" -c 'import secrets; print("xmemo-demo-" + secrets.token_hex(24))' >"$TMP/$agent.key"
-    chmod 600 "$TMP/$agent.key"
-    "${AMR[@]}" xmemo bootstrap --database "$DB" --owner-id acme --project-id memory-os \
+    (umask 077 && "$PY" -c 'import secrets; print("xmemo-demo-" + secrets.token_hex(24))' >"$TMP/$agent.key")
+    "${KIT[@]}" xmemo bootstrap --database "$DB" --owner-id acme --project-id memory-os \
         --key-file "$TMP/$agent.key" >/dev/null || fail "bootstrap of $agent's key was refused"
 done
 ok "two keys bound to owner acme, project memory-os (scopes memory:read,memory:write)"
 
 STEP="start the XMemo reference"
-"${AMR[@]}" xmemo serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq 1 200); do
-    URL="$(sed -n 's/^aidememo-ref xmemo serving \(http:[^ ]*\).*/\1/p' "$TMP/server.out")"
-    [[ -n "$URL" ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited: $(cat "$TMP/server.err")"
-    sleep 0.05
-done
-[[ -n "$URL" ]] || fail "server did not report its address"
+start_server xmemo serve --database "$DB" --bind 127.0.0.1:0
+ok "XMemo reference healthy at $URL"
 
 "$PY" - "$URL" "$TMP" <<'PYEOF' || exit 1  # it printed its own FAIL line
 import json
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
 from aidememo_ref.xmemo.client import XMemoClient
 
 url, tmp = sys.argv[1], Path(sys.argv[2])
-step = "start the XMemo reference"
+step = "setup"
 
 
 def fail(message: str) -> None:
@@ -90,17 +56,6 @@ def show(items: list[dict]) -> None:
         print(f"  boundary [{item['rank']}] {item['memory_type']} {item['id']}: "
               f"{json.dumps(item['agent_boundary'], ensure_ascii=False)}")
 
-
-for _ in range(200):
-    try:
-        with urllib.request.urlopen(url + "/health", timeout=1) as answer:
-            if answer.status == 200:
-                break
-    except OSError:
-        time.sleep(0.05)
-else:
-    fail("no /health answer")
-ok(f"XMemo reference healthy at {url}")
 
 scope, options = "memory-os", {"session_id": "handoff-session-1", "task_id": "handoff-1", "scope": "memory-os"}
 claude = XMemoClient(url, (tmp / "claude.key").read_text().strip(), agent_id="claude", agent_instance_id="claude-desk-1")

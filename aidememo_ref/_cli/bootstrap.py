@@ -19,24 +19,25 @@ from ._backend import add_backend_flags, check_backend, postgres_url, settings
 __all__ = ["run"]
 
 
-def read_token_file(path: str) -> str:
+def read_token_file(path: str, *, label: str = "token file") -> str:
+    """The secret in ``path`` (trailing CR/LF stripped); ``label`` names the file in errors."""
     try:
         info = os.stat(path)
     except OSError as exc:
-        fail(f"cannot read token file {path}: {exc.strerror}")
+        fail(f"cannot read {label} {path}: {exc.strerror}")
     if not stat.S_ISREG(info.st_mode):
-        fail(f"token file {path} is not a regular file")
+        fail(f"{label} {path} is not a regular file")
     if info.st_mode & 0o077:
-        fail(f"token file {path} must not be readable by group or others (chmod 600)")
+        fail(f"{label} {path} must not be readable by group or others (chmod 600)")
     try:
         with open(path, "rb") as handle:
             raw = handle.read(8192)
     except OSError as exc:
-        fail(f"cannot read token file {path}: {exc.strerror}")
+        fail(f"cannot read {label} {path}: {exc.strerror}")
     try:
         return raw.decode("utf-8").rstrip("\r\n")
     except UnicodeDecodeError:
-        fail(f"token file {path} is not UTF-8")
+        fail(f"{label} {path} is not UTF-8")
 
 
 def run(argv: list[str]) -> int:

@@ -8,12 +8,9 @@ owner, tenant, scope set or agent is refused. The key is never printed.
 
 from __future__ import annotations
 
-import ipaddress
-import os
-
 from ._args import Parser, fail
+from ._serving import add_listen_flags, listen_address, require_database_dir, serve
 from .bootstrap import read_token_file
-from .serve import _graceful_server_class, parse_bind
 
 __all__ = ["run"]
 
@@ -34,7 +31,7 @@ def _bootstrap(argv: list[str]) -> int:
     parser.add_argument("--workspace-id", help="default ws-<owner>")
     parser.add_argument("--project-id", help="default <owner>")
     args = parser.parse_args(argv)
-    key = read_token_file(args.key_file)
+    key = read_token_file(args.key_file, label="key file")
 
     from ..xmemo._errors import ProvisionError, RequestError
     from ..xmemo._provision import provision_key
@@ -60,34 +57,19 @@ def _bootstrap(argv: list[str]) -> int:
 def _serve(argv: list[str]) -> int:
     parser = Parser(prog="aidememo-ref xmemo serve", description="Serve the XMemo reference over HTTP.")
     parser.add_argument("--database", required=True)
-    parser.add_argument("--bind", default=DEFAULT_BIND)
-    parser.add_argument("--allow-insecure-http", action="store_true")
+    add_listen_flags(parser, DEFAULT_BIND)
     args = parser.parse_args(argv)
-    host, port = parse_bind(args.bind)
-    if not ipaddress.ip_address(host).is_loopback and not args.allow_insecure_http:
-        fail(f"refusing to serve plain HTTP on non-loopback address {host} without --allow-insecure-http")
-    parent = os.path.dirname(os.path.abspath(args.database))
-    if not os.path.isdir(parent):
-        fail(f"database directory does not exist: {parent}")
+    host, port = listen_address(args)
+    require_database_dir(args.database)
 
-    import uvicorn
-
-    from .._reference import bind_socket
     from ..xmemo._reference import XMemoReference
 
     try:
         reference = XMemoReference(args.database)
     except Exception as exc:  # a corrupt or unreadable file: one line, not a traceback
         fail(f"cannot open database {args.database}: {exc.__cause__ or exc}")
-    try:
-        sock = bind_socket(host, port)
-    except OSError as exc:
-        fail(f"cannot bind {args.bind}: {exc.strerror}")
-    bound_host, bound_port = sock.getsockname()[:2]
-    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
-    print(f"aidememo-ref xmemo serving http://{shown}:{bound_port} database={args.database}", flush=True)
-    config = uvicorn.Config(reference.asgi, log_level="warning", lifespan="off", access_log=False)
-    _graceful_server_class()(config).run(sockets=[sock])
+    serve(reference.asgi, host=host, port=port, bind=args.bind, name="aidememo-ref xmemo",
+          where=f"database={args.database}")
     reference.close()
     return 0
 

@@ -1,4 +1,4 @@
-"""The XMemo reference as one object: storage, clock, service, and the ways to reach it."""
+"""The XMemo reference as one object: storage, clock and service; ``Served`` gives the ways to reach it."""
 
 from __future__ import annotations
 
@@ -6,6 +6,8 @@ from pathlib import Path
 from typing import Any
 
 from .._clock import SystemClock
+from .._served import Served
+from .._sqlitefile import BUSY_TIMEOUT_MS
 from ._operations import Rules
 from ._provision import DEFAULT_SCOPES, provision_store
 from ._records import Principal
@@ -15,7 +17,7 @@ from ._sqlite import SQLiteXMemoStore
 __all__ = ["XMemoReference"]
 
 
-class XMemoReference:
+class XMemoReference(Served):
     """The XMemo reference server, without a socket (``service.handle`` answers one request).
 
     Args:
@@ -30,10 +32,10 @@ class XMemoReference:
 
     def __init__(self, database: str | Path, *, clock: Any = None, rules: Rules | None = None,
                  store_class: type[SQLiteXMemoStore] = SQLiteXMemoStore, scheduler: Any = None,
-                 busy_timeout_ms: int = 5_000, new_id: Any = new_uuid) -> None:
+                 busy_timeout_ms: int = BUSY_TIMEOUT_MS, new_id: Any = new_uuid) -> None:
         self.database = str(database)
         self.clock = clock if clock is not None else SystemClock()
-        self.store = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
+        self.store: SQLiteXMemoStore = store_class(database, scheduler=scheduler, busy_timeout_ms=busy_timeout_ms)
         self.service = XMemoService(self.store, self.clock, rules=rules, new_id=new_id)
 
     def provision(self, *, owner_id: str, key: str, scopes: tuple[str, ...] | list[str] = DEFAULT_SCOPES,
@@ -41,20 +43,5 @@ class XMemoReference:
                   workspace_id: str | None = None, project_id: str | None = None) -> Principal:
         """Bind ``key`` to an owner's tenant (see ``provision_key``); returns the principal."""
         return provision_store(self.store, self.clock.now_ms(), owner_id=owner_id, key=key, scopes=scopes,
-                          agent_id=agent_id, organization_id=organization_id, workspace_id=workspace_id,
-                          project_id=project_id)[0]
-
-    @property
-    def asgi(self) -> Any:
-        from .._asgi import create_asgi
-
-        return create_asgi(self.service)
-
-    def transport(self) -> Any:
-        """An httpx transport answering in-process through this reference (no socket)."""
-        from .._transport import LedgerTransport
-
-        return LedgerTransport(self.service)
-
-    def close(self) -> None:
-        self.store.close()
+                               agent_id=agent_id, organization_id=organization_id, workspace_id=workspace_id,
+                               project_id=project_id)[0]

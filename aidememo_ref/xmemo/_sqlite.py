@@ -2,20 +2,20 @@
 
 Each write is one ``BEGIN IMMEDIATE`` transaction: idempotency lookup, the rules' lookups and
 decision, the row write and the stored answer commit together or not at all, so two replays of
-one key racing in threads or processes yield one memory. WAL with ``synchronous=NORMAL``: an
-answered write survives ``kill -9`` of the server (answers leave only after COMMIT returns);
-power loss would need ``synchronous=FULL``. Raw API keys are never stored, only SHA-256.
+one key racing in threads or processes yield one memory. The file is opened as the AideMemo
+ledger's (``aidememo_ref._sqlitefile``): an answered write survives ``kill -9`` of the server
+(answers leave only after COMMIT returns). Raw API keys are never stored, only SHA-256.
 """
 
 from __future__ import annotations
 
 import sqlite3
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
+from .._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._errors import ProvisionError, RequestError
 from ._records import Kind, Memory, MemoryType, Principal, Tenant, Trust
 from ._store import IdempotencyClaim, Plan, ReadFilter
@@ -24,9 +24,7 @@ from ._writes import Outcome, Remember
 if TYPE_CHECKING:
     from .._store import Scheduler
 
-__all__ = ["SQLiteXMemoStore", "BUSY_TIMEOUT_MS"]
-
-BUSY_TIMEOUT_MS: Final = 5_000
+__all__ = ["SQLiteXMemoStore"]
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS api_keys(
@@ -140,62 +138,33 @@ class SQLiteXMemoStore:
     ) -> None:
         self.path = str(path)
         self.scheduler = scheduler
-        self.busy_timeout_ms = busy_timeout_ms
-        self._local = threading.local()
-        self._lock = threading.Lock()
-        self._connections: list[sqlite3.Connection] = []
+        self._connections = Connections(path, busy_timeout_ms=busy_timeout_ms)
         with self._guard():
             self._conn().executescript(_SCHEMA)
 
     # -- plumbing ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            conn = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False,
-                                   timeout=self.busy_timeout_ms / 1000)
-            conn.execute(f"PRAGMA busy_timeout={self.busy_timeout_ms}")
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute("PRAGMA synchronous=NORMAL")
-            self._local.conn = conn
-            with self._lock:
-                self._connections.append(conn)
-        return conn
+        return self._connections.get()
 
     @contextmanager
     def _guard(self) -> Iterator[None]:
         """Storage faults leave as 503 (lock wait ran out: retryable) or 500, details never on the wire."""
         try:
             yield
-        except sqlite3.OperationalError as exc:
-            text = str(exc)
-            if "locked" in text or "busy" in text:
-                raise RequestError.unavailable() from exc
-            raise RequestError.internal() from exc
         except sqlite3.DatabaseError as exc:
-            raise RequestError.internal() from exc
+            raise (RequestError.unavailable() if is_busy(exc) else RequestError.internal()) from exc
 
     @contextmanager
     def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
-        conn = self._conn()
-        with self._guard():
-            conn.execute(f"BEGIN {mode}")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
+        with self._guard(), transaction(self._conn(), mode) as conn:
+            yield conn
 
     def _point(self, name: str) -> None:
         if self.scheduler is not None:
             self.scheduler.point(name)
 
     def close(self) -> None:
-        with self._lock:
-            for conn in self._connections:
-                conn.close()
-            self._connections.clear()
-        self._local = threading.local()
+        self._connections.close()
 
     # -- keys -------------------------------------------------------------------------------
     def principal(self, key_digest: bytes) -> Principal | None:

@@ -79,9 +79,12 @@ def test_raw_socket_garbage_never_earns_a_5xx(ledger: ReferenceLedger, fuzz: Mod
             with socket.create_connection((host, int(port)), timeout=10) as sock:
                 try:
                     sock.sendall(blob)
-                    sock.shutdown(socket.SHUT_WR)
+                    try:
+                        sock.shutdown(socket.SHUT_WR)
+                    except OSError:
+                        pass  # the server hung up first: what it sent before that is still to be read
                     answer = b"".join(iter(lambda: sock.recv(65536), b""))
-                except ConnectionResetError:
+                except (ConnectionResetError, BrokenPipeError):
                     answer = b""  # refusing to talk is fine; answering 5xx is not
             status = answer.split(b" ", 2)[1] if answer.startswith(b"HTTP/") else b""
             assert not status.startswith(b"5"), (blob[:80], answer[:200])

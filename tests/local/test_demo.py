@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.checkout import sabotaged_checkout
+
 from .conftest import REPO, _CLI_ENV
 
 
@@ -38,16 +40,7 @@ def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) 
 
 def test_demo_names_the_step_when_the_flow_deviates(tmp_path: Path) -> None:
     # A sabotaged copy whose return no longer checks the author: the demo must catch it.
-    import shutil
-
-    copy = tmp_path / "checkout"
-    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "scripts", copy / "scripts")
-    rules = copy / "aidememo_ref" / "_local" / "_rules.py"
-    source = rules.read_text()
-    guard = "    if fact.actor_id != actor:\n"
-    assert guard in source
-    rules.write_text(source.replace(guard, "    if False:\n"))
+    copy = sabotaged_checkout(tmp_path, "_local/_rules.py", "    if fact.actor_id != actor:\n")
     env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}
     env |= {"PYTHON": sys.executable, "TMPDIR": str(tmp_path), "AIDEMEMO_DEMO_LOCAL_ONLY": "1"}
     done = subprocess.run(["bash", str(copy / "scripts" / "demo-agent-handoff.sh")], capture_output=True, text=True,

@@ -11,6 +11,7 @@ import httpx
 import pytest
 
 from aidememo_ref.process import ReferenceProcess, ServerStartError
+from tests.checkout import secret_file
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
@@ -20,13 +21,6 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*CLI, *args], capture_output=True, text=True, timeout=60)
 
 
-def token_file(tmp_path: Path, name: str, token: str, mode: int = 0o600) -> Path:
-    path = tmp_path / name
-    path.write_text(token + "\r\n")
-    path.chmod(mode)
-    return path
-
-
 def bootstrap(db: Path, tf: Path, *extra: str, actor: str = "codex-p1") -> subprocess.CompletedProcess[str]:
     return run("bootstrap", "--database", str(db), "--tenant-id", "acme", "--project-id", "memory",
                "--actor-id", actor, "--token-file", str(tf), *extra)
@@ -34,7 +28,7 @@ def bootstrap(db: Path, tf: Path, *extra: str, actor: str = "codex-p1") -> subpr
 
 def test_bootstrap_rules(tmp_path: Path) -> None:
     db = tmp_path / "ssot.sqlite"
-    tf = token_file(tmp_path, "w.token", "w" * 64)
+    tf = secret_file(tmp_path, "w.token", "w" * 64)
     first = bootstrap(db, tf, "--project-epoch", "EPOCH1")
     assert first.returncode == 0, first.stderr
     assert first.stdout == "bootstrapped tenant=acme project=memory actor=codex-p1 epoch=EPOCH1\n"
@@ -47,7 +41,7 @@ def test_bootstrap_rules(tmp_path: Path) -> None:
         assert refused.stderr.count("\n") == 1 and "Traceback" not in refused.stderr
     other = bootstrap(db, tf, actor="codex-p2")
     assert other.returncode == 1 and "token binding conflicts" in other.stderr
-    second = bootstrap(db, token_file(tmp_path, "p2.token", "p" * 64), actor="codex-p2")
+    second = bootstrap(db, secret_file(tmp_path, "p2.token", "p" * 64), actor="codex-p2")
     assert second.returncode == 0 and "epoch=EPOCH1" in second.stdout
 
 
@@ -57,7 +51,7 @@ def test_bootstrap_rules(tmp_path: Path) -> None:
      ("t" * 32, 0o600, ["--actor-id", "bad actor"], "invalid actor_id"), ("t" * 32, 0o600, ["--role", "god"], "role")],
 )
 def test_bootstrap_refusals_are_one_line(tmp_path: Path, token: str, mode: int, extra: list[str], needle: str) -> None:
-    tf = token_file(tmp_path, "t.token", token, mode)
+    tf = secret_file(tmp_path, "t.token", token, mode)
     args = ["bootstrap", "--database", str(tmp_path / "db.sqlite"), "--tenant-id", "acme", "--project-id", "memory",
             "--actor-id", "a", "--token-file", str(tf), *extra]
     result = run(*args)
@@ -73,7 +67,7 @@ def test_missing_token_file_is_one_line(tmp_path: Path) -> None:
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
     db = tmp_path / "ssot.sqlite"
-    tf = token_file(tmp_path, "w.token", "serve-token-0123456789")
+    tf = secret_file(tmp_path, "w.token", "serve-token-0123456789")
     assert bootstrap(db, tf).returncode == 0
     server = ReferenceProcess.start(db)  # returns once the URL line is printed and /health answers
     try:

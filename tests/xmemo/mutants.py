@@ -1,12 +1,14 @@
-"""Broken XMemo references, one requirement family each: the conformance profile must kill every one.
+"""Broken XMemo references, one rule each: the conformance profile must kill every one.
 
 Each entry is ``name: (factory, requirement ids it must fail)``; a factory takes the database
 path, as ``--embedded-factory mutants:NAME`` calls it. Each breaks one rule through a public seam
-(``Rules``, ``store_class``) or one small subclass, and nothing else.
+(``Rules``, ``store_class``, ``new_id``), one small subclass, or one method whose answer is
+changed (``_after``), and nothing else.
 """
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -15,7 +17,7 @@ from typing import Any
 from aidememo_ref.xmemo import Rules, XMemoReference
 from aidememo_ref.xmemo import _boundary, _recall, _writes
 from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._records import Caller, Kind, Memory, Relation, Trust
+from aidememo_ref.xmemo._records import Boundary, Caller, Kind, Memory, MemoryType, Relation, Trust
 from aidememo_ref.xmemo._service import XMemoService
 from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
 from aidememo_ref.xmemo._store import ReadFilter
@@ -25,27 +27,104 @@ def _ref(database: str | Path, **kwargs: Any) -> XMemoReference:
     return XMemoReference(database, **kwargs)
 
 
+def _served_by(database: str, service_class: type[XMemoService]) -> XMemoReference:
+    """The reference answering through ``service_class`` (a subclass breaking one method)."""
+    reference = _ref(database)
+    reference.service = service_class(reference.store, reference.clock)
+    return reference
+
+
+def _after(database: str, where: Callable[[XMemoReference], object], name: str,
+           change: Callable[..., Any]) -> XMemoReference:
+    """The reference whose ``where(reference).<name>(*args)`` answers ``change(answer, *args)``."""
+    reference = _ref(database)
+    owner = where(reference)
+    original = getattr(owner, name)
+    setattr(owner, name, lambda *args, **kwargs: change(original(*args, **kwargs), *args))
+    return reference
+
+
+def _ops(reference: XMemoReference) -> object:
+    return reference.service.ops
+
+
+def _mcp(reference: XMemoReference) -> object:
+    return reference.service.mcp
+
+
+def _relabelled(edit: Callable[[Caller, Boundary], Boundary]) -> Rules:
+    """Rules whose boundary object is the reference's, then ``edit``ed."""
+    return Rules(boundary=lambda caller, memory: edit(caller, _boundary.boundary(caller, memory)))
+
+
+def _as(bound: Boundary, relation: Relation) -> Boundary:
+    return replace(bound, relation=relation, ownership=relation)
+
+
+def _deciding(edit: Callable[[Any], Any]) -> Rules:
+    """Rules that ``edit`` a write before the reference's decision table sees it."""
+    return Rules(decide=lambda write, existing, caller, now_ms, new_id:
+                 _writes.decide(edit(write), existing, caller, now_ms, new_id))
+
+
 # -- the agent boundary -----------------------------------------------------------------------------
-
-def _ignores_installation(caller: Caller, memory: Memory) -> Any:
-    bound = _boundary.boundary(caller, memory)
-    if bound.relation is Relation.SAME_AGENT_OTHER_INSTANCE:
-        return replace(bound, relation=Relation.SELF, ownership=Relation.SELF)
-    return bound
-
 
 def relation_wrong(database: str) -> XMemoReference:
     """Calls the same agent on another installation ``self``."""
-    return _ref(database, rules=Rules(boundary=_ignores_installation))
-
-
-def _claims_binding(caller: Caller, memory: Memory) -> Any:
-    return replace(_boundary.boundary(caller, memory), current_agent_trust=Trust.TOKEN_BOUND)
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SELF) if b.relation is Relation.SAME_AGENT_OTHER_INSTANCE else b))
 
 
 def trust_claimed(database: str) -> XMemoReference:
     """Claims token_bound for a header-asserted agent id."""
-    return _ref(database, rules=Rules(boundary=_claims_binding))
+    return _ref(database, rules=_relabelled(lambda caller, b: replace(b, current_agent_trust=Trust.TOKEN_BOUND)))
+
+
+def others_are_self(database: str) -> XMemoReference:
+    """Labels another agent's memory ``self`` (the label then claims what the caller did not write)."""
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SELF)
+        if b.relation is Relation.OTHER_AGENT and caller.agent_id is not None else b))
+
+
+def self_unrecognised(database: str) -> XMemoReference:
+    """Never says ``self``: the caller's own memory from the same installation is another instance."""
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: _as(b, Relation.SAME_AGENT_OTHER_INSTANCE) if b.relation is Relation.SELF else b))
+
+
+def binding_unreported(database: str) -> XMemoReference:
+    """Says ``client_asserted`` although the agent id comes from the credential."""
+    return _ref(database, rules=_relabelled(lambda caller, b: replace(b, current_agent_trust=Trust.CLIENT_ASSERTED)))
+
+
+def authority_claimed(database: str) -> XMemoReference:
+    """Claims the label is enforced (``boundary_authority: enforced``) on the caller's own memories."""
+    return _ref(database, rules=_relabelled(
+        lambda caller, b: replace(b, boundary_authority="enforced") if b.relation is Relation.SELF else b))
+
+
+def boundary_unexplained(database: str) -> XMemoReference:
+    """Sends the boundary object without its ``explanation``."""
+    def change(item: dict[str, Any], *_: Any) -> dict[str, Any]:
+        item["agent_boundary"].pop("explanation")
+        return item
+
+    return _after(database, _ops, "_item", change)
+
+
+class _RawInstance(XMemoService):
+    @staticmethod
+    def _attribute(principal: Any, request: Any, agent_id: str | None, instance_id: str | None) -> Caller:
+        from aidememo_ref.xmemo._http import INSTANCE_HEADER, agent_header
+
+        caller = XMemoService._attribute(principal, request, agent_id, instance_id)
+        return replace(caller, agent_instance_id_hash=instance_id or agent_header(request.headers, INSTANCE_HEADER))
+
+
+def raw_instance_echoed(database: str) -> XMemoReference:
+    """Stores (and so echoes) the raw installation id where its hash belongs."""
+    return _served_by(database, _RawInstance)
 
 
 class _HeaderWins(XMemoService):
@@ -60,9 +139,7 @@ class _HeaderWins(XMemoService):
 
 def header_overrides_binding(database: str) -> XMemoReference:
     """Lets an agent header replace the credential's bound agent (trust still says token_bound)."""
-    reference = _ref(database)
-    reference.service = _HeaderWins(reference.store, reference.clock)
-    return reference
+    return _served_by(database, _HeaderWins)
 
 
 # -- isolation --------------------------------------------------------------------------------------
@@ -94,6 +171,12 @@ class _ScopeLeak(SQLiteXMemoStore):
 def scope_leak(database: str) -> XMemoReference:
     """Ignores the requested scope."""
     return _ref(database, store_class=_ScopeLeak)
+
+
+def header_filters(database: str) -> XMemoReference:
+    """Shows a caller that asserts an agent id only that agent's memories (the header decides visibility)."""
+    return _after(database, _ops, "_visible", lambda rows, caller, filters: rows if caller.agent_id is None
+                  else [m for m in rows if m.agent_id == caller.agent_id])
 
 
 # -- recall -----------------------------------------------------------------------------------------
@@ -132,12 +215,48 @@ def content_kept(database: str) -> XMemoReference:
     reference = _ref(database)
     ops = reference.service.ops
     original = ops._packet_json
-
-    def with_content(*args: Any, **kwargs: Any) -> Any:
-        return original(*args, **{**kwargs, "content": True})
-
-    ops._packet_json = with_content  # type: ignore[method-assign]
+    ops._packet_json = lambda *args, **kwargs: original(*args, **{**kwargs, "content": True})  # type: ignore[method-assign]
     return reference
+
+
+class _LiteralWildcards(XMemoService):
+    def _recall(self, request: Any) -> Any:
+        from aidememo_ref.xmemo._decode import decode_recall, parse_body
+        from aidememo_ref.xmemo._http import json_response
+
+        caller = self._caller(request)
+        self.ops.require(caller, "memory:read")
+        body = parse_body(request.body)
+        decoded = decode_recall(body)
+        if isinstance(body, dict) and body.get("bucket") == "%":
+            decoded = replace(decoded, filters=replace(decoded.filters, bucket="%"))
+        return json_response(self.ops.recall(caller, decoded))
+
+
+def wildcards_literal(database: str) -> XMemoReference:
+    """Reads ``bucket: "%"`` as a bucket named ``%`` instead of no filter."""
+    return _served_by(database, _LiteralWildcards)
+
+
+def recall_logged(database: str) -> XMemoReference:
+    """Records every recall as a timeline event, so a repeated recall answers more than the first."""
+    from aidememo_ref.xmemo._decode import decode_event
+
+    def change(answer: dict[str, Any], caller: Caller, request: Any) -> dict[str, Any]:
+        event = decode_event({"content": f"recalled: {request.query}", "scope": request.filters.scope})
+        reference.service.ops.write(caller, event, route="timeline_event")
+        return answer
+
+    reference = _after(database, _ops, "recall", change)
+    return reference
+
+
+def heading_missing(database: str) -> XMemoReference:
+    """Answers the MCP recall_context text without its ``### XMemo Context`` heading."""
+    from aidememo_ref.xmemo._mcp import CONTEXT_HEADING
+
+    return _after(database, _mcp, "_run", lambda text, name, *_: text.removeprefix(CONTEXT_HEADING + "\n")
+                  if name == "recall_context" else text)
 
 
 # -- capture ----------------------------------------------------------------------------------------
@@ -160,15 +279,10 @@ def replay_stored_twice(database: str) -> XMemoReference:
     return _ref(database, store_class=_NoReplay)
 
 
-def _semantic_ignored(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
-    if isinstance(write, _writes.Remember):
-        write = replace(write, semantic_key=None, dedupe=False)
-    return _writes.decide(write, existing, caller, now_ms, new_id)
-
-
 def semantic_duplicates(database: str) -> XMemoReference:
     """Writes a new memory for a repeated semantic_key with the same content."""
-    return _ref(database, rules=Rules(decide=_semantic_ignored))
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, semantic_key=None, dedupe=False) if isinstance(w, _writes.Remember) else w))
 
 
 def _state_appends(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
@@ -215,10 +329,29 @@ def empty_accepted(database: str) -> XMemoReference:
     return reference
 
 
+def short_ids(database: str) -> XMemoReference:
+    """Numbers memories (``memory-1``, ...) instead of giving them UUIDs."""
+    numbers = itertools.count(1)
+    return _ref(database, new_id=lambda: f"memory-{next(numbers)}")
+
+
+def status_dropped(database: str) -> XMemoReference:
+    """Ignores ``status`` on remember (a task's started/completed reads back as active)."""
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, status=_writes.DEFAULT_STATUS) if isinstance(w, _writes.Remember) else w))
+
+
+def semantic_as_episodic(database: str) -> XMemoReference:
+    """Stores decisions and bug fixes (semantic) as episodic memories."""
+    return _ref(database, rules=_deciding(
+        lambda w: replace(w, memory_type=MemoryType.EPISODIC)
+        if isinstance(w, _writes.Remember) and w.memory_type is MemoryType.SEMANTIC else w))
+
+
 # -- credentials and transport ---------------------------------------------------------------------
 
-def unknown_key_401(database: str) -> XMemoReference:
-    """Answers 401 (not 403) to a key it does not know."""
+def _refusal_swapped(database: str, status: int, instead: Callable[[], RequestError]) -> XMemoReference:
+    """The reference answering ``instead()`` where it refuses a credential with ``status``."""
     reference = _ref(database)
     service = reference.service
     original = service._principal
@@ -227,12 +360,22 @@ def unknown_key_401(database: str) -> XMemoReference:
         try:
             return original(request)
         except RequestError as error:
-            if error.status == 403:
-                raise RequestError.unauthenticated() from None
+            if error.status == status:
+                raise instead() from None
             raise
 
     service._principal = principal  # type: ignore[method-assign]
     return reference
+
+
+def unknown_key_401(database: str) -> XMemoReference:
+    """Answers 401 (not 403) to a key it does not know."""
+    return _refusal_swapped(database, 403, RequestError.unauthenticated)
+
+
+def anonymous_403(database: str) -> XMemoReference:
+    """Answers 403 (not 401) to a request that sends no credential."""
+    return _refusal_swapped(database, 401, RequestError.invalid_key)
 
 
 def reader_writes(database: str) -> XMemoReference:
@@ -259,9 +402,78 @@ class _NoAudit(XMemoService):
 
 def no_audit_id(database: str) -> XMemoReference:
     """Sends no X-XMemo-Audit-ID."""
+    return _served_by(database, _NoAudit)
+
+
+class _NoBearer(XMemoService):
+    def handle(self, method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+        kept = [(k, v) for k, v in headers if k.lower() not in (b"authorization", "authorization")]
+        return super().handle(method, target, kept, body)
+
+
+def bearer_ignored(database: str) -> XMemoReference:
+    """Accepts only X-API-Key: an Authorization: Bearer key counts as no credential."""
+    return _served_by(database, _NoBearer)
+
+
+def health_needs_key(database: str) -> XMemoReference:
+    """Refuses /health without a credential."""
     reference = _ref(database)
-    reference.service = _NoAudit(reference.store, reference.clock)
+    service = reference.service
+
+    def health(request: Any) -> Any:
+        service._caller(request)
+        return service._health(request)
+
+    service._routes[("health",)]["GET"] = health
     return reference
+
+
+class _NoAlias(XMemoService):
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+        from aidememo_ref.xmemo._http import json_response
+
+        if path.startswith("/api/"):
+            return json_response({"detail": "Not Found"}, 404)
+        return super()._dispatch(method, path, query, headers, body)
+
+
+def no_api_alias(database: str) -> XMemoReference:
+    """Serves /v1/ only: MAF's writes under /api/v1/ answer 404."""
+    return _served_by(database, _NoAlias)
+
+
+class _PlainInvalid(XMemoService):
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+        from aidememo_ref.xmemo._http import json_response
+
+        answer = super()._dispatch(method, path, query, headers, body)
+        return json_response({"detail": "Invalid request"}, 422) if answer.status == 422 else answer
+
+
+def plain_422(database: str) -> XMemoReference:
+    """Answers invalid input with a string detail instead of FastAPI's list of {loc, msg, type}."""
+    return _served_by(database, _PlainInvalid)
+
+
+def tool_renamed(database: str) -> XMemoReference:
+    """Lists search_memory under another name (``search``) in tools/list."""
+    return _after(database, _mcp, "_tool_entry",
+                  lambda entry, name: {**entry, "name": "search"} if name == "search_memory" else entry)
+
+
+def identity_scopes_joined(database: str) -> XMemoReference:
+    """Writes get_mcp_identity's Scopes line as ``memory:read,memory:write`` (MAF splits on ", ")."""
+    return _after(database, _ops, "identity_text", lambda text, caller: text.replace(", ", ","))
+
+
+def project_scope_key_wrong(database: str) -> XMemoReference:
+    """Names the project's scope ``project:<id>`` instead of ``tenant:project:<id>``."""
+    def change(answer: dict[str, Any], caller: Caller, project_id: str, request: Any) -> dict[str, Any]:
+        answer["project_scope"]["scope_key"] = f"project:{project_id}"
+        return answer
+
+    return _after(database, _ops, "project_context", change)
 
 
 # name -> (factory, the requirement ids whose checks must fail)
@@ -283,4 +495,25 @@ MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "unknown_key_401": (unknown_key_401, ("XM-AUTH-2",)),
     "reader_writes": (reader_writes, ("XM-AUTH-4",)),
     "no_audit_id": (no_audit_id, ("XM-AUDIT-1",)),
+    "others_are_self": (others_are_self, ("XM-BND-2", "XM-FLOW-2")),
+    "self_unrecognised": (self_unrecognised, ("XM-BND-4",)),
+    "binding_unreported": (binding_unreported, ("XM-BND-6",)),
+    "authority_claimed": (authority_claimed, ("XM-BND-7",)),
+    "boundary_unexplained": (boundary_unexplained, ("XM-BND-1",)),
+    "raw_instance_echoed": (raw_instance_echoed, ("XM-INST-1",)),
+    "header_filters": (header_filters, ("XM-ISO-3",)),
+    "wildcards_literal": (wildcards_literal, ("XM-RECALL-5",)),
+    "recall_logged": (recall_logged, ("XM-RETRY-1",)),
+    "heading_missing": (heading_missing, ("XM-RECALL-6",)),
+    "short_ids": (short_ids, ("XM-CAP-1",)),
+    "status_dropped": (status_dropped, ("XM-HELPER-1", "XM-FLOW-1", "XM-FLOW-5")),
+    "semantic_as_episodic": (semantic_as_episodic, ("XM-FLOW-3", "XM-FLOW-4")),
+    "anonymous_403": (anonymous_403, ("XM-AUTH-1",)),
+    "bearer_ignored": (bearer_ignored, ("XM-AUTH-3",)),
+    "health_needs_key": (health_needs_key, ("XM-HEALTH-1",)),
+    "no_api_alias": (no_api_alias, ("XM-ALIAS-1",)),
+    "plain_422": (plain_422, ("XM-ERR-1",)),
+    "tool_renamed": (tool_renamed, ("XM-MCP-1",)),
+    "identity_scopes_joined": (identity_scopes_joined, ("XM-MCP-2",)),
+    "project_scope_key_wrong": (project_scope_key_wrong, ("XM-PROJECT-1",)),
 }

@@ -12,6 +12,7 @@ import httpx
 import pytest
 
 from aidememo_ref.process import ReferenceProcess
+from tests.checkout import secret_file
 
 KEY = "xm-cli-key-0123456789abcdefgh"
 
@@ -29,13 +30,6 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.CompletedProcess(["aidememo-ref", "xmemo", *args], code, out.getvalue(), err.getvalue())
 
 
-def key_file(tmp_path: Path, name: str, key: str, mode: int = 0o600) -> Path:
-    path = tmp_path / name
-    path.write_text(key + "\r\n")
-    path.chmod(mode)
-    return path
-
-
 def bootstrap(db: Path, kf: Path, *extra: str, owner: str = "acme") -> subprocess.CompletedProcess[str]:
     return run("bootstrap", "--database", str(db), "--owner-id", owner, "--key-file", str(kf), *extra)
 
@@ -47,7 +41,7 @@ def one_line_error(result: subprocess.CompletedProcess[str], needle: str) -> Non
 
 
 def test_bootstrap_binds_once_and_refuses_a_conflicting_rerun(tmp_path: Path) -> None:
-    db, kf = tmp_path / "x.sqlite", key_file(tmp_path, "k", KEY)
+    db, kf = tmp_path / "x.sqlite", secret_file(tmp_path, "k", KEY)
     first = bootstrap(db, kf, "--agent-id", "claude", "--project-id", "memory-os")
     assert first.returncode == 0, first.stderr
     assert first.stdout == ("bootstrapped owner=acme organization=org-acme workspace=ws-acme project=memory-os "
@@ -59,7 +53,7 @@ def test_bootstrap_binds_once_and_refuses_a_conflicting_rerun(tmp_path: Path) ->
         one_line_error(bootstrap(db, kf, *extra), "key binding conflict")
     one_line_error(bootstrap(db, kf, owner="globex"), "key binding conflict")
     assert KEY not in first.stdout + first.stderr
-    reader = bootstrap(db, key_file(tmp_path, "r", "r" * 32), "--scopes", "memory:read", "--organization-id", "o",
+    reader = bootstrap(db, secret_file(tmp_path, "r", "r" * 32), "--scopes", "memory:read", "--organization-id", "o",
                        "--workspace-id", "w")
     assert reader.stdout == ("bootstrapped owner=acme organization=o workspace=w project=acme agent=- "
                              "scopes=memory:read\n")
@@ -76,7 +70,7 @@ def test_bootstrap_binds_once_and_refuses_a_conflicting_rerun(tmp_path: Path) ->
     (KEY, 0o600, ["--agent-id", "bad agent"], "invalid agent id"),
 ])
 def test_bootstrap_refusals_are_one_line(tmp_path: Path, key: str, mode: int, extra: list[str], needle: str) -> None:
-    kf = key_file(tmp_path, "k", key, mode)
+    kf = secret_file(tmp_path, "k", key, mode)
     args = ["bootstrap", "--database", str(tmp_path / "x.sqlite"), "--owner-id", "acme", "--key-file", str(kf)]
     one_line_error(run(*args, *extra), needle)
 
@@ -84,12 +78,14 @@ def test_bootstrap_refusals_are_one_line(tmp_path: Path, key: str, mode: int, ex
 def test_a_file_that_is_not_a_database_is_one_line(tmp_path: Path) -> None:
     bad = tmp_path / "bad.sqlite"
     bad.write_text("this is not an SQLite database, not even close" * 4)
-    one_line_error(bootstrap(bad, key_file(tmp_path, "k", KEY)), "file is not a database")
+    one_line_error(bootstrap(bad, secret_file(tmp_path, "k", KEY)), "file is not a database")
     one_line_error(run("serve", "--database", str(bad), "--bind", "127.0.0.1:0"), "file is not a database")
 
 
 def test_missing_key_file_and_unknown_subcommand(tmp_path: Path) -> None:
-    one_line_error(bootstrap(tmp_path / "x.sqlite", tmp_path / "absent"), "cannot read token file")
+    one_line_error(bootstrap(tmp_path / "x.sqlite", tmp_path / "absent"), "cannot read key file")
+    open_to_all = secret_file(tmp_path, "open", KEY, 0o644)
+    one_line_error(bootstrap(tmp_path / "x.sqlite", open_to_all), f"key file {open_to_all} must not be readable")
     one_line_error(run("frobnicate"), "unknown command")
     assert run().returncode == 2
 
@@ -101,7 +97,7 @@ def serving(db: Path) -> ReferenceProcess:
 def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path) -> None:
     # SIGINT takes the same path (the AideMemo serve tests cover both signals on the shared server class)
     db = tmp_path / "x.sqlite"
-    assert bootstrap(db, key_file(tmp_path, "k", KEY)).returncode == 0
+    assert bootstrap(db, secret_file(tmp_path, "k", KEY)).returncode == 0
     server = serving(db)
     health = httpx.get(f"{server.url}/health", timeout=5)
     assert health.json()["status"] == "ok" and health.headers["x-xmemo-audit-id"]
@@ -112,7 +108,7 @@ def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path) ->
 
 def test_an_answered_write_survives_kill_9(tmp_path: Path) -> None:
     db = tmp_path / "x.sqlite"
-    assert bootstrap(db, key_file(tmp_path, "k", KEY), "--agent-id", "claude").returncode == 0
+    assert bootstrap(db, secret_file(tmp_path, "k", KEY), "--agent-id", "claude").returncode == 0
     headers = {"Authorization": f"Bearer {KEY}"}
     server = serving(db)
     written = [httpx.post(f"{server.url}/v1/remember", headers=headers, timeout=5,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.checkout import sabotaged_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "demo-xmemo-handoff.sh"
@@ -42,13 +43,7 @@ def test_demo_plays_the_six_steps_and_prints_each_boundary_object(tmp_path: Path
 
 
 def test_demo_names_the_step_when_a_boundary_rule_breaks(tmp_path: Path) -> None:
-    copy = tmp_path / "checkout"
-    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "scripts", copy / "scripts")
-    rules = copy / "aidememo_ref" / "xmemo" / "_boundary.py"
-    guard = "    if memory.agent_id != caller.agent_id:\n"
-    assert guard in rules.read_text()
-    rules.write_text(rules.read_text().replace(guard, "    if False:\n"))
+    copy = sabotaged_checkout(tmp_path, "xmemo/_boundary.py", "    if memory.agent_id != caller.agent_id:\n")
     done = run(copy / "scripts" / "demo-xmemo-handoff.sh", tmp_path)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [

@@ -74,6 +74,14 @@ def play(world: XMemoWorld, upto: int) -> tuple[Timeline, Any]:
     return timeline, result
 
 
+def bounded_items(answer: Any) -> dict[Any, Any]:
+    """The recalled items by id, after checking the seed's bounds (6 items, 1200 tokens)."""
+    items = {item.get("id"): item for item in items_of(answer)}
+    used = estimate_tokens(answer.json().get("context_text") or "")
+    assert len(items) <= 6 and used <= 1200, f"the packet exceeds the seed's bounds: {len(items)} items, {used} tokens"
+    return items
+
+
 def captured(answer: Any, memory_type: str, status: str | None = None) -> None:
     data = expect_status(answer, 200)
     assert data.get("id") or data.get("memory_id"), f"the capture answered no id: {data}"
@@ -91,8 +99,7 @@ def test_step_1_claude_starts_the_task(world: XMemoWorld) -> None:
 @pytest.mark.requirement("XM-FLOW-2")
 def test_step_2_codex_recalls_the_bounded_context(world: XMemoWorld) -> None:
     timeline, answer = play(world, 2)
-    items = {item.get("id"): item for item in items_of(answer)}
-    assert len(items) <= 6 and estimate_tokens(answer.json().get("context_text") or "") <= 1200
+    items = bounded_items(answer)
     start = timeline.ids["task_start"]
     assert start in items, "Codex does not see Claude's task start"
     assert items[start]["agent_boundary"]["relation"] == "other_agent", items[start]["agent_boundary"]
@@ -119,8 +126,7 @@ def test_step_5_codex_ends_the_task(world: XMemoWorld) -> None:
 @pytest.mark.requirement("XM-FLOW-6")
 def test_step_6_claude_recalls_the_decision_and_the_fix(world: XMemoWorld) -> None:
     timeline, answer = play(world, 6)
-    items = {item.get("id"): item for item in items_of(answer)}
-    assert len(items) <= 6 and estimate_tokens(answer.json().get("context_text") or "") <= 1200
+    items = bounded_items(answer)
     decision, fix = timeline.ids["decision"], timeline.ids["bug_fix"]
     assert decision in items, "Claude's follow-up recall lost the decision (its query shares no word with it)"
     assert fix in items, "Claude's follow-up recall lost Codex's fix"

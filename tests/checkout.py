@@ -1,0 +1,32 @@
+"""Files the kit's command-line and demo tests make: secret files as users keep them, and a copy
+of the checkout with one rule broken (the demos must name the step that catches it)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+__all__ = ["sabotaged_checkout", "secret_file"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def secret_file(folder: Path, name: str, secret: str, mode: int = 0o600) -> Path:
+    """A token or key file as an editor leaves it (CRLF line end), with ``mode``."""
+    path = folder / name
+    path.write_text(secret + "\r\n")
+    path.chmod(mode)
+    return path
+
+
+def sabotaged_checkout(tmp_path: Path, module: str, guard: str, replacement: str = "    if False:\n") -> Path:
+    """A copy of ``aidememo_ref`` and ``scripts`` under ``tmp_path/checkout`` whose ``module`` (a path
+    inside ``aidememo_ref``) has the line ``guard`` replaced; fails when the guard is no longer there."""
+    copy = tmp_path / "checkout"
+    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copytree(REPO / "scripts", copy / "scripts")
+    rules = copy / "aidememo_ref" / module
+    source = rules.read_text()
+    assert source.count(guard) == 1, f"{module} no longer has the guard {guard.strip()!r}"
+    rules.write_text(source.replace(guard, replacement))
+    return copy
