@@ -1,5 +1,5 @@
 """aidememo-sim: run races against a ledger, replay a recorded failure, check a history, race the
-kit's remote client.
+kit's remote client, race XMemo captures and recalls.
 
 Exit codes: 0 when no violation was found; 1 when one was (or, for ``replay``, when it
 reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
@@ -165,6 +165,27 @@ def _build_parser() -> argparse.ArgumentParser:
     clients.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                          help="time for checking the history against the model (default 20)")
 
+    xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
+    xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
+    xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
+    xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
+    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY",
+                      help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
+                           "or one KEY both agents share")
+    xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+    xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
+                      help="time to spend running batches (default 10)")
+    xrun.add_argument("--batches", type=_positive_int, metavar="N",
+                      help="stop after N batches (before the census) even if budget is left")
+    xrun.add_argument("--ledger", metavar="FILE.py:NAME",
+                      help="embedded only: an XMemo reference factory to use instead of the reference "
+                           "(how the kit's planted races are run)")
+    xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
+                      help="where a failure's replay file, timeline and pytest file go")
+    xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
+    xreplay.add_argument("file", type=Path)
+    xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+
     return parser
 
 
@@ -208,12 +229,12 @@ def _check(args: argparse.Namespace) -> int:
     ]
 
 
-def _parse_tokens(pairs: Sequence[str]) -> dict[str, str]:
+def _parse_tokens(pairs: Sequence[str], flag: str = "--token") -> dict[str, str]:
     tokens = {}
     for pair in pairs:
         actor, sep, token = pair.partition("=")
         if not sep or not actor or not token:
-            raise SimulationError(f"--token takes ACTOR=TOKEN, not {pair!r}")
+            raise SimulationError(f"{flag} takes ACTOR={flag.lstrip('-').upper()}, not {pair!r}")
         tokens[actor] = token
     return tokens
 
@@ -247,9 +268,16 @@ def _target_words(args: argparse.Namespace) -> list[str]:
         parts += ["--config", str(args.config)]
     if args.url is not None:
         parts += ["--url", args.url, "--project", str(args.project)]
-        for pair in args.token:
-            actor = pair.partition("=")[0]
-            parts += ["--token", f"{actor}=$TOKEN_{actor.replace('-', '_').upper()}"]
+        parts += _secret_words("--token", "TOKEN", [pair.partition("=")[0] for pair in args.token])
+    return parts
+
+
+def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
+    """``flag ACTOR=$VARIABLE_ACTOR`` per actor: a rerun command names secrets, never shows them."""
+    parts: list[str] = []
+    for actor in actors:
+        name = f"${variable}_{actor.replace('-', '_').upper()}" if actor else f"${variable}"
+        parts += [flag, f"{actor}={name}" if actor else name]
     return parts
 
 
@@ -296,6 +324,11 @@ def _run(args: argparse.Namespace) -> int:
 def _replay(args: argparse.Namespace) -> int:
     from simulations.replay import load_replay, reproduce
 
+    if _is_xmemo_replay(args.file):
+        if args.url or args.config or args.token or args.project:
+            raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "
+                                  "--config, --token and --project")
+        return _xmemo_replay(args)
     doc = load_replay(args.file)
     http_target = _target_from_args(args) if doc["target"].get("kind") == "url" else None
     reproduced = 0
@@ -342,12 +375,97 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
+XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo_races.AGENTS, named here so --help needs no import
+
+
+def _is_xmemo_replay(path: Path) -> bool:
+    from simulations.xmemo_races import FORMAT
+
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False  # the AideMemo loader says what is wrong with the file
+    return isinstance(doc, dict) and doc.get("format") == FORMAT
+
+
+def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
+    if len(pairs) == 1 and "=" not in pairs[0]:
+        return dict.fromkeys(XMEMO_AGENTS, pairs[0])  # one key both agents share
+    keys = _parse_tokens(pairs, "--key")
+    unknown = sorted(set(keys) - set(XMEMO_AGENTS))
+    if unknown:
+        raise SimulationError(f"--key names unknown agent {unknown[0]!r}; the agents are {', '.join(XMEMO_AGENTS)}")
+    return keys
+
+
+def _xmemo_run(args: argparse.Namespace) -> int:
+    from simulations.targets import load_factory
+    from simulations.xmemo_races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
+
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    target = None
+    if args.url is not None:
+        if args.ledger:
+            raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
+        target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
+    elif args.key:
+        raise SimulationError("--key needs --url")
+    factory = load_factory(args.ledger) if args.ledger else reference_factory
+    words = ["aidememo-sim", "xmemo", "run", "--seed", str(seed), "--budget", f"{args.budget:g}"]
+    if args.batches:
+        words += ["--batches", str(args.batches)]
+    if args.url is not None:
+        shared = len(args.key) == 1 and "=" not in args.key[0]
+        words += ["--url", args.url, *_secret_words("--key", "XMEMO_KEY",
+                                                    [""] if shared else [p.partition("=")[0] for p in args.key])]
+    if args.ledger:
+        words += ["--ledger", args.ledger]
+    where = "the embedded XMemo reference" if target is None else args.url
+    print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
+    print(f"replay this run with: {' '.join(words)}")
+    run = run_campaign(seed=seed, budget_s=args.budget, max_batches=args.batches, factory=factory, target=target,
+                       progress=print)
+    print(f"{len(run.plan.batches)} batches (the last is the census), {len(run.history)} operations, "
+          f"{len(run.findings)} violations in {run.elapsed_s:.1f} s")
+    if run.finding is None:
+        return EXIT_OK
+    print(f"{run.finding.requirement}: {run.finding.explanation}")
+    if target is not None:
+        # Over a URL the interleaving was the network's: the replay file re-runs the plan on the embedded reference.
+        print("(found over a URL: the replay file re-runs this plan against the embedded XMemo reference)")
+    else:
+        print("shrinking ...")
+        run = shrink(run, factory)
+        print(f"shrunk to {run.plan.operations} operations in {len(run.plan.batches)} batches:")
+        if run.finding is not None:
+            print(f"{run.finding.requirement}: {run.finding.explanation}")
+    factory_spec = None
+    if args.ledger:
+        path, _, name = args.ledger.rpartition(":")
+        factory_spec = f"{Path(path).resolve()}:{name}"
+    paths = export_failure(run, Path(args.out), factory=factory_spec)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
+    return EXIT_VIOLATION
+
+
+def _xmemo_replay(args: argparse.Namespace) -> int:
+    from simulations.xmemo_races import reproduce
+
+    reproduced = reproduce(args.file, times=args.times)
+    print(f"reproduced {reproduced}/{args.times}")
+    return EXIT_VIOLATION if reproduced else EXIT_OK
+
+
+def _xmemo(args: argparse.Namespace) -> int:
+    return _xmemo_run(args) if args.xmemo_command == "run" else _xmemo_replay(args)
 
 
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
-        command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients}[args.command]
+        command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
         return command(args)
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)

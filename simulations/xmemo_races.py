@@ -294,9 +294,13 @@ def _batch_seed(seed: int, index: int) -> int:
 
 
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,
-                 factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None) -> XMemoRun:
-    """Plan and run batches until ``max_batches`` or the budget, then the census; check the history."""
-    started = time.monotonic()
+                 factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None,
+                 progress: Callable[[str], None] | None = None) -> XMemoRun:
+    """Plan and run batches until ``max_batches`` or the budget, then the census; check the history.
+
+    ``progress`` gets a line about every two seconds (batches and operations so far).
+    """
+    started = last_report = time.monotonic()
     run_id = "r" if target is None else f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
     tgt: Target = XMemoEmbeddedTarget(seed=seed, factory=factory) if target is None else target
     planner = XMemoPlanner(rng=random.Random(seed), run_id=run_id, workers=_workers())
@@ -308,6 +312,9 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
             batch = planner.next_batch()
             decisions.append(tuple(execute_batch(tgt, batch, recorder, _batch_seed(seed, len(batches)))))
             batches.append(batch)
+            if progress is not None and time.monotonic() - last_report > 2.0:
+                last_report = time.monotonic()
+                progress(f"  {last_report - started:5.1f} s: {len(batches)} batches, {len(recorder.history())} operations")
         census = planner.census()
         decisions.append(tuple(execute_batch(tgt, census, recorder, _batch_seed(seed, len(batches)))))
         batches.append(census)
