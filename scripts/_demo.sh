@@ -49,7 +49,7 @@ start_server() {
     "${KIT[@]}" "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
     SERVER_PID=$!
     URL=""
-    for _ in $(seq 1 200); do
+    for _ in $(seq 1 400); do
         URL="$(sed -n 's/^aidememo-ref[a-z ]* serving \(http:[^ ]*\).*/\1/p' "$TMP/server.out")"
         [[ -n "$URL" ]] && break
         kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited: $(cat "$TMP/server.err")"

@@ -17,12 +17,10 @@
 # Usage: scripts/demo-remote-handoff.sh     (AIDEMEMO_BIN=..., PYTHON=..., AIDEMEMO_DEMO_KEEP=1 keeps the files)
 set -euo pipefail
 
-REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-PY="${PYTHON:-python3}"
-export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-KIT=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+# REPO, PY, KIT, demo_tmp, fail, ok, start_server, stop_server: shared with the other demos.
+source "$(dirname "${BASH_SOURCE[0]}")/_demo.sh"
 if [[ -n "${AIDEMEMO_BIN:-}" ]]; then
-    [[ -x "$AIDEMEMO_BIN" ]] || { echo "FAIL: setup: AIDEMEMO_BIN=$AIDEMEMO_BIN is not executable" >&2; exit 1; }
+    [[ -x "$AIDEMEMO_BIN" ]] || fail "AIDEMEMO_BIN=$AIDEMEMO_BIN is not executable"
     AM=("$AIDEMEMO_BIN")
 else
     AM=("${KIT[@]}")
@@ -32,31 +30,13 @@ unset AIDEMEMO_SESSION_ID AIDEMEMO_SOURCE_ID AIDEMEMO_ACTOR_ID AIDEMEMO_NOW_MS A
       AIDEMEMO_STORE AIDEMEMO_SOURCE_FROM_HERMES AIDEMEMO_ACTOR_FROM_HERMES_PROFILE HERMES_KANBAN_BOARD \
       HERMES_KANBAN_TASK HERMES_TENANT HERMES_PROFILE
 
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/aidememo-remote-demo.XXXXXX")"
+demo_tmp aidememo-remote-demo AIDEMEMO_DEMO_KEEP
 export HOME="$TMP/home"  # auth.json and the send outbox live here, never in the caller's home
 mkdir -p "$HOME/.config/aidememo"
 P1_STORE="$HOME/.aidememo/local.sqlite"  # the sender runs the guide's commands as written: the default store
 P2_STORE="$TMP/codex-p2.sqlite"
 SOURCE="project:aidememo"
-SERVER_PID=""
-STEP="setup"
 
-stop_server() {
-    if [[ -n "$SERVER_PID" ]]; then
-        kill "$SERVER_PID" 2>/dev/null || true
-        wait "$SERVER_PID" 2>/dev/null || true
-        SERVER_PID=""
-    fi
-}
-cleanup() {
-    stop_server
-    if [[ "${AIDEMEMO_DEMO_KEEP:-}" == 1 ]]; then echo "kept $TMP" >&2; else rm -rf "$TMP"; fi
-}
-trap cleanup EXIT
-trap 'echo "FAIL: $STEP: command failed (line $LINENO)" >&2' ERR
-
-fail() { echo "FAIL: $STEP: $*" >&2; exit 1; }
-ok() { echo "OK: $*"; }
 am() { "${AM[@]}" "$@"; }
 jget() {
     "$PY" -c '
@@ -76,16 +56,7 @@ refused() {
 # ---------------------------------------------------------------------- the server and two actors
 STEP="start the reference server"
 DB="$TMP/ssot.sqlite"
-"${KIT[@]}" serve --database "$DB" --bind 127.0.0.1:0 >"$TMP/server.out" 2>"$TMP/server.err" &
-SERVER_PID=$!
-URL=""
-for _ in $(seq 1 400); do
-    URL="$(sed -n 's/^aidememo-ref serving \(http:[^ ]*\).*/\1/p' "$TMP/server.out")"
-    [[ -n "$URL" ]] && break
-    kill -0 "$SERVER_PID" 2>/dev/null || fail "server exited: $(cat "$TMP/server.err")"
-    sleep 0.05
-done
-[[ -n "$URL" ]] || fail "server did not report its address"
+start_server serve --database "$DB" --bind 127.0.0.1:0
 ok "reference server listening at $URL"
 
 STEP="provision two accounts"

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+from tests.checkout import sabotaged_checkout
 
 REPO = Path(__file__).resolve().parents[2]
 _LEAKY = {"AIDEMEMO_ACTOR_ID": "intruder", "AIDEMEMO_SOURCE_ID": "wrong-scope", "AIDEMEMO_REMOTE_PROFILE": "nobody",
@@ -40,15 +41,10 @@ def test_the_remote_demo_passes_every_step_and_never_prints_a_token(tmp_path: Pa
 
 def test_the_demo_names_the_step_when_recovery_breaks(tmp_path: Path) -> None:
     # A sabotaged copy whose accept never recognises its own applied claim.
-    copy = tmp_path / "checkout"
-    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
-    shutil.copytree(REPO / "scripts", copy / "scripts")
-    rules = copy / "aidememo_ref" / "_remote" / "_recovery.py"
-    source = rules.read_text()
     held = '''    elif (state, outcome) in (("accepted", None), ("completed", "succeeded")):
         attempt, recovered = attempts, True'''
-    assert held in source
-    rules.write_text(source.replace(held, held.replace("recovered = attempts, True", "recovered = attempts, False")))
+    copy = sabotaged_checkout(tmp_path, "_remote/_recovery.py", held,
+                              held.replace("recovered = attempts, True", "recovered = attempts, False"))
     done = _run(copy / "scripts" / "demo-remote-handoff.sh", tmp_path)
     assert done.returncode != 0
     assert "FAIL: accept rerun: " in done.stderr  # the resent accept is a command_id conflict
