@@ -62,13 +62,23 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
     return path, session.name, record.handoff_id
 
 
-def _loaded(tmp_path: Path, argv: list[str], stdin: str = "") -> set[str]:
+# A bare interpreter in the same environment: its site hooks (.pth files of the installed
+# packages) may load modules of their own, which are no command's doing.
+_BARE = "import sys\nwith open(sys.argv[1], 'w') as out:\n    out.write('\\n'.join(sorted(sys.modules)))\n"
+
+
+def _run(tmp_path: Path, program: str, argv: list[str], stdin: str) -> set[str]:
     listing = tmp_path / "modules.txt"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
-    done = subprocess.run([sys.executable, "-c", _PROBE, str(listing), *argv], input=stdin, env=env,
+    done = subprocess.run([sys.executable, "-c", program, str(listing), *argv], input=stdin, env=env,
                           cwd=tmp_path, capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     return set(listing.read_text().split())
+
+
+def _loaded(tmp_path: Path, argv: list[str], stdin: str = "") -> set[str]:
+    """The modules the command loaded beyond those a bare interpreter had already loaded."""
+    return _run(tmp_path, _PROBE, argv, stdin) - _run(tmp_path, _BARE, [], "")
 
 
 def _check(modules: set[str], *, extra_never: tuple[str, ...] = ()) -> None:
