@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import invariant, run_state_machine_as_test
@@ -14,6 +15,9 @@ from simulations.machines.wire import ACTORS, WRITERS
 from simulations.model import Command, LedgerState, Op, apply
 
 __all__ = ["bench_machines"]
+
+# Untyped in hypothesis releases before 6.170.x: a typed name keeps mypy --strict clean on both.
+_run_as_test: Callable[..., None] = run_state_machine_as_test
 
 
 def _steps_per_s(machine: type[LedgerMachine], steps: int) -> tuple[int, float, float]:
@@ -27,7 +31,7 @@ def _steps_per_s(machine: type[LedgerMachine], steps: int) -> tuple[int, float, 
             counted["steps"] += 1
 
     started, cpu = time.perf_counter(), time.process_time()
-    run_state_machine_as_test(Counted, settings=settings(
+    _run_as_test(Counted, settings=settings(
         max_examples=max(1, steps // 25), stateful_step_count=25, deadline=None, derandomize=True, database=None,
         suppress_health_check=list(HealthCheck)))
     return counted["steps"], time.perf_counter() - started, time.process_time() - cpu
