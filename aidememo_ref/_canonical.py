@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import json
 from decimal import Decimal
+from json.encoder import c_make_encoder  # type: ignore[attr-defined]  # None without the C accelerator
 from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
 from typing import NoReturn, TypeAlias
 
@@ -91,6 +92,23 @@ def _surrogate_free(value: Json) -> bool:
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
 
 
+def _scan(text: str) -> Json:
+    """``_DECODER.decode``, calling its scanner directly when the text starts with a value and
+    ends with it (every request body a client library sends); anything else, and every error,
+    goes through ``decode`` itself, so its results and error texts are json's."""
+    if text and text[0] in "{[":
+        try:
+            value, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]  # set by __init__
+        except (StopIteration, ValueError):
+            pass  # decode raises the error with its position
+        else:
+            if end == len(text):
+                result: Json = value
+                return result
+    decoded: Json = _DECODER.decode(text)
+    return decoded
+
+
 def parse_json(body: bytes) -> Json:
     """Parse a request body as serde_json would; raises ``JsonError`` with a one-line detail."""
     try:
@@ -98,7 +116,7 @@ def parse_json(body: bytes) -> Json:
     except UnicodeDecodeError as exc:
         raise JsonError(f"invalid UTF-8 at byte {exc.start}") from exc
     try:
-        value: Json = _DECODER.decode(text)
+        value: Json = _scan(text)
     except RecursionError as exc:
         raise JsonError("recursion limit exceeded") from exc
     except json.JSONDecodeError as exc:
@@ -183,7 +201,14 @@ def _has_float(value: object) -> bool:
     return False
 
 
-_SORTED = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)  # made once, not per call
+def _not_json(value: object) -> NoReturn:
+    raise TypeError(f"not a JSON value: {type(value).__name__}")
+
+
+# The C encoder json.dumps builds on every call, built once: sorted keys, compact separators,
+# raw UTF-8, no cycle check (values come from a parser or from records, never cyclic).
+_SORTED = c_make_encoder(None, _not_json, _quote, None, ":", ",", True, False, True) if c_make_encoder else None
+_SORTED_PY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
 
 
 def canonical_json(value: object) -> str:
@@ -191,7 +216,7 @@ def canonical_json(value: object) -> str:
     if not _has_float(value):
         # Without floats the C encoder already writes serde's bytes: code point key order,
         # raw UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
-        return _SORTED.encode(value)
+        return "".join(_SORTED(value, 0)) if _SORTED is not None else _SORTED_PY.encode(value)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from ._canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
@@ -200,9 +200,11 @@ class Command:
     fingerprint: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RawCommand:
-    """A ``POST /v1/commands`` body before the §2.2 rules, which run only after authentication."""
+class RawCommand(NamedTuple):
+    """A ``POST /v1/commands`` body before the §2.2 rules, which run only after authentication.
+
+    A NamedTuple, not a frozen dataclass like the other records: it lives for one request, and
+    building it is a third of the cost of a frozen dataclass with ten fields."""
 
     command_id: str
     project_id: str

@@ -15,7 +15,7 @@ from urllib.parse import unquote_to_bytes
 
 from ._canonical import Json
 from ._errors import LedgerError
-from ._ids import id_problem, name_problem
+from ._ids import id_problem, name_problem, valid_id, valid_name
 
 __all__ = ["Field", "decode_struct", "decode_query", "BODY_PREFIX", "QUERY_PREFIX"]
 
@@ -101,9 +101,9 @@ def _accepts(field: Field) -> Callable[[Json], bool] | None:
     if kind == "any":
         return lambda value: True
     if kind == "id":
-        return lambda value: type(value) is str and id_problem(value) is None
+        return lambda value: type(value) is str and valid_id(value) is not None
     if kind == "name":
-        return lambda value: type(value) is str and name_problem("", value) is None
+        return lambda value: type(value) is str and valid_name(value) is not None
     if kind == "string":
         return lambda value: type(value) is str
     if kind.startswith("enum:"):
@@ -118,7 +118,8 @@ def _accepts(field: Field) -> Callable[[Json], bool] | None:
     return None  # nested structs go through _field_value
 
 
-_Compiled = tuple[frozenset[str], tuple[tuple[Field, Callable[[Json], bool] | None], ...]]
+_Check = tuple[str, bool, Callable[[Json], bool] | None, Field]  # name, optional, quick test, field
+_Compiled = tuple[frozenset[str], tuple[_Check, ...]]
 _COMPILED: dict[int, tuple[tuple[Field, ...], _Compiled]] = {}
 
 
@@ -128,7 +129,8 @@ def _compiled(fields: tuple[Field, ...]) -> _Compiled:
     entry = _COMPILED.get(id(fields))
     if entry is None or entry[0] is not fields:
         names = frozenset(field.name for field in fields)
-        entry = _COMPILED[id(fields)] = (fields, (names, tuple((field, _accepts(field)) for field in fields)))
+        checks = tuple((field.name, field.optional, _accepts(field), field) for field in fields)
+        entry = _COMPILED[id(fields)] = (fields, (names, checks))
     return entry[1]
 
 
@@ -147,17 +149,17 @@ def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, st
                 expected = ", ".join(f"`{f.name}`" for f in fields)
                 raise _Fail(f"unknown field `{key}`, expected one of {expected}")
     out: dict[str, Json] = {}
-    for field, accepts in checks:
-        if field.name not in value:
-            if field.optional:
-                out[field.name] = None
+    for field_name, optional, accepts, field in checks:
+        if field_name not in value:
+            if optional:
+                out[field_name] = None
                 continue
-            raise _Fail(f"missing field `{field.name}`")
-        item = value[field.name]
-        if (item is None and field.optional) or (accepts is not None and accepts(item)):
-            out[field.name] = item
+            raise _Fail(f"missing field `{field_name}`")
+        item = value[field_name]
+        if (accepts is not None and accepts(item)) or (item is None and optional):
+            out[field_name] = item
         else:
-            out[field.name] = _field_value(field, item, structs)
+            out[field_name] = _field_value(field, item, structs)
     return out
 
 

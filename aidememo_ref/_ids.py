@@ -27,6 +27,10 @@ MAX_ID_BYTES = 128  # dom/identity.rs MAX_ID_BYTES
 MAX_NAME_BYTES = 96  # dom/command.rs MAX_NAME_BYTES
 _ID_RE = re.compile(r"[A-Za-z0-9._:@-]+\Z")
 _NAME_RE = re.compile(r"[a-z0-9._-]+\Z")
+# Whole-grammar tests in one call each: a match is exactly ``id_problem``/``name_problem`` None
+# (the classes are ASCII, so characters are bytes).
+valid_id = re.compile(r"[A-Za-z0-9._:@-]{1,128}").fullmatch
+valid_name = re.compile(r"[a-z0-9._-]{1,96}").fullmatch
 
 
 def id_problem(value: str) -> str | None:

@@ -344,7 +344,8 @@ class PostgresStore:
         return SCHEMA_VERSION
 
     # -- identity ---------------------------------------------------------------------------
-    def authenticate(self, digest: bytes, project_id: str) -> Membership | Denied:
+    def authenticate(self, digest: bytes, project_id: str, *, deferred: bool = False) -> Membership | Denied:
+        # Always read (``deferred`` allows, never requires, an answer from memory).
         with self._connection() as conn:
             row = conn.execute(_AUTHENTICATE, (project_id, digest)).fetchone()
         if row is None:
@@ -354,6 +355,9 @@ class PostgresStore:
             return Denied.NOT_MEMBER
         return Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
                           project_epoch=str(epoch))
+
+    def confirm(self) -> None:
+        return None  # authenticate never defers here
 
     def provision(self, *, tenant_id: str, project_id: str, actor_id: str, token_digest: bytes, role: str,
                   actor_kind: str, project_epoch: str | None, new_epoch: str, tenant_name: str, project_name: str,

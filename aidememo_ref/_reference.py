@@ -113,8 +113,10 @@ class ReferenceLedger(Served):
 
     def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
-        items = headers.items() if isinstance(headers, Mapping) else headers
-        pairs = [(_latin1(k), _latin1(v)) for k, v in items]
+        if type(headers) is not list and type(headers) is not tuple:  # skips the Mapping ABC check for pairs
+            headers = headers.items() if isinstance(headers, Mapping) else headers
+        pairs = [(k if type(k) is bytes else _latin1(k), v if type(v) is bytes else _latin1(v))
+                 for k, v in headers]
         return self.service.handle(method, target, pairs, body)
 
     def provision(self, **fields: Unpack[Provisioning]) -> str:

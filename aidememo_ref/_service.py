@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from typing import Final
+from typing import Final, NamedTuple
 from urllib.parse import unquote_to_bytes
 
 from . import _ledger, _reads, _render, _store
@@ -57,6 +57,7 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
+_DIGESTS: Final = 1024  # well-formed Authorization values remembered with their SHA-256 (never logged)
 
 
 
@@ -71,8 +72,9 @@ class Response:
         return value
 
 
-@dataclass(frozen=True, slots=True)
-class _Request:
+class _Request(NamedTuple):
+    """One request's parts (a NamedTuple: built once per request, cheaper than a frozen dataclass)."""
+
     method: str
     query: bytes
     headers: tuple[tuple[bytes, bytes], ...]
@@ -153,6 +155,7 @@ class Service:
         self.scheduler = scheduler or NO_SCHEDULER
         self.bindings = bindings
         self._gateway: Gateway | None = None
+        self._digests: dict[bytes, bytes] = {}
         self._health = (
             f'{{"status":"ok","mode":"single_node","schema_version":{store.schema_version()}}}'.encode()
         )
@@ -256,17 +259,27 @@ class Service:
         except JsonError as exc:
             raise LedgerError.invalid_command(f"Failed to parse the request body as JSON: {exc}") from None
 
-    def _member(self, request: _Request, project_id: str) -> Membership:
-        """Bearer → (tenant, actor) → active membership: 401, then 403 (wire spec §4.1)."""
+    def _member(self, request: _Request, project_id: str, *, deferred: bool = False) -> Membership:
+        """Bearer → (tenant, actor) → active membership: 401, then 403 (wire spec §4.1).
+
+        ``deferred``: the store may answer from memory and check it later (see ``_write``)."""
         value = request.header(b"authorization")
-        if value is None or _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
+        if value is None:
             raise LedgerError.unauthenticated()
-        token = value[7:]
-        if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
-            raise LedgerError.unauthenticated()
-        if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(token) is not None:
+        digest = self._digests.get(value)
+        if digest is None:
+            if _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
+                raise LedgerError.unauthenticated()
+            token = value[7:]
+            if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
+                raise LedgerError.unauthenticated()
+            digest = bearer_digest(token.decode("ascii"))
+            if len(self._digests) >= _DIGESTS:
+                self._digests.clear()
+            self._digests[value] = digest
+        if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
             raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
-        member = self.store.authenticate(bearer_digest(token.decode("ascii")), project_id)
+        member = self.store.authenticate(digest, project_id, deferred=deferred)
         if member is Denied.BAD_TOKEN:
             raise LedgerError.unauthenticated()
         if member is Denied.NOT_MEMBER:
@@ -293,27 +306,52 @@ class Service:
 
         return _ok(files("aidememo_ref").joinpath("openapi.json").read_bytes())
 
+    def _write(self, attempt: Callable[[bool], Response]) -> Response:
+        """Answer a write route, first with a deferred membership check.
+
+        The store checks a remembered membership inside the command's own transaction instead
+        of in a read of its own; an error found before that transaction is answered only after
+        ``confirm``. Either check may find the membership changed (``MembershipChanged``, with
+        nothing written): the request is then answered again from the start with a full check,
+        so every answer, and which error wins, is what the full check gives.
+        """
+        try:
+            try:
+                response = attempt(True)
+            except LedgerError:
+                self.store.confirm()
+                raise
+            self.store.confirm()  # a no-op once the transaction checked it
+            return response
+        except _store.MembershipChanged:
+            return attempt(False)
+
     def _command(self, request: _Request) -> Response:
         raw = raw_command(self._json_body(request))
-        member = self._member(request, raw.project_id)
-        command = check_raw(raw)
-        self._writable(member)
-        return self._execute(member, command)
+
+        def attempt(deferred: bool) -> Response:
+            member = self._member(request, raw.project_id, deferred=deferred)
+            command = check_raw(raw)
+            self._writable(member)
+            return self._execute(member, command)
+
+        return self._write(attempt)
 
     def _create(self, request: _Request, project_id: str, *, segment: str) -> Response:
         check_id("project_id", project_id)
         body = self._json_body(request)
         command = typed_command(project_id, segment=segment, handoff_id=None, body=body)
-        member = self._member(request, project_id)
-        self._writable(member)
-        return self._execute(member, command)
+        return self._write(partial(self._typed, request, command))
 
     def _transition(self, request: _Request, project_id: str, handoff_id: str, *, segment: str) -> Response:
         check_id("project_id", project_id)
         check_id("handoff_id", handoff_id)
         body = self._json_body(request)
         command = typed_command(project_id, segment=segment, handoff_id=handoff_id, body=body)
-        member = self._member(request, project_id)
+        return self._write(partial(self._typed, request, command))
+
+    def _typed(self, request: _Request, command: Command, deferred: bool) -> Response:
+        member = self._member(request, command.project_id, deferred=deferred)
         self._writable(member)
         return self._execute(member, command)
 

@@ -36,6 +36,7 @@ from ._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
     FeedRead,
+    MembershipChanged,
     MailboxQuery,
     MailboxRow,
     Posting,
@@ -160,17 +161,24 @@ def _map(exc: BaseException) -> LedgerError:
 class _Tx:
     """A transaction bound to one member's project: the rules' view, replay and apply."""
 
-    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project")
+    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project", "_check")
 
-    def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
-        self._conn, self._member, self._mode = conn, member, mode
+    def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str,
+                 check: Callable[[sqlite3.Connection], None] | None = None) -> None:
+        self._conn, self._member, self._mode, self._check = conn, member, mode, check
         self._tenant, self._project = member.tenant_id, member.project_id
 
     def __enter__(self) -> _Tx:
         try:
             self._conn.execute(self._mode)
+            if self._check is not None:
+                self._check(self._conn)  # a deferred membership, checked inside the transaction
         except sqlite3.DatabaseError as exc:
+            self._abandon()
             raise _map(exc) from exc
+        except MembershipChanged:
+            self._abandon()
+            raise
         return self
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None,
@@ -242,6 +250,7 @@ class _Thread(threading.local):
 
     members: dict[tuple[bytes, str], Membership]
     seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
+    pending: tuple[bytes, str, Membership] | None = None  # a deferred answer no transaction has checked yet
 
     def __init__(self) -> None:
         self.members = {}
@@ -310,17 +319,43 @@ class SQLiteStore:
         return SCHEMA_VERSION
 
     # -- identity ---------------------------------------------------------------------------
-    def authenticate(self, digest: bytes, project_id: str) -> Membership | Denied:
+    def authenticate(self, digest: bytes, project_id: str, *, deferred: bool = False) -> Membership | Denied:
         local = self._local
-        version = self._read_one("PRAGMA data_version", ())
-        seen = (int(str(version[0])) if version else -1, self._generation)
+        if deferred and local.seen[1] == self._generation:
+            member = local.members.get((digest, project_id))
+            if member is not None:
+                # Checked by the next transaction's first statement (``_check_pending``), which
+                # saves this request a read transaction of its own.
+                local.pending = (digest, project_id, member)
+                return member
+        local.pending = None
+        try:
+            conn = self._conn()
+            self._current(local, conn)
+            return self._membership(local, conn, digest, project_id)
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
+
+    def confirm(self) -> None:
+        if self._local.pending is not None:
+            try:
+                self._check_pending(self._conn())
+            except sqlite3.DatabaseError as exc:
+                raise _map(exc) from exc
+
+    def _current(self, local: _Thread, conn: sqlite3.Connection) -> None:
+        """Forget the remembered members if another connection or this store changed the file."""
+        seen = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self._generation)
         if seen != local.seen:
             local.members.clear()
             local.seen = seen
+
+    def _membership(self, local: _Thread, conn: sqlite3.Connection, digest: bytes,
+                    project_id: str) -> Membership | Denied:
         member = local.members.get((digest, project_id))
         if member is not None:
             return member
-        row = self._read_one(_AUTHENTICATE, (project_id, digest))
+        row = conn.execute(_AUTHENTICATE, (project_id, digest)).fetchone()
         if row is None:
             return Denied.BAD_TOKEN
         tenant, actor, role, epoch = row
@@ -331,6 +366,17 @@ class SQLiteStore:
         if len(local.members) < self._MEMBERS_PER_THREAD:
             local.members[(digest, project_id)] = member
         return member
+
+    def _check_pending(self, conn: sqlite3.Connection) -> None:
+        """Check a deferred answer against the file as ``conn`` sees it now; sqlite3 errors pass."""
+        local = self._local
+        pending, local.pending = local.pending, None
+        if pending is None:
+            return
+        digest, project_id, member = pending
+        self._current(local, conn)
+        if self._membership(local, conn, digest, project_id) != member:
+            raise MembershipChanged()
 
     def provision(
         self,
@@ -413,10 +459,12 @@ class SQLiteStore:
 
     # -- transactions -----------------------------------------------------------------------
     def writing(self, member: Membership) -> _Tx:
-        return _Tx(self._conn(), member, "BEGIN IMMEDIATE")
+        return _Tx(self._conn(), member, "BEGIN IMMEDIATE",
+                   None if self._local.pending is None else self._check_pending)
 
     def reading(self, member: Membership) -> _Tx:
-        return _Tx(self._conn(), member, "BEGIN DEFERRED")
+        return _Tx(self._conn(), member, "BEGIN DEFERRED",
+                   None if self._local.pending is None else self._check_pending)
 
     # -- reads ------------------------------------------------------------------------------
     def resource(self, member: Membership, kind: str, resource_id: str) -> Resource | None:

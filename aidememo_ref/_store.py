@@ -49,6 +49,7 @@ __all__ = [
     "execute",
     "ProvisionError",
     "StoreError",
+    "MembershipChanged",
 ]
 
 
@@ -58,6 +59,12 @@ class ProvisionError(Exception):
 
 class StoreError(Exception):
     """A database the reference cannot use (foreign layout, unreachable server); one line."""
+
+
+class MembershipChanged(Exception):
+    """A membership the store answered from memory (``authenticate(..., deferred=True)``) was no
+    longer current when the store checked it; nothing was written, and the service answers the
+    request again with a full check."""
 
 
 class Scheduler(Protocol):
@@ -163,8 +170,19 @@ class Store(Protocol):
         """What ``/health`` reports: upstream's schema version for this backend."""
         ...
 
-    def authenticate(self, digest: bytes, project_id: str) -> Membership | Denied:
-        """The caller behind a bearer token's SHA-256, as a member of ``project_id``."""
+    def authenticate(self, digest: bytes, project_id: str, *, deferred: bool = False) -> Membership | Denied:
+        """The caller behind a bearer token's SHA-256, as a member of ``project_id``.
+
+        With ``deferred`` the store may answer from what it remembers without reading the
+        database, and check that answer at the start of the next transaction this thread opens
+        (or in ``confirm``), raising ``MembershipChanged`` there if it is no longer current. A
+        caller that defers opens a transaction or calls ``confirm`` before it answers anything.
+        """
+        ...
+
+    def confirm(self) -> None:
+        """Check a deferred ``authenticate`` answer that no transaction has checked yet (raises
+        ``MembershipChanged``); does nothing when there is none."""
         ...
 
     def writing(self, member: Membership) -> AbstractContextManager[WriteTx]:

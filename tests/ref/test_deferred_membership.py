@@ -1,0 +1,101 @@
+"""A write's membership is checked inside its own transaction (SQLite), and still answers exactly
+what a check before it would: a change committed by another connection between two writes of one
+caller applies to the second, with the same code and the same precedence over later checks."""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+
+import pytest
+
+from .conftest import World, error_of
+from .test_routes import raw
+
+
+def _other_connection(world: World, sql: str) -> None:
+    assert world.ledger.database is not None
+    other = sqlite3.connect(world.ledger.database)
+    other.execute(sql)
+    other.commit()
+    other.close()
+
+
+def _seqs(world: World) -> int:
+    assert world.ledger.database is not None
+    with sqlite3.connect(world.ledger.database) as conn:
+        return int(conn.execute("SELECT count(*) FROM changes").fetchone()[0])
+
+
+def _write(world: World, cid: str, **kw: object) -> tuple[int, str] | int:
+    r = world.call("codex-p1", "POST", "/v1/commands", raw(cid, **kw))  # type: ignore[arg-type]
+    return r.status_code if r.status_code == 200 else error_of(r)
+
+
+SUSPEND = "UPDATE memberships SET status='suspended' WHERE actor_id='codex-p1'"
+REVOKE = "UPDATE token_bindings SET active=0 WHERE actor_id='codex-p1'"
+DEMOTE = "UPDATE memberships SET role='reader' WHERE actor_id='codex-p1'"
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (SUSPEND, (403, "project_unauthorized")),
+    (REVOKE, (401, "authentication_failed")),
+    (DEMOTE, (403, "project_unauthorized")),
+])
+def test_another_connections_change_applies_to_the_next_write(sqlite_world: World, change: str,
+                                                              expected: tuple[int, str]) -> None:
+    world = sqlite_world
+    assert _write(world, "c1") == 200  # the membership is now remembered by this connection
+    _other_connection(world, change)
+    assert _write(world, "c2", rid="n2") == expected
+    assert _seqs(world) == 1  # nothing written by the refused command
+
+
+@pytest.mark.parametrize(("change", "expected"), [
+    (SUSPEND, (403, "project_unauthorized")),
+    (REVOKE, (401, "authentication_failed")),
+])
+def test_a_changed_membership_wins_over_the_raw_route_rules(sqlite_world: World, change: str,
+                                                            expected: tuple[int, str]) -> None:
+    """§2.2: membership (401/403) is checked before the raw-route rules (400): a command that
+    breaks both, sent with a remembered membership that is no longer current, gets the 401/403."""
+    world = sqlite_world
+    assert _write(world, "c1") == 200
+    assert _write(world, "bad0", kind="session") == (400, "invalid_command")
+    _other_connection(world, change)
+    assert _write(world, "bad1", kind="session") == expected
+
+
+def test_a_demoted_writer_still_gets_the_raw_route_error_first(sqlite_world: World) -> None:
+    """A reader's raw command that breaks the raw-route rules is a 400 (they come before the role check)."""
+    world = sqlite_world
+    assert _write(world, "c1") == 200
+    _other_connection(world, DEMOTE)
+    assert _write(world, "bad", kind="session") == (400, "invalid_command")
+    assert _write(world, "c2", rid="n2") == (403, "project_unauthorized")
+
+
+def test_an_unrelated_commit_elsewhere_does_not_refuse_or_double_a_write(sqlite_world: World) -> None:
+    world = sqlite_world
+    assert _write(world, "c1") == 200
+    r = world.call("codex-p2", "POST", "/v1/commands", raw("p2", rid="other"))
+    assert r.status_code == 200
+    _other_connection(world, "UPDATE tenants SET display_name='renamed'")  # moves data_version only
+    assert _write(world, "c2", rid="n2") == 200
+    assert _seqs(world) == 3
+
+
+@pytest.mark.parametrize("route", ["typed", "transition"])
+def test_typed_routes_check_the_membership_in_their_transaction(sqlite_world: World, route: str) -> None:
+    world = sqlite_world
+    world.session()
+    world.send("h1")
+    world.fact("f0")  # the receiver's membership is remembered too
+    call: Callable[[], int] = (
+        (lambda: world.call("codex-p1", "POST", world.p("/sessions"), {
+            "command_id": "cs2", "payload": {"session_id": "s2", "source_id": None, "topic": "T"}}).status_code)
+        if route == "typed" else
+        (lambda: world.transition("h1", "accept", 1, {"claim_id": "claim1"}, "acc1", actor="codex-p2").status_code))
+    _other_connection(world, "UPDATE memberships SET status='suspended'")
+    assert call() == 403
+    assert _seqs(world) == 3
