@@ -46,6 +46,8 @@ demo_tmp() {
 }
 
 start_server() {
+    # Created before the background job: its redirections may run after the first sed below.
+    : >"$TMP/server.out"; : >"$TMP/server.err"
     "${KIT[@]}" "$@" >"$TMP/server.out" 2>"$TMP/server.err" &
     SERVER_PID=$!
     URL=""

@@ -83,6 +83,7 @@ class _Part(Generic[S]):
     """One partition's progress: its operations, and the search state kept between runs."""
 
     indices: list[int] = field(default_factory=list)  # into the checker's history
+    ops: list[Operation] = field(default_factory=list)  # the history's operations at ``indices``
     fed: int = 0  # how many of ``indices`` are in ``prepared``
     prepared: Prepared[S] | None = None
     frontier: Frontier[S] | None = None
@@ -119,14 +120,31 @@ class Checker(Generic[S]):
         key = self.model.partition
         parts = self._parts
         history = self.history
-        for op in ops:
-            k = None if key is None else key(op.input)
-            part = parts.get(k)
+        start = len(history)
+        history.extend(ops)
+        if key is None:
+            part = parts.get(None)
             if part is None:
-                part = parts[k] = _Part()
-            part.indices.append(len(history))
-            history.append(op)
-            self._pending[k] = part
+                part = parts[None] = _Part()
+            part.indices.extend(range(start, len(history)))
+            part.ops.extend(history[start:])
+            if len(history) > start:
+                self._pending[None] = part
+            return
+        # One pass, the partition lists bound once per key: this runs for every operation.
+        lists: dict[Hashable, tuple[Callable[[int], None], Callable[[Operation], None]]] = {}
+        for i in range(start, len(history)):
+            op = history[i]
+            k = key(op.input)
+            appends = lists.get(k)
+            if appends is None:
+                part = parts.get(k)
+                if part is None:
+                    part = parts[k] = _Part()
+                self._pending[k] = part
+                appends = lists[k] = (part.indices.append, part.ops.append)
+            appends[0](i)
+            appends[1](op)
 
     def run(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
             progress: Callable[[str], None] | None = None) -> CheckResult:
@@ -181,10 +199,10 @@ class Checker(Generic[S]):
     def _advance(self, part: _Part[S], deadline: float) -> str:
         """Feed a partition's new events; returns why the budget ran out, if it did."""
         model = self.model
-        new_ops = [self.history[i] for i in part.indices[part.fed:]]
+        new_ops = part.ops[part.fed:]
         restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in new_ops)
         if restart:
-            sub = [self.history[i] for i in part.indices]
+            sub = part.ops
             if model.refute is not None and len(sub) >= _PREPASS_MIN_OPS:
                 refutation = model.refute(sub, self._init)
                 if refutation is not None:

@@ -41,6 +41,7 @@ __all__ = [
     "transition",
     "read_changes",
     "read_mailbox",
+    "may_read",
     "read_resource",
     "read_snapshot",
     "read_status",
@@ -522,11 +523,17 @@ def status_of(h: Handoff | None, actor: str) -> Answer:
     return Answer(http=200, body={"revision": h.revision, "record": h.body()})
 
 
+def may_read(state: LedgerState, actor: str, kind: str, resource_id: str) -> bool:
+    """Whether a generic read of the resource answers it (200) rather than 404."""
+    res = state.resources.get((kind, resource_id))
+    return res is not None and _visible(kind, res.body, actor)
+
+
 def read_resource(state: LedgerState, actor: str, kind: str, resource_id: str) -> Answer:
     """Generic resource read: a hidden handoff or context is 404, like an absent one."""
-    res = state.resources.get((kind, resource_id))
-    if res is None or not _visible(kind, res.body, actor):
+    if not may_read(state, actor, kind, resource_id):
         return NOT_FOUND
+    res = state.resources[(kind, resource_id)]
     return Answer(http=200, body={"revision": res.revision, "body": dict(res.body)})
 
 

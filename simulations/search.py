@@ -119,6 +119,31 @@ class Frontier(Generic[S]):
             self.configs = set(self.trace)
         return bool(self.configs)
 
+    def alone_all(self, ops: Sequence[int], fns: Sequence[StepFn[S]]) -> int | None:
+        """``alone`` for operations one after another; the first that no configuration
+        survives, or None. While there is one configuration and no trace (most of a history
+        whose operations rarely overlap) the state is stepped directly, without a set per
+        operation."""
+        n, end = 0, len(ops)
+        while n < end:
+            if self.trace is None and len(self.configs) == 1:
+                (_, s), = self.configs
+                prev, start = s, n
+                while n < end:
+                    nxt = fns[ops[n]](s)
+                    if len(nxt) != 1:  # refused, or more than one way on: the general step
+                        break
+                    prev, s = s, nxt[0]
+                    n += 1
+                if n > start:
+                    self.last, self.configs = {(0, prev)}, {(0, s)}
+                if n == end:
+                    return None
+            if not self.alone(ops[n], fns[ops[n]]):
+                return ops[n]
+            n += 1
+        return None
+
     def ret(self, op: int) -> bool:
         """Process the return of ``op``; False when no configuration survives it."""
         bit = self._bit[op]
@@ -142,6 +167,9 @@ class Frontier(Generic[S]):
                 self._commit(op, bit, nxt)
                 return bool(nxt)
         others = [(b, fn) for b, fn in self._inert.items() if b != bit]
+        # The open effect-free operations legal in a state, as bits: they take effect as soon as
+        # they are legal, and which are legal depends on the state alone (asked once per state).
+        inert_in: dict[S, int] = {}
         lower = self._lower
         effectful = [(b, fn, lower.get(b, 0)) for b, fn in self._effectful.items() if b != bit]
         forever = self._forever
@@ -171,10 +199,10 @@ class Frontier(Generic[S]):
                 m, s = stack.pop()
                 order = trace[(m, s)] if trace is not None else ()
                 for s2 in fo(s):
-                    m2 = m
-                    for b, fn in others:
-                        if not m2 & b and fn(s2):
-                            m2 |= b
+                    legal = inert_in.get(s2)
+                    if legal is None:
+                        legal = inert_in[s2] = _legal(others, s2)
+                    m2 = m | legal
                     nxt.add((m2, s2))
                     if trace is not None:
                         ntrace.setdefault((m2, s2), order + (op,))
@@ -184,10 +212,10 @@ class Frontier(Generic[S]):
                     for s2 in fn(s):
                         if s2 == s and b & forever:
                             continue  # an answer that never came changing nothing: no news
-                        m2 = m | b
-                        for ib, ifn in others:
-                            if not m2 & ib and ifn(s2):
-                                m2 |= ib
+                        legal = inert_in.get(s2)
+                        if legal is None:
+                            legal = inert_in[s2] = _legal(others, s2)
+                        m2 = m | b | legal
                         c2 = (m2, s2)
                         if c2 not in seen:
                             seen.add(c2)
@@ -213,6 +241,15 @@ class Frontier(Generic[S]):
         else:
             del self._effectful[bit]
         self._free.append(bit)
+
+
+def _legal(inert: Sequence[tuple[int, StepFn[S]]], state: S) -> int:
+    """The bits of the effect-free operations in ``inert`` that are legal in ``state``."""
+    bits = 0
+    for b, fn in inert:
+        if fn(state):
+            bits |= b
+    return bits
 
 
 def _prune_unused(configs: set[tuple[int, S]], forever: int) -> set[tuple[int, S]]:
@@ -293,10 +330,17 @@ def feed(frontier: Frontier[S], prepared: Prepared[S], events: Sequence[tuple[in
             _, kind, i = events[pos]
             if kind == 0:
                 if not is_open and pos + 1 < end and events[pos + 1][2] == i:
-                    # Called and answered while nothing else was open: it takes effect alone.
-                    if not frontier.alone(i, fns[i]):
-                        return pos + 2, i
-                    pos += 2
+                    # Called and answered while nothing else was open: it takes effect alone, as
+                    # do the operations right after it that overlap nothing either.
+                    run = [i]
+                    nxt = pos + 2
+                    while nxt + 1 < end and events[nxt][1] == 0 and events[nxt + 1][2] == events[nxt][2]:
+                        run.append(events[nxt][2])
+                        nxt += 2
+                    failed = frontier.alone_all(run, fns)
+                    if failed is not None:
+                        return pos + 2 * (run.index(failed) + 1), failed
+                    pos = nxt
                     continue
                 frontier.call(i, fns[i], inert=inert[i], returns=returns[i], twin=twins.get(i))
             elif not frontier.ret(i):

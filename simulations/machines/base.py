@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from simulations.machines.wire import ACTORS, WRITERS, Wire
-from simulations.model import LEASE_MS, Answer, Command, LedgerState, Op, Status, apply
+from simulations.model import LEASE_MS, Answer, Command, Handoff, LedgerState, Op, Status, apply
 from simulations.plan import READER
 
 __all__ = ["CreatingMachine", "LedgerMachine"]
@@ -68,6 +68,12 @@ class LedgerMachine(RuleBasedStateMachine):
         self.seen_revision: dict[str, int] = {}
         self.seen_attempts: dict[str, tuple[int, str | None]] = {}
         self.completed: set[str] = set()
+        self._writes = 0  # writes sent: a read shared between invariants is valid until the next
+        self._shared: dict[tuple[str, str], tuple[int, str | None, Any]] = {}  # (actor, handoff) -> read
+        self._shared_at: tuple[int, int | None] = (-1, None)  # (writes, target clock) of those reads
+        self._of_model: LedgerState | None = None  # the model state the records below are of
+        self._handoffs: dict[str, Handoff | None] = {}
+        self._by_status: dict[Status, list[str]] = {}
         self.epoch, self.start_seq = self._head()
 
     def teardown(self) -> None:
@@ -99,6 +105,47 @@ class LedgerMachine(RuleBasedStateMachine):
     def handoff_ids(self) -> list[str]:
         return [rid for (kind, rid) in self.model.resources if kind == "handoff"]
 
+    def _model_now(self) -> None:
+        if self._of_model is not self.model:
+            self._of_model, self._handoffs, self._by_status = self.model, {}, {}
+
+    def modelled(self, handoff_id: str) -> Handoff | None:
+        """The model's record of a handoff, built once per model state (every invariant and
+        precondition asks)."""
+        self._model_now()
+        try:
+            return self._handoffs[handoff_id]
+        except KeyError:
+            h = self._handoffs[handoff_id] = self.model.handoff(handoff_id)
+            return h
+
+    def read_status(self, actor: str, handoff_id: str) -> tuple[int, str | None, Any]:
+        """``actor``'s typed status read of a handoff. Invariants that need the same read
+        share one until the next write or clock move: a second identical read proves nothing
+        the first did not."""
+        at = (self._writes, self.wire.now_ms())
+        if at != self._shared_at:
+            self._shared, self._shared_at = {}, at
+        got = self._shared.get((actor, handoff_id))
+        if got is None:
+            got = self._shared[(actor, handoff_id)] = self.wire.request(
+                actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
+        return got
+
+    def shared_status(self, handoff_id: str) -> tuple[int, str | None, Any] | None:
+        """A participant's status read of the handoff made since the last write, if any."""
+        h = self.modelled(handoff_id)
+        if h is None or (self._writes, self.wire.now_ms()) != self._shared_at:
+            return None
+        return self._shared.get((h.to_actor, handoff_id)) or self._shared.get((h.from_actor, handoff_id))
+
+    def record_reader(self, handoff_id: str) -> str:
+        """Who reads a handoff for the record invariants: its receiver (a subclass may pick the
+        participant whose read it makes anyway)."""
+        h = self.modelled(handoff_id)
+        assert h is not None
+        return h.to_actor
+
     def write(self, operation: Op, actor: str, resource_id: str, payload: Mapping[str, Any],
               expected_revision: int | None = None, command_id: str | None = None) -> Command:
         """Send one write to the target and the model; their answers must agree."""
@@ -113,13 +160,14 @@ class LedgerMachine(RuleBasedStateMachine):
             path = f"{self.base()}/handoffs/{resource_id}/{operation.removeprefix('handoff.')}"
             body = {"command_id": cmd.command_id, "expected_revision": expected_revision,
                     "payload": dict(cmd.payload)}
+        self._writes += 1
         self._compare(cmd, expected, self.wire.request(actor, "POST", path, body))
         kind = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}.get(
             operation, "handoff")
         self.touched_resources.add((kind, resource_id))
         if kind == "handoff":
             self.touched.add(resource_id)
-            if expected.receipt is None and self.model.handoff(resource_id) is not None:
+            if expected.receipt is None and self.modelled(resource_id) is not None:
                 self.refused.add(resource_id)
         self._generation += 1
         return cmd
@@ -148,7 +196,7 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def claim(self, handoff_id: str, choice: str) -> str:
         """The handoff's current claim, its first (old) one, or a new one."""
-        h = self.model.handoff(handoff_id)
+        h = self.modelled(handoff_id)
         old = self.claims.setdefault(handoff_id, [])
         if choice == "current" and h is not None and h.claim_id is not None:
             return h.claim_id
@@ -160,12 +208,12 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def revision(self, handoff_id: str, stale: bool = False) -> int:
         """The handoff's revision, or with ``stale`` one the target must refuse."""
-        h = self.model.handoff(handoff_id)
+        h = self.modelled(handoff_id)
         current = 1 if h is None else h.revision
         return max(1, current - 1) if stale and current > 1 else current + (1 if stale else 0)
 
     def receiver(self, handoff: str, wrong_actor: bool = False) -> str:
-        h = self.model.handoff(handoff)
+        h = self.modelled(handoff)
         if h is None:
             return WRITERS[1]
         return h.from_actor if wrong_actor else h.to_actor
@@ -184,11 +232,11 @@ class LedgerMachine(RuleBasedStateMachine):
         self.just_refused, self.refused = self.refused, set()
         self.records, self.revisions = {}, {}
         for handoff_id in sorted(wanted):
-            h = self.model.handoff(handoff_id)
-            if h is None:
+            if self.modelled(handoff_id) is None:
                 continue
-            status, _, doc = self.wire.request(h.to_actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
-            assert status == 200, f"{h.to_actor} reading {handoff_id}: {status}"
+            reader = self.record_reader(handoff_id)
+            status, _, doc = self.shared_status(handoff_id) or self.read_status(reader, handoff_id)
+            assert status == 200, f"{reader} reading {handoff_id}: {status}"
             self.records[handoff_id], self.revisions[handoff_id] = doc["record"], int(doc["revision"])
 
     # -- the record invariants: each one fact, reported under its own name -----------------------------
@@ -206,14 +254,14 @@ class LedgerMachine(RuleBasedStateMachine):
             revision = self.revisions[handoff_id]
             assert revision >= self.seen_revision.get(handoff_id, 0), f"{handoff_id}: revision went back"
             self.seen_revision[handoff_id] = revision
-            h = self.model.handoff(handoff_id)
+            h = self.modelled(handoff_id)
             assert h is not None and revision == h.revision, f"{handoff_id}: revision {revision}, model {h and h.revision}"
 
     @invariant()
     def at_most_one_live_claim(self) -> None:
         """AM-HO-3, AM-HL-CAS-3: the record's claim is the one claim the model lets live."""
         for handoff_id, record in self._written_records().items():
-            h = self.model.handoff(handoff_id)
+            h = self.modelled(handoff_id)
             assert h is not None
             assert record["claim_id"] == h.claim_id, f"{handoff_id}: claim {record['claim_id']}, model {h.claim_id}"
             if record["status"] == "pending":
@@ -244,7 +292,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """AM-HO-2, AM-HL-SEND-1: every field of the handoff record is the model's (the lease's
         times for their shape only, when the target's clock is not known)."""
         for handoff_id, record in self._written_records().items():
-            h = self.model.handoff(handoff_id)
+            h = self.modelled(handoff_id)
             assert h is not None
             self.lease_times_match(record, h.body(), f"{handoff_id} is")
 
@@ -253,7 +301,7 @@ class LedgerMachine(RuleBasedStateMachine):
         """AM-HL-CAS-2, AM-HL-REV-1: after a refused write the record is what it was before."""
         self._read_records()
         for handoff_id in self.just_refused:
-            h = self.model.handoff(handoff_id)
+            h = self.modelled(handoff_id)
             record = self.records.get(handoff_id)
             if h is None or record is None:
                 continue
@@ -321,12 +369,18 @@ class CreatingMachine(LedgerMachine):
         return handoff_id
 
     def with_status(self, status: Status) -> list[str]:
-        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).status is status)  # type: ignore[union-attr]
+        """The handoffs in ``status``, once per model state (preconditions ask at every draw)."""
+        self._model_now()
+        found = self._by_status.get(status)
+        if found is None:
+            found = self._by_status[status] = sorted(
+                h for h in self.handoff_ids() if self.modelled(h).status is status)  # type: ignore[union-attr]
+        return found
 
     def write_and_return_result(self, handoff: str, outcome: str) -> str:
         """The usual path: the receiver writes its result in the handoff's session, then returns
         it with its current claim and revision; returns the fact id."""
-        h = self.model.handoff(handoff)
+        h = self.modelled(handoff)
         assert h is not None
         fact_id = self.new_id("fact")
         self.write(Op.FACT_CREATE, h.to_actor, fact_id, {"fact_id": fact_id, "session_id": h.session_id,

@@ -72,14 +72,14 @@ class HandoffLifecycle(CreatingMachine):
                                       outcome)
 
     def _revised(self) -> list[str]:
-        return sorted(h for h in self.handoff_ids() if self.model.handoff(h).revision > 1)  # type: ignore[union-attr]
+        return sorted(h for h in self.handoff_ids() if self.modelled(h).revision > 1)  # type: ignore[union-attr]
 
     @precondition(lambda self: bool(self._revised()))
     @rule(data=st.data(), claim=st.sampled_from(["new", "current"]))
     def stale_accept(self, data: st.DataObject, claim: str) -> None:
         """A writer that read long ago: its expected revision is behind by one."""
         handoff = data.draw(st.sampled_from(self._revised()), label="handoff")
-        h = self.model.handoff(handoff)
+        h = self.modelled(handoff)
         assert h is not None
         self.write(Op.ACCEPT, h.to_actor, handoff, {"claim_id": self.claim(handoff, claim)}, h.revision - 1)
 

@@ -38,7 +38,7 @@ class ConcurrentSenders(LedgerMachine):
         if context is not None:
             payload["context_id"] = context
         cmd = self.write(Op.SEND, sender, handoff, payload, command_id=command_id)
-        h = self.model.handoff(handoff)
+        h = self.modelled(handoff)
         if h is not None:
             self.first_sender.setdefault(handoff, (h.from_actor, h.to_actor))
         return cmd.command_id, sender, handoff, payload
@@ -127,9 +127,9 @@ class RacingAccepters(LedgerMachine):
 
     def _process_writes(self, op: Op, process: int, payload: Mapping[str, Any], actor: str = WRITERS[1]) -> None:
         expected = self.read_revision[process]
-        before = self.model.handoff(self.handoff)
+        before = self.modelled(self.handoff)
         cmd = self.write(op, actor, self.handoff, payload, expected)
-        after = self.model.handoff(self.handoff)
+        after = self.modelled(self.handoff)
         if op is Op.ACCEPT and before is not None and after is not None and after.revision > before.revision:
             self.committed_from.setdefault(expected, []).append(cmd.command_id)
 
@@ -189,7 +189,7 @@ class StaleWriters(LedgerMachine):
     def read(self, data: st.DataObject, writer: int) -> None:
         """A writer looks at a handoff and remembers its revision."""
         handoff = data.draw(st.sampled_from(self.handoffs_sent), label="handoff")
-        h = self.model.handoff(handoff)
+        h = self.modelled(handoff)
         assert h is not None
         self.remembered[(writer, handoff)] = h.revision
 

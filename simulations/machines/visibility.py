@@ -25,7 +25,16 @@ from hypothesis.stateful import invariant, precondition, rule
 
 from simulations.machines.base import CreatingMachine, LedgerMachine
 from simulations.machines.wire import ACTORS, WRITERS
-from simulations.model import Op, Status, read_changes, read_mailbox, read_resource, read_snapshot, read_status
+from simulations.model import (
+    Op,
+    Status,
+    may_read,
+    read_changes,
+    read_mailbox,
+    read_resource,
+    read_snapshot,
+    status_of,
+)
 from simulations.plan import READER
 
 __all__ = ["ActorVisibility"]
@@ -111,6 +120,16 @@ class ActorVisibility(CreatingMachine):
         side = sides[self.turn % len(sides)]
         return [side[self.turn // len(sides) % len(side)]]
 
+    def record_reader(self, handoff_id: str) -> str:
+        """The participant whose status read the invariant above makes this step, when it reads
+        one (its read then serves the record invariants too), else the receiver."""
+        h = self.modelled(handoff_id)
+        assert h is not None
+        if (self.everyone or ("handoff", handoff_id) not in self._since_last_look()):
+            return h.to_actor
+        return next((a for a in self._readers("status", "handoff", handoff_id, h.visible_to) if h.visible_to(a)),
+                    h.to_actor)
+
     def _read_right(self, path: str, actor: str, kind: str, rid: str) -> None:
         self.verified[(path, actor, kind, rid)] = self._revision(kind, rid)
 
@@ -122,10 +141,10 @@ class ActorVisibility(CreatingMachine):
     def status_reads_follow_participation(self) -> None:
         """AM-HL-WHO-2, AM-VIS-1: typed status answers participants only (403 otherwise, 404 absent)."""
         for handoff_id in sorted(r for k, r in self._since_last_look() if k == "handoff"):
-            for actor in self._readers("status", "handoff", handoff_id,
-                                       lambda a: read_status(self.model, a, handoff_id).http == 200):
-                want = read_status(self.model, actor, handoff_id)
-                status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
+            h = self.modelled(handoff_id)
+            for actor in self._readers("status", "handoff", handoff_id, lambda a: status_of(h, a).http == 200):
+                want = status_of(h, actor)
+                status, code, doc = self.read_status(actor, handoff_id)
                 assert (status, code) == (want.http, want.code), f"{actor} status of {handoff_id}: {status} {code}"
                 if status == 200:
                     assert isinstance(want.body, dict)
@@ -139,7 +158,7 @@ class ActorVisibility(CreatingMachine):
         sessions and facts to every member."""
         for kind, rid in sorted(self._since_last_look()):
             for actor in self._readers("resource", kind, rid,
-                                       lambda a: read_resource(self.model, a, kind, rid).http == 200):
+                                       lambda a: may_read(self.model, a, kind, rid)):
                 want = read_resource(self.model, actor, kind, rid)
                 status, code, doc = self.wire.request(actor, "GET", f"{self.base()}/resources/{kind}/{rid}")
                 assert (status, code) == (want.http, want.code), f"{actor} reading {kind}/{rid}: {status} {code}"
