@@ -340,7 +340,7 @@ def gateway_lax_protocol(db_path: str) -> Any:
         extra = [(b"mcp-protocol-version", _post.PROTOCOL_VERSION.encode())] if b"mcp-protocol-version" not in named else []
         if b"mcp-method" not in named:
             extra.append((b"mcp-method", str(method).encode()))
-        answer = post(self, project_id, dataclasses.replace(request, headers=request.headers + tuple(extra)), read_json)
+        answer = post(self, project_id, request._replace(headers=request.headers + tuple(extra)), read_json)
         data = _json(answer.body)
         if isinstance(data, dict) and isinstance(data.get("result"), dict):
             data["result"].pop("_meta", None)
