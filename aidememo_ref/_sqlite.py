@@ -297,9 +297,16 @@ class SQLiteStore:
     # -- plumbing ---------------------------------------------------------------------------
     @contextmanager
     def _exclusive(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction outside any project (schema, bootstrap); faults mapped once."""
+        """A write transaction outside any project (schema, bootstrap); faults mapped once.
+
+        A file that cannot be opened is a StoreError with SQLite's own words ("file is not a
+        database"): the operator's answer, not an internal error."""
         try:
-            with transaction(self._conn()) as conn:
+            opened = self._conn()
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} cannot be opened: {exc}") from exc
+        try:
+            with transaction(opened) as conn:
                 yield conn
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc

@@ -64,6 +64,17 @@ def test_missing_token_file_is_one_line(tmp_path: Path) -> None:
     assert result.returncode == 1 and result.stderr.startswith("error: cannot read token file")
 
 
+def test_a_file_that_is_no_database_is_named_so(tmp_path: Path) -> None:
+    junk = tmp_path / "notes.sqlite"
+    junk.write_text("not a database, only words\n" * 100)
+    for args in (["serve", "--database", str(junk), "--bind", "127.0.0.1:0"],
+                 ["bootstrap", "--database", str(junk), "--tenant-id", "acme", "--project-id", "memory",
+                  "--actor-id", "a", "--token-file", str(secret_file(tmp_path, "t.token", "t" * 32))]):
+        result = run(*args)
+        assert result.returncode == 1 and result.stderr.count("\n") == 1, result.stderr
+        assert "file is not a database" in result.stderr and "Traceback" not in result.stderr
+
+
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
 def test_serve_is_ready_when_health_answers_and_stops_cleanly(tmp_path: Path, sig: signal.Signals) -> None:
     db = tmp_path / "ssot.sqlite"
