@@ -57,7 +57,7 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
-_DIGESTS: Final = 1024  # well-formed Authorization values remembered with their SHA-256 (never logged)
+_DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
 
@@ -266,7 +266,7 @@ class Service:
         value = request.header(b"authorization")
         if value is None:
             raise LedgerError.unauthenticated()
-        digest = self._digests.get(value)
+        digest = known = self._digests.get(value)
         if digest is None:
             if _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
                 raise LedgerError.unauthenticated()
@@ -274,9 +274,6 @@ class Service:
             if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
                 raise LedgerError.unauthenticated()
             digest = bearer_digest(token.decode("ascii"))
-            if len(self._digests) >= _DIGESTS:
-                self._digests.clear()
-            self._digests[value] = digest
         if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
             raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
         member = self.store.authenticate(digest, project_id, deferred=deferred)
@@ -285,6 +282,10 @@ class Service:
         if member is Denied.NOT_MEMBER:
             raise LedgerError.unauthorized(project_id)
         assert isinstance(member, Membership)
+        if known is None:  # only headers that proved a membership: no stranger's guess is kept
+            if len(self._digests) >= _DIGESTS:
+                self._digests.clear()
+            self._digests[value] = digest
         return member
 
     @staticmethod

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable
+from contextlib import closing
 
 import pytest
 
@@ -23,7 +24,7 @@ def _other_connection(world: World, sql: str) -> None:
 
 def _seqs(world: World) -> int:
     assert world.ledger.database is not None
-    with sqlite3.connect(world.ledger.database) as conn:
+    with closing(sqlite3.connect(world.ledger.database)) as conn:
         return int(conn.execute("SELECT count(*) FROM changes").fetchone()[0])
 
 
@@ -99,3 +100,22 @@ def test_typed_routes_check_the_membership_in_their_transaction(sqlite_world: Wo
     _other_connection(world, "UPDATE memberships SET status='suspended'")
     assert call() == 403
     assert _seqs(world) == 3
+
+
+def test_a_promoted_reader_writes_on_its_next_request(sqlite_world: World) -> None:
+    """The role refusal answered from a remembered membership is not remembered itself."""
+    world = sqlite_world
+    r = world.call("reader_actor", "POST", "/v1/commands", raw("r1"))
+    assert error_of(r) == (403, "project_unauthorized")
+    _other_connection(world, "UPDATE memberships SET role='writer' WHERE actor_id='reader_actor'")
+    assert world.call("reader_actor", "POST", "/v1/commands", raw("r2")).status_code == 200
+    assert _seqs(world) == 1
+
+
+def test_only_authorization_values_that_proved_a_membership_are_remembered(sqlite_world: World) -> None:
+    world = sqlite_world
+    for n in range(3):
+        r = world.call(None, "POST", "/v1/commands", raw(f"g{n}"), headers={"Authorization": f"Bearer guess-{n:020d}"})
+        assert error_of(r) == (401, "authentication_failed")
+    assert _write(world, "c1") == 200
+    assert list(world.ledger.service._digests) == [b"Bearer writer-token-0123456789"]
