@@ -81,6 +81,7 @@ class LedgerMachine(RuleBasedStateMachine):
             if sys.exc_info()[1] is not None:
                 return  # a step already failed: that failure is the report, not a second one
             self.touched |= set(self.handoff_ids())
+            self.forget_reads()
             self._read_records()
             for check in (self.revisions_only_grow, self.at_most_one_live_claim,
                           self.attempt_count_moves_only_with_new_claim, self.completed_stays_completed,
@@ -131,6 +132,11 @@ class LedgerMachine(RuleBasedStateMachine):
             got = self._shared[(actor, handoff_id)] = self.wire.request(
                 actor, "GET", f"{self.base()}/handoffs/{handoff_id}")
         return got
+
+    def forget_reads(self) -> None:
+        """Teardown reads afresh: a target without a clock the kit sets (a URL) may have moved
+        since the last step's reads although nothing was written."""
+        self._shared, self._shared_at = {}, (-1, None)
 
     def shared_status(self, handoff_id: str) -> tuple[int, str | None, Any] | None:
         """A participant's status read of the handoff made since the last write, if any."""

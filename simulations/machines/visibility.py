@@ -196,9 +196,8 @@ class ActorVisibility(CreatingMachine):
         """AM-VIS-1, AM-FEED-2: both change feeds hold exactly the visible changes, in order.
 
         Who may see a resource never changes once it exists (participants are fixed at the
-        send) and entries are never rewritten, so each feed is read on from the actor's last
-        cursor; ``teardown`` reads every actor's to the end, so each entry is checked once for
-        each actor and feed.
+        send), so after a step each feed is read on from the actor's last cursor; ``teardown``
+        reads every actor's feeds again from the start.
         """
         for actor in self._listed("feed"):
             for materialized in self._in_turn(False, True):
@@ -225,7 +224,10 @@ class ActorVisibility(CreatingMachine):
                 return  # a step already failed: that failure is the report, not a second one
             self.touched_resources = set(self.model.resources)
             self._generation += 1
-            self.everyone = True  # feeds are read on from their cursors: every entry once per actor
+            self.everyone = True
+            self.forget_reads()
+            # Every feed read again from the start: an entry rewritten after it was checked is caught.
+            self.feed_seen, self.feed_cursor = {}, {}
             self.status_reads_follow_participation()
             self.resource_reads_hide_what_is_not_theirs()
             for _ in ACTORS:
