@@ -287,7 +287,7 @@ def _run(args: argparse.Namespace) -> int:
     from simulations.shrink import shrink
     from simulations.targets import load_factory
 
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = _seed_of(args)
     target = _target_from_args(args)
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
@@ -309,16 +309,9 @@ def _run(args: argparse.Namespace) -> int:
               f"{len(result.plan.actors)} actors:")
         if result.finding is not None:
             print(result.finding.explanation)
-    factory_spec = None
-    if args.ledger:
-        path, _, name = args.ledger.rpartition(":")
-        factory_spec = f"{Path(path).resolve()}:{name}"
     paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
-                           url=args.url, factory=factory_spec)
-    for label, path in paths.items():
-        print(f"{label}: {path}")
-    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
-    return EXIT_VIOLATION
+                           url=args.url, factory=_factory_spec(args.ledger))
+    return _exported(paths)
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -350,7 +343,7 @@ def _clients(args: argparse.Namespace) -> int:
     from simulations.clients import run_client_campaign
     from simulations.targets import EmbeddedTarget, Target
 
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = _seed_of(args)
     http_target = _target_from_args(args)
     target: Target = http_target if http_target is not None else EmbeddedTarget(CLIENT_ACTORS, seed=seed)
     where = "the embedded reference" if http_target is None else args.url or str(args.config)
@@ -375,6 +368,26 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
+def _seed_of(args: argparse.Namespace) -> int:
+    """The run's seed: the one given, else a fresh one (printed by the caller, so it replays)."""
+    return args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+
+
+def _factory_spec(ledger: str | None) -> str | None:
+    """``--ledger FILE:NAME`` with FILE made absolute, so the exported replay runs from anywhere."""
+    if not ledger:
+        return None
+    path, _, name = ledger.rpartition(":")
+    return f"{Path(path).resolve()}:{name}"
+
+
+def _exported(paths: dict[str, Path]) -> int:
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
+    return EXIT_VIOLATION
+
+
 XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo_races.AGENTS, named here so --help needs no import
 
 
@@ -402,7 +415,7 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     from simulations.targets import load_factory
     from simulations.xmemo_races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
 
-    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+    seed = _seed_of(args)
     target = None
     if args.url is not None:
         if args.ledger:
@@ -439,15 +452,8 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         print(f"shrunk to {run.plan.operations} operations in {len(run.plan.batches)} batches:")
         if run.finding is not None:
             print(f"{run.finding.requirement}: {run.finding.explanation}")
-    factory_spec = None
-    if args.ledger:
-        path, _, name = args.ledger.rpartition(":")
-        factory_spec = f"{Path(path).resolve()}:{name}"
-    paths = export_failure(run, Path(args.out), factory=factory_spec)
-    for label, path in paths.items():
-        print(f"{label}: {path}")
-    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
-    return EXIT_VIOLATION
+    paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
+    return _exported(paths)
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:

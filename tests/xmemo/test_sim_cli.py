@@ -31,7 +31,8 @@ def test_the_reference_is_clean_with_a_fixed_seed(capsys: pytest.CaptureFixture[
     out = lines(capsys)
     assert out[0].startswith("aidememo-sim xmemo run: seed 11,")
     assert command(out, "replay this run with: ")[:4] == ["xmemo", "run", "--seed", "11"]
-    assert "9 batches (the last is the census)" in out[2] and "0 violations" in out[2]
+    summary = next(line for line in out if "batches (the last is the census)" in line)  # after any progress line
+    assert "9 batches (the last is the census)" in summary and "0 violations" in summary
     assert list(tmp_path.iterdir()) == []  # nothing to export
 
 
@@ -86,3 +87,9 @@ def test_an_xmemo_replay_file_refuses_url_options(capsys: pytest.CaptureFixture[
     path.write_text(json.dumps({"format": FORMAT}))
     assert main(["replay", str(path), "--url", "http://127.0.0.1:9"]) == 2
     assert "embedded XMemo reference" in capsys.readouterr().err
+
+
+def test_the_command_line_names_the_campaigns_agents() -> None:
+    from simulations import cli, xmemo_races
+
+    assert cli.XMEMO_AGENTS == xmemo_races.AGENTS  # a copy, so that --help imports no campaign
