@@ -185,7 +185,7 @@ def _encode(value: object, out: list[str]) -> None:
             _encode(item, out)
         out.append("]")
     else:
-        raise TypeError(f"not a JSON value: {type(value).__name__}")
+        _not_json(value)
 
 
 def _has_float(value: object) -> bool:

@@ -25,17 +25,18 @@ __all__ = [
 
 MAX_ID_BYTES = 128  # dom/identity.rs MAX_ID_BYTES
 MAX_NAME_BYTES = 96  # dom/command.rs MAX_NAME_BYTES
-_ID_RE = re.compile(r"[A-Za-z0-9._:@-]+\Z")
-_NAME_RE = re.compile(r"[a-z0-9._-]+\Z")
+_ID_CHARS, _NAME_CHARS = "A-Za-z0-9._:@-", "a-z0-9._-"
+_ID_RE = re.compile(f"[{_ID_CHARS}]+\\Z")
+_NAME_RE = re.compile(f"[{_NAME_CHARS}]+\\Z")
 # Whole-grammar tests in one call each: a match is exactly ``id_problem``/``name_problem`` None
 # (the classes are ASCII, so characters are bytes).
-valid_id = re.compile(r"[A-Za-z0-9._:@-]{1,128}").fullmatch
-valid_name = re.compile(r"[a-z0-9._-]{1,96}").fullmatch
+valid_id = re.compile(f"[{_ID_CHARS}]{{1,{MAX_ID_BYTES}}}").fullmatch
+valid_name = re.compile(f"[{_NAME_CHARS}]{{1,{MAX_NAME_BYTES}}}").fullmatch
 
 
 def id_problem(value: str) -> str | None:
     """The upstream reason a string id is invalid, or None when it is valid."""
-    if value.isascii() and len(value) <= MAX_ID_BYTES and _ID_RE.match(value) is not None:
+    if valid_id(value) is not None:
         return None  # every id of every request passes here: the common case first
     if not value:
         return "must not be empty"
@@ -55,7 +56,7 @@ def check_id(kind: str, value: str) -> str:
 
 
 def name_problem(kind: str, value: str) -> str | None:
-    if value.isascii() and len(value) <= MAX_NAME_BYTES and _NAME_RE.match(value) is not None:
+    if valid_name(value) is not None:
         return None  # the common case first
     if not value or len(value.encode("utf-8")) > MAX_NAME_BYTES:
         return f"invalid {kind}: must contain 1 to 96 bytes"

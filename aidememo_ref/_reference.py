@@ -17,7 +17,7 @@ from ._ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from ._served import Served
 from ._service import Response, Service
-from ._sqlite import SQLiteStore
+from ._sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
 from .wire import ROLES
 
@@ -97,7 +97,7 @@ class ReferenceLedger(Served):
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
         decide: Decide | None = None,
-        busy_timeout_ms: int = 5_000,
+        busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         execute: Execute | None = None,
         bindings: Bindings | None = None,
     ) -> None:
