@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from decimal import Decimal
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]  # None without the C accelerator
 from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
@@ -92,23 +93,6 @@ def _surrogate_free(value: Json) -> bool:
 _DECODER = json.JSONDecoder(parse_int=_parse_int, parse_float=_parse_float, parse_constant=_reject_constant)
 
 
-def _scan(text: str) -> Json:
-    """``_DECODER.decode``, calling its scanner directly when the text starts with a value and
-    ends with it (every request body a client library sends); anything else, and every error,
-    goes through ``decode`` itself, so its results and error texts are json's."""
-    if text and text[0] in "{[":
-        try:
-            value, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]  # set by __init__
-        except (StopIteration, ValueError):
-            pass  # decode raises the error with its position
-        else:
-            if end == len(text):
-                result: Json = value
-                return result
-    decoded: Json = _DECODER.decode(text)
-    return decoded
-
-
 def parse_json(body: bytes) -> Json:
     """Parse a request body as serde_json would; raises ``JsonError`` with a one-line detail."""
     try:
@@ -116,17 +100,30 @@ def parse_json(body: bytes) -> Json:
     except UnicodeDecodeError as exc:
         raise JsonError(f"invalid UTF-8 at byte {exc.start}") from exc
     try:
-        value: Json = _scan(text)
+        # The decoder's scanner directly when the text starts with a value and ends with it
+        # (every body a client library sends); anything else, and every error, goes through
+        # decode itself, so its results and error texts are json's.
+        if text and (text[0] == "{" or text[0] == "["):
+            try:
+                value, end = _DECODER.scan_once(text, 0)  # type: ignore[attr-defined]  # set by __init__
+            except (StopIteration, ValueError):
+                value, end = None, -1  # decode raises the error with its position
+            if end != len(text):
+                value = _DECODER.decode(text)
+        else:
+            value = _DECODER.decode(text)
     except RecursionError as exc:
         raise JsonError("recursion limit exceeded") from exc
     except json.JSONDecodeError as exc:
         raise JsonError(f"{exc.msg} at line {exc.lineno} column {exc.colno}") from exc
-    # The walks are skipped when the raw text shows they cannot fail (the common case).
-    if body.count(b"[") + body.count(b"{") > MAX_DEPTH and not _depth_ok(value):
+    # The walks are skipped when the raw text shows they cannot fail (the common case): a
+    # depth past MAX_DEPTH needs that many brackets opened and closed.
+    if len(body) > 2 * MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH and not _depth_ok(value):
         raise JsonError("recursion limit exceeded")
     if b"\\u" in body and not _surrogate_free(value):
         raise JsonError("lone surrogate in hex escape")
-    return value
+    result: Json = value
+    return result
 
 
 def format_float(value: float) -> str:
@@ -206,17 +203,25 @@ def _not_json(value: object) -> NoReturn:
 
 
 # The C encoder json.dumps builds on every call, built once: sorted keys, compact separators,
-# raw UTF-8, no cycle check (values come from a parser or from records, never cyclic).
-_SORTED = c_make_encoder(None, _not_json, _quote, None, ":", ",", True, False, True) if c_make_encoder else None
-_SORTED_PY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+# raw UTF-8, no cycle check (values come from a parser or from records, never cyclic), and
+# infinities and NaN refused (no JSON has them).
+_SORTED = c_make_encoder(None, _not_json, _quote, None, ":", ",", True, False, False) if c_make_encoder else None
+_SORTED_PY = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+# Python writes every finite float with a digit right before its "." or "e": a text without
+# that pair holds no float, whatever its strings say.
+_MAYBE_FLOAT = re.compile("[0-9][.eE]").search
 
 
 def canonical_json(value: object) -> str:
     """Compact JSON with object keys sorted by code point, serde_json escaping and numbers."""
-    if not _has_float(value):
-        # Without floats the C encoder already writes serde's bytes: code point key order,
-        # raw UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
-        return "".join(_SORTED(value, 0)) if _SORTED is not None else _SORTED_PY.encode(value)
+    # Without floats the C encoder already writes serde's bytes: code point key order, raw
+    # UTF-8, and the same escapes (short forms, lower-case \u00xx for other controls).
+    if _SORTED is not None:
+        text = "".join(_SORTED(value, 0))
+        if _MAYBE_FLOAT(text) is None or not _has_float(value):
+            return text
+    elif not _has_float(value):
+        return _SORTED_PY.encode(value)
     out: list[str] = []
     _encode(value, out)
     return "".join(out)
@@ -232,19 +237,25 @@ def fingerprint(
     resource_id: str,
     change: str,
 ) -> str:
-    """The 64-hex command fingerprint of §7.2 (``command_id`` is deliberately not covered)."""
-    return envelope_digest(project_id, expected_revision, operation, canonical_json(payload), resource_kind,
-                           resource_id, change)
+    """The 64-hex command fingerprint of §7.2 for any envelope (``command_id`` is deliberately
+    not covered)."""
+    def inner(text: str) -> str:  # a JSON string's content, escaped as serde escapes it
+        return _quote(text)[1:-1]
+
+    return envelope_digest(inner(project_id), expected_revision, inner(operation), canonical_json(payload),
+                           inner(resource_kind), inner(resource_id), inner(change))
 
 
 def envelope_digest(project_id: str, expected_revision: int | None, operation: str, payload_json: str,
                     resource_kind: str, resource_id: str, change: str) -> str:
-    """``fingerprint`` for a payload already in canonical form (so a command encodes it once)."""
+    """``fingerprint`` of a decoded command: the payload already in canonical form (so a command
+    encodes it once), every other string an id, a name or the change kind checked against its
+    grammar (§0.5), which needs no JSON escaping, so each goes between quotes as it is."""
     # canonical_json of the envelope, written out: its keys in code point order.
     revision = "null" if expected_revision is None else str(expected_revision)
     text = (
-        f'{{"change":{_quote(change)},"expected_revision":{revision},"operation":{_quote(operation)},'
-        f'"payload":{payload_json},"project_id":{_quote(project_id)},'
-        f'"resource":{{"id":{_quote(resource_id)},"kind":{_quote(resource_kind)}}}}}'
+        f'{{"change":"{change}","expected_revision":{revision},"operation":"{operation}",'
+        f'"payload":{payload_json},"project_id":"{project_id}",'
+        f'"resource":{{"id":"{resource_id}","kind":"{resource_kind}"}}}}'
     )
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -1,11 +1,12 @@
 """The ledger's values: the records it stores, the rows it reads back, the receipts it answers.
 
-Every value is a frozen, slotted, keyword-only dataclass. Product records (``Session``,
-``Fact``, ``HandoffContext``, ``Handoff``) carry upstream's field names and declaration order
-(``dom/handoff.rs``); ``canonical()`` is the stored body (keys sorted, serde's bytes) and
-``from_json`` reads one back. Rows (``Resource``, ``Change``, ``Membership``) are what a store
-hands to the rules; ``Receipt`` is the command receipt of wire spec §1.2, which replays byte
-for byte because ``to_json`` is a pure function of its fields.
+Every value is a frozen, slotted, keyword-only dataclass, but ``Receipt`` (a NamedTuple, see
+there). Product records (``Session``, ``Fact``, ``HandoffContext``, ``Handoff``) carry
+upstream's field names and declaration order (``dom/handoff.rs``); ``canonical()`` is the
+stored body (keys sorted, serde's bytes) and ``from_json`` reads one back. Rows (``Resource``,
+``Change``, ``Membership``) are what a store hands to the rules; ``Receipt`` is the command
+receipt of wire spec §1.2, which replays byte for byte because ``to_json`` is a pure function
+of its fields.
 
 Pure: no I/O, nothing but the standard library and ``_canonical``.
 """
@@ -15,7 +16,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, TypeAlias
+from typing import Final, NamedTuple, TypeAlias
 
 from ._canonical import Json, canonical_json
 from ._status import Outcome, Status
@@ -266,9 +267,12 @@ class Membership:
     project_epoch: str
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Receipt:
-    """The command receipt (wire spec §1.2); a replay answers the same bytes."""
+class Receipt(NamedTuple):
+    """The command receipt (wire spec §1.2); a replay answers the same bytes.
+
+    A NamedTuple, not a frozen dataclass like the other values: every write builds one, and a
+    frozen dataclass's ``__init__`` costs five times a tuple's. As immutable; ``_replace`` is
+    its ``dataclasses.replace``."""
 
     command_id: str
     fingerprint: str
@@ -282,11 +286,13 @@ class Receipt:
     committed_at_ms: int
 
     def to_json(self) -> str:
-        # Field order as upstream serializes CommandReceipt. Every string here is an id, a kind
-        # or a hex digest, whose grammars (wire spec §0.5) need no JSON escaping.
-        return (
-            f'{{"command_id":"{self.command_id}","fingerprint":"{self.fingerprint}",'
-            f'"tenant_id":"{self.tenant_id}","project_id":"{self.project_id}","actor_id":"{self.actor_id}",'
-            f'"project_seq":{self.project_seq},"resource":{{"kind":"{self.kind}","id":"{self.resource_id}"}},'
-            f'"revision":{self.revision},"committed_at_ms":{self.committed_at_ms}}}'
-        )
+        return _RECEIPT_JSON % self
+
+
+# Upstream's CommandReceipt in its field order, which is also Receipt's (so one % fills it).
+# Every string here is an id, a kind or a hex digest, whose grammars (wire spec §0.5) need no
+# JSON escaping.
+_RECEIPT_JSON: Final = (
+    '{"command_id":"%s","fingerprint":"%s","tenant_id":"%s","project_id":"%s","actor_id":"%s",'
+    '"project_seq":%s,"resource":{"kind":"%s","id":"%s"},"revision":%s,"committed_at_ms":%s}'
+)

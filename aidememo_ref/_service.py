@@ -82,7 +82,7 @@ class _Request(NamedTuple):
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.headers:
-            if key.lower() == name:
+            if key == name or key.lower() == name:  # ``name`` is lower case
                 return value
         return None
 
@@ -187,6 +187,11 @@ class Service:
         for pattern, methods in self._routes.items():
             if "*" in pattern:
                 self._patterns.setdefault(len(pattern), []).append((pattern, methods))
+        # The exact paths as whole targets, str and bytes: the commonest requests skip parsing.
+        self._targets: dict[str | bytes, dict[str, Handler]] = {}
+        for segments, methods in self._exact.items():
+            path = "/" + "/".join(segments)
+            self._targets[path] = self._targets[path.encode()] = methods
 
     # -- dispatch ---------------------------------------------------------------------------
     def handle(
@@ -197,21 +202,14 @@ class Service:
         body: bytes = b"",
     ) -> Response:
         """Answer one request. ``target`` is the raw path with its query string."""
-        raw = target.encode("latin-1") if isinstance(target, str) else target
-        path, _, query = raw.partition(b"?")
-        if not path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
-            return Response(404)  # axum: trailing slashes and empty segments are other paths
-        methods, raw_params = self._match(tuple(path[1:].decode("latin-1").split("/")))
+        methods = self._targets.get(target)
+        params: list[str] = []
+        query = b""
         if methods is None:
-            return Response(404)
-        try:
-            params = [_unquote(p) for p in raw_params]
-        except UnicodeDecodeError:
-            return Response(
-                400,
-                (("content-type", "text/plain; charset=utf-8"),),
-                b"Invalid URL: Cannot parse a path segment as UTF-8",
-            )
+            routed = self._route(target)
+            if isinstance(routed, Response):
+                return routed
+            methods, params, query = routed
         head = method == "HEAD"
         handler = methods.get("GET" if head else method)
         if handler is None:
@@ -223,11 +221,31 @@ class Service:
         except LedgerError as error:
             response = _error_response(error)
         except Exception:  # a bug, never client input: still the wire shape, details to the log
-            _log.exception("unexpected failure answering %s %r", method, raw[:200])
+            shown = target.encode("latin-1") if isinstance(target, str) else target
+            _log.exception("unexpected failure answering %s %r", method, shown[:200])
             response = _error_response(LedgerError.storage_failure())
         if head:
             return Response(response.status, response.headers, b"")
         return response
+
+    def _route(self, target: str | bytes) -> tuple[dict[str, Handler], list[str], bytes] | Response:
+        """A target that is not an exact path: its route's methods, decoded parameters and query,
+        or the answer when there is none (404, or axum's 400 for a non-UTF-8 segment)."""
+        raw = target.encode("latin-1") if isinstance(target, str) else target
+        path, _, query = raw.partition(b"?")
+        if not path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
+            return Response(404)  # axum: trailing slashes and empty segments are other paths
+        methods, raw_params = self._match(tuple(path[1:].decode("latin-1").split("/")))
+        if methods is None:
+            return Response(404)
+        try:
+            return methods, [_unquote(p) for p in raw_params], query
+        except UnicodeDecodeError:
+            return Response(
+                400,
+                (("content-type", "text/plain; charset=utf-8"),),
+                b"Invalid URL: Cannot parse a path segment as UTF-8",
+            )
 
     def _match(self, segments: tuple[str, ...]) -> tuple[dict[str, Handler] | None, list[str]]:
         exact = self._exact.get(segments)

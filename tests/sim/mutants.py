@@ -75,8 +75,8 @@ def _replay_outside(store: Store, member: Membership, command: Command, now_ms: 
         # This variant's receipts have no unique command id: a copy that committed meanwhile is
         # shadowed rather than found, and the command runs a second time.
         if tx.replay(command) is not None:
-            shadow = replace(command, command_id=f"{command.command_id}.again.{next(_again)}")
-            receipt = replace(tx.apply(shadow, write, now_ms), command_id=command.command_id)
+            shadow = command._replace(command_id=f"{command.command_id}.again.{next(_again)}")
+            receipt = tx.apply(shadow, write, now_ms)._replace(command_id=command.command_id)
         else:
             receipt = tx.apply(command, write, now_ms)
         scheduler.point("commit")
@@ -103,7 +103,7 @@ class _ReceiptNumbers:
 
     def _renumbered(self, member: Membership, receipt: Receipt) -> Receipt:
         number = self._given.get((*_project(member), receipt.command_id))
-        return receipt if number is None else replace(receipt, project_seq=number)
+        return receipt if number is None else receipt._replace(project_seq=number)
 
     def __call__(self, store: Store, member: Membership, command: Command, now_ms: int, decide: Decide,
                  scheduler: Scheduler) -> Receipt:
@@ -180,7 +180,7 @@ def _late_stamp(stamps: _Stamps) -> Execute:
             scheduler.point("begin")
             receipt = tx.replay(command)
             if receipt is not None:
-                return replace(receipt, project_seq=stamps.of(member, receipt.project_seq))
+                return receipt._replace(project_seq=stamps.of(member, receipt.project_seq))
             receipt = tx.apply(command, decide(command, member.actor_id, tx, now_ms), now_ms)
             scheduler.point("commit")
         scheduler.point("committed")  # the lock is released; the stamp is not given yet
@@ -188,7 +188,7 @@ def _late_stamp(stamps: _Stamps) -> Execute:
             key = _project(member)
             stamp = stamps.next[key] = stamps.next.get(key, 0) + 1
             stamps.public[(*key, receipt.project_seq)] = stamp
-        return replace(receipt, project_seq=stamp)
+        return receipt._replace(project_seq=stamp)
 
     return recipe
 

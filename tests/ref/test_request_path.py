@@ -1,0 +1,170 @@
+"""The request path's shortcuts against the general code they stand for.
+
+``raw_command`` decodes the common body in one pass (``_plain_raw``) and leaves everything else
+to the struct decoder; the canonical encoder skips its float walk when the text shows no float;
+the envelope digest writes checked ids between quotes unescaped; ``Service`` answers exact paths
+without parsing them; receipts are formatted in one step. Each test here compares a shortcut
+with the general code (or with the canonical form it must equal) on the inputs where they could
+part.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from aidememo_ref import ReferenceLedger
+from aidememo_ref._canonical import Json, _encode, canonical_json, envelope_digest, fingerprint
+from aidememo_ref._commands import RawCommand, _decoded_raw, _plain_raw, raw_command
+from aidememo_ref._errors import LedgerError
+from aidememo_ref._records import Receipt
+
+BASE: dict[str, Json] = {
+    "command_id": "cmd-1", "project_id": "p", "expected_revision": None, "operation": "resource.put",
+    "payload": {"i": 1, "text": "bench"}, "resource": {"kind": "custom.note", "id": "n1"}, "change": "upsert",
+}
+# Values each field is tried with: valid and invalid for every field kind, JSON's every type,
+# the bounds of each grammar and of u64.
+VALUES: list[Json] = [
+    None, True, False, 0, 1, 7, -1, (1 << 64) - 1, 1 << 64, 1.5, -0.0, "", "a", "A", "n1", "custom.note",
+    "resource.put", "resource.delete", "upsert", "delete", "Upsert", "x" * 96, "x" * 97, "x" * 128, "x" * 129,
+    "é", "a b", "a\"b", "a/b", "p@x:y.z-1_2", [], ["custom.note", "n1"], ["custom.note"], {},
+    {"kind": "custom.note", "id": "n1"}, {"kind": "custom.note", "id": "n1", "extra": 1}, {"kind": "custom.note"},
+]
+FIELDS = [*BASE, "resource.kind", "resource.id"]
+
+
+def _outcome(decode: object, body: Json) -> RawCommand | str:
+    try:
+        result = decode(body)  # type: ignore[operator]
+    except LedgerError as error:
+        return f"{error.status} {error.code.value}: {error.message}"
+    assert isinstance(result, RawCommand)
+    return result
+
+
+def _mutated(field: str, value: Json | type[KeyError]) -> dict[str, Json]:
+    body = copy.deepcopy(BASE)
+    target: dict[str, Json] = body
+    if field.startswith("resource."):
+        resource = body["resource"]
+        assert isinstance(resource, dict)
+        target, field = resource, field.split(".", 1)[1]
+    if value is KeyError:
+        del target[field]
+    else:
+        target[field] = value  # type: ignore[assignment]
+    return body
+
+
+def _cases() -> Iterator[tuple[str, dict[str, Json]]]:
+    yield "base", copy.deepcopy(BASE)
+    for field in FIELDS:
+        yield f"{field} missing", _mutated(field, KeyError)
+        for value in VALUES:
+            yield f"{field}={value!r}", _mutated(field, value)
+    yield "unknown field", {**copy.deepcopy(BASE), "extra": 1}
+    yield "as array", list(copy.deepcopy(BASE).values())  # type: ignore[misc]
+
+
+@pytest.mark.parametrize("body", [body for _, body in _cases()], ids=[name for name, _ in _cases()])
+def test_the_one_pass_decoder_answers_as_the_struct_decoder(body: dict[str, Json]) -> None:
+    assert _outcome(raw_command, body) == _outcome(_decoded_raw, body)
+
+
+def test_the_one_pass_decoder_takes_the_common_body() -> None:
+    # Without this the comparison above would pass with the shortcut never taken.
+    assert _plain_raw(copy.deepcopy(BASE)) == _decoded_raw(copy.deepcopy(BASE))
+    assert _plain_raw({**copy.deepcopy(BASE), "expected_revision": 3}) is not None
+
+
+ids = st.from_regex(r"[A-Za-z0-9._:@-]{1,128}", fullmatch=True)
+names = st.from_regex(r"[a-z0-9._-]{1,96}", fullmatch=True)
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(1 << 63), (1 << 64) - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+def _canonical_envelope(project_id: str, expected: int | None, operation: str, payload: Json, kind: str,
+                        resource_id: str, change: str) -> str:
+    envelope = {"project_id": project_id, "expected_revision": expected, "operation": operation, "payload": payload,
+                "resource": {"kind": kind, "id": resource_id}, "change": change}
+    return hashlib.sha256(canonical_json(envelope).encode()).hexdigest()
+
+
+@settings(max_examples=200)
+@given(ids, st.none() | st.integers(1, (1 << 64) - 1), names, json_values, names, ids,
+       st.sampled_from(["upsert", "delete"]))
+def test_the_envelope_digest_hashes_the_canonical_envelope(project_id: str, expected: int | None, operation: str,
+                                                           payload: Json, kind: str, resource_id: str,
+                                                           change: str) -> None:
+    want = _canonical_envelope(project_id, expected, operation, payload, kind, resource_id, change)
+    assert envelope_digest(project_id, expected, operation, canonical_json(payload), kind, resource_id, change) == want
+    assert fingerprint(project_id=project_id, expected_revision=expected, operation=operation, payload=payload,
+                       resource_kind=kind, resource_id=resource_id, change=change) == want
+
+
+@settings(max_examples=100)
+@given(st.text(), st.text(), st.text(), st.text(), st.text())
+def test_fingerprint_escapes_any_text(project_id: str, operation: str, kind: str, resource_id: str,
+                                      change: str) -> None:
+    want = _canonical_envelope(project_id, None, operation, None, kind, resource_id, change)
+    assert fingerprint(project_id=project_id, expected_revision=None, operation=operation, payload=None,
+                       resource_kind=kind, resource_id=resource_id, change=change) == want
+
+
+def _serde_form(value: Json) -> str:
+    out: list[str] = []
+    _encode(value, out)
+    return "".join(out)
+
+
+@settings(max_examples=300)
+@given(json_values)
+def test_canonical_json_is_the_general_encoding(value: Json) -> None:
+    assert canonical_json(value) == _serde_form(value)
+
+
+@pytest.mark.parametrize("value", [
+    {"a": "1.5", "b": "2e3", "c": 7}, {"a": 1e16, "b": "x"}, [1, 2.5, "3.0"], {"n": -0.0}, {"big": 1.5e300},
+    {"k": "v1.2", "n": [1e-7]},
+])
+def test_float_looking_strings_and_real_floats(value: Json) -> None:
+    assert canonical_json(value) == _serde_form(value)
+
+
+@settings(max_examples=100)
+@given(ids, st.from_regex(r"[0-9a-f]{64}", fullmatch=True), ids, ids, ids, st.integers(1, 1 << 62), names, ids,
+       st.integers(1, 1 << 62), st.integers(0, 1 << 62))
+def test_a_receipt_is_upstreams_command_receipt(command_id: str, digest: str, tenant: str, project: str, actor: str,
+                                                seq: int, kind: str, resource_id: str, revision: int,
+                                                at: int) -> None:
+    receipt = Receipt(command_id=command_id, fingerprint=digest, tenant_id=tenant, project_id=project, actor_id=actor,
+                      project_seq=seq, kind=kind, resource_id=resource_id, revision=revision, committed_at_ms=at)
+    want = {"command_id": command_id, "fingerprint": digest, "tenant_id": tenant, "project_id": project,
+            "actor_id": actor, "project_seq": seq, "resource": {"kind": kind, "id": resource_id},
+            "revision": revision, "committed_at_ms": at}
+    assert receipt.to_json() == json.dumps(want, separators=(",", ":"))
+
+
+def test_exact_paths_answer_as_parsed_paths(tmp_path: Path) -> None:
+    ledger = ReferenceLedger(tmp_path / "l.sqlite", test_clock=False)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token="token-0123456789")
+    headers = [(b"authorization", b"Bearer token-0123456789"), (b"content-type", b"application/json")]
+    body = json.dumps(BASE).encode()
+    for path in ("/health", "/openapi.json", "/v1/commands"):
+        for method in ("GET", "HEAD", "POST", "PUT"):
+            fast = ledger.handle(method, path, headers, body)
+            # "path?" is routed by parsing (an empty query), "path" by the exact-path table.
+            assert ledger.handle(method, path.encode(), headers, body) == fast
+            assert ledger.handle(method, path + "?", headers, body) == fast, (method, path)
