@@ -33,6 +33,8 @@ class JsonError(ValueError):
 def _parse_int(text: str) -> int | float:
     # serde_json keeps integers that fit i64/u64 and turns others into f64; "-0" becomes -0.0.
     # Past f64's range (or Python's 4300-digit int limit, far beyond it) serde refuses the number.
+    if len(text) < 19 and text != "-0":
+        return int(text)  # at most 18 digits: inside i64 (the common case first)
     try:
         value = int(text)
     except ValueError:
@@ -258,4 +260,4 @@ def envelope_digest(project_id: str, expected_revision: int | None, operation: s
         f'"payload":{payload_json},"project_id":"{project_id}",'
         f'"resource":{{"id":"{resource_id}","kind":"{resource_kind}"}}}}'
     )
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return hashlib.sha256(text.encode()).hexdigest()

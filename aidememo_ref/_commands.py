@@ -9,13 +9,14 @@ in ``_ledger``.
 
 from __future__ import annotations
 
+import re
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
 from ._canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
-from ._ids import valid_id, valid_name
 from ._errors import LedgerError
+from ._ids import ID_PATTERN, NAME_PATTERN
 from ._records import CONTEXT, FACT, HANDOFF, SESSION, Outcome
 
 __all__ = [
@@ -234,26 +235,28 @@ def raw_command(body: Json) -> RawCommand:
     return _decoded_raw(body)
 
 
+# command_id, project_id, operation, resource kind and id joined by newlines, in one test: no
+# grammar's class holds a newline, so each part must match its own grammar.
+_ENVELOPE_NAMES: Final = re.compile("\n".join((ID_PATTERN, ID_PATTERN, NAME_PATTERN, NAME_PATTERN, ID_PATTERN))).fullmatch
+
+
 def _plain_raw(body: dict[str, Json]) -> RawCommand | None:
     """The common body in one pass: a map whose fields are all valid as they are. Anything
     else (None) goes to ``decode_struct``, which accepts it or words the refusal, so there is
     one statement of the rules and this is only its shortcut (a test compares the two)."""
-    resource = body.get("resource")
-    if type(resource) is not dict or "payload" not in body:
+    try:
+        command_id, project_id, operation, payload = body["command_id"], body["project_id"], body["operation"], body[
+            "payload"]
+        resource, change, expected = body["resource"], body["change"], body.get("expected_revision")
+        kind, resource_id = resource["kind"], resource["id"]  # type: ignore[call-overload,index]
+    except (KeyError, TypeError):  # a field missing, or resource not a map (JSON's only str-indexed type)
         return None
-    command_id, project_id, operation = body.get("command_id"), body.get("project_id"), body.get("operation")
-    kind, resource_id, change, expected = resource.get("kind"), resource.get("id"), body.get("change"), body.get(
-        "expected_revision")
-    if not (type(command_id) is str and valid_id(command_id) is not None
-            and type(project_id) is str and valid_id(project_id) is not None
-            and type(operation) is str and valid_name(operation) is not None
-            and type(kind) is str and valid_name(kind) is not None
-            and type(resource_id) is str and valid_id(resource_id) is not None
-            and (change == "upsert" or change == "delete")
-            and (expected is None or (type(expected) is int and 0 < expected <= _U64_MAX))):
+    if not (type(command_id) is str and type(project_id) is str and type(operation) is str and type(kind) is str
+            and type(resource_id) is str and (change == "upsert" or change == "delete")
+            and (expected is None or (type(expected) is int and 0 < expected <= _U64_MAX))
+            and _ENVELOPE_NAMES(f"{command_id}\n{project_id}\n{operation}\n{kind}\n{resource_id}") is not None):
         return None
     assert type(change) is str and (expected is None or type(expected) is int)
-    payload = body["payload"]
     payload_json = canonical_json(payload)
     return RawCommand(command_id, project_id, operation, kind, resource_id, expected, payload, payload_json, change,
                       envelope_digest(project_id, expected, operation, payload_json, kind, resource_id, change))

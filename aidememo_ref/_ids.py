@@ -14,6 +14,8 @@ from ._ulid import CROCKFORD, new_ulid
 __all__ = [
     "MAX_ID_BYTES",
     "MAX_NAME_BYTES",
+    "ID_PATTERN",
+    "NAME_PATTERN",
     "check_id",
     "check_name",
     "stable_operation_id",
@@ -28,10 +30,12 @@ MAX_NAME_BYTES = 96  # dom/command.rs MAX_NAME_BYTES
 _ID_CHARS, _NAME_CHARS = "A-Za-z0-9._:@-", "a-z0-9._-"
 _ID_RE = re.compile(f"[{_ID_CHARS}]+\\Z")
 _NAME_RE = re.compile(f"[{_NAME_CHARS}]+\\Z")
-# Whole-grammar tests in one call each: a match is exactly ``id_problem``/``name_problem`` None
-# (the classes are ASCII, so characters are bytes).
-valid_id = re.compile(f"[{_ID_CHARS}]{{1,{MAX_ID_BYTES}}}").fullmatch
-valid_name = re.compile(f"[{_NAME_CHARS}]{{1,{MAX_NAME_BYTES}}}").fullmatch
+# Whole grammars as patterns (the classes are ASCII, so characters are bytes), and their tests in
+# one call each: a match is exactly ``id_problem``/``name_problem`` None.
+ID_PATTERN = f"[{_ID_CHARS}]{{1,{MAX_ID_BYTES}}}"
+NAME_PATTERN = f"[{_NAME_CHARS}]{{1,{MAX_NAME_BYTES}}}"
+valid_id = re.compile(ID_PATTERN).fullmatch
+valid_name = re.compile(NAME_PATTERN).fullmatch
 
 
 def id_problem(value: str) -> str | None:

@@ -61,15 +61,25 @@ _DIGESTS: Final = 1024  # Authorization values that proved a membership, with th
 
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(frozen=True, slots=True, init=False)
 class Response:
     status: int
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
 
+    def __init__(self, status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> None:
+        # The generated __init__'s work through the slots' own setters, a third cheaper than its
+        # object.__setattr__ calls: every request builds one.
+        _SET_STATUS(self, status)
+        _SET_HEADERS(self, headers)
+        _SET_BODY(self, body)
+
     def json(self) -> Json:
         value: Json = json.loads(self.body)
         return value
+
+
+_SET_STATUS, _SET_HEADERS, _SET_BODY = (vars(Response)[name].__set__ for name in ("status", "headers", "body"))
 
 
 class _Request(NamedTuple):
@@ -295,11 +305,8 @@ class Service:
         if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
             raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
         member = self.store.authenticate(digest, project_id, deferred=deferred)
-        if member is Denied.BAD_TOKEN:
-            raise LedgerError.unauthenticated()
-        if member is Denied.NOT_MEMBER:
-            raise LedgerError.unauthorized(project_id)
-        assert isinstance(member, Membership)
+        if not isinstance(member, Membership):
+            raise LedgerError.unauthenticated() if member is Denied.BAD_TOKEN else LedgerError.unauthorized(project_id)
         if known is None:  # only headers that proved a membership: no stranger's guess is kept
             if len(self._digests) >= _DIGESTS:
                 self._digests.clear()
@@ -313,7 +320,7 @@ class Service:
 
     def _execute(self, member: Membership, command: Command) -> Response:
         receipt = self.execute(self.store, member, command, self.clock.now_ms(), self.decide, self.scheduler)
-        return _ok(receipt.to_json())
+        return Response(200, _JSON_HEADERS, receipt.to_json().encode())
 
     # -- routes -----------------------------------------------------------------------------
     def _get_health(self, request: _Request) -> Response:

@@ -21,7 +21,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidememo_ref import ReferenceLedger
-from aidememo_ref._canonical import Json, _encode, canonical_json, envelope_digest, fingerprint
+from aidememo_ref._canonical import Json, _encode, canonical_json, envelope_digest, fingerprint, parse_json
 from aidememo_ref._commands import RawCommand, _decoded_raw, _plain_raw, raw_command
 from aidememo_ref._errors import LedgerError
 from aidememo_ref._records import Receipt
@@ -168,3 +168,15 @@ def test_exact_paths_answer_as_parsed_paths(tmp_path: Path) -> None:
             # "path?" is routed by parsing (an empty query), "path" by the exact-path table.
             assert ledger.handle(method, path.encode(), headers, body) == fast
             assert ledger.handle(method, path + "?", headers, body) == fast, (method, path)
+
+
+@pytest.mark.parametrize(("text", "value"), [
+    ("0", 0), ("-0", -0.0), ("-1", -1), ("999999999999999999", 999_999_999_999_999_999),
+    ("-99999999999999999", -99_999_999_999_999_999), ("9223372036854775807", (1 << 63) - 1),
+    ("-9223372036854775808", -(1 << 63)), ("18446744073709551615", (1 << 64) - 1),
+    ("18446744073709551616", float(1 << 64)), ("-9223372036854775809", float(-(1 << 63) - 1)),
+])
+def test_integers_parse_as_serde_keeps_them(text: str, value: int | float) -> None:
+    parsed = parse_json(f"[{text}]".encode())
+    assert isinstance(parsed, list) and type(parsed[0]) is type(value) and parsed[0] == value
+    assert str(parsed[0]) == str(value)  # -0.0 is not 0.0
