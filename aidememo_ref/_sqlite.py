@@ -35,6 +35,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from sys import intern
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -119,6 +120,7 @@ _MEMBER_ROLE = (
     "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
 )
 _IDENTITY_TABLES: Final = ("tenants", "projects", "actors", "memberships")
+_NOT_INDEXED: Final[tuple[str | None, str | None, str | None, str | None]] = (None, None, None, None)
 
 
 def _map(exc: BaseException) -> LedgerError:
@@ -238,26 +240,25 @@ class _Tx:
                        resource_id=row.resource_id, revision=row.revision, committed_at_ms=row.committed_at_ms)
 
     def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
-        member, kind, rid = self._member, write.kind, write.resource_id
-        if command.command_id in self._project.receipts or (
-                self._rows and any(row.command_id == command.command_id for row, _ in self._rows)):
+        member, project, rows, kind, rid, command_id = (self._member, self._project, self._rows, write.kind,
+                                                         write.resource_id, command.command_id)
+        if command_id in project.receipts or (rows and any(row.command_id == command_id for row, _ in rows)):
             # The dropped unique command-id index's guarantee, kept: one change per command id.
             raise LedgerError.storage_failure(unavailable=False)
-        current = self._latest(kind, rid)
+        current = self._latest(kind, rid) if rows else project.resources.get((kind, rid))
         revision = 1 if current is None else current.revision + 1
-        seq = self._project.head + len(self._rows) + 1
-        record, content = write.record, None
-        index: tuple[str | None, str | None, str | None, str | None] = (None, None, None, None)
+        seq = project.head + len(rows) + 1
+        record, content, index = write.record, None, _NOT_INDEXED
         if isinstance(record, Handoff):
             index = (record.from_actor, record.to_actor, record.source_id, record.status.value)
         elif isinstance(record, Fact):
             content = record.content
-        row = Row(self._store._state.applied + len(self._rows) + 1, member.tenant_id, member.project_id, seq,
-                  kind, rid, revision, member.actor_id, now_ms, write.body, command.command_id, command.fingerprint,
-                  *index)
+        row: Row = tuple.__new__(Row, (  # Row(...) would add a Python-level call
+            self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
+            revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))
         self._conn.execute(_APPEND, row)
-        self._rows.append((row, content))
-        return Receipt(command_id=command.command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
+        rows.append((row, content))
+        return Receipt(command_id=command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
                        project_id=member.project_id, actor_id=member.actor_id, project_seq=seq, kind=kind,
                        resource_id=rid, revision=revision, committed_at_ms=now_ms)
 
@@ -340,8 +341,10 @@ class SQLiteStore:
         if version != local.log_seen:
             state = self._state
             with state.lock:
-                for row in conn.execute(_TAIL, (state.applied,)):
-                    state.apply(Row._make(row))
+                for n, t, p, seq, kind, rid, revision, actor, *rest in conn.execute(_TAIL, (state.applied,)):
+                    # One copy of each repeated name in memory, not one per row.
+                    state.apply(tuple.__new__(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
+                                                    intern(actor), *rest)))
             local.log_seen = version
 
     def _synced(self, conn: sqlite3.Connection, member: Membership) -> Project:

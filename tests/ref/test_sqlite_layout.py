@@ -202,3 +202,26 @@ def test_a_memory_behind_the_file_cannot_commit(tmp_path: Path) -> None:
     conn.close()
     assert put(ledger, "c2", 1, 2)[1]["revision"] == 2
     ledger.close()
+
+
+def test_a_store_catches_up_every_index_from_another_writers_rows(tmp_path: Path) -> None:
+    """A store opened before another one wrote answers every read from the rows it read back
+    from the log's tail (mailbox fields, search terms from the fact bodies) exactly as the
+    writer's own memory, and as layout 3 answered the same commands."""
+    from aidememo_ref import ManualClock
+
+    db = tmp_path / "two.sqlite"
+    clock = ManualClock(1_767_225_600_000)
+    writer = ReferenceLedger(db, clock=clock)
+    for actor, token in fixture.TOKENS.items():
+        writer.provision(tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="epoch-fixture")
+    reader = ReferenceLedger(db)
+    assert handle(reader, "sender", "GET", "/v1/projects/p/handoffs?box=outbox")[0] == 200  # memory built, empty
+    for actor, method, path, body in fixture.commands():
+        clock.advance(1_000)
+        assert handle(writer, actor, method, path, body)[0] == 200
+    recorded = json.loads((FIXTURES / "layout3.json").read_text())["reads"]
+    assert [handle(reader, actor, "GET", path) for actor, path in fixture.reads()] == [(200, r) for r in recorded]
+    assert [handle(writer, actor, "GET", path) for actor, path in fixture.reads()] == [(200, r) for r in recorded]
+    writer.close()
+    reader.close()
