@@ -1,19 +1,33 @@
-"""SQLite storage: the ``Store`` of a single database file.
+"""SQLite storage: the ``Store`` of a single database file (table layout 5).
 
-A write runs in one ``BEGIN IMMEDIATE`` transaction, which takes the file's write lock before
-the first read: receipt lookup, the rules' reads, sequence and revision allocation, resource,
-change (which is also the receipt) and the mailbox and search indexes are written together or
-not at all, and two writers racing on one revision cannot both win, in threads or in separate
-processes. WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is
-sent only after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
+**What a command writes.** One row appended to one rowid table, ``log``: the change (project
+sequence, kind, id, revision, actor, time, body), its receipt (command id, fingerprint) and, for
+handoff records, the four fields the mailbox filters on. One ``INSERT`` inside ``BEGIN
+IMMEDIATE`` ... ``COMMIT``, no secondary index, no trigger, no subquery: the b-tree the raw
+one-row transaction touches, and nothing else. The identity tables (tenants, projects, actors,
+memberships, token bindings) are as before.
 
-A command costs two statements inside its transaction, three for typed kinds: the receipt
-lookup; one change insert, which computes the project sequence (the feed's last ``seq`` plus
-one, so no counter row is rewritten) and the resource's next revision itself, while a trigger
-writes the resource row; and for typed kinds one index write. The change row carries the
-command id and fingerprint, so it doubles as the receipt: a replay rebuilds the same bytes from
-it. Statement texts are constants, so the driver's statement cache keeps each one prepared.
-``docs/hardening.md`` measures what this costs against raw one-row transactions.
+**What it reads.** Everything a rule or a read looks a command up by (receipt by command id, a
+resource's current revision and body, the next sequence, the feed, snapshot, mailbox and search
+index) comes from the ledger's state in memory (``_logstate``), one per ``SQLiteStore``, shared by
+its threads under a lock. It is built from the log when the store opens (O(log length): the bench
+times a 100,000-command file) and brought up to date at the start of every transaction, and of
+every read, by reading only the rows past the last one applied; ``PRAGMA data_version`` (the
+transaction's first statement) skips even that when no other connection committed since this
+connection last caught up. A write's row enters memory only after ``COMMIT`` returned.
+
+**Why two writers still cannot both win.** Under ``BEGIN IMMEDIATE`` the write lock is held
+before the catch-up, so the state the rules decide on is exactly the committed one, in threads
+and in other processes alike. The new row's rowid is the one after the last applied, so a
+memory that were ever behind the file could not commit: the insert would fail on the rowid.
+WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is sent only
+after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
+
+**What it costs.** Memory holds the ledger's current state and its whole feed (every change
+body, as the file does). Layouts 3 and 2 (a change table keyed by (tenant, project, sequence), a
+command-id index, the resource rows, the mailbox and search tables) are upgraded in place in one
+transaction: their changes are copied into the log in (tenant, project, sequence) order and the
+old tables dropped. ``docs/hardening.md`` measures all of this against raw one-row transactions.
 """
 
 from __future__ import annotations
@@ -21,6 +35,7 @@ from __future__ import annotations
 import re
 import sqlite3
 import threading
+from sys import intern
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -30,8 +45,8 @@ from typing import Final
 from ._commands import Command
 from ._errors import LedgerError
 from ._ledger import Write
-from ._records import FACT, Change, Fact, Handoff, Membership, Receipt, Resource, Role
-from ._search import term_counts
+from ._logstate import LogState, Project, Row
+from ._records import FACT, HANDOFF, Fact, Handoff, Membership, Receipt, RecordError, Resource, Role
 from ._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
@@ -50,10 +65,10 @@ from ._visibility import PARTICIPANT_KINDS
 __all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
-LAYOUT_VERSION: Final = 3  # this file's table layout (PRAGMA user_version); 4 and 2 were earlier ones
-_TRIGGERLESS_LAYOUT: Final = 2  # layout 3's tables without its triggers: opened files are upgraded
+LAYOUT_VERSION: Final = 5  # this file's table layout (PRAGMA user_version); 4 was an earlier one
+_UPGRADED_LAYOUTS: Final = (2, 3)  # the change-table layouts (3 = 2 plus two triggers): upgraded on open
 
-_SCHEMA = """
+_IDENTITY = """
 CREATE TABLE IF NOT EXISTS tenants(
   tenant_id TEXT PRIMARY KEY, display_name TEXT NOT NULL,
   status TEXT NOT NULL DEFAULT 'active', created_at_ms INTEGER NOT NULL);
@@ -73,46 +88,24 @@ CREATE TABLE IF NOT EXISTS token_bindings(
   token_sha256 BLOB PRIMARY KEY CHECK(length(token_sha256) = 32),
   tenant_id TEXT NOT NULL, actor_id TEXT NOT NULL, active INTEGER NOT NULL DEFAULT 1,
   created_at_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS resources(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, kind TEXT NOT NULL, id TEXT NOT NULL,
-  revision INTEGER NOT NULL, deleted INTEGER NOT NULL, body TEXT,
-  PRIMARY KEY(tenant_id, project_id, kind, id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS changes(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, seq INTEGER NOT NULL,
+"""
+# ``n`` is the rowid: commit order across the file's projects, the order memory applies rows in.
+_LOG = """
+CREATE TABLE IF NOT EXISTS log(
+  n INTEGER PRIMARY KEY, tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, seq INTEGER NOT NULL,
   kind TEXT NOT NULL, id TEXT NOT NULL, revision INTEGER NOT NULL, actor_id TEXT NOT NULL,
   committed_at_ms INTEGER NOT NULL, body TEXT, command_id TEXT NOT NULL, fingerprint TEXT NOT NULL,
-  PRIMARY KEY(tenant_id, project_id, seq)) WITHOUT ROWID;
-CREATE UNIQUE INDEX IF NOT EXISTS changes_command ON changes(tenant_id, project_id, command_id);
-CREATE TABLE IF NOT EXISTS handoff_index(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, handoff_id TEXT NOT NULL,
-  from_actor TEXT NOT NULL, to_actor TEXT NOT NULL, source_id TEXT, status TEXT NOT NULL,
-  updated_seq INTEGER NOT NULL,
-  PRIMARY KEY(tenant_id, project_id, handoff_id)) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS handoff_inbox ON handoff_index(tenant_id, project_id, to_actor, updated_seq);
-CREATE INDEX IF NOT EXISTS handoff_outbox ON handoff_index(tenant_id, project_id, from_actor, updated_seq);
-CREATE TABLE IF NOT EXISTS search_docs(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, fact_id TEXT NOT NULL, length INTEGER NOT NULL,
-  PRIMARY KEY(tenant_id, project_id, fact_id)) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS search_terms(
-  tenant_id TEXT NOT NULL, project_id TEXT NOT NULL, term TEXT NOT NULL, fact_id TEXT NOT NULL,
-  tf INTEGER NOT NULL,
-  PRIMARY KEY(tenant_id, project_id, term, fact_id)) WITHOUT ROWID;
+  from_actor TEXT, to_actor TEXT, source_id TEXT, status TEXT)
 """
+_COLUMNS: Final = ("n, tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, command_id, "
+                   "fingerprint, from_actor, to_actor, source_id, status")
+_APPEND: Final = f"INSERT INTO log({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
+_TAIL: Final = f"SELECT {_COLUMNS} FROM log WHERE n>? ORDER BY n"
+_TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _IDENTITY + _LOG))
+_OLD_TABLES: Final = ("resources", "changes", "handoff_index", "search_docs", "search_terms")  # layouts 2 and 3
+_OLD_CHANGES: Final = ("SELECT tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
+                       "command_id, fingerprint FROM changes ORDER BY tenant_id, project_id, seq")
 
-_TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _SCHEMA))
-
-# A change moves its resource row to the change's revision and body (one statement per write;
-# an UPDATE, not an upsert, for an existing row: ON CONFLICT costs about three times as much).
-_TRIGGERS = (
-    "CREATE TRIGGER IF NOT EXISTS change_creates_resource AFTER INSERT ON changes WHEN NEW.revision = 1 BEGIN "
-    "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) "
-    "VALUES (NEW.tenant_id, NEW.project_id, NEW.kind, NEW.id, 1, NEW.body IS NULL, NEW.body); END",
-    "CREATE TRIGGER IF NOT EXISTS change_moves_resource AFTER INSERT ON changes WHEN NEW.revision > 1 BEGIN "
-    "UPDATE resources SET revision=NEW.revision, deleted=NEW.body IS NULL, body=NEW.body "
-    "WHERE tenant_id=NEW.tenant_id AND project_id=NEW.project_id AND kind=NEW.kind AND id=NEW.id; END",
-)
-_HEAD = "SELECT coalesce(max(seq), 0) FROM changes WHERE tenant_id=? AND project_id=?"
-_PROJECT = (f"SELECT project_epoch, ({_HEAD}) FROM projects WHERE tenant_id=? AND project_id=?")
 _AUTHENTICATE = (
     "SELECT b.tenant_id, b.actor_id, m.role, p.project_epoch FROM token_bindings b "
     "JOIN tenants t ON t.tenant_id=b.tenant_id AND t.status='active' "
@@ -122,35 +115,12 @@ _AUTHENTICATE = (
     "LEFT JOIN projects p ON p.tenant_id=m.tenant_id AND p.project_id=m.project_id AND p.status='active' "
     "WHERE b.token_sha256=? AND b.active=1"
 )
-_RESOURCE = "SELECT revision, body FROM resources WHERE tenant_id=? AND project_id=? AND kind=? AND id=?"
 _MEMBER_ROLE = (
     "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
     "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
 )
-_REPLAY = (
-    "SELECT actor_id, fingerprint, kind, id, seq, revision, committed_at_ms FROM changes "
-    "WHERE tenant_id=? AND project_id=? AND command_id=?"
-)
-# The next sequence of the project and the next revision of the resource, computed under the
-# write lock (held since BEGIN IMMEDIATE); the triggers above move the resource row to it.
-_INSERT_CHANGE = (
-    "INSERT INTO changes(tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
-    "command_id, fingerprint) VALUES (?1, ?2, "
-    "(SELECT coalesce(max(seq), 0) + 1 FROM changes WHERE tenant_id=?1 AND project_id=?2), ?3, ?4, "
-    "coalesce((SELECT revision FROM resources WHERE tenant_id=?1 AND project_id=?2 AND kind=?3 AND id=?4), 0) + 1, "
-    "?5, ?6, ?7, ?8, ?9) RETURNING seq, revision"
-)
-_INDEX_HANDOFF = (
-    "INSERT OR REPLACE INTO handoff_index(tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
-    "status, updated_seq) VALUES (?,?,?,?,?,?,?,?)"
-)
-_FEED = (
-    "SELECT c.seq, c.kind, c.id, c.revision, c.actor_id, c.committed_at_ms, c.body, r.revision, r.body "
-    "FROM changes c LEFT JOIN resources r ON c.kind IN ('handoff', 'handoff_context') "
-    "AND r.tenant_id=c.tenant_id AND r.project_id=c.project_id AND r.kind=c.kind AND r.id=c.id "
-    "WHERE c.tenant_id=? AND c.project_id=? AND c.seq>? ORDER BY c.seq LIMIT ?"
-)
 _IDENTITY_TABLES: Final = ("tenants", "projects", "actors", "memberships")
+_NOT_INDEXED: Final[tuple[str | None, str | None, str | None, str | None]] = (None, None, None, None)
 
 
 def _map(exc: BaseException) -> LedgerError:
@@ -158,25 +128,51 @@ def _map(exc: BaseException) -> LedgerError:
     return LedgerError.storage_failure(unavailable=is_busy(exc))
 
 
+def _upgrade(conn: sqlite3.Connection, path: str, layout: int) -> None:
+    """Layout 2 or 3 to 5 inside the opening transaction: the log gets every change, in each
+    project's sequence order, with the mailbox fields read back from the handoff bodies."""
+    tables = {str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    if not {*_OLD_TABLES, *(_TABLES - {"log"})} <= tables:
+        raise StoreError(f"{path} is not a reference ledger file (user_version {layout} without the "
+                         "ledger's tables); start from a new database file")
+    conn.execute(_LOG)
+    rows = []
+    for n, (t, p, seq, kind, rid, revision, actor, at, body, command_id, fingerprint) in enumerate(
+            conn.execute(_OLD_CHANGES).fetchall(), 1):
+        try:
+            handoff = Handoff.from_json(body) if kind == HANDOFF and body is not None else None
+        except RecordError as exc:  # the transaction rolls back: the file stays as it was
+            raise StoreError(f"{path} cannot be upgraded from table layout {layout}: change {seq} of project "
+                             f"{p}: {exc}") from exc
+        index = ((None, None, None, None) if handoff is None else
+                 (handoff.from_actor, handoff.to_actor, handoff.source_id, handoff.status.value))
+        rows.append((n, t, p, seq, kind, rid, revision, actor, at, body, command_id, fingerprint, *index))
+    conn.executemany(_APPEND, rows)
+    for table in _OLD_TABLES:
+        conn.execute(f"DROP TABLE {table}")  # their indexes and triggers go with them
+    conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
+
+
 class _Tx:
-    """A transaction bound to one member's project: the rules' view, replay and apply."""
+    """A transaction bound to one member's project: the rules' view, replay and apply.
 
-    __slots__ = ("_conn", "_member", "_mode", "_tenant", "_project", "_check")
+    Reads come from the store's memory, caught up with the file when the transaction began;
+    rows appended here reach memory when ``COMMIT`` has returned."""
 
-    def __init__(self, conn: sqlite3.Connection, member: Membership, mode: str,
-                 check: Callable[[sqlite3.Connection], None] | None = None) -> None:
-        self._conn, self._member, self._mode, self._check = conn, member, mode, check
-        self._tenant, self._project = member.tenant_id, member.project_id
+    __slots__ = ("_store", "_conn", "_member", "_mode", "_project", "_rows")
+
+    def __init__(self, store: SQLiteStore, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
+        self._store, self._conn, self._member, self._mode = store, conn, member, mode
+        self._rows: list[tuple[Row, str | None]] = []
 
     def __enter__(self) -> _Tx:
         try:
             self._conn.execute(self._mode)
-            if self._check is not None:
-                self._check(self._conn)  # a deferred membership, checked inside the transaction
+            self._project = self._store._synced(self._conn, self._member)
         except sqlite3.DatabaseError as exc:
             self._abandon()
             raise _map(exc) from exc
-        except MembershipChanged:
+        except BaseException:
             self._abandon()
             raise
         return self
@@ -187,15 +183,24 @@ class _Tx:
             try:
                 self._conn.execute("COMMIT")
             except sqlite3.DatabaseError as fault:
-                self._abandon()
+                self._abandon(unsure=True)
                 raise _map(fault) from fault
+            if self._rows:
+                state = self._store._state
+                with state.lock:
+                    for row, content in self._rows:
+                        state.apply(row, content)
             return
-        self._abandon()
+        self._abandon(unsure=isinstance(exc, sqlite3.DatabaseError))
         if isinstance(exc, sqlite3.DatabaseError):
             raise _map(exc) from exc
 
-    def _abandon(self) -> None:
-        """Roll back whatever is open; the connection must be reusable after any failure."""
+    def _abandon(self, *, unsure: bool = True) -> None:
+        """Roll back whatever is open; the connection must be reusable after any failure. After
+        a database fault (``unsure``) its next transaction reads the log's tail again, whatever
+        ``PRAGMA data_version`` says; a refusal by the rules wrote nothing and leaves no doubt."""
+        if unsure:
+            self._store._local.log_seen = None
         if self._conn.in_transaction:
             try:
                 self._conn.execute("ROLLBACK")
@@ -204,52 +209,67 @@ class _Tx:
 
     # -- View --------------------------------------------------------------------------------
     def resource(self, kind: str, resource_id: str) -> Resource | None:
-        row = self._conn.execute(_RESOURCE, (self._tenant, self._project, kind, resource_id)).fetchone()
-        return None if row is None else Resource(kind=kind, resource_id=resource_id, revision=row[0], body=row[1])
+        row = self._latest(kind, resource_id)
+        return None if row is None else Resource(kind=kind, resource_id=resource_id, revision=row.revision,
+                                                 body=row.body)
+
+    def _latest(self, kind: str, resource_id: str) -> Row | None:
+        for row, _ in reversed(self._rows):  # this transaction's own writes first
+            if row.kind == kind and row.resource_id == resource_id:
+                return row
+        return self._project.resources.get((kind, resource_id))
 
     def member_role(self, actor_id: str) -> Role | None:
-        row = self._conn.execute(_MEMBER_ROLE, (self._tenant, self._project, actor_id)).fetchone()
+        member = self._member
+        row = self._conn.execute(_MEMBER_ROLE, (member.tenant_id, member.project_id, actor_id)).fetchone()
         return None if row is None else Role(row[0])
 
     # -- primitives ------------------------------------------------------------------------------
     def replay(self, command: Command) -> Receipt | None:
-        row = self._conn.execute(_REPLAY, (self._tenant, self._project, command.command_id)).fetchone()
+        member = self._member
+        row = self._project.receipts.get(command.command_id)
         if row is None:
-            return None
-        actor, fingerprint, kind, rid, seq, revision, committed = row
-        if (actor, fingerprint, kind, rid) != (self._member.actor_id, command.fingerprint, command.kind,
-                                               command.resource_id):
+            row = next((row for row, _ in self._rows if row.command_id == command.command_id), None)
+            if row is None:
+                return None
+        if (row.actor_id, row.fingerprint, row.kind, row.resource_id) != (
+                member.actor_id, command.fingerprint, command.kind, command.resource_id):
             raise LedgerError.command_conflict()
-        return Receipt(command_id=command.command_id, fingerprint=fingerprint, tenant_id=self._tenant,
-                       project_id=self._project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
-                       revision=revision, committed_at_ms=committed)
+        return Receipt(command_id=command.command_id, fingerprint=row.fingerprint, tenant_id=member.tenant_id,
+                       project_id=member.project_id, actor_id=row.actor_id, project_seq=row.seq, kind=row.kind,
+                       resource_id=row.resource_id, revision=row.revision, committed_at_ms=row.committed_at_ms)
 
     def apply(self, command: Command, write: Write, now_ms: int) -> Receipt:
-        conn, tenant, project, actor = self._conn, self._tenant, self._project, self._member.actor_id
-        kind, rid = write.kind, write.resource_id
-        seq, revision = conn.execute(_INSERT_CHANGE, (tenant, project, kind, rid, actor, now_ms, write.body,
-                                                      command.command_id, command.fingerprint)).fetchone()
-        record = write.record
+        member, project, rows, kind, rid, command_id = (self._member, self._project, self._rows, write.kind,
+                                                         write.resource_id, command.command_id)
+        if command_id in project.receipts or (rows and any(row.command_id == command_id for row, _ in rows)):
+            # The dropped unique command-id index's guarantee, kept: one change per command id.
+            raise LedgerError.storage_failure(unavailable=False)
+        current = self._latest(kind, rid) if rows else project.resources.get((kind, rid))
+        revision = 1 if current is None else current.revision + 1
+        seq = project.head + len(rows) + 1
+        record, content, index = write.record, None, _NOT_INDEXED
         if isinstance(record, Handoff):
-            conn.execute(_INDEX_HANDOFF, (tenant, project, rid, record.from_actor, record.to_actor, record.source_id,
-                                          record.status.value, seq))
-        elif isinstance(record, Fact) and kind == FACT and revision == 1:
-            # Facts are create-only, so their terms are indexed exactly once.
-            counts, length = term_counts(record.content)
-            conn.execute("INSERT INTO search_docs(tenant_id, project_id, fact_id, length) VALUES (?,?,?,?)",
-                         (tenant, project, rid, length))
-            conn.executemany("INSERT INTO search_terms(tenant_id, project_id, term, fact_id, tf) VALUES (?,?,?,?,?)",
-                             [(tenant, project, term, rid, tf) for term, tf in counts.items()])
-        return Receipt(command_id=command.command_id, fingerprint=command.fingerprint, tenant_id=tenant,
-                       project_id=project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
-                       revision=revision, committed_at_ms=now_ms)
+            index = (record.from_actor, record.to_actor, record.source_id, record.status.value)
+        elif isinstance(record, Fact):
+            content = record.content
+        row: Row = tuple.__new__(Row, (  # Row(...) would add a Python-level call
+            self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
+            revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))
+        self._conn.execute(_APPEND, row)
+        rows.append((row, content))
+        return Receipt(command_id=command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
+                       project_id=member.project_id, actor_id=member.actor_id, project_seq=seq, kind=kind,
+                       resource_id=rid, revision=revision, committed_at_ms=now_ms)
 
 
 class _Thread(threading.local):
-    """What one thread's connection remembers about the file's identity tables."""
+    """What one thread's connection remembers: the identity tables' answers, and how far it has
+    seen the log."""
 
     members: dict[tuple[bytes, str], Membership]
     seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
+    log_seen: int | None = None  # PRAGMA data_version when this connection last caught the memory up
     pending: tuple[bytes, str, Membership] | None = None  # a deferred answer no transaction has checked yet
 
     def __init__(self) -> None:
@@ -263,7 +283,7 @@ class SQLiteStore:
     other connection committed and this store changed no identity (``_generation``): the join
     over tokens, tenants, actors, memberships and projects then runs once per caller, not once
     per request, and any suspension or revocation, from any process, still applies to the next
-    request.
+    request. The same statement tells whether the log has rows memory has not applied.
     """
 
     _MEMBERS_PER_THREAD: Final = 256
@@ -275,24 +295,23 @@ class SQLiteStore:
         self._conn: Callable[[], sqlite3.Connection] = self._connections.get  # this thread's
         self._local = _Thread()
         self._generation = 0
+        self._state = LogState()
         with self._exclusive() as conn:
             layout = conn.execute("PRAGMA user_version").fetchone()[0]
-            if layout not in (0, _TRIGGERLESS_LAYOUT, LAYOUT_VERSION):
+            if layout not in (0, *_UPGRADED_LAYOUTS, LAYOUT_VERSION):
                 raise StoreError(f"{self.path} has table layout {layout}, not this reference's "
                                  f"{LAYOUT_VERSION}; start from a new database file")
-            if layout == 0:
-                for statement in _SCHEMA.split(";"):
+            if layout in _UPGRADED_LAYOUTS:
+                _upgrade(conn, self.path, layout)
+            elif layout == 0:
+                for statement in (_IDENTITY + _LOG).split(";"):
                     if statement.strip():
                         conn.execute(statement)
-            if layout == _TRIGGERLESS_LAYOUT and not _TABLES <= {
-                    str(row[0]) for row in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}:
-                raise StoreError(f"{self.path} is not a reference ledger file (user_version 2 without the "
-                                 "ledger's tables); start from a new database file")
-            if layout != LAYOUT_VERSION:
-                # Layout 2 has the same tables and rows: adding the triggers upgrades it in place.
-                for statement in _TRIGGERS:
-                    conn.execute(statement)
                 conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
+        try:
+            self._fresh(self._local, self._conn())  # builds the memory from the whole log
+        except sqlite3.DatabaseError as exc:
+            raise _map(exc) from exc
 
     # -- plumbing ---------------------------------------------------------------------------
     @contextmanager
@@ -311,12 +330,39 @@ class SQLiteStore:
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
 
-    def _read_one(self, sql: str, args: tuple[object, ...]) -> tuple[object, ...] | None:
+    def _fresh(self, local: _Thread, conn: sqlite3.Connection) -> None:
+        """After another connection committed (``PRAGMA data_version`` moved): forget the
+        remembered members and apply the log rows memory lacks. sqlite3 errors pass."""
+        version = int(conn.execute("PRAGMA data_version").fetchone()[0])
+        seen = (version, self._generation)
+        if seen != local.seen:
+            local.members.clear()
+            local.seen = seen
+        if version != local.log_seen:
+            state = self._state
+            with state.lock:
+                for n, t, p, seq, kind, rid, revision, actor, *rest in conn.execute(_TAIL, (state.applied,)):
+                    # One copy of each repeated name in memory, not one per row.
+                    state.apply(tuple.__new__(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
+                                                    intern(actor), *rest)))
+            local.log_seen = version
+
+    def _synced(self, conn: sqlite3.Connection, member: Membership) -> Project:
+        """The member's project, caught up with the file, after any deferred membership check."""
+        local = self._local
+        self._fresh(local, conn)
+        if local.pending is not None:
+            self._check_pending(local, conn)
+        state = self._state
+        with state.lock:
+            return state.project(member.tenant_id, member.project_id)
+
+    def _read(self, member: Membership) -> Project:
+        """``_synced`` outside a transaction (each statement its own), faults mapped."""
         try:
-            row: tuple[object, ...] | None = self._conn().execute(sql, args).fetchone()
+            return self._synced(self._conn(), member)
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
-        return row
 
     def close(self) -> None:
         self._connections.close()
@@ -338,24 +384,20 @@ class SQLiteStore:
         local.pending = None
         try:
             conn = self._conn()
-            self._current(local, conn)
+            self._fresh(local, conn)
             return self._membership(local, conn, digest, project_id)
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
 
     def confirm(self) -> None:
-        if self._local.pending is not None:
+        local = self._local
+        if local.pending is not None:
             try:
-                self._check_pending(self._conn())
+                conn = self._conn()
+                self._fresh(local, conn)
+                self._check_pending(local, conn)
             except sqlite3.DatabaseError as exc:
                 raise _map(exc) from exc
-
-    def _current(self, local: _Thread, conn: sqlite3.Connection) -> None:
-        """Forget the remembered members if another connection or this store changed the file."""
-        seen = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self._generation)
-        if seen != local.seen:
-            local.members.clear()
-            local.seen = seen
 
     def _membership(self, local: _Thread, conn: sqlite3.Connection, digest: bytes,
                     project_id: str) -> Membership | Denied:
@@ -374,14 +416,13 @@ class SQLiteStore:
             local.members[(digest, project_id)] = member
         return member
 
-    def _check_pending(self, conn: sqlite3.Connection) -> None:
-        """Check a deferred answer against the file as ``conn`` sees it now; sqlite3 errors pass."""
-        local = self._local
+    def _check_pending(self, local: _Thread, conn: sqlite3.Connection) -> None:
+        """Check a deferred answer against the file as ``conn`` saw it in ``_fresh``; sqlite3
+        errors pass."""
         pending, local.pending = local.pending, None
         if pending is None:
             return
         digest, project_id, member = pending
-        self._current(local, conn)
         if self._membership(local, conn, digest, project_id) != member:
             raise MembershipChanged()
 
@@ -466,101 +507,75 @@ class SQLiteStore:
 
     # -- transactions -----------------------------------------------------------------------
     def writing(self, member: Membership) -> _Tx:
-        return _Tx(self._conn(), member, "BEGIN IMMEDIATE",
-                   None if self._local.pending is None else self._check_pending)
+        return _Tx(self, self._conn(), member, "BEGIN IMMEDIATE")
 
     def reading(self, member: Membership) -> _Tx:
-        return _Tx(self._conn(), member, "BEGIN DEFERRED",
-                   None if self._local.pending is None else self._check_pending)
+        # Its view reads memory, which other threads may move on meanwhile: each lookup sees
+        # the latest committed state (the service's reads below take one consistent look).
+        return _Tx(self, self._conn(), member, "BEGIN DEFERRED")
 
-    # -- reads ------------------------------------------------------------------------------
+    # -- reads: one look at memory each, under its lock ----------------------------------------
     def resource(self, member: Membership, kind: str, resource_id: str) -> Resource | None:
-        row = self._read_one(_RESOURCE, (member.tenant_id, member.project_id, kind, resource_id))
-        if row is None:
-            return None
-        revision, body = row
-        assert isinstance(revision, int) and (body is None or isinstance(body, str))
-        return Resource(kind=kind, resource_id=resource_id, revision=revision, body=body)
-
-    def _project(self, conn: sqlite3.Connection, member: Membership) -> tuple[str, int]:
-        t, p = member.tenant_id, member.project_id
-        epoch, head = conn.execute(_PROJECT, (t, p, t, p)).fetchone()
-        return str(epoch), int(head)
+        project = self._read(member)
+        with self._state.lock:
+            return project.resource(kind, resource_id)
 
     def snapshot(self, member: Membership, max_rows: int) -> Snapshot | None:
-        with self.reading(member) as tx:
-            epoch, at_seq = self._project(tx._conn, member)
-            rows = tx._conn.execute(
-                "SELECT kind, id, revision, body FROM resources WHERE tenant_id=? AND project_id=? "
-                "ORDER BY kind, id LIMIT ?", (member.tenant_id, member.project_id, max_rows + 1)).fetchall()
-        if len(rows) > max_rows:
-            return None
-        return Snapshot(epoch=epoch, at_seq=at_seq, resources=[
-            Resource(kind=r[0], resource_id=r[1], revision=r[2], body=r[3]) for r in rows])
+        project = self._read(member)
+        with self._state.lock:
+            keys = project.ordered()
+            if len(keys) > max_rows:
+                return None
+            rows = [project.resources[key] for key in keys]
+            head = project.head
+        return Snapshot(epoch=member.project_epoch, at_seq=head, resources=[
+            Resource(kind=row.kind, resource_id=row.resource_id, revision=row.revision, body=row.body) for row in rows])
 
     def changes(self, member: Membership, after_seq: int, limit: int) -> FeedRead:
-        with self.reading(member) as tx:
-            epoch, head = self._project(tx._conn, member)
-            # Clamped: a cursor beyond the head (answered 409 by the read rules) may exceed the
-            # i64 that SQLite can bind.
-            rows = tx._conn.execute(_FEED, (member.tenant_id, member.project_id, min(after_seq, head),
-                                            limit + 1)).fetchall()
-        changes: list[Change] = []
-        current: dict[tuple[str, str], Resource] = {}
-        for seq, kind, rid, revision, actor, committed, body, now_revision, now_body in rows:
-            changes.append(Change(seq=seq, kind=kind, resource_id=rid, revision=revision, actor_id=actor,
-                                  committed_at_ms=committed, body=body))
-            if kind in PARTICIPANT_KINDS:
-                current[(kind, rid)] = Resource(kind=kind, resource_id=rid, revision=now_revision, body=now_body)
-        return FeedRead(epoch=epoch, head=head, changes=changes, current=current)
+        project = self._read(member)
+        with self._state.lock:
+            head = project.head
+            changes = project.feed(after_seq, limit + 1)  # a cursor beyond the head is answered 409 by the read rules
+            rows = {(c.kind, c.resource_id): project.resources[(c.kind, c.resource_id)]
+                    for c in changes if c.kind in PARTICIPANT_KINDS}
+        current = {key: Resource(kind=row.kind, resource_id=row.resource_id, revision=row.revision, body=row.body)
+                   for key, row in rows.items()}
+        return FeedRead(epoch=member.project_epoch, head=head, changes=changes, current=current)
 
     def mailbox(self, member: Membership, query: MailboxQuery) -> list[MailboxRow]:
-        column = "to_actor" if query.inbox else "from_actor"
-        sql = [
-            "SELECT h.updated_seq, r.revision, r.body FROM handoff_index h JOIN resources r "
-            "ON r.tenant_id=h.tenant_id AND r.project_id=h.project_id AND r.kind='handoff' AND r.id=h.handoff_id "
-            f"WHERE h.tenant_id=? AND h.project_id=? AND h.{column}=? AND r.deleted=0"
-        ]
-        args: list[object] = [member.tenant_id, member.project_id, query.actor_id]
-        if query.source_id is not None:
-            sql.append("AND h.source_id=?")
-            args.append(query.source_id)
-        if not query.include_completed:
-            sql.append("AND h.status<>'completed'")
-        if query.before_seq is not None:
-            sql.append("AND h.updated_seq<?")
-            args.append(query.before_seq)
-        sql.append("ORDER BY h.updated_seq DESC LIMIT ?")
-        args.append(query.limit + 1)
-        try:
-            rows = self._conn().execute(" ".join(sql), args).fetchall()
-        except sqlite3.DatabaseError as exc:
-            raise _map(exc) from exc
-        return [MailboxRow(project_seq=r[0], revision=r[1], body=r[2]) for r in rows]
+        project = self._read(member)
+        rows: list[MailboxRow] = []
+        with self._state.lock:
+            for handoff_id in (project.inbox if query.inbox else project.outbox).get(query.actor_id, ()):
+                entry = project.handoffs[handoff_id]
+                if ((query.source_id is not None and entry.source_id != query.source_id)
+                        or (not query.include_completed and entry.status == "completed")
+                        or (query.before_seq is not None and entry.updated_seq >= query.before_seq)):
+                    continue
+                current = project.resources[(HANDOFF, handoff_id)]
+                if current.body is not None:
+                    rows.append(MailboxRow(project_seq=entry.updated_seq, revision=current.revision,
+                                           body=current.body))
+        rows.sort(key=lambda row: row.project_seq, reverse=True)
+        return rows[:query.limit + 1]
 
     def search(self, member: Membership, terms: list[str]) -> SearchIndex:
-        t, p = member.tenant_id, member.project_id
-        with self.reading(member) as tx:
-            conn = tx._conn
-            epoch, head = self._project(conn, member)
-            resources = conn.execute("SELECT count(*) FROM resources WHERE tenant_id=? AND project_id=?",
-                                     (t, p)).fetchone()[0]
-            n_docs, total = conn.execute(
-                "SELECT count(*), coalesce(sum(length), 0) FROM search_docs WHERE tenant_id=? AND project_id=?",
-                (t, p)).fetchone()
-            df: dict[str, int] = {}
-            postings: list[Posting] = []
-            facts: dict[str, str] = {}
+        project = self._read(member)
+        df: dict[str, int] = {}
+        postings: list[Posting] = []
+        facts: dict[str, str] = {}
+        with self._state.lock:
+            n_docs, total, resources = len(project.docs), project.doc_total, len(project.resources)
             for term in terms:
-                rows = conn.execute(
-                    "SELECT t.fact_id, t.tf, d.length, r.body FROM search_terms t JOIN search_docs d "
-                    "ON d.tenant_id=t.tenant_id AND d.project_id=t.project_id AND d.fact_id=t.fact_id "
-                    "JOIN resources r ON r.tenant_id=t.tenant_id AND r.project_id=t.project_id "
-                    "AND r.kind='fact' AND r.id=t.fact_id AND r.deleted=0 "
-                    "WHERE t.tenant_id=? AND t.project_id=? AND t.term=?", (t, p, term)).fetchall()
-                df[term] = len(rows)
-                postings.extend(Posting(term=term, fact_id=r[0], tf=r[1], doc_len=r[2]) for r in rows)
-                facts.update((r[0], r[3]) for r in rows)
-        return SearchIndex(epoch=epoch, head=head, resources=resources, n_docs=n_docs,
+                found = 0
+                for fact_id, tf in sorted(project.terms.get(term, {}).items()):
+                    fact = project.resources.get((FACT, fact_id))
+                    if fact is None or fact.body is None:
+                        continue
+                    found += 1
+                    postings.append(Posting(term=term, fact_id=fact_id, tf=tf, doc_len=project.docs[fact_id]))
+                    facts[fact_id] = fact.body
+                df[term] = found
+            head = project.head
+        return SearchIndex(epoch=member.project_epoch, head=head, resources=resources, n_docs=n_docs,
                            avg_len=total / n_docs if n_docs else 0.0, df=df, postings=postings, facts=facts)
-

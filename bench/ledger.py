@@ -5,12 +5,13 @@
    one transaction) against raw single-row transactions on the same storage (SQLite: same disk
    and pragmas; PostgreSQL: same server, one-row INSERT transactions from one connection).
    For SQLite three floors are timed beside them, in interleaved rounds so that load from other
-   work hits all five alike: the least a command writes (one change row, which is also the
-   receipt, and its resource row: three b-trees in one transaction, as one statement); the
-   store's own write path without request handling (receipt lookup, rules, change insert, on
+   work hits all five alike: the least a command writes (one log row, which is the change, the
+   receipt and the index fields: one append to one rowid table, as one statement); the
+   store's own write path without request handling (receipt lookup, rules, log append, on
    commands decoded beforehand); and the request handling without a transaction (the write
    replaced by a made-up receipt). ``docs/hardening.md`` explains what they show. PostgreSQL's
-   two lines are interleaved the same way.
+   two lines are interleaved the same way. Then the time (and memory) to open a file of
+   100,000 commands: the SQLite store builds its state in memory from the whole log.
 2. Over HTTP: commands per second from 8 concurrent keep-alive clients against a separately
    started ``aidememo-ref serve``, against the same server's ``/health`` rate.
 
@@ -33,6 +34,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -73,19 +75,45 @@ def raw_sqlite_step(path: Path) -> "callable[[int], None]":  # type: ignore[vali
 
 
 def least_write_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
-    """The least a command writes, as the reference's own schema and statement write it."""
-    from aidememo_ref._sqlite import _INSERT_CHANGE, SQLiteStore
+    """The least a command writes, as the reference's own table and statement write it: one log
+    row (change, receipt and index fields), appended to one rowid table."""
+    from aidememo_ref._sqlite import _APPEND, SQLiteStore
 
     conn = SQLiteStore(path)._conn()
     fingerprint = "f" * 64
 
     def step(i: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(_INSERT_CHANGE, ("t", "p", "custom.bench", f"least-{i % 64}", "a", 1_700_000_000_000 + i,
-                                      '{"i":1,"text":"bench"}', f"least-{i}", fingerprint)).fetchone()
+        conn.execute(_APPEND, (i + 1, "t", "p", i + 1, "custom.bench", f"least-{i % 64}", i // 64 + 1, "a",
+                               1_700_000_000_000 + i, '{"i":1,"text":"bench"}', f"least-{i}", fingerprint,
+                               None, None, None, None))
         conn.execute("COMMIT")
 
     return step
+
+
+def open_seconds(path: Path, commands: int) -> tuple[float, float]:
+    """(seconds, MiB of memory) to open a file holding ``commands`` puts: the store builds its
+    state from the whole log. The rows are the ones the bench's puts write (64 resources per
+    1,000 commands), inserted in one transaction to make the file quickly."""
+    from aidememo_ref._sqlite import _APPEND, SQLiteStore
+
+    SQLiteStore(path).close()
+    conn = sqlite3.connect(path)
+    conn.executemany(_APPEND, ((i + 1, "t", "p", i + 1, "custom.bench", f"open-{i % 1000 // 16}-{i // 1000}",
+                                i % 16 + 1, "a", 1_700_000_000_000 + i, json.dumps({"i": i, "text": "bench"}),
+                                f"open-{i}", f"{i:064x}", None, None, None, None) for i in range(commands)))
+    conn.commit()
+    conn.close()
+    began = time.perf_counter()
+    SQLiteStore(path).close()
+    seconds = time.perf_counter() - began
+    tracemalloc.start()  # a second open, traced: what the state holds once built
+    store = SQLiteStore(path)
+    held = tracemalloc.get_traced_memory()[0] / 2**20
+    tracemalloc.stop()
+    store.close()
+    return seconds, held
 
 
 def store_path_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
@@ -253,11 +281,14 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
     (base, base_cpu), (ours, ours_cpu) = rates["raw"], rates["ours"]
     print(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: {base:8.0f}/s "
           f"| ratio {ours / base:.2f} (cpu {ours_cpu:.0f} vs {base_cpu:.0f} us: {base_cpu / ours_cpu:.2f})")
-    for name, label in (("least", "floor: a command's least write (3 b-trees, 1 statement)"),
+    for name, label in (("least", "floor: a command's least write (1 b-tree, 1 statement)"),
                         ("store", "floor: the store's write path, no request handling"),
                         ("handling", "floor: request handling alone, no transaction")):
         rate, cpu = rates[name]
         print(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} (cpu {cpu:.0f} us: {base_cpu / cpu:.2f})")
+    seconds, held = open_seconds(tmp / "open.sqlite", 100_000)
+    print(f"sqlite     open of a 100,000-command file (memory built from the log): {seconds:.2f} s, "
+          f"holding {held:.0f} MiB (traced Python allocations)")
     db = tmp / "http.sqlite"
     provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
     commands, health = served_rates(db, None, args.clients, args.seconds)

@@ -25,7 +25,7 @@ def _other_connection(world: World, sql: str) -> None:
 def _seqs(world: World) -> int:
     assert world.ledger.database is not None
     with closing(sqlite3.connect(world.ledger.database)) as conn:
-        return int(conn.execute("SELECT count(*) FROM changes").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM log").fetchone()[0])
 
 
 def _write(world: World, cid: str, **kw: object) -> tuple[int, str] | int:

@@ -279,10 +279,12 @@ def test_materialized_feed_pins_bodies_to_revisions(world: World) -> None:
 def test_snapshot_is_bounded_before_filtering(sqlite_world: World) -> None:
     world = sqlite_world
     assert world.ledger.database is not None
-    conn = sqlite3.connect(world.ledger.database)
+    conn = sqlite3.connect(world.ledger.database)  # another writer: the store reads the rows from the log's tail
+    n, seq = conn.execute("SELECT coalesce(max(n), 0), coalesce(max(seq), 0) FROM log").fetchone()
     conn.executemany(
-        "INSERT INTO resources(tenant_id, project_id, kind, id, revision, deleted, body) VALUES ('tenant_http','project_http','custom.bulk',?,1,0,'{}')",
-        [(f"r{i}",) for i in range(10_001)],
+        "INSERT INTO log(n, tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
+        "command_id, fingerprint) VALUES (?,'tenant_http','project_http',?,'custom.bulk',?,1,'codex-p1',1,'{}',?,'f')",
+        [(n + i, seq + i, f"r{i}", f"bulk-{i}") for i in range(1, 10_002)],
     )
     conn.commit()
     conn.close()

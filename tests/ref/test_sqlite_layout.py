@@ -1,13 +1,16 @@
-"""Opening SQLite files of other table layouts: layout 2 is upgraded in place, the rest refused.
+"""SQLite file layouts: layout 5 (one append-only log) is the store's; files of layouts 3 and 2
+are upgraded in place; anything else is refused in one line, unchanged.
 
-Layout 2 (the previous release) has exactly layout 3's tables and rows; layout 3 adds the two
-triggers that move a resource row from its change insert. A layout-2 file is therefore made
-here as a layout-3 file with its triggers dropped and ``user_version`` set back to 2.
+``fixtures/layout3.sqlite`` was written by the layout-3 release (``fixtures/make_layout3.py``),
+with every kind of write (session, facts, handoff contexts, handoffs through accept and return,
+raw puts and a delete), and ``fixtures/layout3.json`` holds what that release answered. A layout-2
+file is the same tables without layout 3's two triggers.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -19,29 +22,13 @@ from aidememo_ref import ReferenceLedger
 from aidememo_ref._sqlite import LAYOUT_VERSION
 from aidememo_ref._store import StoreError
 
+from .fixtures import make_layout3 as fixture
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOKEN = "l" * 48
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
 CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
-
-
-def put(ledger: ReferenceLedger, command_id: str, expected: int | None, value: int) -> bytes:
-    body = json.dumps({"command_id": command_id, "project_id": "p", "expected_revision": expected,
-                       "operation": "resource.put", "payload": {"value": value},
-                       "resource": {"kind": "custom.note", "id": "n1"}, "change": "upsert"}).encode()
-    response = ledger.handle("POST", "/v1/commands", AUTH, body)
-    assert response.status == 200, response.body
-    return response.body
-
-
-def downgrade_to_layout_2(path: Path) -> None:
-    conn = sqlite3.connect(path)
-    triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
-    assert len(triggers) == 2, triggers
-    for name in triggers:
-        conn.execute(f"DROP TRIGGER {name}")
-    conn.execute("PRAGMA user_version=2")
-    conn.commit()
-    conn.close()
+OLD_TABLES = {"changes", "resources", "handoff_index", "search_docs", "search_terms"}
 
 
 def layout(path: Path) -> int:
@@ -52,28 +39,77 @@ def layout(path: Path) -> int:
         conn.close()
 
 
-def test_a_layout_2_file_is_upgraded_and_keeps_its_receipts_and_revisions(tmp_path: Path) -> None:
-    db = tmp_path / "ssot.sqlite"
-    ledger = ReferenceLedger(db)
-    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
-    receipts = [put(ledger, "c1", None, 1), put(ledger, "c2", 1, 2)]
-    ledger.close()
-    downgrade_to_layout_2(db)
+def tables(path: Path) -> set[str]:
+    conn = sqlite3.connect(path)
+    try:
+        return {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'trigger')")}
+    finally:
+        conn.close()
 
-    reopened = ReferenceLedger(db)
+
+def old_file(tmp_path: Path, version: int) -> Path:
+    db = tmp_path / f"layout{version}.sqlite"
+    shutil.copyfile(FIXTURES / "layout3.sqlite", db)
+    assert layout(db) == 3
+    if version == 2:
+        conn = sqlite3.connect(db)
+        triggers = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='trigger'")]
+        assert len(triggers) == 2, triggers
+        for name in triggers:
+            conn.execute(f"DROP TRIGGER {name}")
+        conn.execute("PRAGMA user_version=2")
+        conn.commit()
+        conn.close()
+    return db
+
+
+def handle(ledger: ReferenceLedger, actor: str, method: str, path: str, body: object = None) -> tuple[int, str]:
+    response = ledger.handle(method, path, fixture.headers(actor), b"" if body is None else json.dumps(body).encode())
+    return response.status, response.body.decode()
+
+
+@pytest.mark.parametrize("version", [3, 2])
+def test_an_old_file_is_upgraded_and_answers_exactly_as_before(tmp_path: Path, version: int) -> None:
+    db = old_file(tmp_path, version)
+    recorded = json.loads((FIXTURES / "layout3.json").read_text())
+    ledger = ReferenceLedger(db)
     assert layout(db) == LAYOUT_VERSION
-    assert [put(reopened, "c1", None, 1), put(reopened, "c2", 1, 2)] == receipts  # replays, byte for byte
-    third = json.loads(put(reopened, "c3", 2, 3))
-    assert (third["revision"], third["project_seq"]) == (3, 3)
-    snapshot = reopened.handle("GET", "/v1/projects/p/snapshot", AUTH, b"")
-    assert snapshot.status == 200, snapshot.body
-    epoch = json.loads(snapshot.body)["project_epoch"]
-    feed = reopened.handle("GET", f"/v1/projects/p/changes?after_seq=0&project_epoch={epoch}", AUTH, b"")
+    assert not tables(db) & OLD_TABLES and "log" in tables(db)
+    # Every command replays its receipt byte for byte; every read answers what layout 3 answered.
+    assert [handle(ledger, actor, method, path, body) for actor, method, path, body in fixture.commands()] == [
+        (200, receipt) for receipt in recorded["receipts"]]
+    assert [handle(ledger, actor, "GET", path) for actor, path in fixture.reads()] == [
+        (200, answer) for answer in recorded["reads"]]
+    # A changed retry is still a conflict, and new writes continue the sequence and revisions.
+    actor, method, path, body = fixture.commands()[-2]
+    assert handle(ledger, actor, method, path, {**body, "payload": {"v": 99}})[0] == 409
+    status, text = handle(ledger, "sender", "POST", "/v1/commands", {
+        "command_id": "c-after", "project_id": "p", "expected_revision": 3, "operation": "resource.put",
+        "payload": {"v": 3}, "resource": {"kind": "custom.note", "id": "n-1"}, "change": "upsert"})
+    assert status == 200, text
+    assert (json.loads(text)["project_seq"], json.loads(text)["revision"]) == (12, 4)
+    status, text = handle(ledger, "receiver", "POST", "/v1/projects/p/handoffs/h-2/accept", {
+        "command_id": "c-accept-2", "expected_revision": 1, "payload": {"claim_id": "claim-2"}})
+    assert status == 200, text
+    ledger.close()
+    reopened = ReferenceLedger(db)  # the log alone rebuilds the same state
+    inbox = json.loads(handle(reopened, "receiver", "GET", "/v1/projects/p/handoffs?box=inbox")[1])
+    assert [(a["project_seq"], a["revision"], a["record"]["status"]) for a in inbox["assignments"]] == [
+        (13, 2, "accepted")]
+    found = json.loads(handle(reopened, "sender", "GET", "/v1/projects/p/search?q=fallback")[1])
+    assert (found["index_seq"], [hit["fact_id"] for hit in found["results"]]) == (13, ["f-2"])
     reopened.close()
-    assert feed.status == 200, feed.body
-    assert [entry["revision"] for entry in json.loads(feed.body)["entries"]] == [1, 2, 3]
-    [resource] = json.loads(snapshot.body)["resources"]
-    assert resource["revision"] == 3  # the trigger moved the row the upgrade found at revision 2
+
+
+def test_an_upgrade_that_fails_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    db = old_file(tmp_path, 3)
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE changes SET body='{\"not\": \"a handoff\"}' WHERE kind='handoff' AND revision=1")
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"cannot be upgraded from table layout 3: "):
+        ReferenceLedger(db)
+    assert layout(db) == 3 and OLD_TABLES <= tables(db) and "log" not in tables(db)
 
 
 def test_files_of_other_layouts_are_refused_unchanged(tmp_path: Path) -> None:
@@ -83,22 +119,24 @@ def test_files_of_other_layouts_are_refused_unchanged(tmp_path: Path) -> None:
     conn.execute("PRAGMA user_version=4")
     conn.commit()
     conn.close()
-    with pytest.raises(StoreError, match=r"has table layout 4, not this reference's 3; start from a new database file"):
+    with pytest.raises(StoreError, match=rf"has table layout 4, not this reference's {LAYOUT_VERSION}; start from a "
+                                         "new database file"):
         ReferenceLedger(old)
     assert layout(old) == 4
 
-    foreign = tmp_path / "local.sqlite"  # the local CLI's store also says user_version 2
-    conn = sqlite3.connect(foreign)
-    conn.execute("CREATE TABLE facts(id TEXT)")
-    conn.execute("PRAGMA user_version=2")
-    conn.commit()
-    conn.close()
-    with pytest.raises(StoreError, match="is not a reference ledger file"):
-        ReferenceLedger(foreign)
-    assert layout(foreign) == 2
-    conn = sqlite3.connect(foreign)
-    assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["facts"]
-    conn.close()
+    for version in (2, 3):  # the local CLI's store also says user_version 2
+        foreign = tmp_path / f"local{version}.sqlite"
+        conn = sqlite3.connect(foreign)
+        conn.execute("CREATE TABLE facts(id TEXT)")
+        conn.execute(f"PRAGMA user_version={version}")
+        conn.commit()
+        conn.close()
+        with pytest.raises(StoreError, match=f"is not a reference ledger file \\(user_version {version} without"):
+            ReferenceLedger(foreign)
+        assert layout(foreign) == version
+        conn = sqlite3.connect(foreign)
+        assert [r[0] for r in conn.execute("SELECT name FROM sqlite_master")] == ["facts"]
+        conn.close()
 
 
 @pytest.mark.parametrize("verb", ["bootstrap", "serve"])
@@ -116,4 +154,74 @@ def test_the_cli_refuses_another_layout_in_one_line(tmp_path: Path, verb: str) -
     done = subprocess.run([*CLI, verb, "--database", str(db), *extra], capture_output=True, text=True, timeout=60)
     assert done.returncode == 1
     assert done.stderr.count("\n") == 1 and "Traceback" not in done.stderr
-    assert "has table layout 4, not this reference's 3; start from a new database file" in done.stderr
+    assert f"has table layout 4, not this reference's {LAYOUT_VERSION}; start from a new database file" in done.stderr
+
+
+def put(ledger: ReferenceLedger, command_id: str, expected: int | None, value: int) -> tuple[int, dict[str, object]]:
+    body = json.dumps({"command_id": command_id, "project_id": "p", "expected_revision": expected,
+                       "operation": "resource.put", "payload": {"value": value},
+                       "resource": {"kind": "custom.note", "id": "n1"}, "change": "upsert"}).encode()
+    response = ledger.handle("POST", "/v1/commands", AUTH, body)
+    return response.status, json.loads(response.body)
+
+
+def test_two_stores_on_one_file_see_each_others_writes_at_their_next_transaction(tmp_path: Path) -> None:
+    """Each store's memory is caught up from the log's tail when the file changed under it."""
+    db = tmp_path / "shared.sqlite"
+    first = ReferenceLedger(db)
+    first.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    second = ReferenceLedger(db)
+    assert put(first, "c1", None, 1)[0] == 200
+    assert put(second, "c2", 1, 2)[1]["revision"] == 2  # second saw c1
+    stale = put(first, "c3", 1, 3)  # first's memory must have caught up with c2: revision 1 is stale now
+    assert (stale[0], stale[1]["error"]["code"]) == (409, "stale_revision")  # type: ignore[index]
+    assert put(first, "c2", 1, 2)[1]["project_seq"] == 2  # and it replays second's receipt
+    assert put(first, "c4", 2, 4)[1]["project_seq"] == 3
+    feed = second.handle("GET", "/v1/projects/p/resources/custom.note/n1", AUTH, b"")
+    assert json.loads(feed.body)["revision"] == 3
+    first.close()
+    second.close()
+
+
+def test_a_memory_behind_the_file_cannot_commit(tmp_path: Path) -> None:
+    """The row's rowid is the one after memory's last: a store that somehow missed a row writes
+    nothing (a 500), and its next transaction catches up."""
+    db = tmp_path / "guard.sqlite"
+    ledger = ReferenceLedger(db)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    assert put(ledger, "c1", None, 1)[0] == 200
+    store = ledger.store
+    state = store._state  # type: ignore[attr-defined]
+    with state.lock:  # forget c1, as a missed catch-up would
+        state.applied = 0
+        state.projects.clear()
+    status, answer = put(ledger, "c2", None, 2)
+    assert (status, answer["error"]["code"]) == (500, "storage_failure")  # type: ignore[index]
+    conn = sqlite3.connect(db)
+    assert conn.execute("SELECT count(*) FROM log").fetchone()[0] == 1
+    conn.close()
+    assert put(ledger, "c2", 1, 2)[1]["revision"] == 2
+    ledger.close()
+
+
+def test_a_store_catches_up_every_index_from_another_writers_rows(tmp_path: Path) -> None:
+    """A store opened before another one wrote answers every read from the rows it read back
+    from the log's tail (mailbox fields, search terms from the fact bodies) exactly as the
+    writer's own memory, and as layout 3 answered the same commands."""
+    from aidememo_ref import ManualClock
+
+    db = tmp_path / "two.sqlite"
+    clock = ManualClock(1_767_225_600_000)
+    writer = ReferenceLedger(db, clock=clock)
+    for actor, token in fixture.TOKENS.items():
+        writer.provision(tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="epoch-fixture")
+    reader = ReferenceLedger(db)
+    assert handle(reader, "sender", "GET", "/v1/projects/p/handoffs?box=outbox")[0] == 200  # memory built, empty
+    for actor, method, path, body in fixture.commands():
+        clock.advance(1_000)
+        assert handle(writer, actor, method, path, body)[0] == 200
+    recorded = json.loads((FIXTURES / "layout3.json").read_text())["reads"]
+    assert [handle(reader, actor, "GET", path) for actor, path in fixture.reads()] == [(200, r) for r in recorded]
+    assert [handle(writer, actor, "GET", path) for actor, path in fixture.reads()] == [(200, r) for r in recorded]
+    writer.close()
+    reader.close()
