@@ -225,7 +225,7 @@ class Service:
         if handler is None:
             allowed = sorted(methods) + (["HEAD"] if "GET" in methods else [])
             return Response(405, (("allow", ",".join(sorted(allowed))),))
-        request = _Request(method, query, tuple(headers), body)
+        request = tuple.__new__(_Request, (method, query, tuple(headers), body))  # _Request(...) adds a Python-level call
         try:
             response = handler(request, *params)
         except LedgerError as error:
