@@ -122,7 +122,7 @@ def parse_json(body: bytes) -> Json:
     # depth past MAX_DEPTH needs that many brackets opened and closed.
     if len(body) > 2 * MAX_DEPTH and body.count(b"[") + body.count(b"{") > MAX_DEPTH and not _depth_ok(value):
         raise JsonError("recursion limit exceeded")
-    if b"\\u" in body and not _surrogate_free(value):
+    if "\\" in text and "\\u" in text and not _surrogate_free(value):  # a one-character search is memchr
         raise JsonError("lone surrogate in hex escape")
     result: Json = value
     return result
