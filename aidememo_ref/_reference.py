@@ -113,7 +113,13 @@ class ReferenceLedger(Served):
 
     def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
         """Answer one HTTP request given as method, raw target, header pairs and body bytes."""
-        if type(headers) is not list and type(headers) is not tuple:  # skips the Mapping ABC check for pairs
+        if type(headers) is list or type(headers) is tuple:  # skips the Mapping ABC check for pairs
+            for k, v in headers:
+                if type(k) is not bytes or type(v) is not bytes:
+                    break
+            else:  # byte pairs already: passed on as they are
+                return self.service.handle(method, target, headers, body)  # type: ignore[arg-type]
+        else:
             headers = headers.items() if isinstance(headers, Mapping) else headers
         pairs = [(k if type(k) is bytes else _latin1(k), v if type(v) is bytes else _latin1(v))
                  for k, v in headers]

@@ -180,3 +180,15 @@ def test_integers_parse_as_serde_keeps_them(text: str, value: int | float) -> No
     parsed = parse_json(f"[{text}]".encode())
     assert isinstance(parsed, list) and type(parsed[0]) is type(value) and parsed[0] == value
     assert str(parsed[0]) == str(value)  # -0.0 is not 0.0
+
+
+def test_header_pairs_of_every_accepted_shape_answer_alike(tmp_path: Path) -> None:
+    ledger = ReferenceLedger(tmp_path / "l.sqlite")
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token="token-0123456789")
+    body = json.dumps(BASE).encode()
+    auth, kind = ("authorization", "Bearer token-0123456789"), ("content-type", "application/json")
+    as_bytes = [(auth[0].encode(), auth[1].encode()), (kind[0].encode(), kind[1].encode())]
+    shapes: list[object] = [as_bytes, tuple(as_bytes), [auth, kind], [as_bytes[0], kind], dict([auth, kind]),
+                            dict(as_bytes)]
+    answers = {ledger.handle("POST", "/v1/commands", shape, body) for shape in shapes}  # type: ignore[arg-type]
+    assert len(answers) == 1 and next(iter(answers)).status == 200
