@@ -77,16 +77,16 @@ def raw_sqlite_step(path: Path) -> "callable[[int], None]":  # type: ignore[vali
 def least_write_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
     """The least a command writes, as the reference's own table and statement write it: one log
     row (change, receipt and index fields), appended to one rowid table."""
-    from aidememo_ref._sqlite import _APPEND, SQLiteStore
+    from aidememo_ref._sqlite import _APPENDS, _CHANGE_ONLY, SQLiteStore
 
     conn = SQLiteStore(path)._conn()
     fingerprint = "f" * 64
+    append = _APPENDS[_CHANGE_ONLY]  # the statement the store uses for a row without handoff fields
 
     def step(i: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
-        conn.execute(_APPEND, (i + 1, "t", "p", i + 1, "custom.bench", f"least-{i % 64}", i // 64 + 1, "a",
-                               1_700_000_000_000 + i, '{"i":1,"text":"bench"}', f"least-{i}", fingerprint,
-                               None, None, None, None))
+        conn.execute(append, (i + 1, "t", "p", i + 1, "custom.bench", f"least-{i % 64}", i // 64 + 1, "a",
+                              1_700_000_000_000 + i, '{"i":1,"text":"bench"}', f"least-{i}", fingerprint))
         conn.execute("COMMIT")
 
     return step

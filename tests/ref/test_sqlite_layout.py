@@ -225,3 +225,18 @@ def test_a_store_catches_up_every_index_from_another_writers_rows(tmp_path: Path
     assert [handle(writer, actor, "GET", path) for actor, path in fixture.reads()] == [(200, r) for r in recorded]
     writer.close()
     reader.close()
+
+
+def test_a_damaged_log_is_refused_in_one_line(tmp_path: Path) -> None:
+    db = tmp_path / "gap.sqlite"
+    ledger = ReferenceLedger(db)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    assert put(ledger, "c1", None, 1)[0] == 200
+    assert put(ledger, "c2", 1, 2)[0] == 200
+    ledger.close()
+    conn = sqlite3.connect(db)
+    conn.execute("UPDATE log SET seq=3 WHERE n=2")  # a gap in the project's sequence
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"has a damaged change log: log row 2 has sequence 3 after 1$"):
+        ReferenceLedger(db)
