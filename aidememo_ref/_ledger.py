@@ -10,8 +10,8 @@ Check order follows upstream ``srv/product.rs`` (wire spec §1.9-1.17, errata 6)
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Final, Protocol, TypeAlias, TypeVar
+from dataclasses import replace
+from typing import Final, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from . import _state
 from ._commands import (
@@ -62,10 +62,10 @@ class View(Protocol):
         ...
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Write:
+class Write(NamedTuple):
     """What to commit: the resource's next body (None deletes it) and, for product kinds, the
-    typed record it encodes (the store's mailbox and search indexes read it)."""
+    typed record it encodes (the store's mailbox and search indexes read it). A NamedTuple like
+    ``Command`` and ``Receipt``: every write builds one, at a third of a frozen dataclass's cost."""
 
     kind: str
     resource_id: str
@@ -124,8 +124,8 @@ def _raw(command: Command, p: ResourcePayload, view: View) -> Write:
     if command.expected_revision is not None:
         _check_revision(command, view.resource(command.kind, command.resource_id))
     if command.op is Op.RESOURCE_DELETE:
-        return Write(kind=command.kind, resource_id=command.resource_id, body=None)
-    return Write(kind=command.kind, resource_id=command.resource_id, body=p.canonical)
+        return Write(command.kind, command.resource_id, None)
+    return Write(command.kind, command.resource_id, p.canonical)
 
 
 def _create_session(p: SessionCreatePayload, actor_id: str, view: View) -> Session:
