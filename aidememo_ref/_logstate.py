@@ -4,18 +4,23 @@ SQLite layout 5 stores each command as one row of one rowid table (``_sqlite``).
 and the reads look a command up by (its receipt by command id, a resource's current revision and
 body, the project's next sequence, the change feed, the mailbox and the search index) is kept
 here instead, one ``Project`` per (tenant, project), built by applying the log's rows in rowid
-order (each project's rows come in its sequence order; anything else is a corrupt file). ``LogState.applied`` is the last rowid folded in; a row is applied once, in order, and
-applying one already applied does nothing, so several threads may offer the same row.
+order (each project's rows come in its sequence order; anything else is a corrupt file).
+``LogState.applied`` is the last rowid folded in; a row is applied once, in order, and applying
+one already applied does nothing, so several threads may offer the same row. A row that cannot
+be applied (out of order, a fact body that is not a fact) raises ``ValueError`` and changes
+nothing, so the state stays the fold of a prefix of the log.
 
 Which rows feed the two indexes follows the typed routes' records: a row carrying a handoff
 status (``Row.status``) sets that handoff's mailbox entry; the first revision of a ``fact`` row is
 indexed for search by its ``content`` (raw routes only write ``custom.*`` kinds, so every such
-row is a typed fact). Pure: no I/O, no database driver; the caller holds ``lock``.
+row is a typed fact). No I/O, no database driver: the store reads the rows and holds
+``LogState.lock`` while it applies them or looks anything up.
 """
 
 from __future__ import annotations
 
 import threading
+from collections import Counter
 from typing import NamedTuple
 
 from ._records import FACT, Change, Fact, Resource
@@ -100,6 +105,11 @@ class Project:
         kind, rid, revision, body = row.kind, row.resource_id, row.revision, row.body
         if row.seq != len(self.rows) + 1:
             raise ValueError(f"log row {row.n} has sequence {row.seq} after {len(self.rows)}")
+        terms: tuple[Counter[str], int] | None = None
+        if row.status is None and kind == FACT and revision == 1 and body is not None:
+            # Facts are create-only, so their terms are indexed exactly once; parsed before any
+            # change here, so a stored body that is not a fact leaves the project as it was.
+            terms = term_counts(Fact.from_json(body).content if content is None else content)
         self.rows.append(row)
         self.receipts[row.command_id] = row
         key = (kind, rid)
@@ -115,9 +125,8 @@ class Project:
             self.handoffs[rid] = MailboxEntry(row.from_actor, row.to_actor, row.source_id, row.status, row.seq)
             self.inbox.setdefault(row.to_actor, set()).add(rid)
             self.outbox.setdefault(row.from_actor, set()).add(rid)
-        elif kind == FACT and revision == 1 and body is not None:
-            # Facts are create-only, so their terms are indexed exactly once.
-            counts, length = term_counts(Fact.from_json(body).content if content is None else content)
+        elif terms is not None:
+            counts, length = terms
             self.docs[rid] = length
             self.doc_total += length
             for term, tf in counts.items():

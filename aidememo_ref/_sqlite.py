@@ -19,7 +19,11 @@ connection last caught up. A write's row enters memory only after ``COMMIT`` ret
 **Why two writers still cannot both win.** Under ``BEGIN IMMEDIATE`` the write lock is held
 before the catch-up, so the state the rules decide on is exactly the committed one, in threads
 and in other processes alike. The new row's rowid is the one after the last applied, so a
-memory that were ever behind the file could not commit: the insert would fail on the rowid.
+memory that were ever behind the file could not commit: the insert would fail on the rowid (that
+request answers 500, nothing is written, and the next transaction reads the tail again). An
+exception between ``COMMIT`` and memory makes the connection read the tail at its next statement
+(its own commit does not move its ``data_version``); a log row that cannot be applied is a 500
+with memory left as it was.
 WAL with ``synchronous=NORMAL`` survives ``kill -9`` of the process (the answer is sent only
 after COMMIT returns); surviving power loss would need ``synchronous=FULL``.
 
@@ -146,17 +150,30 @@ def _upgrade(conn: sqlite3.Connection, path: str, layout: int) -> None:
     for n, (t, p, seq, kind, rid, revision, actor, at, body, command_id, fingerprint) in enumerate(
             conn.execute(_OLD_CHANGES).fetchall(), 1):
         try:
-            handoff = Handoff.from_json(body) if kind == HANDOFF and body is not None else None
+            index = _mailbox_fields(Handoff.from_json(body) if kind == HANDOFF and body is not None else None)
         except RecordError as exc:  # the transaction rolls back: the file stays as it was
             raise StoreError(f"{path} cannot be upgraded from table layout {layout}: change {seq} of project "
                              f"{p}: {exc}") from exc
-        index = ((None, None, None, None) if handoff is None else
-                 (handoff.from_actor, handoff.to_actor, handoff.source_id, handoff.status.value))
         rows.append((n, t, p, seq, kind, rid, revision, actor, at, body, command_id, fingerprint, *index))
+    try:
+        # Folded once before anything is dropped, so a log the store would refuse to open (a
+        # sequence gap, a fact body that is not a fact) leaves the old file as it was.
+        probe = LogState()
+        for values in rows:
+            probe.apply(Row._make(values))
+    except ValueError as exc:
+        raise StoreError(f"{path} cannot be upgraded from table layout {layout}: {exc}") from exc
     conn.executemany(_APPEND, rows)
     for table in _OLD_TABLES:
         conn.execute(f"DROP TABLE {table}")  # their indexes and triggers go with them
     conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
+
+
+def _mailbox_fields(record: object) -> tuple[str | None, str | None, str | None, str | None]:
+    """The log row's four mailbox columns: set for a handoff record, empty for anything else."""
+    if isinstance(record, Handoff):
+        return record.from_actor, record.to_actor, record.source_id, record.status.value
+    return _NOT_INDEXED
 
 
 def _append(row: Row) -> tuple[str, tuple[object, ...]]:
@@ -208,9 +225,15 @@ class _Tx:
                 raise _map(fault) from fault
             if self._rows:
                 state = self._store._state
-                with state.lock:
-                    for row, content in self._rows:
-                        state.apply(row, content)
+                try:
+                    with state.lock:
+                        for row, content in self._rows:
+                            state.apply(row, content)
+                except BaseException:
+                    # Committed but not (all) in memory: this connection's own commit never
+                    # moves its data_version, so make its next statement read the tail again.
+                    self._store._local.log_seen = None
+                    raise
             return
         self._abandon(unsure=isinstance(exc, sqlite3.DatabaseError))
         if isinstance(exc, sqlite3.DatabaseError):
@@ -269,11 +292,9 @@ class _Tx:
         current = self._latest(kind, rid) if rows else project.resources.get((kind, rid))
         revision = 1 if current is None else current.revision + 1
         seq = project.head + len(rows) + 1
-        record, content, index = write.record, None, _NOT_INDEXED
-        if isinstance(record, Handoff):
-            index = (record.from_actor, record.to_actor, record.source_id, record.status.value)
-        elif isinstance(record, Fact):
-            content = record.content
+        record = write.record
+        index = _mailbox_fields(record)
+        content = record.content if isinstance(record, Fact) else None
         row: Row = tuple.__new__(Row, (  # Row(...) would add a Python-level call
             self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
             revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))
@@ -336,8 +357,8 @@ class SQLiteStore:
             self._fresh(self._local, self._conn())  # builds the memory from the whole log
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
-        except ValueError as exc:  # rows out of order or a stored fact that is not one
-            raise StoreError(f"{self.path} has a damaged change log: {exc}") from exc
+        except LedgerError as exc:  # rows out of order or a stored fact that is not one
+            raise StoreError(f"{self.path} has a damaged change log: {exc.__cause__}") from exc
 
     # -- plumbing ---------------------------------------------------------------------------
     @contextmanager
@@ -366,11 +387,14 @@ class SQLiteStore:
             local.seen = seen
         if version != local.log_seen:
             state = self._state
-            with state.lock:
-                for n, t, p, seq, kind, rid, revision, actor, *rest in conn.execute(_TAIL, (state.applied,)):
-                    # One copy of each repeated name in memory, not one per row.
-                    state.apply(tuple.__new__(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
-                                                    intern(actor), *rest)))
+            try:
+                with state.lock:
+                    for n, t, p, seq, kind, rid, revision, actor, *rest in conn.execute(_TAIL, (state.applied,)):
+                        # One copy of each repeated name in memory, not one per row.
+                        state.apply(tuple.__new__(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
+                                                        intern(actor), *rest)))
+            except ValueError as exc:  # a damaged row: memory keeps the prefix before it
+                raise LedgerError.storage_failure(unavailable=False) from exc
             local.log_seen = version
 
     def _synced(self, conn: _Db, member: Membership) -> Project:
@@ -538,7 +562,7 @@ class SQLiteStore:
 
     def reading(self, member: Membership) -> _Tx:
         # Its view reads memory, which other threads may move on meanwhile: each lookup sees
-        # the latest committed state (the service's reads below take one consistent look).
+        # the latest committed state (the reads below take one consistent look at memory each).
         return _Tx(self, self._conn(), member, "BEGIN DEFERRED")
 
     # -- reads: one look at memory each, under its lock ----------------------------------------

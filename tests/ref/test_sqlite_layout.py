@@ -112,6 +112,23 @@ def test_an_upgrade_that_fails_leaves_the_file_as_it_was(tmp_path: Path) -> None
     assert layout(db) == 3 and OLD_TABLES <= tables(db) and "log" not in tables(db)
 
 
+@pytest.mark.parametrize("damage", [
+    "UPDATE changes SET body='{\"not\": \"a fact\"}' WHERE kind='fact' AND revision=1",  # parsed for search
+    "UPDATE changes SET seq=seq+1 WHERE seq=(SELECT max(seq) FROM changes)",  # a gap in the sequence
+])
+def test_an_upgrade_is_checked_as_an_open_would_be_before_anything_is_dropped(tmp_path: Path, damage: str) -> None:
+    """What the store would refuse to open once upgraded is refused while the old tables still
+    exist: the file stays a layout-3 file the old release serves."""
+    db = old_file(tmp_path, 3)
+    conn = sqlite3.connect(db)
+    assert conn.execute(damage).rowcount >= 1
+    conn.commit()
+    conn.close()
+    with pytest.raises(StoreError, match=r"cannot be upgraded from table layout 3: "):
+        ReferenceLedger(db)
+    assert layout(db) == 3 and OLD_TABLES <= tables(db) and "log" not in tables(db)
+
+
 def test_files_of_other_layouts_are_refused_unchanged(tmp_path: Path) -> None:
     old = tmp_path / "old.sqlite"
     conn = sqlite3.connect(old)
@@ -240,3 +257,62 @@ def test_a_damaged_log_is_refused_in_one_line(tmp_path: Path) -> None:
     conn.close()
     with pytest.raises(StoreError, match=r"has a damaged change log: log row 2 has sequence 3 after 1$"):
         ReferenceLedger(db)
+
+
+def test_a_write_committed_but_not_yet_in_memory_is_read_back_by_its_own_thread(tmp_path: Path,
+                                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """An exception between COMMIT and memory (an interrupt, memory exhausted) leaves the row in
+    the file only (the request answers 500); the same connection's data_version does not move for
+    its own commit, so its next statement must read the tail anyway: the write is seen and its
+    retry replays its receipt."""
+    from aidememo_ref._logstate import LogState
+
+    db = tmp_path / "interrupted.sqlite"
+    ledger = ReferenceLedger(db)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    assert put(ledger, "c1", None, 1)[0] == 200
+    real = LogState.apply
+    failures = [RuntimeError("interrupted after COMMIT")]
+
+    def interrupted(self: LogState, row: object, content: str | None = None) -> None:
+        if failures:
+            raise failures.pop()
+        real(self, row, content)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(LogState, "apply", interrupted)
+    assert put(ledger, "c2", 1, 2)[0] == 500  # the service answers an unexpected failure as internal
+    assert not failures
+    resource = ledger.handle("GET", "/v1/projects/p/resources/custom.note/n1", AUTH, b"")
+    assert json.loads(resource.body)["revision"] == 2
+    replay = put(ledger, "c2", 1, 2)
+    assert (replay[0], replay[1]["revision"], replay[1]["project_seq"]) == (200, 2, 2)
+    ledger.close()
+
+
+def test_a_damaged_row_from_another_writer_changes_nothing_in_memory(tmp_path: Path) -> None:
+    """A row another connection appended that cannot be applied (a fact body that is not a fact)
+    is refused as a storage failure with memory left as the fold of the rows before it, and once
+    the row is mended the next request applies it: no half-applied project, no restart."""
+    db = tmp_path / "tail.sqlite"
+    ledger = ReferenceLedger(db)
+    ledger.provision(tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    assert put(ledger, "c1", None, 1)[0] == 200
+    conn = sqlite3.connect(db)
+    conn.execute("INSERT INTO log(n, tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, "
+                 "command_id, fingerprint) VALUES (2, 't', 'p', 2, 'fact', 'f-9', 1, 'a', 1, '{\"not\": 1}', "
+                 "'c-bad', ?)", ("0" * 64,))
+    conn.commit()
+    state = ledger.store._state  # type: ignore[attr-defined]
+    status, answer = put(ledger, "c2", 1, 2)
+    assert (status, answer["error"]["code"]) == (500, "storage_failure")  # type: ignore[index]
+    project = state.projects[("t", "p")]
+    assert (state.applied, project.head, "c-bad" in project.receipts, ("fact", "f-9") in project.resources) == (
+        1, 1, False, False)
+    fact = json.dumps({"fact_id": "f-9", "session_id": "s-1", "source_id": None, "actor_id": "a",
+                       "content": "mended text"})
+    conn.execute("UPDATE log SET body=? WHERE n=2", (fact,))
+    conn.commit()
+    conn.close()
+    assert put(ledger, "c2", 1, 2)[0] == 200
+    assert (state.applied, project.head, project.docs.get("f-9")) == (3, 3, 2)
+    ledger.close()
