@@ -49,6 +49,10 @@ class Row(NamedTuple):
     source_id: str | None
     status: str | None
 
+    def resource(self) -> Resource:
+        """The resource as this row left it."""
+        return Resource(kind=self.kind, resource_id=self.resource_id, revision=self.revision, body=self.body)
+
 
 class MailboxEntry(NamedTuple):
     from_actor: str
@@ -92,8 +96,7 @@ class Project:
 
     def resource(self, kind: str, resource_id: str) -> Resource | None:
         row = self.resources.get((kind, resource_id))
-        return None if row is None else Resource(kind=kind, resource_id=resource_id, revision=row.revision,
-                                                 body=row.body)
+        return None if row is None else row.resource()
 
     def ordered(self) -> list[tuple[str, str]]:
         """Resource keys by (kind, id): SQLite's BINARY order, which is code-point order."""

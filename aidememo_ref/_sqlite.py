@@ -254,8 +254,7 @@ class _Tx:
     # -- View --------------------------------------------------------------------------------
     def resource(self, kind: str, resource_id: str) -> Resource | None:
         row = self._latest(kind, resource_id)
-        return None if row is None else Resource(kind=kind, resource_id=resource_id, revision=row.revision,
-                                                 body=row.body)
+        return None if row is None else row.resource()
 
     def _latest(self, kind: str, resource_id: str) -> Row | None:
         for row, _ in reversed(self._rows):  # this transaction's own writes first
@@ -580,7 +579,7 @@ class SQLiteStore:
             rows = [project.resources[key] for key in keys]
             head = project.head
         return Snapshot(epoch=member.project_epoch, at_seq=head, resources=[
-            Resource(kind=row.kind, resource_id=row.resource_id, revision=row.revision, body=row.body) for row in rows])
+            row.resource() for row in rows])
 
     def changes(self, member: Membership, after_seq: int, limit: int) -> FeedRead:
         project = self._read(member)
@@ -589,8 +588,7 @@ class SQLiteStore:
             changes = project.feed(after_seq, limit + 1)  # a cursor beyond the head is answered 409 by the read rules
             rows = {(c.kind, c.resource_id): project.resources[(c.kind, c.resource_id)]
                     for c in changes if c.kind in PARTICIPANT_KINDS}
-        current = {key: Resource(kind=row.kind, resource_id=row.resource_id, revision=row.revision, body=row.body)
-                   for key, row in rows.items()}
+        current = {key: row.resource() for key, row in rows.items()}
         return FeedRead(epoch=member.project_epoch, head=head, changes=changes, current=current)
 
     def mailbox(self, member: Membership, query: MailboxQuery) -> list[MailboxRow]:
