@@ -15,7 +15,8 @@ import pytest
 
 from conformance.errors import Untestable
 from conformance.expect import expect_status
-from conformance.profiles.xmemo.world import Key, XMemoWorld, estimate_tokens, items_of
+from conformance.marks import reads
+from conformance.profiles.xmemo.world import Key, XMemoWorld, estimate_tokens, is_uuid, items_of
 
 FIRST_QUERY = "deployment adapter decision and current bug"
 LAST_QUERY = "deployment adapter decision, Codex fix, and handoff status"
@@ -84,13 +85,13 @@ def bounded_items(answer: Any) -> dict[Any, Any]:
 
 def captured(answer: Any, memory_type: str, status: str | None = None) -> None:
     data = expect_status(answer, 200)
-    assert data.get("id") or data.get("memory_id"), f"the capture answered no id: {data}"
+    assert is_uuid(data.get("id") or data.get("memory_id")), f"the capture answered no UUID id: {data}"
     assert data.get("memory_type", memory_type) == memory_type, f"captured as {data.get('memory_type')!r}"
     if status is not None:
         assert data.get("status", status) == status, f"captured with status {data.get('status')!r}"
 
 
-@pytest.mark.requirement("XM-FLOW-1")
+@reads("XM-FLOW-1", "working", "uuid")
 def test_step_1_claude_starts_the_task(world: XMemoWorld) -> None:
     _, answer = play(world, 1)
     captured(answer, "working", "started")
