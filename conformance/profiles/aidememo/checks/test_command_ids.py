@@ -44,9 +44,7 @@ def _typed(world: World, route: WriteRoute) -> Scene:
                               "focus": world.text("focus"), "outcome": "failed"}
     revision: int | None = None
     actor: Actor = sender
-    if route.name == "sessions":
-        values["session_id"] = world.new_id("session")
-    else:
+    if route.name != "sessions":
         values["session_id"] = sender.setup_session()
     if route.resource_field is not None:
         values[route.resource_field] = world.new_id(route.kind.replace("_", "-"))
