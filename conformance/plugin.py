@@ -146,7 +146,8 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    config.addinivalue_line("markers", "requirement(id): the requirement this check proves")
+    config.addinivalue_line("markers", "requirement(id, clauses=()): the requirement this check proves, and which "
+                            "of its clauses it reads")
     config.addinivalue_line("markers", "capability(name): an optional capability the check needs besides its requirement's")
     for profile in installed_profiles().values():
         for marker in profile.markers:
@@ -188,6 +189,14 @@ def _requirement_of(item: pytest.Item) -> str | None:
     return str(marker.args[0]) if marker and marker.args else None
 
 
+def _clauses_of(item: pytest.Item) -> tuple[str, ...]:
+    """The clauses a check reads: those of its ``requirement`` markers (a parameter may add its own)."""
+    found: list[str] = []
+    for marker in item.iter_markers("requirement"):
+        found += [str(c) for c in marker.kwargs.get("clauses", ()) if str(c) not in found]
+    return tuple(found)
+
+
 def _same_process(item: pytest.Item, other: pytest.Item) -> bool:
     """Whether ``other`` surely runs in the process that runs ``item``."""
     workerinput = getattr(item.config, "workerinput", None)
@@ -213,7 +222,10 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     for item in checks:
         requirement_id = _requirement_of(item) or ""
         if requirement_id in state.registry:
-            listing.append((item.nodeid, requirement_id))
+            problem = state.registry.get(requirement_id).clause_problem(_clauses_of(item))
+            if problem or any(m.args and m.args[0] != requirement_id for m in item.iter_markers("requirement")):
+                raise pytest.UsageError(f"{item.nodeid}: {problem or 'its requirement markers name two ids'}")
+            listing.append((item.nodeid, requirement_id, _clauses_of(item)))
         elif any(requirement_id.startswith(prefix) for prefix in state.others):
             foreign.append(item)
         else:
@@ -360,7 +372,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         verdict=verdict, reason=reason, requests=len(entries), seed=state.seed,
         claims=state.target.claims.describe() if state.target is not None else {},
         transcript=tuple(world.transcript.to_list()) if keep and world is not None else (),
-        notes=tuple(world.transcript.notes) if keep and world is not None else (),
+        notes=tuple(world.transcript.notes) if keep and world is not None else (), clauses=_clauses_of(item),
     )
     report.user_properties.append((_PROP, record.dumps()))
     _rewrite_outcome(report, item, verdict, reason)

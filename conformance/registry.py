@@ -1,13 +1,20 @@
 """The requirement registry: one frozen entry per normative sentence, loaded from a profile's TOML.
 
 Each profile ships ``requirements.toml`` (``[[requirement]]`` tables with ``id``, ``level``,
-``text``, ``source``, optional ``capability`` (default ``core``), ``basis`` and ``excluded``).
-Ids carry the profile's prefix (``AM-`` for AideMemo), so reports stay unambiguous when
-several profiles are installed.
+``text``, ``source``, optional ``capability`` (default ``core``), ``basis``, ``excluded`` and
+``clauses``). Ids carry the profile's prefix (``AM-`` for AideMemo), so reports stay unambiguous
+when several profiles are installed.
+
+A requirement whose sentence makes several promises lists them as ``clauses`` (``clauses.version
+= "a second update takes version + 1"``, in the order the sentence makes them); each of its
+checks names the clauses it reads (``@pytest.mark.requirement("XM-CAP-3", clauses=("version",))``),
+so a promise that no check reads shows as uncovered instead of hiding behind its sentence's other
+checks. A requirement without ``clauses`` is one promise: any of its checks reads it whole.
 """
 
 from __future__ import annotations
 
+import re
 import tomllib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -17,9 +24,10 @@ from importlib import resources
 
 from conformance.errors import ConfigError
 
-__all__ = ["Level", "Registry", "Requirement", "load_registry"]
+__all__ = ["Clause", "Level", "Registry", "Requirement", "load_registry"]
 
-_KEYS = {"id", "level", "text", "source", "capability", "basis", "excluded"}
+_KEYS = {"id", "level", "text", "source", "capability", "basis", "excluded", "clauses"}
+_CLAUSE_ID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
 class Level(StrEnum):
@@ -28,6 +36,14 @@ class Level(StrEnum):
     MUST = "MUST"
     SHOULD = "SHOULD"
     MAY = "MAY"
+
+
+@dataclass(frozen=True, slots=True)
+class Clause:
+    """One promise of a requirement's sentence, with the words of the sentence that make it."""
+
+    id: str
+    text: str
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -42,6 +58,17 @@ class Requirement:
     capability: str
     basis: str | None = None  # where the rule's authority comes from when that needs saying ("seed")
     excluded: str | None = None  # why the suite deliberately does not check it
+    clauses: tuple[Clause, ...] = ()  # empty: the sentence is one promise
+
+    def clause_problem(self, declared: Sequence[str]) -> str | None:
+        """Why a check of this requirement may not declare ``declared`` as what it reads, or None."""
+        if not self.clauses:
+            return f"{self.id} has no clauses, so a check of it names none" if declared else None
+        if not declared:
+            known = ", ".join(c.id for c in self.clauses)
+            return f"{self.id} has clauses ({known}): name the ones the check reads (clauses=(...))"
+        unknown = [name for name in declared if name not in {c.id for c in self.clauses}]
+        return f"{self.id} has no clause {unknown[0]!r}" if unknown else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +113,7 @@ def load_registry(profile: str, package: str, prefix: str, capabilities: Sequenc
             requirement = Requirement(
                 id=entry["id"], profile=profile, level=Level(entry["level"]), text=" ".join(entry["text"].split()),
                 source=entry["source"], capability=entry.get("capability", "core"), basis=entry.get("basis"),
-                excluded=entry.get("excluded"),
+                excluded=entry.get("excluded"), clauses=_clauses(entry.get("clauses", {}), spot),
             )
         except (KeyError, ValueError, AttributeError) as exc:
             raise ConfigError(f"{spot}: {exc!r}") from None
@@ -98,3 +125,16 @@ def load_registry(profile: str, package: str, prefix: str, capabilities: Sequenc
             raise ConfigError(f"{spot}: requirement {requirement.id} is defined twice")
         found[requirement.id] = requirement
     return Registry(profile, found)
+
+
+def _clauses(table: object, spot: str) -> tuple[Clause, ...]:
+    if not isinstance(table, dict):
+        raise ConfigError(f"{spot}: clauses must be a table of clause id = text")
+    clauses = []
+    for clause_id, text in table.items():
+        if not _CLAUSE_ID.match(clause_id) or not isinstance(text, str) or not text.strip():
+            raise ConfigError(f"{spot}: clause {clause_id!r} needs a lower-case id and a text")
+        clauses.append(Clause(clause_id, " ".join(text.split())))
+    if len(clauses) == 1:
+        raise ConfigError(f"{spot}: one clause is the whole sentence: leave clauses out")
+    return tuple(clauses)

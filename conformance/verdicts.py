@@ -85,6 +85,7 @@ class VerdictRecord:
     notes: tuple[str, ...] = ()
     rerun: str = ""  # the command replaying the check (filled in by the reports)
     replay: str = ""  # a shell script replaying the transcript
+    clauses: tuple[str, ...] = ()  # the requirement's clauses the check reads (none: it has none)
 
     @property
     def ok(self) -> bool:
@@ -105,6 +106,7 @@ class VerdictRecord:
         data["verdict"] = str(self.verdict)
         data["transcript"] = list(self.transcript)
         data["notes"] = list(self.notes)
+        data["clauses"] = list(self.clauses)
         return data
 
     def dumps(self) -> str:
@@ -115,6 +117,7 @@ class VerdictRecord:
         transcript = data.get("transcript") or []
         notes = data.get("notes") or []
         claims = data.get("claims") or {}
+        clauses = data.get("clauses") or []
         return cls(
             nodeid=str(data["nodeid"]),
             requirement=str(data["requirement"]),
@@ -129,6 +132,7 @@ class VerdictRecord:
             notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
             rerun=str(data.get("rerun", "")),
             replay=str(data.get("replay", "")),
+            clauses=tuple(str(c) for c in clauses) if isinstance(clauses, list) else (),
         )
 
 

@@ -14,7 +14,7 @@ from typing import Any
 from conformance.registry import Registry
 from conformance.reports.baseline import Baseline
 from conformance.reports.html_report import render_html
-from conformance.reports.traceability import trace
+from conformance.reports.traceability import trace, unscored_clauses
 from conformance.transcript import replay_script
 from conformance.verdicts import Verdict, VerdictRecord
 
@@ -70,6 +70,7 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
         "requests": sum(r.requests for r in records),
         "untested_musts": [row["id"] for row in must_rows if row["status"] == "untested"],
         "not_scored_musts": [row["id"] for row in must_rows if row["status"] == "not scored"],
+        "untested_clauses": unscored_clauses(rows),
         "ok": all(r.ok for r in records),
         "unmatched_baseline": run.baseline.unmatched([(r.nodeid, r.requirement) for r in records])
         if run.baseline else [],
@@ -107,6 +108,8 @@ def render_summary(summary: dict[str, Any]) -> str:
         f"not scored MUSTs (capability unclaimed or identities unavailable): "
         f"{', '.join(summary['not_scored_musts']) or 'none'}",
     ]
+    if summary.get("untested_clauses"):
+        lines.append(f"MUST clauses no scored check read: {', '.join(summary['untested_clauses'])}")
     if summary["unmatched_baseline"]:
         lines.append(f"baseline entries naming no check of this run: {', '.join(summary['unmatched_baseline'])}")
     failures: list[VerdictRecord] = [f for f in summary["failures"] if not f.ok]

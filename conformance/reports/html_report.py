@@ -91,7 +91,7 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
                      f"Not scored MUSTs: {escape(', '.join(summary['not_scored_musts']) or 'none')}</p>")
     parts.append("<h2>Requirements</h2><p>Show: <a href='#' onclick=\"only('');return false\">all</a> "
                  + " ".join(f"<a href='#' onclick=\"only('{s}');return false\">{s}</a>"
-                            for s in ("tested", "not scored", "untested", "excluded"))
+                            for s in ("tested", "partly tested", "not scored", "untested", "excluded"))
                  + "</p><table id='reqs'><thead><tr><th>id</th><th>level</th><th>capability</th><th>status</th>"
                  "<th>verdict</th><th>requirement</th></tr></thead><tbody>")
     for row in rows:

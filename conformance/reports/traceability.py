@@ -4,16 +4,46 @@ A requirement is *tested* when at least one of its checks produced a scored verd
 scored* when all its checks were skipped (capability unclaimed, identities unavailable),
 *untested* when no check exists or none was selected, *excluded* when the registry says why
 it is deliberately unchecked. An untested or not-scored MUST is listed in every summary.
+
+A requirement with clauses gets the same status per clause, from the checks that read that
+clause: a sentence is only as tested as its least-read promise.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from typing import cast
 
-from conformance.registry import Registry
+from conformance.registry import Registry, Requirement
 from conformance.verdicts import Verdict, VerdictRecord
 
-__all__ = ["render_listing", "trace"]
+__all__ = ["render_listing", "trace", "unread_clauses", "unscored_clauses"]
+
+Collected = tuple[str, str, tuple[str, ...]]  # (node id, requirement id, the clauses the check reads)
+
+
+def _status(excluded: str | None, mine: list[VerdictRecord]) -> tuple[str, Verdict | None]:
+    scored = [r.verdict for r in mine if r.verdict.scored]
+    if excluded:
+        status = "excluded"
+    elif not mine:
+        status = "untested"
+    elif not scored:
+        status = "not scored"
+    else:
+        status = "tested"
+    worst = max(scored, key=lambda v: v.severity) if scored else (Verdict.SKIP if mine else None)
+    return status, worst
+
+
+def _clause_rows(requirement: Requirement, mine: list[VerdictRecord]) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
+    for clause in requirement.clauses:
+        readers = [r for r in mine if clause.id in r.clauses]
+        status, worst = _status(requirement.excluded, readers)
+        rows.append({"id": clause.id, "text": clause.text, "status": status,
+                     "verdict": str(worst) if worst is not None else None, "checks": [r.nodeid for r in readers]})
+    return rows
 
 
 def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, object]]:
@@ -25,15 +55,10 @@ def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, ob
     for requirement in registry:
         mine = by_requirement.get(requirement.id, [])
         scored = [r.verdict for r in mine if r.verdict.scored]
-        if requirement.excluded:
-            status = "excluded"
-        elif not mine:
-            status = "untested"
-        elif not scored:
-            status = "not scored"
-        else:
-            status = "tested"
-        worst = max(scored, key=lambda v: v.severity) if scored else (Verdict.SKIP if mine else None)
+        status, worst = _status(requirement.excluded, mine)
+        clauses = _clause_rows(requirement, mine)
+        if status == "tested" and any(c["status"] != "tested" for c in clauses):
+            status = "partly tested"  # some promise of the sentence had no scored check
         rows.append({
             "id": requirement.id,
             "profile": requirement.profile,
@@ -46,24 +71,51 @@ def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, ob
             "verdict": str(worst) if worst is not None else None,
             "excluded": requirement.excluded,
             "checks": [r.nodeid for r in mine],
-            "holds": status == "tested" and all(v.ok for v in scored),
+            "clauses": clauses,
+            "holds": status in ("tested", "partly tested") and all(v.ok for v in scored),
         })
     return rows
 
 
-def render_listing(registry: Registry, collected: list[tuple[str, str]]) -> str:
-    """The ``--aidememo-list`` dry run: every requirement and the checks that prove it."""
-    checks: dict[str, list[str]] = defaultdict(list)
-    for nodeid, requirement_id in collected:
-        checks[requirement_id].append(nodeid.split("::", 1)[-1])
+def unscored_clauses(rows: list[dict[str, object]]) -> list[str]:
+    """``ID:clause`` of every clause of a partly tested MUST that no scored check read."""
+    return [f"{row['id']}:{clause['id']}" for row in rows if row["level"] == "MUST" and row["status"] == "partly tested"
+            for clause in cast(list[dict[str, object]], row["clauses"]) if clause["status"] != "tested"]
+
+
+def unread_clauses(registry: Registry, collected: list[Collected]) -> list[str]:
+    """``ID:clause`` (or ``ID`` for a one-promise requirement) of everything no collected check reads."""
+    read = {(rid, clause) for _, rid, clauses in collected for clause in (*clauses, "")}
+    missing = []
+    for requirement in registry:
+        if requirement.excluded:
+            continue
+        if not requirement.clauses and (requirement.id, "") not in read:
+            missing.append(requirement.id)
+        missing += [f"{requirement.id}:{c.id}" for c in requirement.clauses if (requirement.id, c.id) not in read]
+    return missing
+
+
+def render_listing(registry: Registry, collected: list[Collected]) -> str:
+    """The ``--aidememo-list`` dry run: every requirement, its clauses, and the checks that read each."""
+    checks: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
+    for nodeid, requirement_id, clauses in collected:
+        checks[requirement_id].append((nodeid.split("::", 1)[-1], clauses))
     lines = ["", f"{'requirement':<14} {'level':<6} {'capability':<13} checks"]
     for requirement in registry:
-        names = checks.get(requirement.id, [])
+        mine = checks.get(requirement.id, [])
         basis = f" [{requirement.basis}]" if requirement.basis else ""
         lines.append(f"{requirement.id:<14} {requirement.level:<6} {requirement.capability:<13} "
-                     f"{len(names) if names else 'UNTESTED'}")
+                     f"{len(mine) if mine else 'UNTESTED'}")
         lines.append(f"    {requirement.text}{basis}")
-        lines.extend(f"      - {name}" for name in names)
+        if not requirement.clauses:
+            lines.extend(f"      - {name}" for name, _ in mine)
+        for clause in requirement.clauses:
+            readers = [name for name, clauses in mine if clause.id in clauses]
+            lines.append(f"    [{clause.id}] {clause.text}{'' if readers else '   <- NO CHECK READS THIS'}")
+            lines.extend(f"      - {name}" for name in readers)
     untested = [r.id for r in registry if r.level == "MUST" and not checks.get(r.id) and not r.excluded]
-    lines.append(f"\n{sum(len(v) for v in checks.values())} checks; untested MUSTs: {', '.join(untested) or 'none'}\n")
+    unread = unread_clauses(registry, collected)
+    lines.append(f"\n{len(collected)} checks; untested MUSTs: {', '.join(untested) or 'none'}; "
+                 f"clauses no check reads: {', '.join(unread) or 'none'}\n")
     return "\n".join(lines) + "\n"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import itertools
 import json
 import random
 import threading
@@ -22,8 +23,9 @@ from pathlib import Path
 from typing import Any
 
 import aidememo_ref
-from aidememo_ref import _canonical, _commands, _ledger, _service, _state, _visibility
+from aidememo_ref import _canonical, _commands, _ledger, _reads, _service, _state, _store, _visibility
 from aidememo_ref._commands import Command, Op, RawCommand, ResourcePayload
+from aidememo_ref._errors import LedgerError
 from aidememo_ref._records import Role, Status
 
 Factory = Callable[[str], Any]
@@ -156,6 +158,111 @@ def fingerprint_ascii(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def context_source_dropped(db_path: str) -> Any:
+    """A handoff context does not inherit its session's source_id."""
+
+    def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
+        write = _ledger.decide(command, actor_id, view, now_ms)
+        if command.op is Op.CONTEXT_CREATE:
+            return _ledger.Write.of(write.kind, write.resource_id, dataclasses.replace(write.record, source_id=None))
+        return write
+
+    return _ledger_for(db_path, decide=decide)
+
+
+def context_length_unchecked(db_path: str) -> Any:
+    """A handoff context's content may be of any length (the other texts are still checked)."""
+    text = _ledger._text
+    _ledger._text = lambda value, max_bytes, label: (None if label == "handoff context"
+                                                     else text(value, max_bytes, label))
+    return _ledger_for(db_path)
+
+
+def search_source_prefix(db_path: str) -> Any:
+    """Search's source_id filter matches every source that starts with it."""
+    rank = _reads.rank
+
+    def prefixed(index: Any, *, at_least_seq: Any, mode: Any, source_id: Any, limit: int) -> Any:
+        hits = rank(index, at_least_seq=at_least_seq, mode=mode, source_id=None, limit=1_000_000)
+        return [h for h in hits if source_id is None or (h.fact.source_id or "").startswith(source_id)][:limit]
+
+    _reads.rank = prefixed
+    return _ledger_for(db_path)
+
+
+# -- command ids on the typed routes: one broken route each ----------------------------------------
+def _reuse_replays(op: Op) -> Factory:
+    """``op``'s route answers a reused command id with another body for the same resource (and the
+    same actor) by replaying the earlier receipt, instead of 409 command_conflict."""
+    first: dict[tuple[str, str, str], tuple[Command, str]] = {}
+    lock = threading.Lock()
+
+    def lax(store: Any, member: Any, command: Command, now_ms: int, decide: Any, scheduler: Any) -> Any:
+        key = (member.tenant_id, member.project_id, command.command_id)
+        with lock:
+            earlier, actor = first.get(key, (None, None))
+        if (earlier is not None and command.op is op and actor == member.actor_id
+                and (earlier.op, earlier.kind, earlier.resource_id) == (op, command.kind, command.resource_id)):
+            command = earlier  # the stored receipt answers, whatever the body said
+        receipt = _store.execute(store, member, command, now_ms, decide, scheduler)
+        with lock:
+            first.setdefault(key, (command, member.actor_id))
+        return receipt
+
+    def factory(db_path: str) -> Any:
+        return _ledger_for(db_path, execute=lax)
+
+    factory.__doc__ = f"A reused command id with another body on {op} replays the earlier receipt."
+    return factory
+
+
+def _replay_runs_again(op: Op) -> Factory:
+    """``op``'s route has no receipt lookup: an identical resubmission runs as a new command."""
+    again = itertools.count(1)
+
+    def forgetful(store: Any, member: Any, command: Command, now_ms: int, decide: Any, scheduler: Any) -> Any:
+        if command.op is not op:
+            return _store.execute(store, member, command, now_ms, decide, scheduler)
+        with store.writing(member) as tx:
+            if tx.replay(command) is not None:
+                shadow = command._replace(command_id=f"{command.command_id}.again.{next(again)}")
+                return tx.apply(shadow, decide(shadow, member.actor_id, tx, now_ms), now_ms)._replace(
+                    command_id=command.command_id)
+            return tx.apply(command, decide(command, member.actor_id, tx, now_ms), now_ms)
+
+    def factory(db_path: str) -> Any:
+        return _ledger_for(db_path, execute=forgetful)
+
+    factory.__doc__ = f"An identical resubmission on {op} runs again instead of replaying its receipt."
+    return factory
+
+
+def replay_recommits(db_path: str) -> Any:
+    """A replay answers the stored receipt but commits the command once more where its rules allow."""
+    again = itertools.count(1)
+
+    def twice(store: Any, member: Any, command: Command, now_ms: int, decide: Any, scheduler: Any) -> Any:
+        with store.writing(member) as tx:
+            receipt = tx.replay(command)
+            if receipt is None:
+                return tx.apply(command, decide(command, member.actor_id, tx, now_ms), now_ms)
+            shadow = command._replace(command_id=f"{command.command_id}.again.{next(again)}")
+            try:
+                tx.apply(shadow, decide(shadow, member.actor_id, tx, now_ms), now_ms)
+            except LedgerError:
+                pass  # a create or a spent revision cannot run again: the receipt alone answers
+            return receipt
+
+    return _ledger_for(db_path, execute=twice)
+
+
+TYPED_OPS = {"sessions": Op.SESSION_CREATE, "facts": Op.FACT_CREATE, "handoff-contexts": Op.CONTEXT_CREATE,
+             "handoffs": Op.SEND, "accept": Op.ACCEPT, "heartbeat": Op.HEARTBEAT, "return": Op.RETURN}
+for _route, _op in TYPED_OPS.items():
+    globals()[f"reuse_replays_{_route.replace('-', '_')}"] = _reuse_replays(_op)
+    globals()[f"replay_runs_again_{_route.replace('-', '_')}"] = _replay_runs_again(_op)
+
+
 # -- wire mutants -------------------------------------------------------------------------------
 @dataclass
 class _Seen:
@@ -253,6 +360,19 @@ def unknown_fields_ignored(db_path: str) -> Any:
     return _wrapped(db_path, bend)
 
 
+def auth_after_lookup(db_path: str) -> Any:
+    """Heartbeat and return look the handoff up before the token: without one they answer 404."""
+    missing = b'{"error":{"code":"resource_not_found","message":"resource not found"}}'
+
+    def bend(handle: Any, method: str, target: bytes, headers: list[Any], body: bytes) -> Any:
+        anonymous = not any(k.lower() == b"authorization" for k, _ in headers)
+        if method == "POST" and anonymous and target.split(b"?")[0].endswith((b"/heartbeat", b"/return")):
+            return dataclasses.replace(handle(method, target, headers, body), status=404, body=missing)
+        return handle(method, target, headers, body)
+
+    return _wrapped(db_path, bend)
+
+
 def _bend_query(db_path: str, rewrite: Callable[[list[tuple[bytes, bytes]]], list[tuple[bytes, bytes]]]) -> Any:
     """A wire mutant that rewrites the query pairs of every GET before the reference decodes them."""
 
@@ -318,6 +438,16 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "empty_query_means_default": (empty_query_means_default, ("AM-WIRE-3", "AM-SEARCH-3")),
     "search_mode_exact": (search_mode_exact, ("AM-SEARCH-3",)),
     "search_mode_python_strip": (search_mode_python_strip, ("AM-SEARCH-3",)),
+    # Entries naming "ID:clause" must be killed by a check that reads that clause.
+    "context_source_dropped": (context_source_dropped, ("AM-TYPED-3:context",)),
+    "context_length_unchecked": (context_length_unchecked, ("AM-TYPED-4:context",)),
+    "search_source_prefix": (search_source_prefix, ("AM-SEARCH-1:source",)),
+    "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
+    "auth_after_lookup": (auth_after_lookup, ("AM-AUTH-1",)),
+    **{f"reuse_replays_{route.replace('-', '_')}": (globals()[f"reuse_replays_{route.replace('-', '_')}"],
+                                                    ("AM-CMD-3:typed",)) for route in TYPED_OPS},
+    **{f"replay_runs_again_{route.replace('-', '_')}": (globals()[f"replay_runs_again_{route.replace('-', '_')}"],
+                                                        ("AM-CMD-2:identical",)) for route in TYPED_OPS},
 }
 
 
@@ -348,6 +478,21 @@ def gateway_lax_protocol(db_path: str) -> Any:
         return answer
 
     _post.Gateway.post = lax  # type: ignore[method-assign]
+    return _gateway_ledger(db_path)
+
+
+def gateway_any_version(db_path: str) -> Any:
+    """Any Mcp-Protocol-Version the client sends is taken for the supported one (a missing one is still refused)."""
+    from aidememo_ref._gateway import _post
+
+    post = _post.Gateway.post
+
+    def lenient(self: Any, project_id: str, request: Any, read_json: Any) -> Any:
+        headers = tuple((k, _post.PROTOCOL_VERSION.encode()) if k.lower() == b"mcp-protocol-version" else (k, v)
+                        for k, v in request.headers)
+        return post(self, project_id, request._replace(headers=headers), read_json)
+
+    _post.Gateway.post = lenient  # type: ignore[method-assign]
     return _gateway_ledger(db_path)
 
 
@@ -409,6 +554,7 @@ def binding_source_leak(db_path: str) -> Any:
 
 MUTANTS.update({
     "gateway_lax_protocol": (gateway_lax_protocol, ("AM-MCP-1", "AM-MCP-6")),
+    "gateway_any_version": (gateway_any_version, ("AM-MCP-1:wrong-version",)),
     "gateway_overexposes": (gateway_overexposes, ("AM-MCP-2", "AM-MCP-4")),
     "gateway_misroutes": (gateway_misroutes, ("AM-MCP-3", "AM-MCP-5")),
     "binding_actor_and_rest_open": (binding_actor_and_rest_open, ("AM-BIND-1", "AM-BIND-3")),

@@ -23,12 +23,12 @@ def test_must_fails(world):
     body = expect_status(project.writer.identity(), 200)
     assert body["role"] == "owner", "planted departure"
 
-@pytest.mark.requirement("AM-WIRE-1")
+@pytest.mark.requirement("AM-WIRE-1", clauses=("unknown-path",))
 def test_should_fails(world):
     project = world.project()
     assert project.writer.identity().status == 418, "planted SHOULD departure"
 
-@pytest.mark.requirement("AM-ART-1")
+@pytest.mark.requirement("AM-ART-1", clauses=("round-trip",))
 def test_unclaimed_capability(world):
     raise AssertionError("never runs: artifacts are not claimed by the reference")
 
@@ -41,11 +41,11 @@ def test_setup_fails(world):
 def test_tolerated(world):
     world.warn("tolerated upstream behaviour")
 
-@pytest.mark.requirement("AM-CMD-2")
+@pytest.mark.requirement("AM-CMD-2", clauses=("identical",))
 def test_expected_failure(world):
     assert False, "known bug"
 
-@pytest.mark.requirement("AM-CMD-3")
+@pytest.mark.requirement("AM-CMD-3", clauses=("payload",))
 def test_stale_baseline(world):
     pass
 '''
@@ -120,6 +120,60 @@ def test_unknown_requirement_id_is_a_usage_error(pytester):
     result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*unknown requirement id 'AM-NOPE-9'*"])
+
+
+@pytest.mark.parametrize(("marker", "message"), [
+    ('"AM-CMD-3"', "AM-CMD-3 has clauses (payload, resource, precondition, actor, typed): name the ones*"),
+    ('"AM-CMD-3", clauses=("payload", "colour")', "AM-CMD-3 has no clause 'colour'"),
+    ('"AM-HEALTH-1", clauses=("status",)', "AM-HEALTH-1 has no clauses, so a check of it names none"),
+], ids=["none-named", "unknown-clause", "atomic-requirement"])
+def test_a_check_must_name_the_clauses_it_reads(pytester, marker, message):
+    pytester.makepyfile(test_bad=f'import pytest\n@pytest.mark.requirement({marker})\ndef test_x(world):\n    pass\n')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines([f"*test_bad.py::test_x: {message}*"])
+
+
+def test_a_parameter_adds_its_own_clauses(pytester):
+    pytester.makepyfile(test_checks='''
+import pytest
+from conformance.marks import reads
+
+@pytest.mark.requirement("AM-CMD-5")
+@pytest.mark.parametrize("case", [pytest.param("a", marks=reads("AM-CMD-5", "stale"), id="a"),
+                                  pytest.param("b", marks=reads("AM-CMD-5", "absent"), id="b")])
+def test_cas(world, case):
+    pass
+
+@reads("AM-CMD-6", "tombstone")
+def test_tombstone(world):
+    pass
+''')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider")
+    records = _results(pytester)
+    assert {name: tuple(r["clauses"]) for name, r in records.items()} == {
+        "test_cas[a]": ("stale",), "test_cas[b]": ("absent",), "test_tombstone": ("tombstone",)}
+    rows = {row["id"]: row for row in json.loads((pytester.path / "aidememo-report" / "traceability.json").read_text())}
+    assert [(c["id"], c["status"]) for c in rows["AM-CMD-5"]["clauses"]] == [("stale", "tested"), ("absent", "tested")]
+    assert rows["AM-CMD-6"]["status"] == "partly tested", rows["AM-CMD-6"]
+    assert [(c["id"], c["checks"]) for c in rows["AM-CMD-6"]["clauses"]] == [
+        ("tombstone", ["test_checks.py::test_tombstone"]), ("feed", [])]
+    result.stdout.fnmatch_lines(["*MUST clauses no scored check read:*AM-CMD-6:feed*"])
+
+
+def test_list_shows_which_check_reads_which_clause(pytester):
+    pytester.makepyfile(test_checks='''
+import pytest
+from conformance.marks import reads
+
+@reads("AM-CMD-6", "tombstone")
+def test_tombstone(world):
+    pass
+''')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-list")
+    result.stdout.fnmatch_lines(["*[[]tombstone[]] a delete leaves a tombstone*", "*- test_tombstone",
+                                 "*[[]feed[]] the delete appears in the change feed*NO CHECK READS THIS*",
+                                 "*clauses no check reads: AM-HEALTH-1, *AM-CMD-6:feed*"])
 
 
 def test_bad_target_value_is_a_usage_error(pytester):

@@ -293,6 +293,18 @@ def _state_appends(write: Any, existing: Any, caller: Caller, now_ms: int, new_i
     return decision
 
 
+def _state_unversioned(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
+    decision = _writes.decide(write, existing, caller, now_ms, new_id)
+    if isinstance(write, _writes.UpdateState) and decision.outcome is _writes.Outcome.UPDATED:
+        return replace(decision, memory=replace(decision.memory, version=decision.memory.version - 1))
+    return decision
+
+
+def state_version_stuck(database: str) -> XMemoReference:
+    """Updates the state slot in place (same id, one memory) but never advances its version."""
+    return _ref(database, rules=Rules(decide=_state_unversioned))
+
+
 def state_appends(database: str) -> XMemoReference:
     """Appends a new memory for every update_state instead of versioning the slot."""
     return _ref(database, rules=Rules(decide=_state_appends))
@@ -405,6 +417,22 @@ def no_audit_id(database: str) -> XMemoReference:
     return _served_by(database, _NoAudit)
 
 
+class _NoMcpAudit(XMemoService):
+    def handle(self, method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+        from aidememo_ref._service import Response
+
+        answer = super().handle(method, target, headers, body)
+        path = (target.decode("latin-1") if isinstance(target, bytes) else target).split("?")[0]
+        if path.rstrip("/").endswith("/mcp"):
+            return Response(answer.status, tuple(h for h in answer.headers if h[0] != "X-XMemo-Audit-ID"), answer.body)
+        return answer
+
+
+def no_mcp_audit_id(database: str) -> XMemoReference:
+    """Sends X-XMemo-Audit-ID on every REST answer but none on the MCP endpoint's."""
+    return _served_by(database, _NoMcpAudit)
+
+
 class _NoBearer(XMemoService):
     def handle(self, method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
         kept = [(k, v) for k, v in headers if k.lower() not in (b"authorization", "authorization")]
@@ -476,7 +504,7 @@ def project_scope_key_wrong(database: str) -> XMemoReference:
     return _after(database, _ops, "project_context", change)
 
 
-# name -> (factory, the requirement ids whose checks must fail)
+# name -> (factory, the requirement ids whose checks must fail; "ID:clause": a check reading that clause)
 MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "relation_wrong": (relation_wrong, ("XM-BND-3",)),
     "trust_claimed": (trust_claimed, ("XM-BND-5",)),
@@ -490,11 +518,13 @@ MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "replay_stored_twice": (replay_stored_twice, ("XM-IDEM-1",)),
     "semantic_duplicates": (semantic_duplicates, ("XM-CAP-2",)),
     "state_appends": (state_appends, ("XM-CAP-3",)),
+    "state_version_stuck": (state_version_stuck, ("XM-CAP-3:version",)),
     "events_deduped": (events_deduped, ("XM-CAP-4",)),
     "empty_accepted": (empty_accepted, ("XM-CAP-5",)),
     "unknown_key_401": (unknown_key_401, ("XM-AUTH-2",)),
     "reader_writes": (reader_writes, ("XM-AUTH-4",)),
     "no_audit_id": (no_audit_id, ("XM-AUDIT-1",)),
+    "no_mcp_audit_id": (no_mcp_audit_id, ("XM-AUDIT-1:mcp",)),
     "others_are_self": (others_are_self, ("XM-BND-2", "XM-FLOW-2")),
     "self_unrecognised": (self_unrecognised, ("XM-BND-4",)),
     "binding_unreported": (binding_unreported, ("XM-BND-6",)),
@@ -505,7 +535,7 @@ MUTANTS: dict[str, tuple[Callable[[str], XMemoReference], tuple[str, ...]]] = {
     "wildcards_literal": (wildcards_literal, ("XM-RECALL-5",)),
     "recall_logged": (recall_logged, ("XM-RETRY-1",)),
     "heading_missing": (heading_missing, ("XM-RECALL-6",)),
-    "short_ids": (short_ids, ("XM-CAP-1",)),
+    "short_ids": (short_ids, ("XM-CAP-1", "XM-FLOW-1:uuid")),
     "status_dropped": (status_dropped, ("XM-HELPER-1", "XM-FLOW-1", "XM-FLOW-5")),
     "semantic_as_episodic": (semantic_as_episodic, ("XM-FLOW-3", "XM-FLOW-4")),
     "anonymous_403": (anonymous_403, ("XM-AUTH-1",)),

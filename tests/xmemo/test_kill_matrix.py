@@ -1,8 +1,9 @@
 """Proof that each xmemo check bites: the profile against broken XMemo references.
 
 Every mutant of ``mutants.py`` must be killed by the checks of every requirement it names (a
-MUST's check reads FAIL, a SHOULD's WARN), and the unbroken reference must pass the whole profile. Each
-mutant meets only the checks of its own requirements; the matrix (mutant x family) is printed.
+MUST's check reads FAIL, a SHOULD's WARN; for an ``ID:clause`` entry, a check that reads that
+clause), and the unbroken reference must pass the whole profile. Each mutant meets only the
+checks of its own requirements; the matrix (mutant x family) is printed.
 One test computes the whole matrix, so that xdist runs it once (a module fixture would run once
 per worker).
 """
@@ -37,7 +38,7 @@ def _run(name: str, report_dir: Path) -> list[dict[str, Any]]:
     if name != "reference":
         args += ["--embedded-factory", f"mutants:{name}"]
         for requirement in MUTANTS[name][1]:
-            args += ["--requirement", requirement]
+            args += ["--requirement", requirement.partition(":")[0]]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     done = subprocess.run(args, capture_output=True, text=True, timeout=300, env=env, cwd=report_dir.parent)
     results = report_dir / "results.json"
@@ -67,7 +68,8 @@ def test_every_broken_reference_is_killed_by_its_requirement(tmp_path: Path) -> 
     assert not bad and len(runs["reference"]) >= 60, bad
     survivors = {}
     for name, (_, wanted) in MUTANTS.items():
-        failed = {r["requirement"] for r in runs[name] if r["verdict"] in KILLED}
+        failed = {f"{r['requirement']}{clause}" for r in runs[name] if r["verdict"] in KILLED
+                  for clause in ("", *(f":{c}" for c in r["clauses"]))}
         if set(wanted) - failed:
             survivors[name] = sorted(set(wanted) - failed)
     assert not survivors, f"broken references that survived their checks: {survivors}\n{shown}"

@@ -12,6 +12,7 @@ import pytest
 
 from conformance.errors import NotScored
 from conformance.http import Exchange
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -28,7 +29,7 @@ def _reserve(actor: Actor, request_id: str, path: str, expected_mutation_token: 
     return exchange
 
 
-@pytest.mark.requirement("AM-ART-1")
+@reads("AM-ART-1", "reader")
 def test_reader_cannot_reserve(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     _reserve(project.writer, world.new_id("probe"), f"/conformance/{world.new_id('probe')}.bin")  # store enabled?
@@ -36,7 +37,7 @@ def test_reader_cannot_reserve(world: World) -> None:
     expect_error(exchange, 403, "project_unauthorized")
 
 
-@pytest.mark.requirement("AM-ART-1")
+@reads("AM-ART-1", "replay")
 def test_reservation_replay_is_identical_and_changes_conflict(world: World) -> None:
     project = world.project()
     writer = project.writer
@@ -48,7 +49,7 @@ def test_reservation_replay_is_identical_and_changes_conflict(world: World) -> N
     expect_error(_reserve(writer, request_id, path, ttl_ms=30_000), 409, "artifact_conflict")
 
 
-@pytest.mark.requirement("AM-ART-1")
+@reads("AM-ART-1", "round-trip")
 def test_artifact_round_trip(world: World) -> None:
     project = world.project()
     writer = project.writer

@@ -8,8 +8,10 @@ import pytest
 
 from conformance.errors import NotScored
 from conformance.http import Exchange
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
+from conformance.profiles.aidememo.routes import TYPED_WRITES, typed
 
 
 def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Callable[[], Exchange]]:
@@ -19,6 +21,7 @@ def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Call
         "commands": lambda: actor.put(world.new_id("note"), {"v": 1}),
         "sessions": lambda: actor.create_session(),
         "facts": lambda: actor.create_fact(session_id),
+        "handoff-contexts": lambda: actor.create_context(session_id, handoff, actor),
         "handoffs": lambda: actor.send(session_id, "someone-else", handoff),
         "accept": lambda: actor.accept(handoff, 1, world.new_id("claim")),
         "heartbeat": lambda: actor.heartbeat(handoff, 1, world.new_id("claim")),
@@ -26,38 +29,62 @@ def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Call
     }
 
 
+_FEEDS, _SEARCH = pytest.mark.capability("replica-feeds"), pytest.mark.capability("search")
+_READS = {"identity": "identity", "snapshot": "snapshot", "resource": "resources/custom.note/n1",
+          "mailbox": "handoffs?box=inbox", "status": "handoffs/h1", "search": "search?q=probe",
+          "changes": "changes?project_epoch=e1&after_seq=0",
+          "materialized": "changes/materialized?project_epoch=e1&after_seq=0"}
+
+
+def _anonymous_write(world: World, project_id: str, route: str) -> tuple[str, dict[str, object]]:
+    """A well-formed body for each write route (raw and every typed one), sent without a token."""
+    command_id = world.new_id("cmd")
+    if route == "commands":
+        return "/v1/commands", {"command_id": command_id, "project_id": project_id, "expected_revision": None,
+                                "operation": "resource.put", "payload": {}, "resource": {"kind": "custom.note",
+                                                                                         "id": "n1"},
+                                "change": "upsert"}
+    payloads: dict[str, dict[str, object]] = {
+        "sessions": {"session_id": "s1", "source_id": None, "topic": "t"},
+        "facts": {"fact_id": "f1", "session_id": "s1", "content": "c"},
+        "handoff-contexts": {"context_id": "c1", "handoff_id": "h1", "session_id": "s1", "to_actor": "a1",
+                             "content": "c"},
+        "handoffs": {"handoff_id": "h1", "session_id": "s1", "to_actor": "a1", "focus": None, "done_when": None,
+                     "context_id": None},
+        "accept": {"claim_id": "c1"}, "heartbeat": {"claim_id": "c1"},
+        "return": {"claim_id": "c1", "result_fact_id": "f1", "outcome": "succeeded"}}
+    route_of = typed(route)
+    body: dict[str, object] = {"command_id": command_id, "payload": payloads[route]}
+    if route_of.transition:
+        body["expected_revision"] = 1
+    return f"/v1/projects/{project_id}/{route_of.path.format(handoff_id='h1')}", body
+
+
 @pytest.mark.requirement("AM-AUTH-1")
-@pytest.mark.parametrize("route", ["identity", "snapshot", "resource", "mailbox", "status", "commands", "sessions",
-                                   "accept"])
+@pytest.mark.parametrize("route", [
+    *(pytest.param(name, marks=_FEEDS if name in ("snapshot", "changes", "materialized") else
+                   _SEARCH if name == "search" else (), id=name) for name in _READS),
+    "commands", *(route.name for route in TYPED_WRITES)])
 def test_missing_authorization_is_refused(world: World, route: str) -> None:
     project = world.project()
-    writer = project.writer
-    base = writer.base
     wire, transcript = world.runtime.wire, world.transcript
-    gets = {"identity": f"{base}/identity", "snapshot": f"{base}/snapshot",
-            "resource": f"{base}/resources/custom.note/n1", "mailbox": f"{base}/handoffs?box=inbox",
-            "status": f"{base}/handoffs/h1"}
-    if route in gets:
-        path, _, query = gets[route].partition("?")
+    if route in _READS:
+        path, _, query = f"{project.writer.base}/{_READS[route]}".partition("?")
         exchange = wire.request(transcript, "GET", path, raw_query=query or None)
-    elif route == "commands":
-        exchange = wire.request(transcript, "POST", "/v1/commands", json_body={
-            "command_id": world.new_id("cmd"), "project_id": project.project_id, "expected_revision": None,
-            "operation": "resource.put", "payload": {}, "resource": {"kind": "custom.note", "id": "n1"},
-            "change": "upsert"})
-    elif route == "sessions":
-        exchange = wire.request(transcript, "POST", f"{base}/sessions", json_body={
-            "command_id": world.new_id("cmd"), "payload": {"session_id": "s1", "source_id": None, "topic": "t"}})
     else:
-        exchange = wire.request(transcript, "POST", f"{base}/handoffs/h1/accept", json_body={
-            "command_id": world.new_id("cmd"), "expected_revision": 1, "payload": {"claim_id": "c1"}})
+        path, body = _anonymous_write(world, project.project_id, route)
+        exchange = wire.request(transcript, "POST", path, json_body=body)
     error = expect_error(exchange, 401, "authentication_failed")
     assert error["message"] == "authentication failed", f"401 message {error['message']!r}"
 
 
 @pytest.mark.requirement("AM-AUTH-2")
-@pytest.mark.parametrize("form", ["unknown-token", "lowercase-scheme", "double-space", "oversized-token",
-                                  "scheme-only", "basic-scheme"])
+@pytest.mark.parametrize("form", [
+    pytest.param("unknown-token", marks=reads("AM-AUTH-2", "unknown"), id="unknown-token"),
+    *(pytest.param(form, marks=reads("AM-AUTH-2", "scheme"), id=form)
+      for form in ("lowercase-scheme", "scheme-only", "basic-scheme")),
+    pytest.param("double-space", marks=reads("AM-AUTH-2", "spacing"), id="double-space"),
+    pytest.param("oversized-token", marks=reads("AM-AUTH-2", "oversized"), id="oversized-token")])
 def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None:
     project = world.project()
     token = project.writer.token
@@ -70,7 +97,9 @@ def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None
 
 
 @pytest.mark.requirement("AM-AUTH-3")
-@pytest.mark.parametrize("where", ["other-project", "missing-project"])
+@pytest.mark.parametrize("where", [
+    pytest.param("other-project", marks=reads("AM-AUTH-3", "member"), id="other-project"),
+    pytest.param("missing-project", marks=reads("AM-AUTH-3", "missing"), id="missing-project")])
 def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where: str) -> None:
     mine = world.project()
     other = world.project() if where == "other-project" else None
@@ -86,8 +115,8 @@ def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where
     expect_error(exchange, 403, "project_unauthorized")
 
 
-@pytest.mark.requirement("AM-AUTH-4")
-@pytest.mark.parametrize("route", ["commands", "sessions", "facts", "handoffs", "accept", "heartbeat", "return"])
+@pytest.mark.requirement("AM-AUTH-4", clauses=("writes",))
+@pytest.mark.parametrize("route", ["commands", *(route.name for route in TYPED_WRITES)])
 def test_reader_cannot_write(world: World, route: str) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     session_id = project.writer.setup_session()
@@ -95,7 +124,7 @@ def test_reader_cannot_write(world: World, route: str) -> None:
     expect_error(exchange, 403, "project_unauthorized")
 
 
-@pytest.mark.requirement("AM-AUTH-4")
+@pytest.mark.requirement("AM-AUTH-4", clauses=("reads",))
 def test_reader_reads_succeed(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     note = world.new_id("note")
@@ -108,7 +137,7 @@ def test_reader_reads_succeed(world: World) -> None:
         expect_status(reader.snapshot(), 200)
 
 
-@pytest.mark.requirement("AM-AUTH-4")
+@pytest.mark.requirement("AM-AUTH-4", clauses=("writes",))
 def test_reader_cannot_replay_a_writers_command(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     command_id = world.new_id("cmd")
@@ -118,7 +147,7 @@ def test_reader_cannot_replay_a_writers_command(world: World) -> None:
     expect_error(exchange, 403, "project_unauthorized")
 
 
-@pytest.mark.requirement("AM-AUTH-5")
+@pytest.mark.requirement("AM-AUTH-5", clauses=("body",))
 @pytest.mark.parametrize("field", ["tenant_id", "actor_id", "created_by"])
 def test_identity_fields_in_a_body_are_refused(world: World, field: str) -> None:
     project = world.project()
@@ -128,7 +157,7 @@ def test_identity_fields_in_a_body_are_refused(world: World, field: str) -> None
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-AUTH-5")
+@pytest.mark.requirement("AM-AUTH-5", clauses=("query",))
 def test_actor_id_in_the_mailbox_query_is_refused(world: World) -> None:
     project = world.project(writers=("writer", "other"))
     exchange = project.writer.mailbox("inbox", actor_id=project.other.actor_id)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, Project, World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
@@ -26,7 +27,7 @@ def _scene(world: World) -> tuple[Project, Actor, dict[str, str], dict[str, str]
     return project, gate, {HOME: home, ELSEWHERE: away}, facts
 
 
-@pytest.mark.requirement("AM-BIND-1")
+@reads("AM-BIND-1", "actor-argument")
 def test_a_bound_token_cannot_name_another_actor(world: World) -> None:
     project, gate, _, _ = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", actor_id=project.peer.actor_id), 400, -32602)
@@ -34,14 +35,14 @@ def test_a_bound_token_cannot_name_another_actor(world: World) -> None:
     tool_ok(gate.tool("handoff_list", box="inbox", actor_id=gate.actor_id))  # its own id is merely redundant
 
 
-@pytest.mark.requirement("AM-BIND-1")
+@reads("AM-BIND-1", "mismatch")
 def test_a_token_bound_to_another_actor_is_refused(world: World) -> None:
     project = world.project(writers=("owner", "peer"))
     imposter = world.bound(project, "imposter", HOME, as_actor=project.peer)
     expect_error(imposter.mcp("tools/list"), 403, "identity_mismatch")
 
 
-@pytest.mark.requirement("AM-BIND-2")
+@reads("AM-BIND-2", "reads")
 def test_a_bound_token_reads_only_its_source(world: World) -> None:
     project, gate, sessions, facts = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", source_id=ELSEWHERE), 400, -32602)
@@ -62,7 +63,7 @@ def test_a_bound_token_reads_only_its_source(world: World) -> None:
         assert all(hit["source_id"] == HOME for hit in found["results"]), f"search left the bound source: {found!r}"
 
 
-@pytest.mark.requirement("AM-BIND-2")
+@reads("AM-BIND-2", "writes")
 def test_a_bound_token_writes_only_its_source(world: World) -> None:
     project, gate, sessions, _ = _scene(world)
     fact_id = world.new_id("fact")

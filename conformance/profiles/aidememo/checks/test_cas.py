@@ -8,13 +8,15 @@ from functools import partial
 import pytest
 
 from conformance.http import Exchange
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.race import race
 
 
 @pytest.mark.requirement("AM-HL-CAS-1")
-@pytest.mark.parametrize("verb", ["accept", "heartbeat", "return"])
+@pytest.mark.parametrize("verb", [pytest.param(v, marks=reads("AM-HL-CAS-1", v), id=v) for v in ("accept", "heartbeat",
+                                                                                                 "return")])
 def test_transition_without_expected_revision_is_invalid(world: World, verb: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.receiver.setup_accept(project.sender.setup_handoff(project.receiver))
@@ -25,7 +27,8 @@ def test_transition_without_expected_revision_is_invalid(world: World, verb: str
 
 
 @pytest.mark.requirement("AM-HL-CAS-2")
-@pytest.mark.parametrize("verb", ["heartbeat", "return"])
+@pytest.mark.parametrize("verb", [pytest.param(v, marks=reads("AM-HL-CAS-2", v), id=v)
+                                  for v in ("heartbeat", "return")])
 def test_stale_transition_is_refused_and_changes_nothing(world: World, verb: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver

@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
@@ -16,7 +17,7 @@ def _notes(world: World, count: int = 3) -> tuple[Project, list[dict[str, Any]]]
     return project, receipts
 
 
-@pytest.mark.requirement("AM-FEED-1")
+@reads("AM-FEED-1", "epoch")
 def test_cursor_with_another_epoch_is_refused(world: World) -> None:
     project, _ = _notes(world, 1)
     expect_error(project.writer.changes(world.new_id("epoch"), 0), 409, "cursor_epoch_mismatch")
@@ -24,7 +25,7 @@ def test_cursor_with_another_epoch_is_refused(world: World) -> None:
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
-@pytest.mark.requirement("AM-FEED-1")
+@reads("AM-FEED-1", "range")
 def test_cursor_beyond_the_head_is_refused(world: World) -> None:
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()
@@ -33,7 +34,7 @@ def test_cursor_beyond_the_head_is_refused(world: World) -> None:
         expect_error(project.writer.changes(epoch, head + 1, materialized=materialized), 409, "cursor_out_of_range")
 
 
-@pytest.mark.requirement("AM-FEED-1")
+@reads("AM-FEED-1", "limit")
 @pytest.mark.parametrize("limit", [0, 10001])
 def test_feed_limit_out_of_range_is_invalid(world: World, limit: int) -> None:
     project, _ = _notes(world, 1)
@@ -61,7 +62,7 @@ def test_materialized_entries_carry_the_body_at_their_revision(world: World) -> 
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
-@pytest.mark.requirement("AM-FEED-3")
+@reads("AM-FEED-3", "increasing", "next-cursor", "once")
 def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
     project, receipts = _notes(world, 5)
     writer = project.writer
@@ -86,7 +87,7 @@ def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
-@pytest.mark.requirement("AM-FEED-3")
+@reads("AM-FEED-3", "head")
 def test_cursor_at_the_head_returns_an_empty_batch(world: World) -> None:
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
@@ -31,7 +32,7 @@ def test_send_creates_a_pending_handoff(world: World) -> None:
     assert all(record.get(name, "absent") is None for name in NULL_ON_SEND), f"fields must be null on send: {record!r}"
 
 
-@pytest.mark.requirement("AM-HL-SEND-2")
+@reads("AM-HL-SEND-2", "foreign", "missing")
 def test_send_with_a_foreign_context_conflicts(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
@@ -44,7 +45,7 @@ def test_send_with_a_foreign_context_conflicts(world: World) -> None:
                  "resource_not_found")
 
 
-@pytest.mark.requirement("AM-HO-1")
+@reads("AM-HO-1", "actor")
 @pytest.mark.parametrize("who", ["sender", "other"])
 def test_accept_by_a_non_receiver_is_refused(world: World, who: str) -> None:
     project = world.project(writers=("sender", "receiver", "other"))
@@ -55,7 +56,7 @@ def test_accept_by_a_non_receiver_is_refused(world: World, who: str) -> None:
     assert revision == 1 and record["status"] == "pending", f"refused accept changed the handoff: {record!r}"
 
 
-@pytest.mark.requirement("AM-HO-1")
+@reads("AM-HO-1", "stale")
 def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
@@ -65,7 +66,7 @@ def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision, accepted.claim), 409, "stale_revision")
 
 
-@pytest.mark.requirement("AM-HO-3")
+@reads("AM-HO-3", "competing")
 def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     exchange = project.receiver.accept(ref.handoff_id, ref.revision, world.new_id("claim"))
@@ -74,7 +75,7 @@ def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
     assert record["claim_id"] == ref.claim_id, f"a refused claim replaced the live one: {record['claim_id']!r}"
 
 
-@pytest.mark.requirement("AM-HO-3")
+@reads("AM-HO-3", "wrong-claim", "sender")
 def test_heartbeat_with_the_wrong_claim_or_by_the_sender_is_refused(world: World) -> None:
     project, ref = _accepted(world)
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
@@ -82,7 +83,7 @@ def test_heartbeat_with_the_wrong_claim_or_by_the_sender_is_refused(world: World
     expect_error(project.sender.heartbeat(ref.handoff_id, ref.revision, ref.claim), 403, "handoff_actor_mismatch")
 
 
-@pytest.mark.requirement("AM-HO-4")
+@reads("AM-HO-4", "foreign-fact")
 def test_return_with_another_actors_fact_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     foreign = project.other.setup_fact(ref.session_id)
@@ -92,7 +93,7 @@ def test_return_with_another_actors_fact_conflicts(world: World) -> None:
     assert record["status"] == "accepted" and record["result_fact_id"] is None, f"refused return left {record!r}"
 
 
-@pytest.mark.requirement("AM-HO-4")
+@reads("AM-HO-4", "wrong-claim")
 def test_return_with_the_wrong_claim_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
@@ -100,7 +101,7 @@ def test_return_with_the_wrong_claim_conflicts(world: World) -> None:
     expect_error(exchange, 409, "handoff_conflict")
 
 
-@pytest.mark.requirement("AM-HO-4")
+@reads("AM-HO-4", "completes")
 def test_succeeded_return_completes(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
@@ -112,7 +113,7 @@ def test_succeeded_return_completes(world: World) -> None:
     assert record["claim_id"] == ref.claim_id, "a succeeded return keeps the claim"
 
 
-@pytest.mark.requirement("AM-HO-5")
+@reads("AM-HO-5", "keeps", "reclaim")
 def test_failed_return_keeps_accepted_and_allows_a_new_claim(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
@@ -200,7 +201,7 @@ def test_return_with_a_fact_of_another_source_fails_closed(world: World) -> None
                  "handoff_conflict")
 
 
-@pytest.mark.requirement("AM-HL-RET-4")
+@reads("AM-HL-RET-4", "identical", "other-evidence")
 def test_completed_handoff_accepts_only_identical_evidence(world: World) -> None:
     project, ref = _accepted(world)
     receiver = project.receiver
@@ -227,7 +228,7 @@ def test_unknown_outcome_is_invalid(world: World, outcome: str) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-HL-WHO-1")
+@reads("AM-HL-WHO-1", "heartbeat", "return")
 @pytest.mark.parametrize("who", ["sender", "other"])
 def test_heartbeat_and_return_by_a_non_receiver_are_refused(world: World, who: str) -> None:
     project, ref = _accepted(world)
@@ -238,7 +239,7 @@ def test_heartbeat_and_return_by_a_non_receiver_are_refused(world: World, who: s
                  "handoff_actor_mismatch")
 
 
-@pytest.mark.requirement("AM-HL-WHO-2")
+@reads("AM-HL-WHO-2", "participants", "others", "missing")
 def test_status_is_served_to_participants_only(world: World) -> None:
     project = world.project(writers=("sender", "receiver", "other"), readers=("reader",))
     ref = project.sender.setup_handoff(project.receiver)

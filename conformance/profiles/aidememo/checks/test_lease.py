@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.profiles.aidememo.leases import Arranged, after_lease_expiry
@@ -53,7 +54,7 @@ def test_heartbeat_renews_the_lease_only(world: World) -> None:
     assert {k: after[k] for k in unchanged} == unchanged, f"heartbeat changed more than the lease:\n{before}\n{after}"
 
 
-@pytest.mark.requirement("AM-HL-HB-2")
+@reads("AM-HL-HB-2", "pending")
 def test_heartbeat_on_a_pending_handoff_conflicts(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
@@ -61,7 +62,7 @@ def test_heartbeat_on_a_pending_handoff_conflicts(world: World) -> None:
                  "handoff_conflict")
 
 
-@pytest.mark.requirement("AM-HL-HB-2")
+@reads("AM-HL-HB-2", "failed")
 def test_heartbeat_after_a_failed_return_conflicts(world: World) -> None:
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
@@ -106,14 +107,14 @@ def test_lease_is_live_until_its_last_moments(world: World) -> None:
 
 
 @after_lease_expiry(_leased)
-@pytest.mark.requirement("AM-HL-ACC-3")
+@reads("AM-HL-ACC-3", "same-claim")
 def test_expired_claim_cannot_be_revived_by_the_same_claim(world: World) -> None:
     project, ref = world.after_lease_expiry().value
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim), 409, "handoff_conflict")
 
 
 @after_lease_expiry(_leased)
-@pytest.mark.requirement("AM-HL-ACC-3")
+@reads("AM-HL-ACC-3", "takeover")
 def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
     project, ref = world.after_lease_expiry().value
     new_claim = world.new_id("claim")
@@ -123,7 +124,7 @@ def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
 
 
 @after_lease_expiry(_leased_with_fact)
-@pytest.mark.requirement("AM-HL-RET-5")
+@reads("AM-HL-RET-5", "expired")
 def test_return_after_expiry_conflicts(world: World) -> None:
     project, ref, fact = world.after_lease_expiry().value
     expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 409,
@@ -131,7 +132,7 @@ def test_return_after_expiry_conflicts(world: World) -> None:
 
 
 @after_lease_expiry(_leased_with_fact)
-@pytest.mark.requirement("AM-HL-RET-5")
+@reads("AM-HL-RET-5", "fenced")
 def test_old_claim_is_fenced_after_a_takeover(world: World) -> None:
     project, ref, fact = world.after_lease_expiry().value
     receiver = project.receiver

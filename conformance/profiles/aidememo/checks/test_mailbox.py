@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -15,7 +16,7 @@ def _ids(page: dict[str, Any]) -> list[str]:
 
 
 @pytest.mark.fresh_project
-@pytest.mark.requirement("AM-MBOX-1")
+@reads("AM-MBOX-1", "relative", "order")
 def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     first = project.sender.setup_handoff(project.receiver)
@@ -28,7 +29,7 @@ def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
 
 
 @pytest.mark.fresh_project
-@pytest.mark.requirement("AM-MBOX-1")
+@reads("AM-MBOX-1", "paging")
 def test_pages_follow_next_before_seq(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     refs = [project.sender.setup_handoff(project.receiver) for _ in range(5)]
@@ -50,7 +51,7 @@ def test_pages_follow_next_before_seq(world: World) -> None:
 
 
 @pytest.mark.fresh_project
-@pytest.mark.requirement("AM-MBOX-1")
+@reads("AM-MBOX-1", "completed")
 def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
@@ -65,9 +66,10 @@ def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
     assert done.handoff_id in outbox, "the outbox includes completed handoffs by default"
 
 
-@pytest.mark.requirement("AM-MBOX-2")
+@reads("AM-MBOX-2", "range")
 @pytest.mark.parametrize("limit", [0, 101])
-@pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
+@pytest.mark.parametrize("with_token", [
+    pytest.param(True, id="token"), pytest.param(False, marks=reads("AM-MBOX-2", "unauthenticated"), id="no-token")])
 def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_token: bool) -> None:
     project = world.project()
     if with_token:
@@ -79,7 +81,7 @@ def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_to
 
 
 @pytest.mark.fresh_project
-@pytest.mark.requirement("AM-MBOX-3")
+@reads("AM-MBOX-3", "entry", "top")
 def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     older = project.sender.setup_handoff(project.receiver)
@@ -93,7 +95,7 @@ def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     assert top["record"]["status"] == "accepted", "entry carries the current record"
 
 
-@pytest.mark.requirement("AM-MBOX-3")
+@reads("AM-MBOX-3", "source")
 def test_source_filter_is_exact(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))

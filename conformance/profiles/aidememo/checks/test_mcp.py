@@ -7,6 +7,7 @@ from typing import Any
 import pytest
 
 from conformance.http import Exchange
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import MCP_VERSION as VERSION
 from conformance.profiles.aidememo.actors import Actor, World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
@@ -22,20 +23,27 @@ def _post(actor: Actor, headers: dict[str, str], method: str = "tools/list") -> 
     return actor.request("POST", f"{actor.base}/mcp", json_body=body, headers=headers)
 
 
-@pytest.mark.requirement("AM-MCP-1")
+@reads("AM-MCP-1", "missing-version")
 def test_missing_protocol_version_is_refused(world: World) -> None:
     project = world.project()
     exchange = _post(project.writer, {"Mcp-Method": "tools/list"})
     rpc_error(exchange, 400, -32022)
 
 
-@pytest.mark.requirement("AM-MCP-1")
+@reads("AM-MCP-1", "wrong-version")
+@pytest.mark.parametrize("version", ["2025-06-18", "2026-07-29"])
+def test_another_protocol_version_is_refused(world: World, version: str) -> None:
+    project = world.project()
+    rpc_error(_post(project.writer, {"Mcp-Protocol-Version": version, "Mcp-Method": "tools/list"}), 400, -32022)
+
+
+@reads("AM-MCP-1", "method")
 def test_missing_method_header_is_refused(world: World) -> None:
     project = world.project()
     rpc_error(_post(project.writer, {"Mcp-Protocol-Version": VERSION}), 400, -32020)
 
 
-@pytest.mark.requirement("AM-MCP-1")
+@reads("AM-MCP-1", "token")
 def test_missing_token_gets_the_rest_error(world: World) -> None:
     project = world.project()
     # With _meta: upstream checks the envelope, headers and _meta before it looks for a token.
@@ -46,7 +54,7 @@ def test_missing_token_gets_the_rest_error(world: World) -> None:
     expect_error(exchange, 401, "authentication_failed")
 
 
-@pytest.mark.requirement("AM-MCP-2")
+@reads("AM-MCP-2", "roles")
 def test_tools_list_depends_on_the_role(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     for actor, expected in ((project.reader, READ_TOOLS), (project.writer, READ_TOOLS | WRITE_TOOLS)):
@@ -58,7 +66,7 @@ def test_tools_list_depends_on_the_role(world: World) -> None:
             assert identity not in schemas, f"a tool schema accepts {identity}; identity comes from the token"
 
 
-@pytest.mark.requirement("AM-MCP-2")
+@reads("AM-MCP-2", "is-error")
 def test_tool_failure_is_a_200_with_is_error(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     exchange = project.reader.tool("session_create", operation_id=world.new_id("op"),
@@ -71,7 +79,7 @@ def _same(mcp: Exchange, rest: Exchange, what: str) -> None:
     assert tool_ok(mcp) == rest.json(), f"MCP {what} differs from REST {what}"
 
 
-@pytest.mark.requirement("AM-MCP-3")
+@reads("AM-MCP-3", "reads")
 def test_read_tools_answer_what_the_rest_routes_answer(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender, receiver = project.sender, project.receiver
@@ -88,7 +96,7 @@ def test_read_tools_answer_what_the_rest_routes_answer(world: World) -> None:
         _same(receiver.tool("search", q=word, source_id="src"), receiver.search(word, source_id="src"), "search")
 
 
-@pytest.mark.requirement("AM-MCP-3")
+@reads("AM-MCP-3", "writes")
 def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
     project = world.project()
     writer = project.writer
@@ -103,7 +111,7 @@ def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
     assert tool_ok(writer.tool("session_create", **arguments)) == receipt, "a replayed operation_id must replay"
 
 
-@pytest.mark.requirement("AM-MCP-4")
+@reads("AM-MCP-4", "arguments")
 def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
     project = world.project(writers=("writer", "other"))
     message = rpc_error(project.writer.tool("handoff_list", box="inbox", actor_id=project.other.actor_id), 400, -32602)
@@ -113,7 +121,7 @@ def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
     rpc_error(project.writer.tool("handoff_list", box="sideways"), 400, -32602)
 
 
-@pytest.mark.requirement("AM-MCP-4")
+@reads("AM-MCP-4", "name", "unknown")
 def test_header_and_name_mismatches_and_unknown_tools_are_refused(world: World) -> None:
     project = world.project()
     writer = project.writer
@@ -149,7 +157,7 @@ def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world: World) -> N
         f"after the MCP round trip the handoff reads {record!r} at revision {revision}")
 
 
-@pytest.mark.requirement("AM-MCP-6")
+@reads("AM-MCP-6", "discover", "server-info", "list-cache")
 def test_discover_and_server_info(world: World) -> None:
     project = world.project()
     discover = tool_result(project.writer.mcp("server/discover"))

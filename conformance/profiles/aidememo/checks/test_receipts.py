@@ -8,6 +8,7 @@ from functools import partial
 import pytest
 
 from conformance.http import Exchange
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.derive import command_fingerprint
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
@@ -25,29 +26,11 @@ def test_raw_put_returns_a_full_receipt(world: World) -> None:
     assert receipt["revision"] == 1, f"first put must be revision 1, got {receipt['revision']}"
 
 
-@pytest.mark.requirement("AM-CMD-2")
-@pytest.mark.parametrize("route", ["raw", "typed"])
-def test_identical_resubmission_returns_the_identical_receipt(world: World, route: str) -> None:
-    project = world.project()
-    writer = project.writer
-    command_id = world.new_id("cmd")
-    send: Callable[[], Exchange]
-    if route == "raw":
-        note = world.new_id("note")
-        send = lambda: writer.put(note, {"v": 1}, command_id=command_id)  # noqa: E731
-    else:
-        session_id = world.new_id("session")
-        send = lambda: writer.create_session(session_id, topic="same topic", command_id=command_id)  # noqa: E731
-    first = send()
-    expect_receipt(first)
-    setup_ok(writer.put(world.new_id("other"), {"v": 2}), "an unrelated later command")
-    second = send()
-    expect_receipt(second)
-    assert second.body == first.body, f"replay differs:\nfirst  {first.body!r}\nsecond {second.body!r}"
-
-
 @pytest.mark.requirement("AM-CMD-3")
-@pytest.mark.parametrize("change", ["payload", "resource", "precondition", "actor", "operation"])
+@pytest.mark.parametrize("change", [
+    pytest.param(change, marks=reads("AM-CMD-3", clause), id=change) for change, clause in (
+        ("payload", "payload"), ("resource", "resource"), ("precondition", "precondition"), ("actor", "actor"),
+        ("operation", "resource"))])
 def test_reused_command_id_with_a_different_request_conflicts(world: World, change: str) -> None:
     project = world.project(writers=("writer", "other"))
     writer = project.writer
@@ -67,7 +50,9 @@ def test_reused_command_id_with_a_different_request_conflicts(world: World, chan
 
 
 @pytest.mark.requirement("AM-CMD-4")
-@pytest.mark.parametrize("case", ["typed-kind", "unknown-operation", "mismatched-change", "delete-with-payload"])
+@pytest.mark.parametrize("case", [pytest.param(case, marks=reads("AM-CMD-4", clause), id=case) for case, clause in (
+    ("typed-kind", "kind"), ("unknown-operation", "pair"), ("mismatched-change", "pair"),
+    ("delete-with-payload", "delete-payload"))])
 def test_malformed_raw_command_is_invalid(world: World, case: str) -> None:
     project = world.project()
     writer, note = project.writer, world.new_id("note")
@@ -82,7 +67,7 @@ def test_malformed_raw_command_is_invalid(world: World, case: str) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-CMD-5")
+@reads("AM-CMD-5", "stale")
 def test_stale_expected_revision_is_refused(world: World) -> None:
     project = world.project()
     note = world.new_id("note")
@@ -93,14 +78,14 @@ def test_stale_expected_revision_is_refused(world: World) -> None:
     assert body["revision"] == 2 and body["state"].get("body") == {"v": 2}, f"stale write changed state: {body!r}"
 
 
-@pytest.mark.requirement("AM-CMD-5")
+@reads("AM-CMD-5", "absent")
 def test_expected_revision_on_an_absent_resource_is_not_found(world: World) -> None:
     project = world.project()
     expect_error(project.writer.put(world.new_id("absent"), {"v": 1}, expected_revision=1), 404, "resource_not_found")
 
 
-@pytest.mark.requirement("AM-CMD-6")
-def test_delete_leaves_a_readable_tombstone_in_the_feed(world: World) -> None:
+@reads("AM-CMD-6", "tombstone")
+def test_delete_leaves_a_readable_tombstone(world: World) -> None:
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     setup_ok(writer.put(note, {"v": 1}), "put")
@@ -108,15 +93,22 @@ def test_delete_leaves_a_readable_tombstone_in_the_feed(world: World) -> None:
     assert receipt["revision"] == 2, f"delete must take revision 2, got {receipt['revision']}"
     body = expect_status(writer.resource("custom.note", note), 200)
     assert body["revision"] == 2 and body["state"] == {"state": "deleted"}, f"tombstone reads as {body!r}"
-    if world.runtime.claimed("replica-feeds"):
-        epoch = writer.setup_epoch()
-        feed = expect_status(writer.changes(epoch, receipt["project_seq"] - 1), 200)
-        entries = [e for e in feed["entries"] if e["resource"] == {"kind": "custom.note", "id": note}]
-        assert entries and entries[0]["operation"] == "delete" and entries[0]["seq"] == receipt["project_seq"], (
-            f"feed lacks the delete at seq {receipt['project_seq']}: {feed['entries']!r}")
 
 
-@pytest.mark.requirement("AM-CMD-7")
+@pytest.mark.capability("replica-feeds")
+@reads("AM-CMD-6", "feed")
+def test_delete_appears_in_the_feed(world: World) -> None:
+    project = world.project()
+    writer, note = project.writer, world.new_id("note")
+    setup_ok(writer.put(note, {"v": 1}), "put")
+    receipt = setup_ok(writer.delete(note, expected_revision=1), "delete")
+    feed = expect_status(writer.changes(writer.setup_epoch(), receipt["project_seq"] - 1), 200)
+    entries = [e for e in feed["entries"] if e["resource"] == {"kind": "custom.note", "id": note}]
+    assert entries and entries[0]["operation"] == "delete" and entries[0]["seq"] == receipt["project_seq"], (
+        f"feed lacks the delete at seq {receipt['project_seq']}: {feed['entries']!r}")
+
+
+@reads("AM-CMD-7", "raw")
 @pytest.mark.parametrize("payload", [{"z": 2, "a": {"d": 4, "b": 3}}, {"content": "레디스 장애\n복구", "list": [3, 1],
                                      "n": 1.5, "nested": {"a": None, "b": True}}, None, []],
                          ids=["nested", "unicode", "null", "empty-list"])
@@ -129,7 +121,7 @@ def test_raw_fingerprint_matches_the_canonical_envelope(world: World, payload: d
     assert receipt["fingerprint"] == expected, f"fingerprint {receipt['fingerprint']} != §7.2 value {expected}"
 
 
-@pytest.mark.requirement("AM-CMD-7")
+@reads("AM-CMD-7", "typed")
 def test_typed_fingerprints_fill_absent_optionals_with_null(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
@@ -156,7 +148,7 @@ def test_typed_fingerprints_fill_absent_optionals_with_null(world: World) -> Non
     assert receipt["fingerprint"] == expected, "handoff.accept fingerprint departs from §7.2"
 
 
-@pytest.mark.requirement("AM-TYPED-1")
+@reads("AM-TYPED-1", "receipt", "duplicate")
 @pytest.mark.parametrize("kind", ["session", "fact", "handoff_context", "handoff"])
 def test_typed_create_returns_revision_one_and_refuses_duplicates(world: World, kind: str) -> None:
     project = world.project(writers=("sender", "receiver"))
@@ -174,7 +166,7 @@ def test_typed_create_returns_revision_one_and_refuses_duplicates(world: World, 
     expect_error(create(), 409, "resource_already_exists")
 
 
-@pytest.mark.requirement("AM-TYPED-2")
+@reads("AM-TYPED-2", "missing-session")
 @pytest.mark.parametrize("kind", ["fact", "handoff_context", "handoff"])
 def test_creates_on_a_missing_session_are_not_found(world: World, kind: str) -> None:
     project = world.project(writers=("sender", "receiver"))
@@ -185,7 +177,7 @@ def test_creates_on_a_missing_session_are_not_found(world: World, kind: str) -> 
     expect_error(exchange, 404, "resource_not_found")
 
 
-@pytest.mark.requirement("AM-TYPED-2")
+@reads("AM-TYPED-2", "receiver")
 @pytest.mark.parametrize("receiver", ["non-member", "reader", "self"])
 @pytest.mark.parametrize("route", ["handoff", "handoff_context"])
 def test_routing_to_an_ineligible_receiver_is_invalid(world: World, receiver: str, route: str) -> None:
@@ -202,7 +194,7 @@ def test_routing_to_an_ineligible_receiver_is_invalid(world: World, receiver: st
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-TYPED-3")
+@reads("AM-TYPED-3", "session", "fact", "context", "handoff")
 def test_server_stamps_actor_and_inherits_source(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
@@ -212,12 +204,16 @@ def test_server_stamps_actor_and_inherits_source(world: World) -> None:
     fact_id = sender.setup_fact(session_id)
     fact = expect_status(sender.resource("fact", fact_id), 200)["state"]["body"]
     assert fact.get("actor_id") == sender.actor_id and fact.get("source_id") == "project:stamp", f"fact {fact!r}"
+    context_id = world.new_id("context")
+    setup_ok(sender.create_context(session_id, world.new_id("handoff"), project.receiver, context_id), "create context")
+    context = expect_status(sender.resource("handoff_context", context_id), 200)["state"]["body"]
+    assert context.get("from_actor") == sender.actor_id and context.get("source_id") == "project:stamp", context
     ref = sender.setup_handoff(project.receiver, session_id)
     handoff = expect_status(sender.status(ref.handoff_id), 200)["record"]
     assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff
 
 
-@pytest.mark.requirement("AM-CMD-8")
+@reads("AM-CMD-8", "identical")
 def test_concurrent_identical_commands_commit_once(world: World) -> None:
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
@@ -228,7 +224,7 @@ def test_concurrent_identical_commands_commit_once(world: World) -> None:
     assert body["revision"] == 1 == receipts[0]["revision"], f"identical commands committed more than once: {body!r}"
 
 
-@pytest.mark.requirement("AM-CMD-8")
+@reads("AM-CMD-8", "different")
 def test_concurrent_different_bodies_under_one_command_id_commit_once(world: World) -> None:
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
@@ -243,7 +239,9 @@ def test_concurrent_different_bodies_under_one_command_id_commit_once(world: Wor
 
 
 @pytest.mark.requirement("AM-TYPED-4")
-@pytest.mark.parametrize("case", ["topic-too-long", "blank-topic", "control-char", "fact-too-long", "focus-too-long"])
+@pytest.mark.parametrize("case", [pytest.param(case, marks=reads("AM-TYPED-4", clause), id=case) for case, clause in (
+    ("topic-too-long", "topic"), ("blank-topic", "blank"), ("control-char", "control"), ("fact-too-long", "fact"),
+    ("context-too-long", "context"), ("focus-too-long", "focus"))])
 def test_invalid_text_fields_are_refused(world: World, case: str) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
@@ -255,12 +253,16 @@ def test_invalid_text_fields_are_refused(world: World, case: str) -> None:
         exchange = sender.create_session(topic="bell \x07 here")
     elif case == "fact-too-long":
         exchange = sender.create_fact(sender.setup_session(), content="f" * 65537)
+    elif case == "context-too-long":
+        payload = {"context_id": world.new_id("context"), "handoff_id": world.new_id("h"),
+                   "session_id": sender.setup_session(), "to_actor": project.receiver.actor_id, "content": "c" * 65537}
+        exchange = sender.create("handoff-contexts", payload)
     else:
         exchange = sender.send(sender.setup_session(), project.receiver, focus="x" * 4097)
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-TYPED-4")
+@reads("AM-TYPED-4", "whitespace")
 def test_text_at_its_limits_is_accepted(world: World) -> None:
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
@@ -268,3 +270,7 @@ def test_text_at_its_limits_is_accepted(world: World) -> None:
     session_id = sender.setup_session()
     expect_receipt(sender.create_fact(session_id, content="line one\nline two\ttabbed\r\n"))
     expect_receipt(sender.send(session_id, project.receiver, focus="x" * 4096))
+    expect_receipt(sender.create_fact(session_id, content="f" * 65536))
+    payload = {"context_id": world.new_id("context"), "handoff_id": world.new_id("h"), "session_id": session_id,
+               "to_actor": project.receiver.actor_id, "content": "c" * 65536}
+    expect_receipt(sender.create("handoff-contexts", payload))

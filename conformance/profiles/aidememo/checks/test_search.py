@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.profiles.aidememo.actors import World
+from conformance.marks import reads
+from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
-@pytest.mark.requirement("AM-SEARCH-1")
+@reads("AM-SEARCH-1", "head", "source", "at-least")
 def test_lexical_search_finds_facts_at_the_head(world: World) -> None:
     project = world.project(writers=("writer",), readers=("reader",))
     writer = project.writer
     word = f"zq{world.rng.getrandbits(40):x}"
-    alpha, beta = writer.setup_session("alpha"), writer.setup_session("beta")
+    # "alpha.beta" starts with "alpha": a filter by prefix, not by equality, would find both.
+    alpha, beta = writer.setup_session("alpha"), writer.setup_session("alpha.beta")
     hit = writer.new_id("fact")
-    from conformance.profiles.aidememo.actors import setup_ok
-
     setup_ok(writer.create_fact(alpha, hit, content=f"{word} cluster timeout decision"), "fact alpha")
     other = writer.new_id("fact")
     last = setup_ok(writer.create_fact(beta, other, content=f"{word} cache fallback"), "fact beta")

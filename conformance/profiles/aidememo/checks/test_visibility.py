@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Project, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -21,7 +22,7 @@ def _routed(world: World) -> tuple[Project, str, str]:
     return project, handoff_id, context_id
 
 
-@pytest.mark.requirement("AM-VIS-1")
+@reads("AM-VIS-1", "status", "resource")
 @pytest.mark.parametrize("who", ["other", "reader"])
 def test_non_participant_cannot_read_the_handoff_or_context(world: World, who: str) -> None:
     project, handoff_id, context_id = _routed(world)
@@ -31,7 +32,7 @@ def test_non_participant_cannot_read_the_handoff_or_context(world: World, who: s
     expect_error(actor.resource("handoff_context", context_id), 404, "resource_not_found")
 
 
-@pytest.mark.requirement("AM-VIS-1")
+@reads("AM-VIS-1", "resource")
 def test_participants_can_read_the_handoff_and_context(world: World) -> None:
     project, handoff_id, context_id = _routed(world)
     for who in ("sender", "receiver"):
@@ -40,7 +41,7 @@ def test_participants_can_read_the_handoff_and_context(world: World) -> None:
         expect_status(actor.resource("handoff_context", context_id), 200)
 
 
-@pytest.mark.requirement("AM-VIS-1")
+@reads("AM-VIS-1", "snapshot", "feeds")
 @pytest.mark.parametrize("who", ["other", "reader"])
 def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: str) -> None:
     world.require("replica-feeds")
@@ -61,7 +62,7 @@ def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: 
     assert hidden <= mine, f"the receiver's snapshot lacks {sorted(hidden - mine)}"
 
 
-@pytest.mark.requirement("AM-VIS-1")
+@reads("AM-VIS-1", "mailbox")
 def test_non_participant_mailboxes_omit_the_handoff(world: World) -> None:
     project, handoff_id, _ = _routed(world)
     for box in ("inbox", "outbox"):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
@@ -57,7 +58,7 @@ def test_error_answers_have_the_wire_shape(world: World, case: str) -> None:
         f"error body must be exactly {{\"error\":{{code,message}}}}: {exchange.body[:200]!r}")
 
 
-@pytest.mark.requirement("AM-WIRE-1")
+@reads("AM-WIRE-1", "unknown-path")
 def test_unknown_path_answers_404(world: World) -> None:
     project = world.project()
     for path in ("/v1/nowhere", f"{project.writer.base}/identity/", "/v1//commands"):
@@ -65,7 +66,7 @@ def test_unknown_path_answers_404(world: World) -> None:
         assert exchange.status == 404, f"GET {path} answered {exchange.status}, expected 404"
 
 
-@pytest.mark.requirement("AM-WIRE-1")
+@reads("AM-WIRE-1", "method")
 def test_wrong_method_answers_405_with_allow(world: World) -> None:
     project = world.project()
     exchange = project.writer.request("DELETE", f"{project.writer.base}/identity")
@@ -74,7 +75,7 @@ def test_wrong_method_answers_405_with_allow(world: World) -> None:
     assert "GET" in allow.upper(), f"405 lacks an Allow header naming GET: {allow!r}"
 
 
-@pytest.mark.requirement("AM-WIRE-1")
+@reads("AM-WIRE-1", "head")
 def test_head_is_served_on_get_routes(world: World) -> None:
     wire, transcript = world.runtime.wire, world.transcript
     got = expect_status(wire.request(transcript, "GET", "/health"), 200)
@@ -97,8 +98,9 @@ def test_deeply_nested_json_is_a_client_error(world: World) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-JSON-1")
-@pytest.mark.parametrize("with_token", [True, False], ids=["token", "no-token"])
+@reads("AM-JSON-1", "content-type")
+@pytest.mark.parametrize("with_token", [
+    pytest.param(True, id="token"), pytest.param(False, marks=reads("AM-JSON-1", "unauthenticated"), id="no-token")])
 def test_missing_content_type_is_invalid_command(world: World, with_token: bool) -> None:
     project = world.project()
     session = {"command_id": world.new_id("cmd"),
@@ -114,7 +116,7 @@ def test_missing_content_type_is_invalid_command(world: World, with_token: bool)
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-JSON-1")
+@reads("AM-JSON-1", "malformed", "unauthenticated")
 @pytest.mark.parametrize("route", ["commands", "sessions", "accept"])
 def test_malformed_json_is_invalid_command_before_authentication(world: World, route: str) -> None:
     project = world.project()
@@ -134,7 +136,7 @@ def test_body_over_one_mebibyte_is_invalid_command(world: World) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-JSON-3")
+@reads("AM-JSON-3", "unknown-field")
 def test_unknown_body_field_is_invalid_command(world: World) -> None:
     project = world.project()
     exchange = project.writer.create("sessions", {"session_id": world.new_id("s"), "source_id": None, "topic": "t",
@@ -142,7 +144,7 @@ def test_unknown_body_field_is_invalid_command(world: World) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-JSON-3")
+@reads("AM-JSON-3", "body-id")
 @pytest.mark.parametrize("bad_id", ["", "has space", "x" * 129, "slash/inside", "ümlaut"],
                          ids=["empty", "space", "too-long", "slash", "non-ascii"])
 def test_bad_identifier_in_body_is_invalid_command(world: World, bad_id: str) -> None:
@@ -151,7 +153,7 @@ def test_bad_identifier_in_body_is_invalid_command(world: World, bad_id: str) ->
     expect_error(exchange, 400, "invalid_command")
 
 
-@pytest.mark.requirement("AM-JSON-3")
+@reads("AM-JSON-3", "path-id")
 def test_bad_identifier_in_path_is_invalid_identifier(world: World) -> None:
     project = world.project()
     exchange = project.writer.request("GET", f"/v1/projects/{'p' * 129}/identity")

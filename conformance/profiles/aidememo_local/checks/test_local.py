@@ -6,6 +6,7 @@ from typing import Any
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo_local.world import RECEIVER, SENDER, SOURCE, LocalWorld
 
 CONFLICT = "transaction conflict (concurrent write): retry needed"
@@ -73,7 +74,7 @@ def test_concurrent_heartbeats_lose_no_update(world: LocalWorld) -> None:
         f"{len(succeeded)} heartbeats succeeded but heartbeat_count is {record['heartbeat_count']}: an update was lost")
 
 
-@pytest.mark.requirement("AML-CLAIM-1")
+@reads("AML-CLAIM-1", "accept", "same-claim")
 def test_accept_starts_attempt_one_and_the_same_claim_changes_nothing(world: LocalWorld) -> None:
     handoff = world.assignment()
     first, error = _accept(world, handoff.handoff_id, "worker-a")
@@ -137,7 +138,7 @@ def test_return_refuses_a_fact_by_someone_else(world: LocalWorld) -> None:
     assert f"result fact {fact_id} must be written by receiving actor {RECEIVER}" in line, line
 
 
-@pytest.mark.requirement("AML-RET-4")
+@reads("AML-RET-4", "completes", "identical")
 def test_a_valid_return_completes_once(world: LocalWorld) -> None:
     handoff = world.assignment()
     world.json("handoff", "accept", "--actor-id", RECEIVER, handoff.handoff_id)
@@ -158,7 +159,7 @@ def test_run_refuses_a_manual_profile(world: LocalWorld) -> None:
     assert world.show(handoff)["status"] == "pending"
 
 
-@pytest.mark.requirement("AML-VIS-1")
+@reads("AML-VIS-1", "inbox", "outbox")
 def test_mailboxes_show_an_assignment_to_its_participants_only(world: LocalWorld) -> None:
     handoff = world.assignment()
 
@@ -171,7 +172,7 @@ def test_mailboxes_show_an_assignment_to_its_participants_only(world: LocalWorld
     assert ids("outbox", RECEIVER) == [] and ids("outbox", "stranger") == [], "someone else's outbox shows it"
 
 
-@pytest.mark.requirement("AML-VIS-2")
+@reads("AML-VIS-2", "status", "show")
 def test_status_is_for_the_participants_and_show_for_anyone(world: LocalWorld) -> None:
     handoff = world.assignment()
     for actor in (SENDER, RECEIVER):

@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.aidememo_local.remote import P1, P2, REMOTE_SOURCE, TwoAccounts
 from conformance.profiles.aidememo_local.world import LocalWorld
 
@@ -56,7 +57,7 @@ def test_two_profiles_complete_a_remote_handoff(world: LocalWorld) -> None:
         "completed", fact_id, P1, P2), server
 
 
-@pytest.mark.requirement("AML-REM-2")
+@reads("AML-REM-2", "materialize", "exports")
 def test_accept_materializes_into_the_receivers_store(world: LocalWorld) -> None:
     accounts, session_id, sent = _sent(world)
     # The guide's form: eval "$(aidememo --store ./codex-p2.sqlite handoff --remote-profile codex-p2 accept ID)"
@@ -97,7 +98,7 @@ def test_identity_comes_only_from_the_token(world: LocalWorld) -> None:
     assert accounts.record(handoff_id)["claim_id"] is not None and accounts.commits(handoff_id) == 2
 
 
-@pytest.mark.requirement("AML-REM-4")
+@reads("AML-REM-4", "rerun", "advance")
 def test_reruns_recover_instead_of_repeating(world: LocalWorld) -> None:
     accounts, session_id, sent = _sent(world)
     handoff_id = sent["handoff_id"]

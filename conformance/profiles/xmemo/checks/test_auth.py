@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.expect import expect_status, shown
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld, items_of
 
 ROUTES = (("POST", "/v1/recall/context", {"query": "q"}), ("POST", "/v1/remember", {"content": "c", "path": "p"}),
@@ -20,7 +21,8 @@ def test_no_credential_is_401(world: XMemoWorld, method: str, path: str, body: o
 
 
 @pytest.mark.requirement("XM-AUTH-2")
-@pytest.mark.parametrize("form", ["X-API-Key", "Bearer", "malformed"])
+@pytest.mark.parametrize("form", [pytest.param(form, marks=reads("XM-AUTH-2", clause), id=form) for form, clause in (
+    ("X-API-Key", "unknown"), ("Bearer", "unknown"), ("malformed", "malformed"))])
 def test_an_unknown_or_malformed_key_is_403_never_401(world: XMemoWorld, form: str) -> None:
     unknown = f"xmc-unknown-{world.rng.getrandbits(128):032x}"
     world.transcript.secret(unknown, "unknown")
@@ -44,7 +46,7 @@ def test_x_api_key_and_bearer_are_the_same_credential(world: XMemoWorld) -> None
     assert again.get("id") or again.get("memory_id")
 
 
-@pytest.mark.requirement("XM-AUTH-4")
+@reads("XM-AUTH-4", "no-write", "no-read")
 def test_a_read_only_key_cannot_write_and_a_write_only_key_cannot_read(world: XMemoWorld) -> None:
     owner = world.owner()
     reader, writer, full = (owner.key("reader", scopes="memory:read"), owner.key("writer", scopes="memory:write"),

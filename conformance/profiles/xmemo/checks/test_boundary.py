@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from conformance.expect import expect_status
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import BOUNDARY_FIELDS, Key, XMemoWorld, items_of
 
 
@@ -33,7 +34,7 @@ def test_every_item_has_the_seven_boundary_fields(world: XMemoWorld) -> None:
         assert isinstance(bound["explanation"], str) and bound["explanation"] and "\n" not in bound["explanation"]
 
 
-@pytest.mark.requirement("XM-BND-2")
+@reads("XM-BND-2", "relation", "ids")
 def test_another_agents_memory_is_other_agent(world: XMemoWorld) -> None:
     claude, codex = world.pair()
     written = claude.write("Use the hosted network MCP transport for remote agents.", agent="claude",
@@ -89,7 +90,7 @@ def test_boundary_authority_is_always_attribution_only(world: XMemoWorld) -> Non
             assert item["agent_boundary"]["boundary_authority"] == "attribution_only", item
 
 
-@pytest.mark.requirement("XM-BND-8")
+@reads("XM-BND-8", "current", "writer")
 def test_a_bound_credential_keeps_its_identity_against_another_header(world: XMemoWorld) -> None:
     world.target.require("agent-binding")
     owner = world.owner()

@@ -7,10 +7,11 @@ from typing import Any
 import pytest
 
 from conformance.expect import expect_status, shown
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld, is_uuid, items_of
 
 
-@pytest.mark.requirement("XM-CAP-1")
+@reads("XM-CAP-1", "id", "read-back")
 @pytest.mark.parametrize(("route", "body"), [
     pytest.param("/v1/remember", {"content": "a durable fact", "path": "notes/fact"}, id="remember"),
     pytest.param("/v1/update_state", {"state_key": "active_task", "current_task": "review", "next_action": "merge"},
@@ -42,7 +43,7 @@ def test_a_semantic_key_with_the_same_content_is_a_no_op(world: XMemoWorld) -> N
     assert len(items_of(key.recall())) == 1, "the repeated capture stored a second memory"
 
 
-@pytest.mark.requirement("XM-CAP-3")
+@reads("XM-CAP-3", "id", "version", "one")
 def test_update_state_versions_one_slot(world: XMemoWorld) -> None:
     key = world.owner().key("hermes")
     body = {"state_key": "active_task", "bucket": "work", "scope": world.scope, "current_task": "review"}
@@ -50,6 +51,9 @@ def test_update_state_versions_one_slot(world: XMemoWorld) -> None:
     second = expect_status(key.request("POST", "/v1/update_state", json_body={**body, "next_action": "merge"}), 200)
     assert (first.get("id") or first.get("memory_id")) == (second.get("id") or second.get("memory_id")), \
         f"two updates of one slot answered two ids: {first} then {second}"
+    versions = (first.get("version"), second.get("version"))
+    assert all(isinstance(v, int) and not isinstance(v, bool) for v in versions) and versions[1] == versions[0] + 1, \
+        f"the slot's second update must answer its version + 1: versions {versions}"
     assert len(items_of(key.recall())) == 1, "the slot's update stored a second memory"
 
 

@@ -15,7 +15,8 @@ import pytest
 
 from conformance.errors import Untestable
 from conformance.expect import expect_status
-from conformance.profiles.xmemo.world import Key, XMemoWorld, estimate_tokens, items_of
+from conformance.marks import reads
+from conformance.profiles.xmemo.world import Key, XMemoWorld, estimate_tokens, is_uuid, items_of
 
 FIRST_QUERY = "deployment adapter decision and current bug"
 LAST_QUERY = "deployment adapter decision, Codex fix, and handoff status"
@@ -82,18 +83,23 @@ def bounded_items(answer: Any) -> dict[Any, Any]:
     return items
 
 
-def captured(answer: Any, memory_type: str, status: str | None = None) -> None:
+def captured(key: Key, answer: Any, memory_type: str, status: str | None = None) -> None:
+    """A 200 with a UUID id, and the memory reads back with that type (and status), as stored."""
     data = expect_status(answer, 200)
-    assert data.get("id") or data.get("memory_id"), f"the capture answered no id: {data}"
+    memory_id = data.get("id") or data.get("memory_id")
+    assert is_uuid(memory_id), f"the capture answered no UUID id: {data}"
+    # The write answer may leave a field out; the stored memory may not.
     assert data.get("memory_type", memory_type) == memory_type, f"captured as {data.get('memory_type')!r}"
-    if status is not None:
-        assert data.get("status", status) == status, f"captured with status {data.get('status')!r}"
+    assert status is None or data.get("status", status) == status, f"captured with status {data.get('status')!r}"
+    stored = expect_status(key.request("GET", f"/v1/memories/{memory_id}"), 200)
+    assert stored.get("memory_type") == memory_type and (status is None or stored.get("status") == status), (
+        f"GET /v1/memories/{memory_id} reads {stored}")
 
 
-@pytest.mark.requirement("XM-FLOW-1")
+@reads("XM-FLOW-1", "working", "uuid")
 def test_step_1_claude_starts_the_task(world: XMemoWorld) -> None:
-    _, answer = play(world, 1)
-    captured(answer, "working", "started")
+    timeline, answer = play(world, 1)
+    captured(timeline.claude, answer, "working", "started")
 
 
 @pytest.mark.requirement("XM-FLOW-2")
@@ -107,20 +113,20 @@ def test_step_2_codex_recalls_the_bounded_context(world: XMemoWorld) -> None:
 
 @pytest.mark.requirement("XM-FLOW-3")
 def test_step_3_claude_records_the_decision(world: XMemoWorld) -> None:
-    _, answer = play(world, 3)
-    captured(answer, "semantic")
+    timeline, answer = play(world, 3)
+    captured(timeline.claude, answer, "semantic")
 
 
 @pytest.mark.requirement("XM-FLOW-4")
 def test_step_4_codex_records_the_bug_fix(world: XMemoWorld) -> None:
-    _, answer = play(world, 4)
-    captured(answer, "semantic")
+    timeline, answer = play(world, 4)
+    captured(timeline.codex, answer, "semantic")
 
 
 @pytest.mark.requirement("XM-FLOW-5")
 def test_step_5_codex_ends_the_task(world: XMemoWorld) -> None:
-    _, answer = play(world, 5)
-    captured(answer, "working", "completed")
+    timeline, answer = play(world, 5)
+    captured(timeline.codex, answer, "working", "completed")
 
 
 @pytest.mark.requirement("XM-FLOW-6")

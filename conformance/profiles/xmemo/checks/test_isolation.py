@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 
 from conformance.expect import shown
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld, items_of
 
 
-@pytest.mark.requirement("XM-ISO-1")
+@reads("XM-ISO-1", "owner", "single")
 def test_another_owners_memories_are_never_returned(world: XMemoWorld) -> None:
     mine, theirs = world.owner().key("acme"), world.owner().key("globex")
     secret = theirs.write("globex's plan", agent="claude")
@@ -23,7 +24,7 @@ def test_another_owners_memories_are_never_returned(world: XMemoWorld) -> None:
     assert single.status == 404, f"another owner's memory must read as 404; {shown(single)}"
 
 
-@pytest.mark.requirement("XM-ISO-1")
+@reads("XM-ISO-1", "project", "single")
 def test_another_projects_memories_are_never_returned(world: XMemoWorld) -> None:
     owner = world.owner()
     main, side = owner.key("main-project"), owner.key("side-project", other_project=True)
@@ -31,6 +32,9 @@ def test_another_projects_memories_are_never_returned(world: XMemoWorld) -> None
     for scoped in (True, False):
         ids = {item.get("id") for item in items_of(main.recall("note", scoped=scoped, max_items=100))}
         assert written["id"] not in ids, "a recall returned a memory of another project of the same owner"
+    search = main.request("GET", "/v1/memories/search", params={"query": "note", "limit": 100})
+    assert search.status == 200, shown(search)
+    assert written["id"] not in search.body.decode("utf-8", "replace"), "search returned another project's memory"
     single = main.request("GET", f"/v1/memories/{written['id']}")
     assert single.status == 404, f"another project's memory must read as 404; {shown(single)}"
 

@@ -6,6 +6,7 @@ import json
 
 import pytest
 
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld
 
 pytestmark = pytest.mark.capability("mcp")
@@ -21,7 +22,7 @@ TOOLS = {
 }
 
 
-@pytest.mark.requirement("XM-MCP-1")
+@reads("XM-MCP-1", "initialize", "tools")
 def test_initialize_opens_a_session_and_tools_list_has_the_published_tools(world: XMemoWorld) -> None:
     key = world.owner().key("agent")
     exchange, answer = key.mcp("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
@@ -54,7 +55,7 @@ def test_get_mcp_identity_has_the_lines_maf_parses(world: XMemoWorld) -> None:
         assert set(fields["Scopes"].split(", ")) == set(scopes.split(",")), f"Scopes is {fields['Scopes']!r}"
 
 
-@pytest.mark.requirement("XM-RECALL-6")
+@reads("XM-RECALL-6", "heading", "content")
 def test_recall_context_text_begins_with_the_heading(world: XMemoWorld) -> None:
     key = world.owner().key("agent")
     content = "Use the hosted network MCP transport for remote agents."

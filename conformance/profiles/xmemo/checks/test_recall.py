@@ -7,6 +7,7 @@ import json
 import pytest
 
 from conformance.expect import expect_status, shown
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld, estimate_tokens, items_of
 
 
@@ -35,7 +36,7 @@ def test_context_text_never_exceeds_max_tokens(world: XMemoWorld, max_tokens: in
         f"over max_tokens {max_tokens}")
 
 
-@pytest.mark.requirement("XM-RECALL-3")
+@reads("XM-RECALL-3", "no-content", "text", "ids")
 def test_items_carry_ids_and_no_content_and_one_text_holds_it_all(world: XMemoWorld) -> None:
     key = world.owner().key("writer")
     contents = [world.text(f"fact {n}") for n in range(3)]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conformance.expect import expect_status, shown
+from conformance.marks import reads
 from conformance.profiles.xmemo.world import XMemoWorld, is_uuid
 
 
@@ -14,7 +15,7 @@ def test_health_answers_json_without_credentials(world: XMemoWorld) -> None:
     assert isinstance(body, dict), f"/health answered {body!r}, not a JSON object"
 
 
-@pytest.mark.requirement("XM-AUDIT-1")
+@reads("XM-AUDIT-1", "answers", "health")
 def test_every_answer_carries_a_uuid_audit_id(world: XMemoWorld) -> None:
     key = world.owner().key("writer")
     wire = world.target.wire
@@ -28,6 +29,21 @@ def test_every_answer_carries_a_uuid_audit_id(world: XMemoWorld) -> None:
     for exchange in answers:
         audit = exchange.header("X-XMemo-Audit-ID")
         assert audit is not None and is_uuid(audit), f"no UUID X-XMemo-Audit-ID: {shown(exchange)}"
+
+
+@pytest.mark.capability("mcp")
+@reads("XM-AUDIT-1", "mcp")
+def test_every_mcp_answer_carries_a_uuid_audit_id(world: XMemoWorld) -> None:
+    key = world.owner().key("agent")
+    initialized, _ = key.mcp("initialize", {"protocolVersion": "2024-11-05", "capabilities": {},
+                                            "clientInfo": {"name": "aidememo-conformance", "version": "0.1"}})
+    listed, _ = key.mcp("tools/list", {}, session=initialized.header("mcp-session-id"))
+    refused = world.target.wire.request(world.transcript, "POST", "/mcp", json_body={"jsonrpc": "2.0", "id": 1,
+                                                                                     "method": "tools/list"})
+    assert refused.status in (401, 403), f"an MCP request without a key was not refused: {shown(refused)}"
+    for exchange in (initialized, listed, refused):
+        audit = exchange.header("X-XMemo-Audit-ID")
+        assert audit is not None and is_uuid(audit), f"an MCP answer has no UUID X-XMemo-Audit-ID: {shown(exchange)}"
 
 
 @pytest.mark.requirement("XM-ALIAS-1")
@@ -45,7 +61,7 @@ def test_api_v1_writes_read_back_under_v1(world: XMemoWorld, route: str, body: d
     assert str(body["content"]) in str(stored.get("content")), f"/v1/memories/{memory_id} reads {stored}"
 
 
-@pytest.mark.requirement("XM-ERR-1")
+@reads("XM-ERR-1", "detail", "invalid")
 def test_refusals_have_fastapi_detail_bodies(world: XMemoWorld) -> None:
     key = world.owner().key("writer")
     unauthenticated = world.target.wire.request(world.transcript, "POST", "/v1/remember", json_body={"content": "c"})
