@@ -9,7 +9,9 @@ when rerun.
 On the embedded reference a rerun follows the recorded schedule wherever it still applies, so
 a cut that fails once fails every time. Over a URL the network interleaves: each rerun sends
 the cut with fresh ids into the target's project, and a cut is kept when it fails in at least
-one of ``tries`` reruns; ``reproduction`` then says how often the shrunk case fails.
+one of ``tries`` reruns. Before the actors go, a case shrunk over a URL is also tried one request
+at a time: a bug that needs no interleaving then reproduces every time, by curl too.
+``reproduction`` says how often the shrunk case fails.
 """
 
 from __future__ import annotations
@@ -62,7 +64,7 @@ def shrink_over_http(result: RunResult, target: HttpTarget, *, tries: int = URL_
                 return got
         return None
 
-    return _shrink(result, trial, budget_s)
+    return _shrink(result, trial, budget_s, serialize=True)
 
 
 def reproduction(result: RunResult, target: HttpTarget, runs: int) -> int:
@@ -71,7 +73,7 @@ def reproduction(result: RunResult, target: HttpTarget, runs: int) -> int:
                for _ in range(runs))
 
 
-def _shrink(result: RunResult, trial: _Trial, budget_s: float) -> RunResult:
+def _shrink(result: RunResult, trial: _Trial, budget_s: float, serialize: bool = False) -> RunResult:
     deadline = time.monotonic() + budget_s
     best = result
 
@@ -118,6 +120,12 @@ def _shrink(result: RunResult, trial: _Trial, budget_s: float) -> RunResult:
                 i += 1
         else:
             b += 1
+    if serialize and any(len(b.ops) > 1 for b in batches):
+        # One request at a time, in the plan's order: when it still fails, the case no longer
+        # depends on how the network interleaves it (a curl script then shows it every time).
+        got = attempt([Batch(clock_ms=b.clock_ms, ops=(op,)) for b in batches for op in b.ops], [])
+        if got is not None:
+            best = got
     actors = tuple(a for a in best.plan.actors if a in _named_actors(best))
     if 2 <= len(actors) < len(best.plan.actors) and time.monotonic() < deadline:
         got = trial(best.plan.with_batches(best.plan.batches, actors), best.decisions, False)
