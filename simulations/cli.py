@@ -116,18 +116,14 @@ def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
     parser.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    from simulations.porcupine import FORMATS
-
-    parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
-                     epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
-                            "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="generate races, run them, check them against the model")
     _target_arguments(run, "repeat; at least two actors")
     run.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                      help="time to spend generating and checking (default 20)")
+    run.add_argument("--batches", type=_positive_int, metavar="N",
+                     help="stop after N batches even if budget is left (with --seed, an embedded run then "
+                          "repeats batch for batch on any machine)")
     run.add_argument("--actors", type=_positive_int, default=3, metavar="K",
                      help="concurrent actors (default 3)")
     run.add_argument("--ledger", metavar="FILE.py:NAME",
@@ -136,6 +132,8 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
 
+
+def _add_replay(sub: Any) -> None:
     replay = sub.add_parser("replay", help="re-run a replay file; exit 1 if the violation reproduces")
     replay.add_argument("file", type=Path)
     replay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
@@ -146,6 +144,18 @@ def _build_parser() -> argparse.ArgumentParser:
     replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
                         help="bearer token of an actor on --url (repeat)")
     replay.add_argument("--project", help="project id on --url")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from simulations.porcupine import FORMATS
+
+    parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
+                     epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
+                            "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    _add_run(sub)
+    _add_replay(sub)
 
     chk = sub.add_parser("check", help="check a history for linearizability")
     chk.add_argument("file", type=Path)
@@ -265,7 +275,7 @@ def _target_from_args(args: argparse.Namespace, actors: int | Sequence[str] | No
 def _rerun_command(args: argparse.Namespace, seed: int) -> str:
     """The one command that runs this campaign again (tokens shown as variables, never values)."""
     parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}",
-             *_target_words(args)]
+             *(["--batches", str(args.batches)] if args.batches else []), *_target_words(args)]
     if args.ledger:
         parts += ["--ledger", args.ledger]
     return " ".join(parts)
@@ -304,8 +314,8 @@ def _run(args: argparse.Namespace) -> int:
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
-    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, target=target,
-                          factory=factory, progress=print)
+    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
+                          target=target, factory=factory, progress=print)
     print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:

@@ -81,7 +81,7 @@ def _exports(out_dir: Path) -> list[str]:
 def test_a_target_file_run_fix_and_rerun_loop(tmp_path: Path) -> None:
     server = Server(tmp_path)
     with server.serving(bug=True):
-        found = _sh("aidememo-sim run --config target.toml --seed 4 --budget 2 --out out", tmp_path)
+        found = _sh("aidememo-sim run --config target.toml --seed 4 --batches 20 --budget 120 --out out", tmp_path)
         assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-2000:]
         out = found.stdout
         # Found over a URL, shrunk there too, with how often the shrunk case reproduces.
@@ -102,7 +102,7 @@ def test_a_target_file_run_fix_and_rerun_loop(tmp_path: Path) -> None:
             assert done.returncode == 1 and "the race reproduced" in done.stdout, done.stdout[-2000:] + done.stderr
             checked.append(done)
     with server.serving(bug=False):  # the fix: the correct reference, on the database that kept every run
-        replays = _twice(replay + " --times 2", tmp_path) + _twice(replay + " --config target.toml --times 2", tmp_path)
+        replays = [*_twice(replay + " --times 2", tmp_path), _sh(replay + " --config target.toml --times 2", tmp_path)]
         for done in replays:
             assert done.returncode == 0 and "reproduced 0/2" in done.stdout, done.stdout[-2000:] + done.stderr
         for done in _twice(rerun, tmp_path):
@@ -140,7 +140,8 @@ def test_a_url_run_with_tokens_fix_and_rerun_loop(tmp_path: Path) -> None:
     env = {token_variable(actor): token for actor, token in tokens.items()}
     flags = " ".join(f"--token {actor}=${token_variable(actor)}" for actor in tokens)
     with server.serving(bug=True) as url:
-        found = _sh(f"aidememo-sim run --url {url} --project given {flags} --seed 5 --budget 2 --out out", tmp_path, env)
+        found = _sh(f"aidememo-sim run --url {url} --project given {flags} --seed 5 --batches 20 --budget 120 "
+                    "--out out", tmp_path, env)
         assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-2000:]
         out = found.stdout
         assert "shrinking over the URL" in out and "the shrunk case reproduced 10/10" in out
