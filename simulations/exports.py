@@ -18,7 +18,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from simulations.ledger import LEDGER, answer_parts, describe_answer
-from simulations.plan import READER, Plan, PlannedOp
+from simulations.plan import READER, Plan, PlannedOp, marked_run
 from simulations.planner import setup_requests
 from simulations.targets import SIM_TENANT, token_variable
 
@@ -215,12 +215,14 @@ def _recorded(doc: Mapping[str, Any]) -> dict[tuple[int, str], tuple[int, str | 
     return out
 
 
-def _send_line(label: str, allowed: Sequence[str], actor: str, op: PlannedOp, recorded: str | None) -> str:
+def _send_line(label: str, allowed: Sequence[str], actor: str, op: PlannedOp, recorded: str | None,
+               run_id: str) -> str:
     parts = [answer_parts(a) for a in allowed]
     lines = "\n".join(f"{s} {c or '-'} {'-' if r is None else r}" for s, c, r in (p for p in parts if p))
     shown = label + (f" (recorded: {recorded})" if recorded else "")
     if allowed:
         shown += f"; the model allowed: {' or '.join(allowed)}"
+    shown = marked_run(shown, run_id)  # the ids in answers too are this run's
     words = ["send", _word(shown), shlex.quote(lines) if lines else "''", f'"${token_variable(actor)}"', op.method,
              _word(op.path)]
     if op.body is not None:
@@ -282,7 +284,7 @@ def curl_text(doc: Mapping[str, Any], template: str | None) -> str:
             index, answer = recorded.get((then.worker, _identity(then.input)), (None, None))
             label = ("#?" if index is None else f"#{index}") + " " + _describe(op)
             lines.append(_send_line(label, blamed.get(index, ()) if index is not None else (), op.actor, op,
-                                    answer) + " &")
+                                    answer, recorded_plan.run_id) + " &")
         lines.append("wait")
     lines.append('if [ -e "$OUT/reproduced" ]; then echo "an answer the checker blamed reproduced"; exit 1; fi')
     lines.append('echo "every blamed answer was one the model allowed"')

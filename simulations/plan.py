@@ -29,7 +29,7 @@ __all__ = [
     "Plan",
     "PlannedOp",
     "actor_names",
-    "with_run_placeholder",
+    "marked_run",
     "workers_for",
 ]
 
@@ -140,8 +140,7 @@ class Plan:
         """The same plan with every id it creates carrying ``run_id`` instead, and every path
         naming ``project`` (default: the plan's own)."""
         text = json.dumps([b.to_json() for b in self.batches], sort_keys=True)
-        marked = with_run_placeholder(text) if self.run_id == RUN_ID else text.replace(self.run_id, "@RUN@")
-        batches = [Batch.from_json(b) for b in json.loads(marked.replace("@RUN@", run_id))]
+        batches = [Batch.from_json(b) for b in json.loads(marked_run(text, self.run_id).replace("@RUN@", run_id))]
         project = self.project if project is None else project
         if project != self.project:
             batches = [Batch(clock_ms=b.clock_ms, ops=tuple(op.in_project(self.project, project) for op in b.ops))
@@ -149,9 +148,10 @@ class Plan:
         return Plan(actors=self.actors, workers=self.workers, batches=tuple(batches), run_id=run_id, project=project)
 
 
-def with_run_placeholder(text: str) -> str:
-    """Mark the run id inside ids (``handoff-r-3``, ``session-sim-r``, ``r-fact-...``) as @RUN@."""
-    return _RUN_ID.sub("@RUN@", text)
+def marked_run(text: str, run_id: str) -> str:
+    """``text`` with ``run_id`` marked as @RUN@ wherever it stands inside an id (``handoff-r-3``,
+    ``session-sim-r``, ``r-fact-...``; a URL run's ids carry a run id no other text contains)."""
+    return _RUN_ID.sub("@RUN@", text) if run_id == RUN_ID else text.replace(run_id, "@RUN@")
 
 
 def actor_names(count: int) -> tuple[str, ...]:
