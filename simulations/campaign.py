@@ -268,7 +268,7 @@ def rerun_over_http(plan: Plan, seed: int, target: HttpTarget, explain: bool = T
         SimulationError: when the target has no token for an actor of the plan, or setup fails.
     """
     started = time.monotonic()
-    missing = [a for a in (*plan.actors, *(op.actor for b in plan.batches for op in b.ops)) if a not in target.tokens]
+    missing = [a for a in plan.identities if a not in target.tokens]
     if missing:
         raise SimulationError(f"the target has no token for actor {missing[0]!r} of the plan "
                               f"(it has {', '.join(sorted(target.tokens))})")

@@ -75,7 +75,7 @@ def _target_words(doc: Mapping[str, Any]) -> str:
         lines.append(f"(default: {target['config']}, the file the run used); run it where you ran aidememo-sim,")
         lines.append("since the file's provisioning command runs in the current directory.")
     else:
-        variables = ", ".join(token_variable(a) for a in _actors_used(plan))
+        variables = ", ".join(token_variable(a) for a in plan.identities)
         lines.append(f"or else BASE_URL (default {target.get('url')}), PROJECT (default {target.get('project')})")
         lines.append(f"and the tokens {variables}.")
     return "\n" + "\n".join(lines) + "\n"
@@ -87,11 +87,6 @@ def pytest_text(doc: Mapping[str, Any], name: str) -> str:
     over_url = doc["target"].get("kind") == "url"
     return _PYTEST_TEMPLATE.format(seed=doc["seed"], name=name, doc=json.dumps(slim, sort_keys=True),
                                    times=URL_TIMES if over_url else 1, where=_target_words(doc) if over_url else "")
-
-
-def _actors_used(plan: Plan) -> list[str]:
-    used = {op.actor for b in plan.batches for op in b.ops}
-    return [*plan.actors, *([READER] if READER in used else [])]
 
 
 def _plain(value: object) -> str | None:
@@ -235,7 +230,7 @@ def curl_text(doc: Mapping[str, Any], template: str | None) -> str:
     is given); ``template`` is the target file's provisioning command, if there is one."""
     recorded_plan = Plan.from_json(doc["plan"])
     placed = recorded_plan.rebased(_RUN, _PROJECT)
-    actors = _actors_used(recorded_plan)
+    actors = recorded_plan.identities
     target = doc["target"]
     url = _plain(target.get("url"))
     project = None if template else _plain(target.get("project"))

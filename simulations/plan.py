@@ -132,6 +132,13 @@ class Plan:
     def operations(self) -> int:
         return sum(len(b.ops) for b in self.batches)
 
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Who needs a token to run this plan: its actors (the setup writes as each), and the
+        reader when one of its requests is the reader's."""
+        readers = any(op.actor == READER for b in self.batches for op in b.ops)
+        return (*self.actors, *((READER,) if readers else ()))
+
     def with_batches(self, batches: Sequence[Batch], actors: Sequence[str] | None = None) -> Plan:
         return Plan(actors=self.actors if actors is None else tuple(actors), workers=self.workers,
                     batches=tuple(batches), run_id=self.run_id, project=self.project)

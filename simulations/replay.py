@@ -23,7 +23,7 @@ from simulations.errors import SimulationError
 from simulations.exports import curl_text, pytest_text
 from simulations.history import Header, Operation, dump_history
 from simulations.ledger import LEDGER
-from simulations.plan import READER, Plan
+from simulations.plan import Plan
 from simulations.targets import HttpTarget, load_factory, target_from_config, token_variable
 from simulations.timeline import write_timeline
 
@@ -101,8 +101,7 @@ def replay_target(doc: Mapping[str, Any], environ: Mapping[str, str] | None = No
         if http is None:
             raise SimulationError(f"{config} names the embedded reference; this failure was found over a URL")
         return http
-    used = {op.actor for b in plan.batches for op in b.ops}
-    actors = [*plan.actors, *([READER] if READER in used else [])]
+    actors = plan.identities
     missing = [token_variable(a) for a in actors if not env.get(token_variable(a))]
     if missing:
         raise SimulationError(f"this failure was found over {target.get('url')} with --url and --token: give "
