@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from simulations.checker import Checker, Verdict
+from simulations.errors import SimulationError
 from simulations.execution import execute_batch
 from simulations.history import Operation, Recorder
 from simulations.ledger import LEDGER
@@ -45,6 +46,8 @@ class Finding:
     kind: str  # "linearizability", or a receipts.py rule: "receipts", "revision order", "change feed"
     witness: tuple[int, ...]
     explanation: str
+    # history index -> the answers the model would have given it (where the model knows)
+    expected: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -103,7 +106,8 @@ class HistoryCheck:
         text = violation.explanation
         if self.explain and not violation.minimal:
             text += "\n(the shrinking budget ran out: the set above may list more operations than necessary)"
-        self.finding = Finding(kind="linearizability", witness=violation.witness, explanation=text)
+        self.finding = Finding(kind="linearizability", witness=violation.witness, explanation=text,
+                               expected=violation.expected)
         return Verdict.ILLEGAL, self.finding
 
 
@@ -198,7 +202,7 @@ def run_campaign(
     finally:
         tgt.close()
     return RunResult(
-        seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id),
+        seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id, project=tgt.project),
         history=tuple(recorder.history()), decisions=tuple(decisions), verdict=verdict, finding=finding,
         elapsed_s=time.monotonic() - started, feed=tuple(feed),
     )
@@ -213,14 +217,25 @@ class _Executed:
     feed: list[FeedEntry]
 
 
-def _execute(target: Target, plan: Plan, seed: int, schedule: Sequence[Sequence[int]], explain: bool) -> _Executed:
+def _execute(target: Target, plan: Plan, seed: int, schedule: Sequence[Sequence[int]], explain: bool,
+             retime: bool = False) -> _Executed:
     recorder = Recorder()
     decisions = []
     check = HistoryCheck(explain=explain)
     try:
         setup(target, plan.run_id)
         follower = FeedFollower(target)
+        previous: int | None = None
         for index, batch in enumerate(plan.batches):
+            if retime and batch.clock_ms is not None:
+                # A server's clock has moved on since the plan was made and only moves forward:
+                # each batch keeps its step from the one before, from the server's time now,
+                # and the model is told that time (as the planner does). A server without the
+                # test clock gets no steps, and the model is told it does not know the time.
+                now = target.now_ms()
+                step = 0 if previous is None else max(0, batch.clock_ms - previous)
+                previous = batch.clock_ms
+                batch = batch.at(None if now is None else now + step)
             script = schedule[index] if index < len(schedule) else ()
             decisions.append(tuple(execute_batch(target, batch, recorder, batch_seed(seed, index), script)))
             check.add(recorder.take())
@@ -245,10 +260,20 @@ def rerun(plan: Plan, seed: int, factory: LedgerFactory = reference_factory,
                      feed=tuple(done.feed))
 
 
-def rerun_over_http(plan: Plan, seed: int, target: HttpTarget) -> RunResult:
-    """Execute a recorded plan against a URL with fresh ids (the server keeps old receipts)."""
+def rerun_over_http(plan: Plan, seed: int, target: HttpTarget, explain: bool = True) -> RunResult:
+    """Execute a recorded plan against a URL, rebased into the target's project with fresh ids
+    (the server keeps old receipts) and moved to the server's clock.
+
+    Raises:
+        SimulationError: when the target has no token for an actor of the plan, or setup fails.
+    """
     started = time.monotonic()
-    fresh = plan.rebased(fresh_run_id(seed))
-    done = _execute(target, fresh, seed, (), True)
+    missing = [a for a in plan.identities if a not in target.tokens]
+    if missing:
+        raise SimulationError(f"the target has no token for actor {missing[0]!r} of the plan "
+                              f"(it has {', '.join(sorted(target.tokens))})")
+    fresh = plan.rebased(fresh_run_id(seed), target.project)
+    done = _execute(target.for_actors(plan.actors), fresh, seed, (), explain, retime=True)
+    # The plan keeps its own clock: retimed again from it, a later rerun keeps the same steps.
     return RunResult(seed=seed, plan=fresh, history=tuple(done.history), decisions=(), verdict=done.verdict,
                      finding=done.finding, elapsed_s=time.monotonic() - started, feed=tuple(done.feed))

@@ -254,10 +254,11 @@ class Checker(Generic[S]):
             return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),
                                    witness=tuple(part.indices), explanation="(not shrunk: no explanation budget)")
         evidence = shrink(self.model, ops, failed, self._init, explain_budget_s, self.max_configs)
-        explanation = explain(self.model, ops, evidence, explain_budget_s, part.indices.__getitem__)
+        explained = explain(self.model, ops, evidence, explain_budget_s, part.indices.__getitem__)
         return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),
                                witness=tuple(sorted(part.indices[i] for i in evidence.witness)),
-                               minimal=evidence.minimal, explanation=explanation)
+                               minimal=evidence.minimal, explanation=explained.text,
+                               expected=tuple((part.indices[i], answers) for i, answers in explained.expected.items()))
 
     def _refuted(self, part: _Part[S], refutation: Refutation) -> PartitionResult:
         return PartitionResult(verdict=Verdict.ILLEGAL, operations=tuple(part.indices),

@@ -1,5 +1,9 @@
-"""aidememo-sim: run races against a ledger, replay a recorded failure, check a history, race the
-kit's remote client, race XMemo captures and recalls.
+"""aidememo-sim finds the races that break the AideMemo handoff protocol.
+
+It runs concurrent agents against a ledger (the embedded reference, or a server by URL or
+target file), checks what they saw against a model of the protocol, and turns each failure into
+a small case that replays. It also replays such a case, checks a recorded history for
+linearizability, races the kit's remote client, and races XMemo captures and recalls.
 
 Exit codes: 0 when no violation was found; 1 when one was (or, for ``replay``, when it
 reproduced); 2 for bad input; 3 when the verdict is UNKNOWN (budget ran out).
@@ -24,6 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = ["main"]
 
+# ``--help``'s text: the module docstring's paragraphs before the exit codes, which the epilog gives.
+DESCRIPTION = " ".join(__doc__.split("\n\nExit codes:")[0].split())
 EXIT_OK = 0
 EXIT_VIOLATION = 1
 EXIT_USAGE = 2
@@ -110,18 +116,14 @@ def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
     parser.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
 
 
-def _build_parser() -> argparse.ArgumentParser:
-    from simulations.porcupine import FORMATS
-
-    parser = _Parser(prog="aidememo-sim", description=__doc__.splitlines()[0],
-                     epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
-                            "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
-
+def _add_run(sub: Any) -> None:
     run = sub.add_parser("run", help="generate races, run them, check them against the model")
     _target_arguments(run, "repeat; at least two actors")
     run.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                      help="time to spend generating and checking (default 20)")
+    run.add_argument("--batches", type=_positive_int, metavar="N",
+                     help="stop after N batches even if budget is left (with --seed, an embedded run then "
+                          "repeats batch for batch on any machine)")
     run.add_argument("--actors", type=_positive_int, default=3, metavar="K",
                      help="concurrent actors (default 3)")
     run.add_argument("--ledger", metavar="FILE.py:NAME",
@@ -130,13 +132,30 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
 
+
+def _add_replay(sub: Any) -> None:
     replay = sub.add_parser("replay", help="re-run a replay file; exit 1 if the violation reproduces")
     replay.add_argument("file", type=Path)
     replay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
-    replay.add_argument("--url", help="base URL (only for failures found over a URL)")
-    replay.add_argument("--config", type=Path, help="target file (only for failures found over a URL)")
-    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN")
-    replay.add_argument("--project")
+    replay.add_argument("--url", help="base URL (failures found over a URL; default: the recorded target)")
+    replay.add_argument("--config", type=Path,
+                        help="target file to provision a fresh project from (failures found over a URL; "
+                             "default: the file the run used)")
+    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
+                        help="bearer token of an actor on --url (repeat)")
+    replay.add_argument("--project", help="project id on --url")
+
+
+def _build_parser() -> argparse.ArgumentParser:
+    from simulations.porcupine import FORMATS
+
+    parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
+                     epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
+                            "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    _add_run(sub)
+    _add_replay(sub)
 
     chk = sub.add_parser("check", help="check a history for linearizability")
     chk.add_argument("file", type=Path)
@@ -239,11 +258,11 @@ def _parse_tokens(pairs: Sequence[str], flag: str = "--token") -> dict[str, str]
     return tokens
 
 
-def _target_from_args(args: argparse.Namespace) -> HttpTarget | None:
+def _target_from_args(args: argparse.Namespace, actors: int | Sequence[str] | None = None) -> HttpTarget | None:
     from simulations.targets import HttpTarget, target_from_config
 
     if args.config is not None:
-        return target_from_config(args.config, getattr(args, "actors", 3))
+        return target_from_config(args.config, getattr(args, "actors", 3) if actors is None else actors)
     if args.url is None:
         if args.token or args.project:
             raise SimulationError("--token and --project need --url")
@@ -256,7 +275,7 @@ def _target_from_args(args: argparse.Namespace) -> HttpTarget | None:
 def _rerun_command(args: argparse.Namespace, seed: int) -> str:
     """The one command that runs this campaign again (tokens shown as variables, never values)."""
     parts = ["aidememo-sim", "run", "--seed", str(seed), "--actors", str(args.actors), "--budget", f"{args.budget:g}",
-             *_target_words(args)]
+             *(["--batches", str(args.batches)] if args.batches else []), *_target_words(args)]
     if args.ledger:
         parts += ["--ledger", args.ledger]
     return " ".join(parts)
@@ -284,7 +303,7 @@ def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from simulations.campaign import run_campaign
     from simulations.replay import export_failure
-    from simulations.shrink import shrink
+    from simulations.shrink import URL_TRIES, reproduction, shrink, shrink_over_http
     from simulations.targets import load_factory
 
     seed = _seed_of(args)
@@ -295,27 +314,33 @@ def _run(args: argparse.Namespace) -> int:
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
-    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, target=target,
-                          factory=factory, progress=print)
+    result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
+                          target=target, factory=factory, progress=print)
     print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:
         return EXIT_UNKNOWN if result.verdict is Verdict.UNKNOWN else EXIT_OK
     print(result.finding.explanation)
-    if target is None:
-        print("shrinking ...")
-        result = shrink(result, factory)
-        print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
-              f"{len(result.plan.actors)} actors:")
-        if result.finding is not None:
-            print(result.finding.explanation)
+    rate = None
+    print("shrinking ..." if target is None else
+          f"shrinking over the URL (a cut is kept when one of {URL_TRIES} reruns with fresh ids fails) ...")
+    result = shrink(result, factory) if target is None else shrink_over_http(result, target)
+    print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
+          f"{len(result.plan.actors)} actors:")
+    if result.finding is not None:
+        print(result.finding.explanation)
+    if target is not None:
+        rate = (reproduction(result, target, URL_RATE_RUNS), URL_RATE_RUNS)
+        print(f"over the URL the shrunk case reproduced {rate[0]}/{rate[1]} times (each with fresh ids)")
     paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
-                           url=args.url, factory=_factory_spec(args.ledger))
-    return _exported(paths)
+                           url=None if target is None else target.url, factory=_factory_spec(args.ledger),
+                           config=args.config, reproduction=rate)
+    return _exported(paths, _replay_words(args, result.plan.project))
 
 
 def _replay(args: argparse.Namespace) -> int:
-    from simulations.replay import load_replay, reproduce
+    from simulations.plan import Plan
+    from simulations.replay import load_replay, replay_target, reproduce
 
     if _is_xmemo_replay(args.file):
         if args.url or args.config or args.token or args.project:
@@ -323,7 +348,17 @@ def _replay(args: argparse.Namespace) -> int:
                                   "--config, --token and --project")
         return _xmemo_replay(args)
     doc = load_replay(args.file)
-    http_target = _target_from_args(args) if doc["target"].get("kind") == "url" else None
+    http_target = None
+    if doc["target"].get("kind") == "url":
+        explicit = args.config is not None or args.url is not None
+        actors = Plan.from_json(doc["plan"]).actors
+        http_target = _target_from_args(args, actors) if explicit else replay_target(doc)
+        if http_target is None:
+            raise SimulationError(f"{args.config} names the embedded reference; this failure was found over a URL")
+        print(f"replaying over {http_target.url} in project {http_target.project}, with fresh ids each run")
+    elif args.url or args.config or args.token or args.project:
+        raise SimulationError("this failure was recorded on the embedded reference; drop --url, --config, --token "
+                              "and --project")
     reproduced = 0
     last = None
     for n in range(1, args.times + 1):
@@ -368,6 +403,9 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
+URL_RATE_RUNS = 10  # reruns that measure how often a case shrunk over a URL reproduces
+
+
 def _seed_of(args: argparse.Namespace) -> int:
     """The run's seed: the one given, else a fresh one (printed by the caller, so it replays)."""
     return args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
@@ -381,10 +419,19 @@ def _factory_spec(ledger: str | None) -> str | None:
     return f"{Path(path).resolve()}:{name}"
 
 
-def _exported(paths: dict[str, Path]) -> int:
+def _replay_words(args: argparse.Namespace, project: str) -> list[str]:
+    """What ``replay`` needs besides the file: a run by ``--url`` gives its target again (tokens as
+    variables); a target file and the embedded reference are recorded in the file."""
+    if args.url is None:
+        return []
+    return ["--url", args.url, "--project", project,
+            *_secret_words("--token", "TOKEN", [pair.partition("=")[0] for pair in args.token])]
+
+
+def _exported(paths: dict[str, Path], replay_words: Sequence[str] = ()) -> int:
     for label, path in paths.items():
         print(f"{label}: {path}")
-    print(f"reproduce with: aidememo-sim replay {paths['replay file']}")
+    print(f"reproduce with: {' '.join(['aidememo-sim', 'replay', str(paths['replay file']), *replay_words])}")
     return EXIT_VIOLATION
 
 

@@ -16,6 +16,7 @@ cannot know (``project_seq``, other handoffs' receipts) is checked in ``receipts
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
@@ -35,7 +36,7 @@ from simulations.model import (
     status_of,
 )
 
-__all__ = ["LEDGER"]
+__all__ = ["LEDGER", "answer_parts", "describe_answer"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,15 +147,7 @@ def _describe_operation(inp: Input, output: Output) -> str:
     if inp.get("command_id"):
         args.append(f"cmd={inp['command_id']}")
     head = f"{inp.get('actor')} {op} {inp.get('handoff_id')}({', '.join(args)})"
-    if output is None:
-        return f"{head} -> unknown"
-    got = f"{output.get('http')} {output.get('code') or ''}".strip()
-    if output.get("revision") is not None:
-        got += f" rev {output['revision']}"
-    rec = output.get("record")
-    if isinstance(rec, Mapping):
-        got += f" [{rec.get('status')} claim={rec.get('claim_id')} attempts={rec.get('attempt_count')}]"
-    return f"{head} -> {got}"
+    return f"{head} -> {'unknown' if output is None else describe_answer(output)}"
 
 
 def _describe_state(state: _PartState) -> str:
@@ -167,12 +160,31 @@ def _describe_state(state: _PartState) -> str:
     )
 
 
-def _describe_expected(state: _PartState, inp: Input) -> str:
-    answer, _ = _answer(state, inp)
-    text = f"{answer['http']} {answer.get('code') or ''}".strip()
+_ANSWER = re.compile(r"(\d{3})(?: (?!rev )([a-z_]+))?(?: rev (\d+))?")
+
+
+def describe_answer(answer: Mapping[str, object]) -> str:
+    """An answer as status, code, revision and (for a status read) the record's fields:
+    ``409 stale_revision``, ``200 rev 3 [accepted claim=c1 attempts=1]``."""
+    text = f"{answer.get('http')} {answer.get('code') or ''}".strip()
     if answer.get("revision") is not None:
         text += f" rev {answer['revision']}"
-    return f"{text} (in {_describe_state(state)})"
+    rec = answer.get("record")
+    if isinstance(rec, Mapping):
+        text += f" [{rec.get('status')} claim={rec.get('claim_id')} attempts={rec.get('attempt_count')}]"
+    return text
+
+
+def answer_parts(text: str) -> tuple[int, str | None, int | None] | None:
+    """The status, error code and revision of an answer ``describe_answer`` wrote."""
+    match = _ANSWER.match(text)
+    if match is None:
+        return None
+    return int(match[1]), match[2], None if match[3] is None else int(match[3])
+
+
+def _describe_expected(state: _PartState, inp: Input) -> str:
+    return describe_answer(_answer(state, inp)[0])
 
 
 LEDGER: Model[_PartState] = Model(

@@ -1,9 +1,11 @@
 """A campaign's plan: who races, and the batches of fully resolved requests they send.
 
 A plan is data, written into replay files: actors, workers (threads, each acting as one actor
-with its own connection), and batches of requests launched together. Every id a plan creates
-carries its run id, so the same plan can be sent again to a long-lived server with fresh ids
-(``Plan.rebased``). This module only describes; nothing here sends a request.
+with its own connection), the project its paths name, and batches of requests launched
+together. Every id a plan creates carries its run id, so the same plan can be sent again to a
+long-lived server with fresh ids in another project (``Plan.rebased``), and a batch can be moved
+to another moment of a server's clock (``Batch.at``). This module only describes; nothing here
+sends a request.
 """
 
 from __future__ import annotations
@@ -21,12 +23,13 @@ __all__ = [
     "RUN_ID",
     "SESSION_ID",
     "SOURCE",
+    "EMBEDDED_PROJECT",
     "START_MS",
     "Batch",
     "Plan",
     "PlannedOp",
     "actor_names",
-    "with_run_placeholder",
+    "marked_run",
     "workers_for",
 ]
 
@@ -35,6 +38,8 @@ SOURCE = "project:sim"
 SESSION_ID = "session-sim"
 READER = "observer"  # a reader member: sees nothing participant-scoped
 RUN_ID = "r"  # embedded runs start from an empty ledger, so their ids need no uniqueness
+EMBEDDED_PROJECT = "project-sim"  # the embedded target's project
+_PROJECT_PATH = re.compile(r"^/v1/projects/([^/?]+)")
 _RUN_ID = re.compile(r'(?<=-)r(?=[-"])|(?<=")r(?=-)')
 
 
@@ -61,6 +66,14 @@ class PlannedOp:
         return PlannedOp(worker=int(raw["worker"]), input=raw["input"], method=str(raw["method"]),
                          path=str(raw["path"]), body=raw.get("body"))
 
+    def in_project(self, old: str, new: str) -> PlannedOp:
+        """The same request sent to project ``new`` instead of ``old``."""
+        prefix = f"/v1/projects/{old}"
+        if not self.path.startswith(prefix):
+            return self
+        return PlannedOp(worker=self.worker, input=self.input, method=self.method,
+                         path=f"/v1/projects/{new}{self.path[len(prefix):]}", body=self.body)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Batch:
@@ -78,26 +91,40 @@ class Batch:
         return Batch(clock_ms=None if clock is None else int(clock),
                      ops=tuple(PlannedOp.from_json(o) for o in raw["ops"]))
 
+    def at(self, clock_ms: int | None) -> Batch:
+        """The same batch at ``clock_ms``: the clock it sets and the time the model is told (None:
+        a target whose clock cannot be read or moved; the model then does not know the time)."""
+        ops = tuple(op if op.input.get("now_ms") is None else
+                    PlannedOp(worker=op.worker, input={**op.input, "now_ms": clock_ms}, method=op.method,
+                              path=op.path, body=op.body) for op in self.ops)
+        return Batch(clock_ms=clock_ms, ops=ops)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Plan:
-    """Everything needed to run the same races again: actors, workers, batches."""
+    """Everything needed to run the same races again: actors, workers, project, batches."""
 
     actors: tuple[str, ...]
     workers: tuple[str, ...]  # worker index -> actor
     batches: tuple[Batch, ...]
     run_id: str = RUN_ID  # inside every id the plan creates; a URL replay swaps in a fresh one
+    project: str = EMBEDDED_PROJECT  # the project every path names; a URL replay swaps in its own
 
     def to_json(self) -> dict[str, Any]:
         return {"actors": list(self.actors), "workers": list(self.workers), "run_id": self.run_id,
-                "batches": [b.to_json() for b in self.batches]}
+                "project": self.project, "batches": [b.to_json() for b in self.batches]}
 
     @staticmethod
     def from_json(raw: Mapping[str, Any]) -> Plan:
         """Raises SimulationError for a malformed plan."""
         try:
+            batches = tuple(Batch.from_json(b) for b in raw["batches"])
+            project = raw.get("project")
+            if project is None:  # files written before plans named their project: the paths do
+                named = (_PROJECT_PATH.match(op.path) for b in batches for op in b.ops)
+                project = next((m.group(1) for m in named if m), EMBEDDED_PROJECT)
             return Plan(actors=tuple(raw["actors"]), workers=tuple(raw["workers"]),
-                        run_id=str(raw.get("run_id", RUN_ID)), batches=tuple(Batch.from_json(b) for b in raw["batches"]))
+                        run_id=str(raw.get("run_id", RUN_ID)), project=str(project), batches=batches)
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             raise SimulationError(f"the plan is malformed ({exc!r})") from exc
 
@@ -105,20 +132,33 @@ class Plan:
     def operations(self) -> int:
         return sum(len(b.ops) for b in self.batches)
 
+    @property
+    def identities(self) -> tuple[str, ...]:
+        """Who needs a token to run this plan: its actors (the setup writes as each), and the
+        reader when one of its requests is the reader's."""
+        readers = any(op.actor == READER for b in self.batches for op in b.ops)
+        return (*self.actors, *((READER,) if readers else ()))
+
     def with_batches(self, batches: Sequence[Batch], actors: Sequence[str] | None = None) -> Plan:
         return Plan(actors=self.actors if actors is None else tuple(actors), workers=self.workers,
-                    batches=tuple(batches), run_id=self.run_id)
+                    batches=tuple(batches), run_id=self.run_id, project=self.project)
 
-    def rebased(self, run_id: str) -> Plan:
-        """The same plan with every id it creates carrying ``run_id`` instead."""
-        text = json.dumps(self.to_json(), sort_keys=True)
-        marked = with_run_placeholder(text) if self.run_id == RUN_ID else text.replace(self.run_id, "@RUN@")
-        return Plan.from_json(json.loads(marked.replace("@RUN@", run_id)))
+    def rebased(self, run_id: str, project: str | None = None) -> Plan:
+        """The same plan with every id it creates carrying ``run_id`` instead, and every path
+        naming ``project`` (default: the plan's own)."""
+        text = json.dumps([b.to_json() for b in self.batches], sort_keys=True)
+        batches = [Batch.from_json(b) for b in json.loads(marked_run(text, self.run_id).replace("@RUN@", run_id))]
+        project = self.project if project is None else project
+        if project != self.project:
+            batches = [Batch(clock_ms=b.clock_ms, ops=tuple(op.in_project(self.project, project) for op in b.ops))
+                       for b in batches]
+        return Plan(actors=self.actors, workers=self.workers, batches=tuple(batches), run_id=run_id, project=project)
 
 
-def with_run_placeholder(text: str) -> str:
-    """Mark the run id inside ids (``handoff-r-3``, ``session-sim-r``, ``r-fact-...``) as @RUN@."""
-    return _RUN_ID.sub("@RUN@", text)
+def marked_run(text: str, run_id: str) -> str:
+    """``text`` with ``run_id`` marked as @RUN@ wherever it stands inside an id (``handoff-r-3``,
+    ``session-sim-r``, ``r-fact-...``; a URL run's ids carry a run id no other text contains)."""
+    return _RUN_ID.sub("@RUN@", text) if run_id == RUN_ID else text.replace(run_id, "@RUN@")
 
 
 def actor_names(count: int) -> tuple[str, ...]:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import random
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,7 +31,7 @@ from simulations.model import LEASE_MS
 from simulations.plan import READER, SESSION_ID, SOURCE, Batch, PlannedOp
 from simulations.targets import Lost, Reply, Target
 
-__all__ = ["Planner", "setup"]
+__all__ = ["Planner", "setup", "setup_requests"]
 
 _HANDOFF_BATCHES = 10  # batches a handoff stays in play: its partition stays short
 _REPLAY_WINDOW = 12  # earlier commands an identical replay is drawn from
@@ -52,19 +53,27 @@ def _post(target: Target, actor: str, path: str, body: dict[str, Any], what: str
         raise SimulationError(f"setup failed: {what}: the target did not answer ({exc})") from exc
 
 
+def setup_requests(project: str, actors: Sequence[str], run_id: str) -> list[tuple[str, str, dict[str, Any], str]]:
+    """The setup's requests as ``(actor, path, body, what)``: one session, one fact per actor."""
+    base = f"/v1/projects/{project}"
+    session = f"{SESSION_ID}-{run_id}"
+    requests = [(actors[0], f"{base}/sessions", {"command_id": f"{run_id}-session", "payload": {
+        "session_id": session, "source_id": SOURCE, "topic": "race simulation"}}, "session.create")]
+    for actor in actors:
+        requests.append((actor, f"{base}/facts", {"command_id": f"{run_id}-fact-{actor}", "payload": {
+            "fact_id": f"fact-{actor}-{run_id}", "session_id": session, "content": f"result written by {actor}"}},
+            "fact.create"))
+    return requests
+
+
 def setup(target: Target, run_id: str) -> None:
     """One session and one fact per actor; ids carry ``run_id`` so runs never collide.
 
     Raises:
         SimulationError: when the target refuses or does not answer (one line, no traceback).
     """
-    base = f"/v1/projects/{target.project}"
-    _post(target, target.actors[0], f"{base}/sessions", {"command_id": f"{run_id}-session", "payload": {
-        "session_id": f"{SESSION_ID}-{run_id}", "source_id": SOURCE, "topic": "race simulation"}}, "session.create")
-    for actor in target.actors:
-        _post(target, actor, f"{base}/facts", {"command_id": f"{run_id}-fact-{actor}", "payload": {
-            "fact_id": f"fact-{actor}-{run_id}", "session_id": f"{SESSION_ID}-{run_id}",
-            "content": f"result written by {actor}"}}, "fact.create")
+    for actor, path, body, what in setup_requests(target.project, target.actors, run_id):
+        _post(target, actor, path, body, what)
 
 
 @dataclass(slots=True)

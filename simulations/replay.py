@@ -1,46 +1,58 @@
 """Replay files: one failure, everything needed to run it again, and its exports.
 
 A replay file is JSON: the seed, the target (embedded, with the ledger factory when it is a
-planted variant, or a URL), the plan (setup is implied; batches of resolved requests), the
-schedule the embedded scheduler followed, the recorded history, and the verdict with its
-explanation. ``aidememo-sim replay FILE`` (in ``cli.py``) runs the plan again through
-``reproduce``. Beside it go a timeline (HTML), a standalone pytest file and a curl script.
-Tokens are never written: a URL replay takes them again.
+planted variant; or a URL, with the target file the run used and the project it ran in), the
+plan (setup is implied; batches of resolved requests), the schedule the embedded scheduler
+followed, the recorded history, the verdict with its explanation and, for a failure shrunk over
+a URL, how often the shrunk case reproduced. ``aidememo-sim replay FILE`` (in ``cli.py``) runs
+the plan again through ``reproduce``: over a URL it is rebased into the target's project with
+fresh ids (``replay_target`` finds the target). Beside it go a timeline (HTML), a standalone
+pytest file and a curl script (``exports.py``). Tokens are never written.
 """
 
 from __future__ import annotations
 
 import json
-import shlex
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
+from simulations.exports import curl_text, pytest_text
 from simulations.history import Header, Operation, dump_history
 from simulations.ledger import LEDGER
-from simulations.plan import READER, SESSION_ID, SOURCE, Plan, with_run_placeholder
-from simulations.targets import HttpTarget, load_factory
+from simulations.plan import Plan
+from simulations.targets import HttpTarget, load_factory, target_from_config, token_variable
 from simulations.timeline import write_timeline
 
-__all__ = ["FORMAT", "export_failure", "load_replay", "reproduce"]
+__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce"]
 
 FORMAT = "aidememo-sim-replay/1"
+CONFIG_ENV = "AIDEMEMO_SIM_CONFIG"  # a target file to replay against, instead of the recorded one
 
 
-def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str | None) -> dict[str, Any]:
+def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str | None, config: Path | None,
+                reproduction: tuple[int, int] | None) -> dict[str, Any]:
     finding = result.finding
-    return {
+    doc: dict[str, Any] = {
         "format": FORMAT,
         "seed": result.seed,
-        "target": {"kind": target, "factory": factory, "url": url},
+        "target": {"kind": target, "factory": factory, "url": url,
+                   "config": None if config is None else str(config.resolve()),
+                   "project": None if target != "url" else result.plan.project},
         "plan": result.plan.to_json(),
         "schedule": [list(d) for d in result.decisions],
         "history": [op.to_json() for op in result.history],
         "verdict": result.verdict.value,
         "finding": None if finding is None else {
-            "kind": finding.kind, "witness": list(finding.witness), "explanation": finding.explanation},
+            "kind": finding.kind, "witness": list(finding.witness), "explanation": finding.explanation,
+            "expected": [[index, list(answers)] for index, answers in finding.expected]},
     }
+    if reproduction is not None:
+        doc["reproduction"] = {"reproduced": reproduction[0], "runs": reproduction[1]}
+    return doc
 
 
 def load_replay(path: Path) -> dict[str, Any]:
@@ -60,6 +72,8 @@ def load_replay(path: Path) -> dict[str, Any]:
     for key in ("seed", "target", "plan", "schedule"):
         if key not in doc:
             raise SimulationError(f"{path}: missing {key!r}")
+    if not isinstance(doc["target"], dict):
+        raise SimulationError(f"{path}: 'target' is not an object")
     try:
         Plan.from_json(doc["plan"])
     except SimulationError as exc:
@@ -67,103 +81,92 @@ def load_replay(path: Path) -> dict[str, Any]:
     return doc
 
 
-def reproduce(doc: dict[str, Any], http_target: HttpTarget | None = None) -> RunResult:
-    """Run a replay document once; returns the RunResult (``finding`` set when it failed)."""
+def replay_target(doc: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> HttpTarget | None:
+    """Where a replay document runs: None for the embedded reference; for a URL failure, the
+    target file ``AIDEMEMO_SIM_CONFIG`` names, else the one the run used (either provisions a
+    fresh project with fresh tokens), else ``BASE_URL``, ``PROJECT`` (defaults: the run's) and
+    one ``TOKEN_<ACTOR>`` per actor of the plan.
+
+    Raises:
+        SimulationError: when none of these gives a target (the message says what to set).
+    """
+    env = os.environ if environ is None else environ
+    target = doc["target"]
+    if target.get("kind") != "url":
+        return None
+    plan = Plan.from_json(doc["plan"])
+    config = env.get(CONFIG_ENV) or target.get("config")
+    if config:
+        http = target_from_config(Path(config), plan.actors)
+        if http is None:
+            raise SimulationError(f"{config} names the embedded reference; this failure was found over a URL")
+        return http
+    actors = plan.identities
+    missing = [token_variable(a) for a in actors if not env.get(token_variable(a))]
+    if missing:
+        raise SimulationError(f"this failure was found over {target.get('url')} with --url and --token: give "
+                              f"--url, --project and --token again, or set {', '.join(missing)}")
+    tokens = {a: env[token_variable(a)] for a in actors}
+    return HttpTarget(env.get("BASE_URL") or str(target.get("url")), env.get("PROJECT") or plan.project, tokens)
+
+
+def reproduce(doc: Mapping[str, Any], http_target: HttpTarget | None = None) -> RunResult:
+    """Run a replay document once; returns the RunResult (``finding`` set when it failed).
+
+    A URL failure runs against ``http_target``, or the one ``replay_target`` finds (a target
+    file then provisions a project for this call alone: pass one target to repeat in it).
+
+    Raises:
+        SimulationError: when the target cannot be found or reached, or the setup fails.
+    """
     plan = Plan.from_json(doc["plan"])
     target = doc["target"]
     if target.get("kind") == "url":
-        if http_target is None:
-            raise SimulationError("this failure was found over a URL; give --url, --project and --token again")
-        return rerun_over_http(plan, int(doc["seed"]), http_target)
+        http = http_target if http_target is not None else replay_target(doc)
+        assert http is not None
+        return rerun_over_http(plan, int(doc["seed"]), http)
     return rerun(plan, int(doc["seed"]), load_factory(target.get("factory")), doc["schedule"])
 
 
 # -- exports ----------------------------------------------------------------------------------
 
 
-_PYTEST_TEMPLATE = '''"""Regression test exported by aidememo-sim from a recorded race (seed {seed}).
+def _provision_template(config: Path | None) -> str | None:
+    if config is None:
+        return None
+    from conformance.errors import ConfigError
+    from conformance.profiles.aidememo.settings import target_settings
 
-It fails while the race is present. Run: pytest {name}
-"""
-
-import json
-
-from simulations.replay import reproduce
-
-REPLAY = json.loads({doc!r})
-
-
-def test_race_seed_{seed}_does_not_reproduce():
-    result = reproduce(REPLAY)
-    assert result.finding is None, result.finding.explanation
-'''
-
-
-def _pytest_text(doc: dict[str, Any], name: str) -> str:
-    slim = {k: doc[k] for k in ("format", "seed", "target", "plan", "schedule")}
-    return _PYTEST_TEMPLATE.format(seed=doc["seed"], name=name, doc=json.dumps(slim, sort_keys=True))
-
-
-def _curl_text(doc: dict[str, Any]) -> str:
-    plan = Plan.from_json(doc["plan"])
-    lines = [
-        "#!/bin/sh",
-        f"# Exported by aidememo-sim (seed {doc['seed']}): the same requests, batch by batch; each",
-        "# batch is launched at once in the background. Set BASE_URL, PROJECT and one TOKEN_<ACTOR>",
-        "# per actor (dashes as underscores). Curl cannot force the interleaving the embedded",
-        "# scheduler chose, so over a network the race may need several runs to show.",
-        "set -u",
-        ': "${BASE_URL:?}" "${PROJECT:?}"',
-        f"RUN=${{RUN:-$(date +%s)}}  # fresh ids per run: {SESSION_ID}-r becomes {SESSION_ID}-$RUN",
-    ]
-
-    def token(actor: str) -> str:
-        return "$TOKEN_" + actor.replace("-", "_").upper()
-
-    def curl(actor: str, method: str, path: str, body: Any) -> str:
-        path = path.replace("project-sim", "$PROJECT").replace("-r-", "-$RUN-")
-        cmd = f'curl -sS -X {method} "$BASE_URL{path}" -H "authorization: Bearer {token(actor)}"'
-        if body is not None:
-            text = with_run_placeholder(json.dumps(body, sort_keys=True))
-            cmd += f' -H "content-type: application/json" --data "$(echo {shlex.quote(text)} | sed "s/@RUN@/$RUN/g")"'
-        return cmd
-
-    base = "/v1/projects/project-sim"
-    lines.append("# setup: one session, one fact per actor")
-    lines.append(curl(plan.actors[0], "POST", f"{base}/sessions", {"command_id": "r-session", "payload": {
-        "session_id": f"{SESSION_ID}-r", "source_id": SOURCE, "topic": "race simulation"}}))
-    for actor in plan.actors:
-        lines.append(curl(actor, "POST", f"{base}/facts", {"command_id": f"r-fact-{actor}", "payload": {
-            "fact_id": f"fact-{actor}-r", "session_id": f"{SESSION_ID}-r", "content": f"result written by {actor}"}}))
-    for n, batch in enumerate(plan.batches):
-        lines.append(f"# batch {n}" + ("" if batch.clock_ms is None else f" (the embedded clock was {batch.clock_ms})"))
-        for op in batch.ops:
-            actor = str(op.input["actor"])
-            lines.append(curl(actor if actor != READER else READER, op.method, op.path, op.body) + " &")
-        lines.append("wait; echo")
-    return "\n".join(lines) + "\n"
+    try:
+        return target_settings(str(config)).provision_command
+    except ConfigError:
+        return None  # the run read this file a moment ago; a file changed since gives no template
 
 
 def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | None = None,
-                   factory: str | None = None) -> dict[str, Path]:
+                   factory: str | None = None, config: Path | None = None,
+                   reproduction: tuple[int, int] | None = None) -> dict[str, Path]:
     """Write the replay file, timeline, pytest file, curl script and history; returns their paths.
+
+    ``config``: the target file a URL run used (recorded, so a replay provisions from it again);
+    ``reproduction``: (reproduced, runs) of a case shrunk over a URL.
 
     Raises:
         SimulationError: when the files cannot be written.
     """
-    doc = _replay_doc(result, target=target, url=url, factory=factory)
+    doc = _replay_doc(result, target=target, url=url, factory=factory, config=config, reproduction=reproduction)
     stem = f"race-seed-{result.seed}"
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         replay_path = out_dir / f"{stem}.json"
         replay_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
         test_path = out_dir / f"test_{stem.replace('-', '_')}.py"
-        test_path.write_text(_pytest_text(doc, test_path.name), encoding="utf-8")
+        test_path.write_text(pytest_text(doc, test_path.name), encoding="utf-8")
         history_path = out_dir / f"{stem}.jsonl"
         with history_path.open("w", encoding="utf-8") as handle:
             dump_history(result.history, handle, Header(model="ledger"))
         curl_path = out_dir / f"{stem}.sh"
-        curl_path.write_text(_curl_text(doc), encoding="utf-8")
+        curl_path.write_text(curl_text(doc, _provision_template(config)), encoding="utf-8")
         curl_path.chmod(0o755)
     except OSError as exc:
         raise SimulationError(f"cannot write the failure files to {out_dir}: {exc.strerror}") from exc

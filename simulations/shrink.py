@@ -1,23 +1,34 @@
-"""Shrinking a failing campaign on the embedded reference to the fewest batches, operations and
-actors that still fail under the same seed.
+"""Shrinking a failing campaign to the fewest batches, operations and actors that still fail
+under the same seed.
 
 First only the handoffs the witness is about are kept (usually most of the plan goes at once),
 then chunks of batches are dropped (halves, quarters, ...), as delta debugging does, then single
 operations, then actors no remaining operation names. Each cut is kept only if it still fails
-when rerun, following the recorded schedule wherever it still applies. Shrinking needs reruns
-that behave the same, so it is for the embedded reference (or a variant built on its store).
+when rerun.
+
+On the embedded reference a rerun follows the recorded schedule wherever it still applies, so
+a cut that fails once fails every time. Over a URL the network interleaves: each rerun sends
+the cut with fresh ids into the target's project, and a cut is kept when it fails in at least
+one of ``tries`` reruns. Before the actors go, a case shrunk over a URL is also tried one request
+at a time: a bug that needs no interleaving then reproduces every time, by curl too.
+``reproduction`` says how often the shrunk case fails.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
-from simulations.campaign import RunResult, rerun
-from simulations.plan import Batch
-from simulations.targets import LedgerFactory, reference_factory
+from simulations.campaign import RunResult, rerun, rerun_over_http
+from simulations.plan import Batch, Plan
+from simulations.targets import HttpTarget, LedgerFactory, reference_factory
 
-__all__ = ["shrink"]
+__all__ = ["URL_TRIES", "reproduction", "shrink", "shrink_over_http"]
+
+URL_TRIES = 3  # reruns a cut gets over a URL before it is given up as not failing
+
+# (plan, schedule, explain) -> the rerun when it failed, else None
+_Trial = Callable[[Plan, Sequence[Sequence[int]], bool], RunResult | None]
 
 
 def _named_actors(result: RunResult) -> set[str]:
@@ -32,17 +43,48 @@ def _named_actors(result: RunResult) -> set[str]:
 
 
 def shrink(result: RunResult, factory: LedgerFactory = reference_factory, budget_s: float = 60.0) -> RunResult:
-    """Fewest batches, then operations, then actors, that still fail under the same seed."""
+    """Fewest batches, then operations, then actors, that still fail on the embedded reference
+    (or ``factory``) under the same seed."""
+
+    def trial(plan: Plan, schedule: Sequence[Sequence[int]], explain: bool) -> RunResult | None:
+        got = rerun(plan, result.seed, factory, schedule, explain=explain)
+        return got if got.finding is not None else None
+
+    return _shrink(result, trial, budget_s)
+
+
+def shrink_over_http(result: RunResult, target: HttpTarget, *, tries: int = URL_TRIES,
+                     budget_s: float = 60.0) -> RunResult:
+    """``shrink`` for a failure found over a URL: a cut is kept when one of ``tries`` reruns fails."""
+
+    def trial(plan: Plan, schedule: Sequence[Sequence[int]], explain: bool) -> RunResult | None:
+        for _ in range(tries):
+            got = rerun_over_http(plan, result.seed, target, explain=explain)
+            if got.finding is not None:
+                return got
+        return None
+
+    return _shrink(result, trial, budget_s, serialize=True)
+
+
+def reproduction(result: RunResult, target: HttpTarget, runs: int) -> int:
+    """How many of ``runs`` reruns of ``result``'s plan over the URL fail."""
+    return sum(rerun_over_http(result.plan, result.seed, target, explain=False).finding is not None
+               for _ in range(runs))
+
+
+def _shrink(result: RunResult, trial: _Trial, budget_s: float, serialize: bool = False) -> RunResult:
     deadline = time.monotonic() + budget_s
     best = result
 
     def attempt(batches: Sequence[Batch], schedule: Sequence[Sequence[int]]) -> RunResult | None:
-        kept = [(b, d) for b, d in zip(batches, schedule) if b.ops]
+        # Over a URL there is no schedule: every batch pairs with an empty one.
+        padded = [*schedule, *[()] * (len(batches) - len(schedule))]
+        kept = [(b, d) for b, d in zip(batches, padded) if b.ops]
         plan = best.plan.with_batches([b for b, _ in kept])
         if time.monotonic() > deadline or plan.operations == 0:
             return None
-        trial = rerun(plan, result.seed, factory, [d for _, d in kept], explain=False)
-        return trial if trial.finding is not None else None
+        return trial(plan, [d for _, d in kept], False)
 
     batches, schedule = list(best.plan.batches), list(best.decisions)
     if best.finding is not None:
@@ -78,14 +120,19 @@ def shrink(result: RunResult, factory: LedgerFactory = reference_factory, budget
                 i += 1
         else:
             b += 1
+    if serialize and any(len(b.ops) > 1 for b in batches):
+        # One request at a time, in the plan's order: when it still fails, the case no longer
+        # depends on how the network interleaves it (a curl script then shows it every time).
+        got = attempt([Batch(clock_ms=b.clock_ms, ops=(op,)) for b in batches for op in b.ops], [])
+        if got is not None:
+            best = got
     actors = tuple(a for a in best.plan.actors if a in _named_actors(best))
     if 2 <= len(actors) < len(best.plan.actors) and time.monotonic() < deadline:
-        trial = rerun(best.plan.with_batches(best.plan.batches, actors), result.seed, factory, best.decisions,
-                      explain=False)
-        if trial.finding is not None:
-            best = trial
+        got = trial(best.plan.with_batches(best.plan.batches, actors), best.decisions, False)
+        if got is not None:
+            best = got
     if best is result:
         return result
     # The same run once more, explained: the shrinking runs only needed a verdict.
-    final = rerun(best.plan, result.seed, factory, best.decisions)
-    return final if final.finding is not None else best
+    final = trial(best.plan, best.decisions, True)
+    return final if final is not None else best

@@ -113,6 +113,8 @@ class PartitionResult:
     witness: tuple[int, ...] = ()
     minimal: bool = False  # False when the shrinking budget ran out first
     explanation: str = ""
+    # (operation, what the model would have answered it in each state it could take effect in)
+    expected: tuple[tuple[int, tuple[str, ...]], ...] = ()
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from simulations.errors import SimulationError
-from simulations.plan import READER, START_MS
+from simulations.plan import READER, START_MS, actor_names
 from simulations.scheduler import SeededScheduler
 
 __all__ = [
@@ -37,11 +37,19 @@ __all__ = [
     "Reply",
     "Target",
     "load_factory",
+    "SIM_TENANT",
     "reference_factory",
     "target_from_config",
+    "token_variable",
 ]
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # the same cap the conformance suite puts on an answer
+SIM_TENANT = "sim-tenant"  # the tenant of every project the simulator provisions
+
+
+def token_variable(actor: str) -> str:
+    """The environment variable that holds ``actor``'s token in printed commands and scripts."""
+    return "TOKEN_" + actor.replace("-", "_").upper()
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,6 +194,14 @@ class HttpTarget:
         self._wire: Any = None
         self._has_clock: bool | None = None
 
+    def for_actors(self, actors: Sequence[str]) -> HttpTarget:
+        """The same server and project with ``actors`` as its writers (a plan's, after shrinking);
+        the reader stays."""
+        if tuple(actors) == self.actors:
+            return self
+        tokens = {a: self.tokens[a] for a in (*actors, *([READER] if self.has_reader else []))}
+        return HttpTarget(self.url, self.project, tokens, timeout_s=self._timeout)
+
     def _connection(self) -> Any:
         if self._wire is None:
             from conformance.http import Wire
@@ -240,8 +256,12 @@ class HttpTarget:
         self._wire = None  # a later run opens fresh connections
 
 
-def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
+def target_from_config(path: Path, actors: int | Sequence[str] = 3) -> HttpTarget | None:
     """The target a conformance target file names; None when it names the embedded reference.
+
+    With a provisioning command, ``actors`` (a count, or the names a replayed plan uses) and the
+    reader are provisioned into a fresh project with fresh tokens; with fixed tokens the file's
+    actors are used.
 
     Raises:
         SimulationError: for a bad file, a failed provisioning, or too few writer tokens.
@@ -260,11 +280,11 @@ def target_from_config(path: Path, actors: int = 3) -> HttpTarget | None:
         project = f"sim-{secrets.token_hex(4)}"
         tokens: dict[str, str] = {}
         provisioner = CommandProvisioner(settings.provision_command)
-        names = [f"agent-{chr(ord('a') + i)}" for i in range(actors)] + [READER]
+        names = [*(actor_names(actors) if isinstance(actors, int) else actors), READER]
         try:
             for name in names:
                 token = f"sim-{secrets.token_hex(16)}"
-                tokens[name] = provisioner.provision({"tenant": "sim-tenant", "project": project, "actor": name,
+                tokens[name] = provisioner.provision({"tenant": SIM_TENANT, "project": project, "actor": name,
                                                       "role": "reader" if name == READER else "writer"}, token)
         except Untestable as exc:
             raise SimulationError(str(exc)) from exc

@@ -5,7 +5,9 @@ latest start time from which the operations are still illegal whatever state the
 left is found by bisection (when the model knows its universe of states); then each operation
 in the window is relaxed in turn (it may take effect at any time after its call, with any
 result, or not at all) and stays relaxed while the rest is still illegal. What remains is the
-witness, explained by a traced search over it.
+witness. The explanation starts from the operation whose answer failed: the states the
+recorded history lets it take effect in (a search of the history with that operation replaced
+by a probe), what the model would have answered in each, then the witness.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from typing import Generic, TypeVar
 
 from simulations.history import Operation
 from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, feed, linearizable, prepare
-from simulations.spec import Model
+from simulations.spec import Input, Model, Output
 
-__all__ = ["Evidence", "explain", "shrink"]
+__all__ = ["Evidence", "Explanation", "explain", "shrink"]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -57,6 +59,7 @@ class Evidence(Generic[S]):
     t0: int | None  # None: from the model's initial state
     until: int  # the cut: the history as it stood at the failing return
     minimal: bool
+    failed: int  # the operation whose return no configuration survived
 
 
 def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budget_s: float,
@@ -77,7 +80,7 @@ def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budg
             return None
 
     best = Evidence(trial=cut, witness=[i for i, op in cut.items() if op.output is not None],
-                     starts=[init], t0=None, until=cut_ns, minimal=False)
+                    starts=[init], t0=None, until=cut_ns, minimal=False, failed=failed)
     # The latest window that is illegal from any state; monotone when the universe is known.
     if universe is not None:
         times = sorted({op.call_ns for op in cut.values()})
@@ -87,7 +90,7 @@ def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budg
             trial = _window(model, cut, times[mid])
             if illegal(trial, universe):
                 best = Evidence(trial=trial, witness=[i for i, op in trial.items() if op.call_ns >= times[mid]],
-                                 starts=universe, t0=times[mid], until=cut_ns, minimal=False)
+                                starts=universe, t0=times[mid], until=cut_ns, minimal=False, failed=failed)
                 lo = mid + 1
             else:
                 hi = mid - 1
@@ -113,61 +116,136 @@ def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budg
 
 
 _LISTED = 40  # longer lists help nobody; the timeline shows everything
+_STATES_LISTED = 6
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """The text, and for the operation whose answer failed, what the model would have answered
+    in each state it could have taken effect in (``expected``: operation index -> answers)."""
+
+    text: str
+    expected: dict[int, tuple[str, ...]]
 
 
 def explain(model: Model[S], ops: Sequence[Operation], evidence: Evidence[S], budget_s: float,
-             number: Callable[[int], int]) -> str:
-    trial = evidence.trial
-    local = list(trial)
-    prepared = prepare(model, [trial[i] for i in local], evidence.until)
-    frontier = Frontier(evidence.starts, deadline=time.monotonic() + budget_s, max_configs=DEFAULT_MAX_CONFIGS,
-                         trace=True)
-    try:
-        _, stuck_at = feed(frontier, prepared, prepared.events)
-    except OutOfBudget:
-        stuck_at = None
-    shown = set(evidence.witness)
+            number: Callable[[int], int]) -> Explanation:
+    """Say which answer failed, in which states the recorded history lets it take effect and what
+    the model would have answered there, and which operations the shrunk witness blames."""
+    deadline = time.monotonic() + budget_s
 
     def name(i: int) -> str:
         return f"#{number(i)} (client {ops[i].client})"
 
+    failed = evidence.failed
+    lines = [f"{name(failed)}: {model.describe_operation(ops[failed].input, ops[failed].output)}",
+             f"has an answer that no order of the recorded operations explains (model '{model.name}')."]
+    expected: dict[int, tuple[str, ...]] = {}
+    states = _states_before(model, ops, evidence, deadline)
+    if states is None:
+        lines.append("(the states it could have taken effect in were not listed: the explanation budget ran out)")
+    elif states:
+        answers = [(model.describe_state(s), _expected(model, s, ops[failed].input)) for s in states]
+        expected[failed] = tuple(sorted({a for _, a in answers if a}))
+        lines.append("Given every answer recorded before its own, it can take effect only while the state is one "
+                     "of these" + (", where the model would have answered:" if model.describe_expected else ":"))
+        shown = sorted(set(answers))
+        for state, answer in shown[:_STATES_LISTED]:
+            lines.append(f"  {state}" + (f": {answer}" if answer else ""))
+        if len(shown) > _STATES_LISTED:
+            lines.append(f"  ... and {len(shown) - _STATES_LISTED} more")
+    lines += _blamed(model, ops, evidence, deadline, name)
+    return Explanation("\n".join(lines), expected)
+
+
+def _expected(model: Model[S], state: S, op_input: Input) -> str:
+    return "" if model.describe_expected is None else model.describe_expected(state, op_input)
+
+
+def _blamed(model: Model[S], ops: Sequence[Operation], evidence: Evidence[S], deadline: float,
+            name: Callable[[int], str]) -> list[str]:
+    """The shrunk witness: the operations to blame, and the longest legal order among them."""
     by_call = sorted(evidence.witness, key=lambda i: ops[i].call_ns)
     whence = ("" if evidence.t0 is None else
               f", starting from any state the earlier operations may have left "
               f"({_states_text(model, evidence.starts)})")
+    if by_call == [evidence.failed]:
+        return [f"It alone is to blame: it cannot take effect as model '{model.name}' requires{whence}, even when "
+                "every other operation may take effect at any time after its call, with any result."]
     lines = [
-        f"These {len(by_call)} operation(s) cannot be ordered as model '{model.name}' requires{whence},",
+        f"The operations to blame: these {len(by_call)} cannot be ordered as model '{model.name}' requires{whence},",
         "even when every other operation may take effect at any time after its call, with any result:",
     ]
     for i in by_call[:_LISTED]:
-        op = trial[i]
+        op = evidence.trial[i]
         lines.append(f"  {name(i)}: {model.describe_operation(op.input, op.output)}")
     if len(by_call) > _LISTED:
         lines.append(f"  ... and {len(by_call) - _LISTED} more")
+    if len(by_call) < 2:
+        return lines
+    trial = evidence.trial
+    local = list(trial)
+    prepared = prepare(model, [trial[i] for i in local], evidence.until)
+    frontier = Frontier(evidence.starts, deadline=deadline, max_configs=DEFAULT_MAX_CONFIGS, trace=True)
+    try:
+        _, stuck_at = feed(frontier, prepared, prepared.events)
+    except OutOfBudget:
+        return lines
     configs = frontier.last if stuck_at is not None else frontier.configs
     trace = (frontier.last_trace if stuck_at is not None else frontier.trace) or {}
     orders = sorted((trace.get(c, ()) for c in configs), key=len, reverse=True)
-    deepest = orders[0] if orders else ()
-    legal = [local[k] for k in deepest if local[k] in shown]
+    shown = set(evidence.witness)
+    legal = [local[k] for k in (orders[0] if orders else ()) if local[k] in shown]
     tail = legal[-_LISTED:]
-    lines.append(
-        "Longest legal order found: "
-        + ("... " if len(legal) > len(tail) else "")
-        + (", ".join(name(i) for i in tail) or "none, not even the first of them")
-        + "."
-    )
-    states = sorted({s for _, s in configs}, key=model.describe_state)
-    when = "After it" if legal else ("Before it" if len(by_call) == 1 else "Before them")
-    lines.append(f"{when}, the state could be: {_states_text(model, states)}")
-    stuck = [i for i in by_call if i not in legal]
-    if stuck:
-        listed = ", ".join(name(i) for i in stuck[:_LISTED]) + (" ..." if len(stuck) > _LISTED else "")
-        lines.append(f"None of {listed} can come next with the output it had.")
-        if model.describe_expected is not None:
-            for i in stuck[:3]:
-                answers = sorted({model.describe_expected(s, ops[i].input) for s in states[:4]})
-                lines.append(f"  {name(i)}: the model would answer " + " or ".join(answers))
-    return "\n".join(lines)
+    lines.append("Longest legal order of them: " + ("... " if len(legal) > len(tail) else "")
+                 + (", ".join(name(i) for i in tail) or "none, not even the first") + ".")
+    return lines
+
+
+# The probe that stands in for the failed operation: a state of the inner model, and the state
+# the probe saw when it took effect (None: not yet).
+_Probed = tuple[S, S | None]
+_PROBE = "__probe__"
+
+
+def _states_before(model: Model[S], ops: Sequence[Operation], evidence: Evidence[S],
+                   deadline: float) -> list[S] | None:
+    """Every state in which the failed operation could have taken effect, given every other
+    answer recorded up to its return; None when the budget ran out.
+
+    The failed operation is replaced by a probe over the same interval that changes nothing
+    and remembers the state it took effect in. A configuration that survives to the probe's
+    return remembers a state the recorded history allows at some instant of that interval: the
+    search keeps only the orders every recorded answer agrees with, so no state is listed that
+    the history (the timeline's table) rules out.
+    """
+    failed = ops[evidence.failed]
+    probe = Operation(client=failed.client, input={_PROBE: True}, output={}, call_ns=failed.call_ns,
+                      return_ns=failed.return_ns)
+    others = [op for i, op in enumerate(ops) if i != evidence.failed and op.call_ns <= evidence.until]
+    inner_step, effect_free = model.step, model.effect_free
+
+    def step(state: _Probed[S], op_input: Input, output: Output) -> list[_Probed[S]]:
+        inner, seen = state
+        if op_input.get(_PROBE):
+            return [(inner, inner)] if seen is None else []
+        return [(s, seen) for s in inner_step(inner, op_input, output)]
+
+    probing: Model[_Probed[S]] = Model(
+        name=model.name, init=lambda: (model.init(), None), step=step,
+        effect_free=None if effect_free is None else (
+            lambda op_input, output: not op_input.get(_PROBE) and effect_free(op_input, output)))
+    prepared = prepare(probing, [*others, probe], evidence.until)
+    frontier: Frontier[_Probed[S]] = Frontier([(model.init(), None)], deadline=deadline,
+                                              max_configs=DEFAULT_MAX_CONFIGS)
+    try:
+        _, stuck = feed(frontier, prepared, prepared.events)
+    except OutOfBudget:
+        return None
+    if stuck is not None:
+        return []  # the others alone do not fit either: nothing true to say about one state
+    seen = {s for _, (_, s) in frontier.configs if s is not None}
+    return sorted(seen, key=model.describe_state)
 
 
 def _states_text(model: Model[S], states: Sequence[S]) -> str:

@@ -369,3 +369,36 @@ def test_cli_rejects_unknown_model_and_missing_file(tmp_path: Path, capsys: pyte
     assert main(["check", str(tmp_path / "nope"), "--model", "cas-register"]) == 2
     assert main(["check", str(tmp_path / "nope"), "--model", "zzz"]) == 2
     assert capsys.readouterr().err.count("\n") == 2
+
+
+def _ledger_op(client: int, actor: str, kind: str, out: dict[str, object], call: int, ret: int,
+               **fields: object) -> Operation:
+    inp: dict[str, object] = {"op": f"handoff.{kind}", "actor": actor, "handoff_id": "h1",
+                              "command_id": f"cmd-{call}", "now_ms": 1_000, **fields}
+    if kind == "send":
+        inp |= {"payload": {"handoff_id": "h1", "session_id": "s1", "to_actor": "bob"},
+                "session": {"source_id": "src"}, "receiver_writable": True}
+    return op(client, inp, out, call, ret)
+
+
+def test_an_explanation_names_the_states_the_recorded_answers_allow_and_the_expected_answer() -> None:
+    """Issue 20: the explanation once said 'Before it, the state could be: no handoff ... the model
+    would answer 404' while the table above it showed the handoff at revision 2, and never that 409
+    stale_revision was expected. It must name the states the recorded history allows."""
+    from simulations.ledger import LEDGER
+
+    ok = {"http": 200, "code": None}
+    h = [
+        _ledger_op(0, "alice", "send", ok | {"revision": 1}, 0, 10),
+        _ledger_op(1, "bob", "accept", ok | {"revision": 2}, 20, 30, expected_revision=1,
+                   payload={"claim_id": "c1"}),
+        _ledger_op(2, "bob", "accept", ok | {"revision": 3}, 40, 50, expected_revision=1,
+                   payload={"claim_id": "c2"}),
+    ]
+    result = check(LEDGER, h)  # type: ignore[arg-type]
+    assert result.verdict is Verdict.ILLEGAL and result.violation is not None
+    text = result.violation.explanation
+    assert text.startswith("#2 (client 2): bob accept h1(rev=1"), text
+    assert "rev 2 accepted claim=c1" in text and "409 stale_revision" in text, text
+    assert "no handoff" not in text and "404" not in text, text
+    assert dict(result.violation.expected) == {2: ("409 stale_revision",)}

@@ -70,6 +70,8 @@ def test_each_planted_race_is_found_shrunk_and_replayed(name: str, tmp_path: Pat
     assert "<svg" in html and 'class="bad"' in html and "<script src" not in html
     script = paths["curl script"].read_text()
     assert script.startswith("#!/bin/sh") and "curl -sS" in script and "token-" not in script
+    assert "/v1/projects/project-sim/" not in script and "-r-" not in script  # fresh ids, its own project
+    assert subprocess.run(["sh", "-n", str(paths["curl script"])], capture_output=True).returncode == 0
 
 
 def _exported_test_fails(name: str, tmp_path: Path) -> None:

@@ -105,3 +105,16 @@ def test_a_url_campaign_without_a_reader_token_never_reads_as_the_reader(served:
     result = run_campaign(seed=31, max_batches=15, budget_s=60, target=HttpTarget(url, "p", writers))
     assert result.finding is None and len(result.history) > 40
     assert all(op.input["actor"] != READER for op in result.history)
+
+
+def test_the_help_says_what_the_tool_does_in_whole_sentences(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 20: --help once printed the first line of a docstring that went on ("... check a
+    history, race the")."""
+    with pytest.raises(SystemExit) as exited:
+        main(["--help"])
+    assert exited.value.code == 0
+    out = capsys.readouterr().out
+    description = " ".join(out.split("positional arguments:")[0].split("\n\n", 1)[1].split())
+    assert description.startswith("aidememo-sim finds the races") and description.endswith(".")
+    assert "races XMemo captures and recalls." in description
+    assert "Exit codes" not in description  # the epilog gives them, once
