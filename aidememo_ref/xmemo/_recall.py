@@ -26,10 +26,10 @@ Pure: memories, caller and clock value in; a packet out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import Final, Protocol
 
 from .._search import bm25, tokenize
 from ._records import Boundary, Memory, MemoryType
@@ -38,6 +38,7 @@ __all__ = [
     "BYTES_PER_TOKEN",
     "TOKEN_ESTIMATE",
     "Ranked",
+    "Candidates",
     "PackedItem",
     "Packet",
     "estimate_tokens",
@@ -65,6 +66,12 @@ def estimate_tokens(text: str) -> int:
 class Ranked:
     memory: Memory
     score: float
+
+
+class Candidates(Sized, Protocol):
+    """What ``pack`` walks: ranked memories in order, and how many there are (a list, or ``_ranking``'s lazy one)."""
+
+    def __iter__(self) -> Iterator[Ranked]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,7 +153,7 @@ def _fit(position: int, memory: Memory, boundary: Boundary, budget: int) -> str 
 
 
 def pack(
-    ranked: Sequence[Ranked],
+    ranked: Candidates,
     *,
     max_items: int,
     max_tokens: int,

@@ -1,0 +1,107 @@
+"""A memory as JSON: the object every write answers and every read shows, and back.
+
+The store's log keeps each capture's answer as its row (``_sqlite``), and memory is rebuilt from
+those rows, so ``memory_from_json(memory_json(m))`` must give ``m`` back exactly: timestamps are
+written as RFC 3339 UTC with milliseconds and read back to the same millisecond, metadata is kept
+in its canonical text, and ``importance``/``confidence`` are floats (as the REAL columns of
+table layout 1 gave them back).
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timedelta, timezone
+from functools import lru_cache
+from typing import Any, Final
+
+from ._records import Kind, Memory, MemoryType, Tenant, Trust
+
+__all__ = ["iso", "parse_iso_ms", "memory_json", "memory_from_json", "canonical_json", "real"]
+
+_EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_MS: Final = timedelta(milliseconds=1)
+_KINDS: Final = {k.value: k for k in Kind}
+_TYPES: Final = {t.value: t for t in MemoryType}
+_TRUSTS: Final = {t.value: t for t in Trust}
+
+
+@lru_cache(maxsize=4_096)
+def _second(seconds: int) -> str:
+    # Memoised: a second's prefix is shared by every timestamp written in it.
+    return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
+
+
+def iso(ms: int | None) -> str | None:
+    """Unix milliseconds as RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``)."""
+    if ms is None:
+        return None
+    return f"{_second(ms // 1000)}{ms % 1000:03d}Z"
+
+
+def parse_iso_ms(text: str) -> int:
+    """The milliseconds ``iso`` wrote ``text`` for (its year may have fewer than four digits)."""
+    date, _, clock = text.removesuffix("Z").partition("T")
+    year, month, day = date.split("-")
+    hms, _, millis = clock.partition(".")
+    hour, minute, second = hms.split(":")
+    stamp = datetime(int(year), int(month), int(day), int(hour), int(minute), int(second), tzinfo=timezone.utc)
+    return (stamp - _EPOCH) // _MS + int(millis)
+
+
+def canonical_json(value: object) -> str:
+    """Stored metadata text: sorted keys, no spaces, non-ASCII kept."""
+    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+
+
+def real(value: float | None) -> float | None:
+    """A 0-1 field as stored: a float (``1`` reads back as ``1.0``)."""
+    return None if value is None else float(value)
+
+
+def memory_json(memory: Memory) -> dict[str, Any]:
+    return {
+        "id": memory.id,
+        "memory_id": memory.id,
+        "kind": memory.kind.value,
+        "content": memory.content,
+        "path": memory.path,
+        "bucket": memory.bucket,
+        "scope": memory.scope,
+        "team_id": memory.team_id,
+        "memory_type": memory.memory_type.value,
+        "status": memory.status,
+        "importance": memory.importance,
+        "confidence": memory.confidence,
+        "semantic_key": memory.semantic_key,
+        "state_key": memory.state_key,
+        "event_type": memory.event_type,
+        "session_id": memory.session_id,
+        "source": memory.source,
+        "agent_id": memory.agent_id,
+        "agent_instance_id_hash": memory.agent_instance_id_hash,
+        "agent_trust": memory.agent_trust.value,
+        "metadata": json.loads(memory.metadata_json),
+        "version": memory.version,
+        "created_at": iso(memory.created_at_ms),
+        "updated_at": iso(memory.updated_at_ms),
+        "expires_at": iso(memory.expires_at_ms),
+    }
+
+
+def memory_from_json(tenant: Tenant, value: dict[str, Any]) -> Memory:
+    """The memory ``memory_json`` showed (extra fields, such as a write's ``write``, are ignored).
+
+    Raises ValueError (KeyError, TypeError) for an object that is not one."""
+    expires = value["expires_at"]
+    return Memory(
+        id=value["id"], tenant=tenant, kind=_KINDS[value["kind"]], content=value["content"], path=value["path"],
+        bucket=value["bucket"], scope=value["scope"], team_id=value["team_id"],
+        memory_type=_TYPES[value["memory_type"]], status=value["status"], importance=real(value["importance"]),
+        confidence=real(value["confidence"]), semantic_key=value["semantic_key"], state_key=value["state_key"],
+        event_type=value["event_type"], session_id=value["session_id"], source=value["source"],
+        agent_id=value["agent_id"], agent_instance_id_hash=value["agent_instance_id_hash"],
+        agent_trust=_TRUSTS[value["agent_trust"]], metadata_json=canonical_json(value["metadata"]),
+        version=value["version"], created_at_ms=parse_iso_ms(value["created_at"]),
+        updated_at_ms=parse_iso_ms(value["updated_at"]),
+        expires_at_ms=None if expires is None else parse_iso_ms(expires),
+    )
