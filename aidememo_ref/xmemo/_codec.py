@@ -10,13 +10,15 @@ table layout 1 gave them back).
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from typing import Any, Final
 
 from ._records import Kind, Memory, MemoryType, Tenant, Trust
 
-__all__ = ["iso", "parse_iso_ms", "memory_json", "memory_from_json", "canonical_json", "real"]
+__all__ = ["iso", "parse_iso_ms", "memory_json", "memory_from_json", "answer_text", "canonical_json", "real",
+           "compact_json"]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
 _MS: Final = timedelta(milliseconds=1)
@@ -31,11 +33,13 @@ def _second(seconds: int) -> str:
     return datetime.fromtimestamp(seconds, tz=timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.")
 
 
+def _stamp(ms: int) -> str:
+    return f"{_second(ms // 1000)}{ms % 1000:03d}Z"  # nothing in it needs escaping in JSON
+
+
 def iso(ms: int | None) -> str | None:
     """Unix milliseconds as RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``)."""
-    if ms is None:
-        return None
-    return f"{_second(ms // 1000)}{ms % 1000:03d}Z"
+    return None if ms is None else _stamp(ms)
 
 
 def parse_iso_ms(text: str) -> int:
@@ -48,9 +52,11 @@ def parse_iso_ms(text: str) -> int:
     return (stamp - _EPOCH) // _MS + int(millis)
 
 
-def canonical_json(value: object) -> str:
-    """Stored metadata text: sorted keys, no spaces, non-ASCII kept."""
-    return json.dumps(value, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+# Stored metadata text (sorted keys, no spaces, non-ASCII kept) and answers (compact), with encoders
+# built once: json.dumps with any non-default option builds one per call.
+canonical_json: Final = json.JSONEncoder(sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode
+compact_json: Final = json.JSONEncoder(ensure_ascii=False, separators=(",", ":")).encode
+_string: Final = json.encoder.encode_basestring  # json's own string escaping (its C version), non-ASCII kept
 
 
 def real(value: float | None) -> float | None:
@@ -105,3 +111,37 @@ def memory_from_json(tenant: Tenant, value: dict[str, Any]) -> Memory:
         updated_at_ms=parse_iso_ms(value["updated_at"]),
         expires_at_ms=None if expires is None else parse_iso_ms(expires),
     )
+
+
+_ANSWER: Final = (
+    '{"id":%s,"memory_id":%s,"kind":%s,"content":%s,"path":%s,"bucket":%s,"scope":%s,"team_id":%s,'
+    '"memory_type":%s,"status":%s,"importance":%s,"confidence":%s,"semantic_key":%s,"state_key":%s,'
+    '"event_type":%s,"session_id":%s,"source":%s,"agent_id":%s,"agent_instance_id_hash":%s,"agent_trust":%s,'
+    '"metadata":%s,"version":%d,"created_at":"%s","updated_at":"%s","expires_at":%s,"write":%s%s}'
+)
+
+
+def _text(value: str | None) -> str:
+    return "null" if value is None else _string(value)
+
+
+def _number(value: float | None) -> str:
+    if value is None:
+        return "null"
+    return repr(value) if math.isfinite(value) else compact_json(value)  # as json writes a number
+
+
+def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> str:
+    """``compact_json(memory_json(memory) | {"write": outcome, ["idempotency_key": key]})``, in one format.
+
+    Every write answers this text; the metadata is already canonical JSON, which json would write
+    back unchanged (``tests/xmemo/test_codec.py`` holds the two equal)."""
+    m, mid = memory, _string(memory.id)
+    key = "" if idempotency_key is None else f',"idempotency_key":{_string(idempotency_key)}'
+    return _ANSWER % (
+        mid, mid, _string(m.kind.value), _string(m.content), _string(m.path), _string(m.bucket), _text(m.scope),
+        _text(m.team_id), _string(m.memory_type.value), _string(m.status), _number(m.importance),
+        _number(m.confidence), _text(m.semantic_key), _text(m.state_key), _text(m.event_type), _text(m.session_id),
+        _text(m.source), _text(m.agent_id), _text(m.agent_instance_id_hash), _string(m.agent_trust.value),
+        m.metadata_json, m.version, _stamp(m.created_at_ms), _stamp(m.updated_at_ms),
+        "null" if m.expires_at_ms is None else f'"{_stamp(m.expires_at_ms)}"', _string(outcome), key)

@@ -16,7 +16,7 @@ from itertools import islice
 from typing import Any, Final, TypeVar
 
 from . import _boundary, _recall, _writes
-from ._codec import iso, memory_json
+from ._codec import answer_text, iso, memory_json
 from ._decode import ProjectContextRequest, RecallRequest, SearchRequest
 from ._errors import RequestError
 from ._records import BOUNDARY_AUTHORITY, Boundary, Caller, Memory, MemoryType, Relation
@@ -28,10 +28,6 @@ __all__ = ["Rules", "Operations", "PACKET_VERSION", "PROJECT_SCOPE_PREFIX"]
 PACKET_VERSION: Final = 1  # the seed prints context.version; the reference's packet format is version 1
 PROJECT_SCOPE_PREFIX: Final = "tenant:project:"
 _T = TypeVar("_T")
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -107,10 +103,7 @@ class Operations:
 
         def plan(existing: Existing) -> tuple[WriteDecision, str]:
             decision = self.rules.decide(write, existing, caller, now_ms, new_id)
-            answer = memory_json(decision.memory) | {"write": decision.outcome.value}
-            if idempotency_key is not None:
-                answer["idempotency_key"] = idempotency_key
-            return decision, _dumps(answer)
+            return decision, answer_text(decision.memory, decision.outcome.value, idempotency_key)
 
         return self.store.write(caller.tenant, idempotency=claim, plan=plan)
 

@@ -42,7 +42,7 @@ from .._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from . import _layout1
 from ._log import APPEND, APPEND_KEYED, LAYOUT_VERSION, LOG, TAIL, fold
 from ._codec import real
-from ._errors import ProvisionError, RequestError, StoreError
+from ._errors import KeyChanged, ProvisionError, RequestError, StoreError
 from ._index import RecallIndex
 from ._recall import Candidates, rank
 from ._ranking import Ranking, View
@@ -77,6 +77,7 @@ class _Thread(threading.local):
 
     seen: tuple[int, int] | None = None  # (PRAGMA data_version, store generation) at the last catch-up
     principals: dict[bytes, Principal | None]
+    pending: tuple[bytes, Principal | None] | None = None  # a deferred answer no statement has confirmed
 
     def __init__(self) -> None:
         self.principals = {}
@@ -123,16 +124,20 @@ class SQLiteXMemoStore:
         except ValueError as exc:
             raise StoreError(f"{self.path} has a damaged log: {exc}") from exc
 
+    def _fault(self, exc: sqlite3.DatabaseError | ValueError) -> RequestError:
+        """Storage faults leave as 503 (lock wait ran out: retryable) or 500, details never on the wire;
+        a ValueError is a log row memory cannot fold (memory kept the rows before it)."""
+        if isinstance(exc, sqlite3.DatabaseError):
+            self._local.seen = None  # unsure what the file holds now: read its tail at the next statement
+            return RequestError.unavailable() if is_busy(exc) else RequestError.internal()
+        return RequestError.internal()
+
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """Storage faults leave as 503 (lock wait ran out: retryable) or 500, details never on the wire."""
         try:
             yield
-        except sqlite3.DatabaseError as exc:
-            self._local.seen = None  # unsure what the file holds now: read its tail at the next statement
-            raise (RequestError.unavailable() if is_busy(exc) else RequestError.internal()) from exc
-        except ValueError as exc:  # a log row that cannot be folded: memory kept the rows before it
-            raise RequestError.internal() from exc
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise self._fault(exc) from exc
 
     @contextmanager
     def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
@@ -140,7 +145,8 @@ class SQLiteXMemoStore:
             yield conn
 
     def _fresh(self, conn: sqlite3.Connection) -> None:
-        """Fold the rows other connections committed since this one last looked; sqlite3 errors pass."""
+        """Fold the rows other connections committed since this one last looked, and confirm a
+        deferred key answer (``KeyChanged`` when it no longer holds); sqlite3 errors pass."""
         local = self._local
         seen = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self._generation)
         if seen != local.seen:
@@ -150,6 +156,10 @@ class SQLiteXMemoStore:
                 for row in conn.execute(TAIL, (state.applied,)):
                     fold(state, row)
             local.seen = seen
+        pending, local.pending = local.pending, None
+        if pending is not None and pending[0] not in local.principals and self._look_up(
+                conn, pending[0]) != pending[1]:
+            raise KeyChanged()
 
     def _point(self, name: str) -> None:
         if self.scheduler is not None:
@@ -160,21 +170,36 @@ class SQLiteXMemoStore:
         self._local = _Thread()
 
     # -- keys -------------------------------------------------------------------------------
-    def principal(self, key_digest: bytes) -> Principal | None:
+    def principal(self, key_digest: bytes, *, deferred: bool = False) -> Principal | None:
         local = self._local
+        if deferred and local.seen is not None and key_digest in local.principals:
+            # Confirmed by the next statement's PRAGMA data_version (``_fresh``), which saves this
+            # request a statement of its own.
+            found = local.principals[key_digest]
+            local.pending = (key_digest, found)
+            return found
+        local.pending = None
         with self._guard():
             conn = self._conn()
             self._fresh(conn)
             if key_digest in local.principals:
                 return local.principals[key_digest]
-            row = conn.execute(_PRINCIPAL, (key_digest,)).fetchone()
+            return self._look_up(conn, key_digest)
+
+    def _look_up(self, conn: sqlite3.Connection, key_digest: bytes) -> Principal | None:
+        row = conn.execute(_PRINCIPAL, (key_digest,)).fetchone()
         found = None
         if row is not None:
             tenant = self._state.known(row[0], row[1], row[2], row[3])
             found = Principal(tenant=tenant, scopes=tuple(row[4].split(",")), bound_agent_id=row[5])
+        local = self._local
         if len(local.principals) < self._PRINCIPALS_PER_THREAD:
             local.principals[key_digest] = found
         return found
+
+    def confirm(self) -> None:
+        if self._local.pending is not None:
+            self._reading()
 
     def provision(self, *, key_digest: bytes, principal: Principal, now_ms: int) -> bool:
         t = principal.tenant
@@ -210,27 +235,45 @@ class SQLiteXMemoStore:
 
     # -- writes -----------------------------------------------------------------------------
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
-        # Scheduler points as the AideMemo store names them: "begin" once the write lock is held.
-        state = self._state
-        row: tuple[Any, ...] | None = None
-        with self._transaction("IMMEDIATE") as conn:
-            self._fresh(conn)
-            self._point("begin")
-            with state.lock:
-                memories = state.tenant(tenant)
-                if idempotency is not None:
-                    replay = self._replay(memories, idempotency)
-                    if replay is not None:
-                        return replay, True
-                decision, answer = plan(Lookups(memories))
-                row = self._row(tenant, decision.outcome, decision.memory, answer, idempotency)
-            self._point("decided")
-            if row is not None:
-                conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
-            self._point("commit")
+        # Written out rather than with the context managers the other transactions use: this is
+        # every capture's path, and three generator-based managers cost a tenth of it.
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                answer, row, memory, replayed = self._decide(conn, tenant, idempotency, plan)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise self._fault(exc) from exc
         if row is not None:
-            self._applied(row, decision.memory if decision.outcome is not Outcome.UNCHANGED else None, idempotency)
-        return answer, False
+            self._applied(row, memory, idempotency)
+        return answer, replayed
+
+    def _decide(self, conn: sqlite3.Connection, tenant: Tenant, idempotency: IdempotencyClaim | None,
+                plan: Plan) -> tuple[str, tuple[Any, ...] | None, Memory | None, bool]:
+        """Inside the write transaction: the answer, the row appended (or None), the memory it
+        leaves (None: unchanged), and whether the answer is a replay.
+
+        Scheduler points as the AideMemo store names them: "begin" once the write lock is held."""
+        self._fresh(conn)
+        self._point("begin")
+        state = self._state
+        with state.lock:
+            memories = state.tenant(tenant)
+            if idempotency is not None:
+                replay = self._replay(memories, idempotency)
+                if replay is not None:
+                    return replay, None, None, True
+            decision, answer = plan(Lookups(memories))
+            row = self._row(tenant, decision.outcome, decision.memory, answer, idempotency)
+        self._point("decided")
+        if row is not None:
+            conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
+        self._point("commit")
+        return answer, row, None if decision.outcome is Outcome.UNCHANGED else decision.memory, False
 
     def _row(self, tenant: Tenant, outcome: Outcome, memory: Memory, answer: str,
              claim: IdempotencyClaim | None) -> tuple[Any, ...] | None:

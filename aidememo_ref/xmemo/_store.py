@@ -65,8 +65,15 @@ Plan = Callable[[Existing], tuple[WriteDecision, str]]
 
 
 class XMemoStore(Protocol):
-    def principal(self, key_digest: bytes) -> Principal | None:
-        """The active key's principal, or None for an unknown or inactive key."""
+    def principal(self, key_digest: bytes, *, deferred: bool = False) -> Principal | None:
+        """The active key's principal, or None for an unknown or inactive key.
+
+        ``deferred``: the answer may come from what this thread last read, to be confirmed by
+        the store's next statement (or ``confirm``), which raises ``KeyChanged`` if it changed."""
+        ...
+
+    def confirm(self) -> None:
+        """Confirm a deferred ``principal`` answer no statement has confirmed yet; ``KeyChanged``."""
         ...
 
     def provision(self, *, key_digest: bytes, principal: Principal, now_ms: int) -> bool:

@@ -435,12 +435,12 @@ def health_needs_key(database: str) -> XMemoReference:
 
 
 class _NoAlias(XMemoService):
-    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
         from aidememo_ref.xmemo._http import json_response
 
         if path.startswith("/api/"):
             return json_response({"detail": "Not Found"}, 404)
-        return super()._dispatch(method, path, query, headers, body)
+        return super()._dispatch(method, path, query, headers, body, deferred)
 
 
 def no_api_alias(database: str) -> XMemoReference:
@@ -449,10 +449,10 @@ def no_api_alias(database: str) -> XMemoReference:
 
 
 class _PlainInvalid(XMemoService):
-    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
         from aidememo_ref.xmemo._http import json_response
 
-        answer = super()._dispatch(method, path, query, headers, body)
+        answer = super()._dispatch(method, path, query, headers, body, deferred)
         return json_response({"detail": "Invalid request"}, 422) if answer.status == 422 else answer
 
 

@@ -19,6 +19,7 @@ import pytest
 from aidememo_ref import ManualClock
 from aidememo_ref.xmemo import XMemoReference
 from aidememo_ref.xmemo._errors import StoreError
+from aidememo_ref.xmemo._keys import key_digest
 from aidememo_ref.xmemo._log import LAYOUT_VERSION
 
 from .fixtures import make_layout1 as fixture
@@ -166,3 +167,30 @@ def test_a_log_row_memory_cannot_fold_is_a_500_until_it_is_mended(tmp_path: Path
     assert answer.status == 200 and len(json.loads(answer.body)["items"]) == 1
     writer.close()
     reader.close()
+
+
+def test_a_key_changed_by_another_connection_is_checked_again_before_any_answer(tmp_path: Path) -> None:
+    # The service checks a key against what its thread last read and lets the next statement
+    # confirm it; every answer, a refusal of the body included, must be the one a fresh check gives.
+    db = tmp_path / "x.sqlite"
+    served = XMemoReference(db)
+    for key, options in fixture.KEYS.values():
+        served.provision(key=key, **options)
+    other = XMemoReference(db)
+    cases = [("/v1/remember", {"content": "after", "path": "p"}), ("/v1/remember", {"path": "no content"}),
+             ("/v1/recall/context", {"query": "before"}), ("/v1/auth/token/validate", None)]
+    for i, (path, body) in enumerate(cases):
+        key = f"fixture-revoked-key-{i}-0123456789abcdef"
+        served.provision(key=key, owner_id="acme")
+        sent = [(b"x-api-key", key.encode()), (b"content-type", b"application/json")]
+        assert served.service.handle("GET", "/v1/auth/token/validate", sent).status == 200  # now remembered
+        other.store.deactivate(key_digest(key))
+        method = "GET" if body is None else "POST"
+        response = served.service.handle(method, path, sent, b"" if body is None else json.dumps(body).encode())
+        assert (path, response.status) == (path, 403), response.body
+    new_key = "fixture-late-key-0123456789abcdefgh"
+    assert served.service.handle("GET", "/v1/auth/token/validate", [(b"x-api-key", new_key.encode())]).status == 403
+    other.provision(key=new_key, owner_id="acme")
+    assert served.service.handle("GET", "/v1/auth/token/validate", [(b"x-api-key", new_key.encode())]).status == 200
+    served.close()
+    other.close()
