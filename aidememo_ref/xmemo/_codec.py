@@ -121,10 +121,6 @@ _ANSWER: Final = (
 )
 
 
-def _text(value: str | None) -> str:
-    return "null" if value is None else _string(value)
-
-
 def _number(value: float | None) -> str:
     if value is None:
         return "null"
@@ -135,13 +131,19 @@ def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> st
     """``compact_json(memory_json(memory) | {"write": outcome, ["idempotency_key": key]})``, in one format.
 
     Every write answers this text; the metadata is already canonical JSON, which json would write
-    back unchanged (``tests/xmemo/test_codec.py`` holds the two equal)."""
-    m, mid = memory, _string(memory.id)
-    key = "" if idempotency_key is None else f',"idempotency_key":{_string(idempotency_key)}'
+    back unchanged (``tests/xmemo/test_codec.py`` holds the two equal). Written out field by field,
+    without a helper call per field: the enum members are strings already."""
+    m, s, second = memory, _string, _second
+    mid, created, updated, expires = s(m.id), m.created_at_ms, m.updated_at_ms, m.expires_at_ms
     return _ANSWER % (
-        mid, mid, _string(m.kind.value), _string(m.content), _string(m.path), _string(m.bucket), _text(m.scope),
-        _text(m.team_id), _string(m.memory_type.value), _string(m.status), _number(m.importance),
-        _number(m.confidence), _text(m.semantic_key), _text(m.state_key), _text(m.event_type), _text(m.session_id),
-        _text(m.source), _text(m.agent_id), _text(m.agent_instance_id_hash), _string(m.agent_trust.value),
-        m.metadata_json, m.version, _stamp(m.created_at_ms), _stamp(m.updated_at_ms),
-        "null" if m.expires_at_ms is None else f'"{_stamp(m.expires_at_ms)}"', _string(outcome), key)
+        mid, mid, s(m.kind), s(m.content), s(m.path), s(m.bucket), "null" if m.scope is None else s(m.scope),
+        "null" if m.team_id is None else s(m.team_id), s(m.memory_type), s(m.status), _number(m.importance),
+        _number(m.confidence), "null" if m.semantic_key is None else s(m.semantic_key),
+        "null" if m.state_key is None else s(m.state_key), "null" if m.event_type is None else s(m.event_type),
+        "null" if m.session_id is None else s(m.session_id), "null" if m.source is None else s(m.source),
+        "null" if m.agent_id is None else s(m.agent_id),
+        "null" if m.agent_instance_id_hash is None else s(m.agent_instance_id_hash), s(m.agent_trust),
+        m.metadata_json, m.version, f"{second(created // 1000)}{created % 1000:03d}Z",
+        f"{second(updated // 1000)}{updated % 1000:03d}Z",
+        "null" if expires is None else f'"{second(expires // 1000)}{expires % 1000:03d}Z"', s(outcome),
+        "" if idempotency_key is None else f',"idempotency_key":{s(idempotency_key)}')

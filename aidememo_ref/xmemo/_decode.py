@@ -49,6 +49,8 @@ DEFAULT_SEARCH_LIMIT: Final = 10  # Hermes' default
 MAX_SEARCH_LIMIT: Final = 100
 DEFAULT_TTL_SECONDS: Final = 86_400  # Hermes' default state TTL
 WRITE_BUCKET: Final = "work"  # the published clients' default write bucket
+# The reference does not classify: an ``auto`` write is stored as semantic.
+_STORED_TYPES: Final = {"auto": MemoryType.SEMANTIC} | {t.value: t for t in MemoryType}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -119,6 +121,10 @@ def _check(name: str, body: object) -> dict[str, Any]:
 def parse_body(raw: bytes) -> object:
     """The JSON body, or 422 ``json_invalid`` (an empty body is an empty object's absence: 422 too)."""
     try:
+        if raw[:1] == b"{" and raw[1:2] not in (b"", b"\x00"):
+            # What json.loads would detect for these bytes (no BOM, no UTF-16/32 zero byte), decoded
+            # without its detection pass: the same text, the same errors.
+            return json.loads(raw.decode("utf-8", "surrogatepass"))
         return json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise RequestError.invalid_field(("body",), f"JSON decode error: {exc}", "json_invalid") from None
@@ -145,6 +151,8 @@ def _stamp_ms(body: dict[str, Any], field: str, where: str = "body") -> int | No
 
 def canonical_metadata(value: object, provenance: object = None) -> str:
     """Stored metadata: the client's object (``provenance``, when sent, folded in under that name)."""
+    if not value and provenance is None:
+        return "{}"  # what the encoder writes for it, without building the encoder's state
     metadata = dict(value) if isinstance(value, dict) else {}
     if isinstance(provenance, dict):
         metadata["provenance"] = provenance
@@ -183,8 +191,7 @@ def decode_remember(body: object) -> Remember:
     return Remember(
         content=data["content"], path=data["path"], bucket=data.get("bucket") or WRITE_BUCKET,
         scope=data.get("scope"), team_id=data.get("team_id"),
-        # The reference does not classify: an ``auto`` write is stored as semantic.
-        memory_type=MemoryType.SEMANTIC if requested == "auto" else MemoryType(requested),
+        memory_type=_STORED_TYPES[requested],
         status=data.get("status") or DEFAULT_STATUS, importance=data.get("importance"),
         confidence=data.get("confidence"), semantic_key=data.get("semantic_key"), dedupe=bool(data.get("dedupe")),
         source=data.get("source"), metadata_json=canonical_metadata(data.get("metadata"), data.get("provenance")),

@@ -15,6 +15,7 @@ from typing import Final
 from .._service import Response
 from ._codec import compact_json
 from ._errors import RequestError
+from ._records import quick_init
 
 __all__ = [
     "HttpRequest",
@@ -37,7 +38,8 @@ _JSON: Final = (("content-type", "application/json"),)
 _VISIBLE: Final = re.compile(r"[!-~]*\Z")  # visible ASCII: 0x21 to 0x7E
 
 
-@dataclass(frozen=True, slots=True)
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HttpRequest:
     method: str
     query: str
@@ -51,7 +53,7 @@ class HttpRequest:
         headers: dict[str, str] = {}
         for name, value in pairs:
             headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-        return cls(method, query, headers, body, deferred)
+        return cls(method=method, query=query, headers=headers, body=body, deferred=deferred)
 
 
 def json_response(value: object, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:

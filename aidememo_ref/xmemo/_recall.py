@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Final, Protocol
 
 from .._search import bm25, tokenize
-from ._records import Boundary, Memory, MemoryType
+from ._records import Boundary, Memory, MemoryType, quick_init
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -62,6 +62,7 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ranked:
     memory: Memory
@@ -74,6 +75,7 @@ class Candidates(Sized, Protocol):
     def __iter__(self) -> Iterator[Ranked]: ...
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PackedItem:
     memory: Memory

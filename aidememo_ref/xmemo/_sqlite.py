@@ -288,8 +288,8 @@ class SQLiteXMemoStore:
 
     def _applied(self, row: tuple[Any, ...], memory: Memory | None, claim: IdempotencyClaim | None) -> None:
         """Fold a committed row of this connection's into memory."""
-        if memory is not None and not all(v is None or type(v) is float for v in (memory.importance,
-                                                                                   memory.confidence)):
+        numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
+        if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
             # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
             memory = replace(memory, importance=real(memory.importance), confidence=real(memory.confidence))
         state = self._state

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
 
-from ._records import Kind, Memory, Tenant
+from ._records import Kind, Memory, MemoryType, Tenant
 
 if TYPE_CHECKING:
     from ._index import RecallIndex
@@ -29,7 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["StoreState", "TenantMemories", "Lookups", "Replay", "TenantKey", "tenant_key"]
 
 TenantKey: TypeAlias = tuple[str, str, str, str]
-_DuplicateKey: TypeAlias = tuple[str, str, str, str | None, str | None, str]
+_DuplicateKey: TypeAlias = tuple[str, str, str, str | None, str | None, MemoryType]
 _K = TypeVar("_K")
 
 
@@ -83,7 +83,7 @@ class TenantMemories:
         mid = memory.id
         if memory.kind is Kind.MEMORY:
             _file(self._duplicates, (memory.content, memory.path, memory.bucket, memory.scope, memory.team_id,
-                                     memory.memory_type.value), mid, add)
+                                     memory.memory_type), mid, add)
             if memory.semantic_key is not None:
                 _file(self._semantic, (memory.scope, memory.semantic_key), mid, add)
         elif memory.kind is Kind.STATE and memory.state_key is not None:
@@ -118,7 +118,7 @@ class Lookups:
 
     def duplicate(self, write: Remember) -> Memory | None:
         return self._tenant.duplicate((write.content, write.path, write.bucket, write.scope, write.team_id,
-                                       write.memory_type.value))
+                                       write.memory_type))
 
     def slot(self, bucket: str, scope: str | None, state_key: str) -> Memory | None:
         return self._tenant.slot(bucket, scope, state_key)
