@@ -55,10 +55,17 @@ class Partition:
         self.cursor = 0  # how much of the tenant's journal this partition has applied
 
     def add(self, doc: Doc) -> None:
-        memory = doc.memory
+        memory, postings, length = doc.memory, self.postings, doc.length
         self.docs[memory.id] = doc
         for term, tf in doc.terms.items():
-            self.postings.setdefault(term, {}).setdefault((tf, doc.length), set()).add(memory.id)
+            groups = postings.get(term)
+            if groups is None:
+                groups = postings[term] = {}
+            ids = groups.get((tf, length))
+            if ids is None:
+                groups[(tf, length)] = {memory.id}
+            else:
+                ids.add(memory.id)
         self.df.update(doc.terms.keys())
         self.total += doc.length
         self.recency.add(doc.key)

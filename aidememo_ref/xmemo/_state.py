@@ -40,7 +40,11 @@ def tenant_key(tenant: Tenant) -> TenantKey:
 def _file(table: dict[_K, set[str]], key: _K, memory_id: str, add: bool) -> None:
     """Add ``memory_id`` under ``key``, or take it away (and the key with its last id)."""
     if add:
-        table.setdefault(key, set()).add(memory_id)
+        ids = table.get(key)
+        if ids is None:
+            table[key] = {memory_id}
+        else:
+            ids.add(memory_id)
         return
     ids = table[key]
     ids.discard(memory_id)
