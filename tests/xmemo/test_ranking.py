@@ -76,7 +76,7 @@ def scanned(tenant: TenantMemories, scope: str | None, query: str, prefer: bool,
     return [(r.memory.id, r.score) for r in rank(visible, query, prefer)]
 
 
-@settings(max_examples=400, deadline=None)
+@settings(max_examples=300, deadline=None)
 @given(tenants(), queries, scopes, st.booleans(), st.sampled_from([NOW - 1, NOW, NOW + 1, NOW + 100_000]))
 def test_the_index_yields_rank_order_and_scores_exactly(world: tuple[TenantMemories, list[Memory]], query: str,
                                                         scope: str | None, prefer: bool, now_ms: int) -> None:
