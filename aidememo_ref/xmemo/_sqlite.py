@@ -23,7 +23,9 @@ does not move its ``data_version``). The file is opened as the AideMemo ledger's
 (``aidememo_ref._sqlitefile``): an answer leaves only after COMMIT, so it survives ``kill -9``.
 
 API keys are checked against a per-connection cache of the ``api_keys`` answers, valid while
-``data_version`` (and this store's own key changes) say nothing changed. Raw keys are never
+``data_version`` (and this store's own key changes) say nothing changed; a request's answer from
+the cache is confirmed by its next statement's ``data_version`` (or ``confirm``), and if the key
+changed meanwhile the store raises ``KeyChanged`` and the service answers again from the start. Raw keys are never
 stored, only SHA-256. Layout 1 files (a ``memories`` row updated in place per memory, and an
 ``idempotency`` table) are upgraded in place on open (``_layout1``).
 """
