@@ -33,7 +33,7 @@ def _bootstrap(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     key = read_token_file(args.key_file, label="key file")
 
-    from ..xmemo._errors import ProvisionError, RequestError
+    from ..xmemo._errors import ProvisionError, RequestError, StoreError
     from ..xmemo._provision import provision_key
 
     try:
@@ -41,7 +41,7 @@ def _bootstrap(argv: list[str]) -> int:
             args.database, owner_id=args.owner_id, key=key, scopes=args.scopes.split(","), agent_id=args.agent_id,
             organization_id=args.organization_id, workspace_id=args.workspace_id, project_id=args.project_id,
         )
-    except ProvisionError as exc:
+    except (ProvisionError, StoreError) as exc:
         fail(str(exc))
     except RequestError as exc:  # the storage fault behind it says more than the HTTP detail
         fail(f"storage failure on {args.database}: {exc.__cause__ or exc.detail}")

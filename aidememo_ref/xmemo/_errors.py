@@ -5,6 +5,8 @@
     XMemoError                 root of everything aidememo_ref.xmemo raises
     ├── RequestError           a refusal answered over HTTP: status + FastAPI-style ``detail``
     ├── ProvisionError         bootstrap refused; one line for the command line
+    ├── StoreError             a database file the store cannot open or upgrade; one line
+    ├── KeyChanged             (internal) a key's answer changed under a request: check it again
     └── XMemoClientError       client side (``aidememo_ref.xmemo.client``)
         ├── XMemoHTTPError     the server answered a non-2xx status
         └── XMemoTransportError no answer (connection, timeout, or an unreadable body)
@@ -21,6 +23,8 @@ __all__ = [
     "XMemoError",
     "RequestError",
     "ProvisionError",
+    "StoreError",
+    "KeyChanged",
     "XMemoClientError",
     "XMemoHTTPError",
     "XMemoTransportError",
@@ -104,6 +108,16 @@ class RequestError(XMemoError):
 
 class ProvisionError(XMemoError):
     """``aidememo-ref xmemo bootstrap`` refused: the message is one line."""
+
+
+class StoreError(XMemoError):
+    """The database file cannot be opened as an XMemo store (another layout, a damaged log): one line."""
+
+
+class KeyChanged(XMemoError):
+    """The store found that the key a request was checked with changed since (another connection
+    revoked or bound it): the service answers the request again with a fresh check. Never leaves
+    the service."""
 
 
 class XMemoClientError(XMemoError):

@@ -7,13 +7,15 @@ malformed, or two credentials that disagree answer 403, as the hosted service do
 
 from __future__ import annotations
 
-import json
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
 from .._service import Response
+from ._codec import compact_json
 from ._errors import RequestError
+from ._records import quick_init
 
 __all__ = [
     "HttpRequest",
@@ -33,25 +35,29 @@ AUDIT_HEADER: Final = "X-XMemo-Audit-ID"
 MAX_KEY_BYTES: Final = 4_096
 MAX_AGENT_ID_CHARS: Final = 128
 _JSON: Final = (("content-type", "application/json"),)
+_VISIBLE: Final = re.compile(r"[!-~]*\Z")  # visible ASCII: 0x21 to 0x7E
 
 
-@dataclass(frozen=True, slots=True)
+@quick_init
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HttpRequest:
     method: str
     query: str
     headers: dict[str, str]  # lower-cased names; the first of repeated headers wins
     body: bytes
+    deferred: bool = True  # the key may be checked against what the store last read (``principal``)
 
     @classmethod
-    def build(cls, method: str, query: str, pairs: Iterable[tuple[bytes, bytes]], body: bytes) -> HttpRequest:
+    def build(cls, method: str, query: str, pairs: Iterable[tuple[bytes, bytes]], body: bytes,
+              deferred: bool = True) -> HttpRequest:
         headers: dict[str, str] = {}
         for name, value in pairs:
             headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-        return cls(method, query, headers, body)
+        return cls(method=method, query=query, headers=headers, body=body, deferred=deferred)
 
 
 def json_response(value: object, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:
-    body = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+    body = value if isinstance(value, str) else compact_json(value)
     return Response(status, _JSON + headers, body.encode("utf-8"))
 
 
@@ -60,7 +66,7 @@ def error_response(error: RequestError) -> Response:
 
 
 def _visible_ascii(value: str) -> bool:
-    return value.isascii() and all(0x20 < ord(ch) < 0x7F for ch in value)
+    return _VISIBLE.match(value) is not None
 
 
 def credential(headers: dict[str, str]) -> str:

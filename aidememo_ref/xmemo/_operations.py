@@ -12,32 +12,22 @@ import hashlib
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Final
+from itertools import islice
+from typing import Any, Final, TypeVar
 
 from . import _boundary, _recall, _writes
+from ._codec import answer_text, iso, memory_json
 from ._decode import ProjectContextRequest, RecallRequest, SearchRequest
 from ._errors import RequestError
 from ._records import BOUNDARY_AUTHORITY, Boundary, Caller, Memory, MemoryType, Relation
 from ._store import IdempotencyClaim, ReadFilter, XMemoStore
 from ._writes import Existing, Write, WriteDecision
 
-__all__ = ["Rules", "Operations", "iso", "PACKET_VERSION", "PROJECT_SCOPE_PREFIX"]
+__all__ = ["Rules", "Operations", "PACKET_VERSION", "PROJECT_SCOPE_PREFIX"]
 
 PACKET_VERSION: Final = 1  # the seed prints context.version; the reference's packet format is version 1
 PROJECT_SCOPE_PREFIX: Final = "tenant:project:"
-
-
-def iso(ms: int | None) -> str | None:
-    """Unix milliseconds as RFC 3339 UTC with milliseconds (``2026-01-01T00:00:00.000Z``)."""
-    if ms is None:
-        return None
-    stamp = datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
-    return stamp.strftime("%Y-%m-%dT%H:%M:%S.") + f"{ms % 1000:03d}Z"
-
-
-def _dumps(value: object) -> str:
-    return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -48,36 +38,6 @@ class Rules:
     boundary: Callable[[Caller, Memory], Boundary] = _boundary.boundary
     rank: Callable[[Iterable[Memory], str, bool], list[_recall.Ranked]] = _recall.rank
     pack: Callable[..., _recall.Packet] = _recall.pack
-
-
-def _memory_json(memory: Memory) -> dict[str, Any]:
-    return {
-        "id": memory.id,
-        "memory_id": memory.id,
-        "kind": memory.kind.value,
-        "content": memory.content,
-        "path": memory.path,
-        "bucket": memory.bucket,
-        "scope": memory.scope,
-        "team_id": memory.team_id,
-        "memory_type": memory.memory_type.value,
-        "status": memory.status,
-        "importance": memory.importance,
-        "confidence": memory.confidence,
-        "semantic_key": memory.semantic_key,
-        "state_key": memory.state_key,
-        "event_type": memory.event_type,
-        "session_id": memory.session_id,
-        "source": memory.source,
-        "agent_id": memory.agent_id,
-        "agent_instance_id_hash": memory.agent_instance_id_hash,
-        "agent_trust": memory.agent_trust.value,
-        "metadata": json.loads(memory.metadata_json),
-        "version": memory.version,
-        "created_at": iso(memory.created_at_ms),
-        "updated_at": iso(memory.updated_at_ms),
-        "expires_at": iso(memory.expires_at_ms),
-    }
 
 
 class Operations:
@@ -143,10 +103,7 @@ class Operations:
 
         def plan(existing: Existing) -> tuple[WriteDecision, str]:
             decision = self.rules.decide(write, existing, caller, now_ms, new_id)
-            answer = _memory_json(decision.memory) | {"write": decision.outcome.value}
-            if idempotency_key is not None:
-                answer["idempotency_key"] = idempotency_key
-            return decision, _dumps(answer)
+            return decision, answer_text(decision.memory, decision.outcome.value, idempotency_key)
 
         return self.store.write(caller.tenant, idempotency=claim, plan=plan)
 
@@ -156,11 +113,23 @@ class Operations:
         self.authorize_scope(caller, filters.scope)
         return self.store.visible(caller.tenant, filters, self.clock.now_ms())
 
+    def _ranked(self, caller: Caller, filters: ReadFilter, query: str, prefer_working: bool,
+                consume: Callable[[_recall.Candidates], _T]) -> _T:
+        """``consume`` what the rank rule makes of everything visible."""
+        self.require(caller, "memory:read")
+        self.authorize_scope(caller, filters.scope)
+        now_ms = self.clock.now_ms()
+        if self.rules.rank is _recall.rank:  # the store's index yields exactly rank's order (``_ranking``)
+            return self.store.ranked(caller.tenant, filters, now_ms, query, prefer_working, consume)
+        return consume(self.rules.rank(self.store.visible(caller.tenant, filters, now_ms), query, prefer_working))
+
     def recall(self, caller: Caller, request: RecallRequest) -> dict[str, Any]:
         """``POST /v1/recall/context``: rank everything visible, pack within both bounds."""
-        ranked = self._rank(self._visible(caller, request.filters), request.query, request.prefer_working)
-        packet = self.rules.pack(ranked, max_items=request.max_items, max_tokens=request.max_tokens,
-                                 boundary_of=lambda memory: self.rules.boundary(caller, memory))
+        def packed(ranked: _recall.Candidates) -> _recall.Packet:
+            return self.rules.pack(ranked, max_items=request.max_items, max_tokens=request.max_tokens,
+                                   boundary_of=lambda memory: self.rules.boundary(caller, memory))
+
+        packet = self._ranked(caller, request.filters, request.query, request.prefer_working, packed)
         return self._packet_json(caller, packet, query=request.query, scope=request.filters.scope,
                                  max_items=request.max_items, max_tokens=request.max_tokens)
 
@@ -211,12 +180,17 @@ class Operations:
     def search(self, caller: Caller, request: SearchRequest) -> dict[str, Any]:
         """``GET /v1/memories/search``: the same ranking, ``limit`` results, content included."""
         query = "" if request.query.strip() == "*" else request.query
-        ranked = self._rank(self._visible(caller, request.filters), query, request.prefer_working)
-        if request.threshold is not None:
-            ranked = [r for r in ranked if r.score >= request.threshold]
+        threshold = request.threshold
+
+        def listed(ranked: _recall.Candidates) -> tuple[int, list[_recall.Ranked]]:
+            if threshold is not None:
+                ranked = [r for r in ranked if r.score >= threshold]
+            return len(ranked), list(islice(ranked, request.limit))
+
+        candidates, first = self._ranked(caller, request.filters, query, request.prefer_working, listed)
         results = []
         bounds = []
-        for position, candidate in enumerate(ranked[: request.limit], 1):
+        for position, candidate in enumerate(first, 1):
             bound = self.rules.boundary(caller, candidate.memory)
             bounds.append(bound)
             item = self._item(caller, candidate.memory, score=candidate.score, rank=position, content=True,
@@ -224,7 +198,7 @@ class Operations:
             item["similarity"] = candidate.score
             results.append(item)
         return {"results": results,
-                "coverage": {"candidates": len(ranked), "returned": len(results)},
+                "coverage": {"candidates": candidates, "returned": len(results)},
                 "agent_boundary": self._summary(caller, bounds)}
 
     def memory(self, caller: Caller, memory_id: str, *, explain: bool) -> dict[str, Any]:
@@ -234,7 +208,7 @@ class Operations:
         if found is None:
             raise RequestError.not_found("Memory not found")
         bound = self.rules.boundary(caller, found)
-        answer = _memory_json(found) | {"agent_boundary": bound.as_json(), "ownership": bound.ownership.value}
+        answer = memory_json(found) | {"agent_boundary": bound.as_json(), "ownership": bound.ownership.value}
         if explain:
             answer["explanation"] = {
                 "visibility": "visible because it belongs to this credential's owner and tenant",

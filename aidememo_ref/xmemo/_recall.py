@@ -26,18 +26,19 @@ Pure: memories, caller and clock value in; a packet out.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sized
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Final
+from typing import Final, Protocol
 
 from .._search import bm25, tokenize
-from ._records import Boundary, Memory, MemoryType
+from ._records import Boundary, Memory, MemoryType, quick_init
 
 __all__ = [
     "BYTES_PER_TOKEN",
     "TOKEN_ESTIMATE",
     "Ranked",
+    "Candidates",
     "PackedItem",
     "Packet",
     "estimate_tokens",
@@ -61,12 +62,20 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ranked:
     memory: Memory
     score: float
 
 
+class Candidates(Sized, Protocol):
+    """What ``pack`` walks: ranked memories in order, and how many there are (a list, or ``_ranking``'s lazy one)."""
+
+    def __iter__(self) -> Iterator[Ranked]: ...
+
+
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PackedItem:
     memory: Memory
@@ -146,7 +155,7 @@ def _fit(position: int, memory: Memory, boundary: Boundary, budget: int) -> str 
 
 
 def pack(
-    ranked: Sequence[Ranked],
+    ranked: Candidates,
     *,
     max_items: int,
     max_tokens: int,

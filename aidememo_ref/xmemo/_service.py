@@ -10,8 +10,8 @@ then the rules. Every answer, errors and ``/health`` included, carries ``X-XMemo
 from __future__ import annotations
 
 import logging
+import os
 import re
-import uuid
 from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl
@@ -28,7 +28,7 @@ from ._decode import (
     idempotency_key,
     parse_body,
 )
-from ._errors import RequestError
+from ._errors import KeyChanged, RequestError
 from ._keys import key_digest
 from ._http import AGENT_HEADER, AUDIT_HEADER, INSTANCE_HEADER, HttpRequest, agent_header, credential, error_response, json_response
 from ._mcp import McpEndpoint
@@ -42,11 +42,15 @@ __all__ = ["XMemoService", "new_uuid", "HEALTH"]
 _log = logging.getLogger("aidememo_ref.xmemo")
 HEALTH: Final = {"status": "ok", "service": "xmemo-reference"}
 _PROJECT_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")  # MAF's project reference grammar
+_VARIANT: Final = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # RFC 4122's 10xx bits
 _MEMORY_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
 
 
 def new_uuid() -> str:
-    return str(uuid.uuid4())
+    """A random (version 4) UUID: ``str(uuid.uuid4())``'s form, without building the UUID object
+    (every answer carries one, every capture makes another)."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:]}"
 
 
 Handler = Callable[..., Response]
@@ -73,6 +77,8 @@ class XMemoService:
             ("v1", "projects", "*", "context"): {"POST": self._project},
             ("mcp",): {"POST": self._mcp_post, "DELETE": self._mcp_delete},
         }
+        # The routes without a path parameter, looked up whole (the same method tables).
+        self._exact = {pattern: methods for pattern, methods in self._routes.items() if "*" not in pattern}
 
     # -- dispatch ---------------------------------------------------------------------------
     def handle(self, method: str, target: str | bytes, headers: Any, body: bytes = b"") -> Response:
@@ -83,7 +89,8 @@ class XMemoService:
         response = self._dispatch(method, path, query, headers, body)
         return Response(response.status, response.headers + audit, b"" if method == "HEAD" else response.body)
 
-    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Response:
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes,
+                  deferred: bool = True) -> Response:
         segments = tuple(path.strip("/").split("/")) if path.strip("/") else ()
         if segments[:2] == ("api", "v1"):
             segments = segments[1:]
@@ -94,18 +101,30 @@ class XMemoService:
         if handler is None:
             allowed = ", ".join(sorted(methods))
             return json_response({"detail": "Method Not Allowed"}, 405, (("allow", allowed),))
-        request = HttpRequest.build(method, query, headers, body)
+        request = HttpRequest.build(method, query, headers, body, deferred)
         try:
-            if len(body) > MAX_BODY_BYTES:
-                raise RequestError.too_large()
-            return handler(request, *params)
-        except RequestError as error:
+            try:
+                if len(body) > MAX_BODY_BYTES:
+                    raise RequestError.too_large()
+                answer = handler(request, *params)
+            except RequestError as error:
+                answer = error_response(error)
+            # The key was checked against what this thread last read: an answer leaves only once
+            # a statement has confirmed it, and is made again from the start if it changed.
+            self.store.confirm()
+            return answer
+        except KeyChanged:  # raised only for a deferred check: the second pass reads the key first
+            return self._dispatch(method, path, query, headers, body, deferred=False)
+        except RequestError as error:  # a storage fault while confirming
             return error_response(error)
         except Exception:  # a bug, never client input: the fixed 500, details only in the log
             _log.exception("unexpected failure answering %s %s", method, path[:200])
             return error_response(RequestError.internal())
 
     def _match(self, segments: tuple[str, ...]) -> tuple[dict[str, Handler] | None, list[str]]:
+        exact = self._exact.get(segments)
+        if exact is not None:
+            return exact, []
         for pattern, methods in self._routes.items():
             if len(pattern) == len(segments) and all(p in ("*", s) for p, s in zip(pattern, segments)):
                 if all(s for s in segments):
@@ -115,7 +134,7 @@ class XMemoService:
     # -- identity -----------------------------------------------------------------------------
     def _principal(self, request: HttpRequest) -> tuple[Principal, bytes]:
         digest = key_digest(credential(request.headers))
-        principal = self.store.principal(digest)
+        principal = self.store.principal(digest, deferred=request.deferred)
         if principal is None:
             raise RequestError.invalid_key()
         return principal, digest

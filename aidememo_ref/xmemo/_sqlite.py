@@ -1,137 +1,94 @@
-"""SQLite storage for the XMemo reference: keys, memories, idempotency answers, MCP sessions.
+"""SQLite storage for the XMemo reference (table layout 2): keys, MCP sessions, and one log.
 
-Each write is one ``BEGIN IMMEDIATE`` transaction: idempotency lookup, the rules' lookups and
-decision, the row write and the stored answer commit together or not at all, so two replays of
-one key racing in threads or processes yield one memory. The file is opened as the AideMemo
-ledger's (``aidememo_ref._sqlitefile``): an answered write survives ``kill -9`` of the server
-(answers leave only after COMMIT returns). Raw API keys are never stored, only SHA-256.
+**What a capture writes.** One row appended to one rowid table, ``log``: the tenant, the
+capture's answer (which shows the memory as the capture left it) and, when it came with one,
+its idempotency key and request fingerprint. One ``INSERT`` inside ``BEGIN IMMEDIATE`` ...
+``COMMIT``, no secondary index: the b-tree a raw one-row transaction touches, and nothing else.
+A capture that changes nothing and carries no key writes no row.
+
+**What it reads.** The rules' lookups (semantic key, ``dedupe``'s twin, the state slot, a
+memory by id), the replays and every read come from the store's memory (``_state``), one per
+``SQLiteXMemoStore``, shared by its threads under a lock. It is built from the log when the store
+opens and brought up to date at the start of every transaction and read, by folding only the
+rows past the last one applied; ``PRAGMA data_version`` skips even that when no other connection
+committed since this connection last looked. A write's row enters memory after ``COMMIT``.
+
+**Why two writers still cannot both win.** Under ``BEGIN IMMEDIATE`` the write lock is held
+before the catch-up, so the idempotency lookup and the rules see exactly the committed state, in
+threads and processes alike: two replays of one key racing yield one memory. The new row's
+rowid is the one after the last applied, so a memory that were ever behind the file could not
+commit (the insert fails, the request answers 500, nothing is written). An exception between
+``COMMIT`` and memory makes the connection read the tail at its next statement (its own commit
+does not move its ``data_version``). The file is opened as the AideMemo ledger's
+(``aidememo_ref._sqlitefile``): an answer leaves only after COMMIT, so it survives ``kill -9``.
+
+API keys are checked against a per-connection cache of the ``api_keys`` answers, valid while
+``data_version`` (and this store's own key changes) say nothing changed; a request's answer from
+the cache is confirmed by its next statement's ``data_version`` (or ``confirm``), and if the key
+changed meanwhile the store raises ``KeyChanged`` and the service answers again from the start. Raw keys are never
+stored, only SHA-256. Layout 1 files (a ``memories`` row updated in place per memory, and an
+``idempotency`` table) are upgraded in place on open (``_layout1``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from .._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
-from ._errors import ProvisionError, RequestError
-from ._records import Kind, Memory, MemoryType, Principal, Tenant, Trust
+from . import _layout1
+from ._log import APPEND, APPEND_KEYED, LAYOUT_VERSION, LOG, TAIL, fold
+from ._codec import real
+from ._errors import KeyChanged, ProvisionError, RequestError, StoreError
+from ._index import RecallIndex
+from ._recall import Candidates, rank
+from ._ranking import Ranking, View
+from ._records import Memory, Principal, Tenant
+from ._state import Lookups, Replay, StoreState, TenantMemories
 from ._store import IdempotencyClaim, Plan, ReadFilter
-from ._writes import Outcome, Remember
+from ._writes import Outcome
 
 if TYPE_CHECKING:
     from .._store import Scheduler
 
-__all__ = ["SQLiteXMemoStore"]
+__all__ = ["SQLiteXMemoStore", "LAYOUT_VERSION"]
 
-_SCHEMA = """
+_T = TypeVar("_T")
+
+_KEYS = """
 CREATE TABLE IF NOT EXISTS api_keys(
   key_sha256 BLOB PRIMARY KEY CHECK(length(key_sha256) = 32),
   owner_id TEXT NOT NULL, organization_id TEXT NOT NULL, workspace_id TEXT NOT NULL, project_id TEXT NOT NULL,
   scopes TEXT NOT NULL, agent_id TEXT, active INTEGER NOT NULL DEFAULT 1, created_at_ms INTEGER NOT NULL);
-CREATE TABLE IF NOT EXISTS memories(
-  seq INTEGER PRIMARY KEY AUTOINCREMENT, id TEXT NOT NULL UNIQUE,
-  owner_id TEXT NOT NULL, organization_id TEXT NOT NULL, workspace_id TEXT NOT NULL, project_id TEXT NOT NULL,
-  kind TEXT NOT NULL, content TEXT NOT NULL, path TEXT NOT NULL, bucket TEXT NOT NULL, scope TEXT, team_id TEXT,
-  memory_type TEXT NOT NULL, status TEXT NOT NULL, importance REAL, confidence REAL, semantic_key TEXT,
-  state_key TEXT, event_type TEXT, session_id TEXT, source TEXT, agent_id TEXT, agent_instance_id_hash TEXT,
-  agent_trust TEXT NOT NULL, metadata TEXT NOT NULL, version INTEGER NOT NULL, created_at_ms INTEGER NOT NULL,
-  updated_at_ms INTEGER NOT NULL, expires_at_ms INTEGER);
-CREATE INDEX IF NOT EXISTS memories_tenant
-  ON memories(owner_id, organization_id, workspace_id, project_id, updated_at_ms);
-CREATE UNIQUE INDEX IF NOT EXISTS memories_state_slot
-  ON memories(owner_id, organization_id, workspace_id, project_id, bucket, ifnull(scope, ''), state_key)
-  WHERE kind = 'state';
-CREATE INDEX IF NOT EXISTS memories_semantic_key
-  ON memories(owner_id, organization_id, workspace_id, project_id, semantic_key) WHERE semantic_key IS NOT NULL;
-CREATE TABLE IF NOT EXISTS idempotency(
-  owner_id TEXT NOT NULL, organization_id TEXT NOT NULL, workspace_id TEXT NOT NULL, project_id TEXT NOT NULL,
-  idempotency_key TEXT NOT NULL, fingerprint TEXT NOT NULL, answer TEXT NOT NULL,
-  PRIMARY KEY(owner_id, organization_id, workspace_id, project_id, idempotency_key)) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS mcp_sessions(
   session_id TEXT PRIMARY KEY, key_sha256 BLOB NOT NULL, protocol_version TEXT NOT NULL,
   created_at_ms INTEGER NOT NULL) WITHOUT ROWID;
 """
-
-_TENANT = "owner_id=? AND organization_id=? AND workspace_id=? AND project_id=?"
-_COLUMNS = (
-    "id, kind, content, path, bucket, scope, team_id, memory_type, status, importance, confidence, semantic_key, "
-    "state_key, event_type, session_id, source, agent_id, agent_instance_id_hash, agent_trust, metadata, version, "
-    "created_at_ms, updated_at_ms, expires_at_ms"
-)
-_LIVE = "(expires_at_ms IS NULL OR expires_at_ms > ?)"
+_PRINCIPAL: Final = ("SELECT owner_id, organization_id, workspace_id, project_id, scopes, agent_id FROM api_keys "
+                     "WHERE key_sha256=? AND active=1")
+_LIVE_ONLY: Final = ReadFilter()
 
 
-def _key(tenant: Tenant) -> tuple[str, str, str, str]:
-    return tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id
+class _Thread(threading.local):
+    """What one thread's connection remembers: how far it has seen the file, and the keys' answers."""
 
+    seen: tuple[int, int] | None = None  # (PRAGMA data_version, store generation) at the last catch-up
+    principals: dict[bytes, Principal | None]
+    pending: tuple[bytes, Principal | None] | None = None  # a deferred answer no statement has confirmed
 
-# The schema's column types are the record's (TEXT, INTEGER, REAL or NULL), so rows go in as they come.
-_KINDS: Final = {k.value: k for k in Kind}
-_TYPES: Final = {t.value: t for t in MemoryType}
-_TRUSTS: Final = {t.value: t for t in Trust}
-
-
-def _memory(tenant: Tenant, row: Any) -> Memory:
-    (mid, kind, content, path, bucket, scope, team_id, memory_type, status, importance, confidence, semantic_key,
-     state_key, event_type, session_id, source, agent_id, instance, trust, metadata, version, created, updated,
-     expires) = row
-    return Memory(
-        id=mid, tenant=tenant, kind=_KINDS[kind], content=content, path=path, bucket=bucket,
-        scope=scope, team_id=team_id, memory_type=_TYPES[memory_type], status=status,
-        importance=importance, confidence=confidence,
-        semantic_key=semantic_key, state_key=state_key, event_type=event_type, session_id=session_id,
-        source=source, agent_id=agent_id, agent_instance_id_hash=instance, agent_trust=_TRUSTS[trust],
-        metadata_json=metadata, version=version, created_at_ms=created, updated_at_ms=updated, expires_at_ms=expires,
-    )
-
-
-def _row(memory: Memory) -> tuple[object, ...]:
-    m = memory
-    return (
-        m.id, m.kind.value, m.content, m.path, m.bucket, m.scope, m.team_id, m.memory_type.value, m.status,
-        m.importance, m.confidence, m.semantic_key, m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
-        m.agent_instance_id_hash, m.agent_trust.value, m.metadata_json, m.version, m.created_at_ms,
-        m.updated_at_ms, m.expires_at_ms,
-    )
-
-
-class _Existing:
-    """The rules' window on the open write transaction, confined to one tenant."""
-
-    __slots__ = ("_conn", "_tenant")
-
-    def __init__(self, conn: sqlite3.Connection, tenant: Tenant) -> None:
-        self._conn, self._tenant = conn, tenant
-
-    def _one(self, where: str, args: tuple[object, ...]) -> Memory | None:
-        row = self._conn.execute(
-            f"SELECT {_COLUMNS} FROM memories WHERE {_TENANT} AND {where} ORDER BY seq LIMIT 1",
-            (*_key(self._tenant), *args),
-        ).fetchone()
-        return None if row is None else _memory(self._tenant, row)
-
-    def by_semantic_key(self, scope: str | None, semantic_key: str) -> Memory | None:
-        return self._one("kind='memory' AND semantic_key=? AND scope IS ?", (semantic_key, scope))
-
-    def duplicate(self, write: Remember) -> Memory | None:
-        return self._one(
-            "kind='memory' AND content=? AND path=? AND bucket=? AND scope IS ? AND team_id IS ? AND memory_type=?",
-            (write.content, write.path, write.bucket, write.scope, write.team_id, write.memory_type.value),
-        )
-
-    def slot(self, bucket: str, scope: str | None, state_key: str) -> Memory | None:
-        return self._one("kind='state' AND bucket=? AND ifnull(scope, '')=? AND state_key=?",
-                         (bucket, scope or "", state_key))
-
-    def by_id(self, memory_id: str) -> Memory | None:
-        return self._one("id=?", (memory_id,))
+    def __init__(self) -> None:
+        self.principals = {}
 
 
 class SQLiteXMemoStore:
     """The XMemo reference's SQLite file. Safe to share between threads and processes."""
+
+    _PRINCIPALS_PER_THREAD: Final = 256
 
     def __init__(
         self, path: str | Path, *, scheduler: Scheduler | None = None, busy_timeout_ms: int = BUSY_TIMEOUT_MS
@@ -139,25 +96,72 @@ class SQLiteXMemoStore:
         self.path = str(path)
         self.scheduler = scheduler
         self._connections = Connections(path, busy_timeout_ms=busy_timeout_ms)
-        with self._guard():
-            self._conn().executescript(_SCHEMA)
+        self._local = _Thread()
+        self._generation = 0  # moved by this store's own key changes, which do not move its data_version
+        self._state = StoreState()
+        self._open()
 
     # -- plumbing ---------------------------------------------------------------------------
     def _conn(self) -> sqlite3.Connection:
         return self._connections.get()
 
+    def _open(self) -> None:
+        try:
+            with transaction(self._conn()) as conn:
+                layout = int(conn.execute("PRAGMA user_version").fetchone()[0])
+                tables = {str(r[0]) for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+                if layout == 0 and "memories" in tables:
+                    _layout1.upgrade(conn, self.path, tables)
+                elif layout == 0:
+                    for statement in (_KEYS + LOG).split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+                    conn.execute(f"PRAGMA user_version={LAYOUT_VERSION}")
+                elif layout != LAYOUT_VERSION:
+                    raise StoreError(f"{self.path} has table layout {layout}, not the XMemo reference's "
+                                     f"{LAYOUT_VERSION}; start from a new database file")
+            self._fresh(self._conn())  # builds the memory from the whole log
+        except sqlite3.DatabaseError as exc:
+            raise StoreError(f"{self.path} cannot be opened: {exc}") from exc
+        except ValueError as exc:
+            raise StoreError(f"{self.path} has a damaged log: {exc}") from exc
+
+    def _fault(self, exc: sqlite3.DatabaseError | ValueError) -> RequestError:
+        """Storage faults leave as 503 (lock wait ran out: retryable) or 500, details never on the wire;
+        a ValueError is a log row memory cannot fold (memory kept the rows before it)."""
+        if isinstance(exc, sqlite3.DatabaseError):
+            self._local.seen = None  # unsure what the file holds now: read its tail at the next statement
+            return RequestError.unavailable() if is_busy(exc) else RequestError.internal()
+        return RequestError.internal()
+
     @contextmanager
     def _guard(self) -> Iterator[None]:
-        """Storage faults leave as 503 (lock wait ran out: retryable) or 500, details never on the wire."""
         try:
             yield
-        except sqlite3.DatabaseError as exc:
-            raise (RequestError.unavailable() if is_busy(exc) else RequestError.internal()) from exc
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise self._fault(exc) from exc
 
     @contextmanager
     def _transaction(self, mode: str) -> Iterator[sqlite3.Connection]:
         with self._guard(), transaction(self._conn(), mode) as conn:
             yield conn
+
+    def _fresh(self, conn: sqlite3.Connection) -> None:
+        """Fold the rows other connections committed since this one last looked, and confirm a
+        deferred key answer (``KeyChanged`` when it no longer holds); sqlite3 errors pass."""
+        local = self._local
+        seen = (int(conn.execute("PRAGMA data_version").fetchone()[0]), self._generation)
+        if seen != local.seen:
+            local.principals.clear()
+            state = self._state
+            with state.lock:
+                for row in conn.execute(TAIL, (state.applied,)):
+                    fold(state, row)
+            local.seen = seen
+        pending, local.pending = local.pending, None
+        if pending is not None and pending[0] not in local.principals and self._look_up(
+                conn, pending[0]) != pending[1]:
+            raise KeyChanged()
 
     def _point(self, name: str) -> None:
         if self.scheduler is not None:
@@ -165,32 +169,58 @@ class SQLiteXMemoStore:
 
     def close(self) -> None:
         self._connections.close()
+        self._local = _Thread()
 
     # -- keys -------------------------------------------------------------------------------
-    def principal(self, key_digest: bytes) -> Principal | None:
+    def principal(self, key_digest: bytes, *, deferred: bool = False) -> Principal | None:
+        local = self._local
+        if deferred and local.seen is not None and key_digest in local.principals:
+            # Confirmed by the next statement's PRAGMA data_version (``_fresh``), which saves this
+            # request a statement of its own.
+            found = local.principals[key_digest]
+            local.pending = (key_digest, found)
+            return found
+        local.pending = None
         with self._guard():
-            row = self._conn().execute(
-                "SELECT owner_id, organization_id, workspace_id, project_id, scopes, agent_id FROM api_keys "
-                "WHERE key_sha256=? AND active=1", (key_digest,),
-            ).fetchone()
-        if row is None:
-            return None
-        tenant = Tenant(owner_id=row[0], organization_id=row[1], workspace_id=row[2], project_id=row[3])
-        return Principal(tenant=tenant, scopes=tuple(row[4].split(",")), bound_agent_id=row[5])
+            conn = self._conn()
+            self._fresh(conn)
+            if key_digest in local.principals:
+                return local.principals[key_digest]
+            return self._look_up(conn, key_digest)
+
+    def _look_up(self, conn: sqlite3.Connection, key_digest: bytes) -> Principal | None:
+        row = conn.execute(_PRINCIPAL, (key_digest,)).fetchone()
+        found = None
+        if row is not None:
+            tenant = self._state.known(row[0], row[1], row[2], row[3])
+            found = Principal(tenant=tenant, scopes=tuple(row[4].split(",")), bound_agent_id=row[5])
+        local = self._local
+        if len(local.principals) < self._PRINCIPALS_PER_THREAD:
+            local.principals[key_digest] = found
+        return found
+
+    def confirm(self) -> None:
+        if self._local.pending is not None:
+            self._reading()
 
     def provision(self, *, key_digest: bytes, principal: Principal, now_ms: int) -> bool:
-        wanted = (*_key(principal.tenant), ",".join(principal.scopes), principal.bound_agent_id)
-        with self._transaction("IMMEDIATE") as conn:
-            row = conn.execute(
-                "SELECT owner_id, organization_id, workspace_id, project_id, scopes, agent_id FROM api_keys "
-                "WHERE key_sha256=?", (key_digest,),
-            ).fetchone()
-            if row is None:
-                conn.execute(
-                    "INSERT INTO api_keys(key_sha256, owner_id, organization_id, workspace_id, project_id, scopes, "
-                    "agent_id, created_at_ms) VALUES (?,?,?,?,?,?,?,?)", (key_digest, *wanted, now_ms),
-                )
-                return True
+        t = principal.tenant
+        wanted = (t.owner_id, t.organization_id, t.workspace_id, t.project_id, ",".join(principal.scopes),
+                  principal.bound_agent_id)
+        try:
+            with self._transaction("IMMEDIATE") as conn:
+                row = conn.execute(
+                    "SELECT owner_id, organization_id, workspace_id, project_id, scopes, agent_id FROM api_keys "
+                    "WHERE key_sha256=?", (key_digest,),
+                ).fetchone()
+                if row is None:
+                    conn.execute(
+                        "INSERT INTO api_keys(key_sha256, owner_id, organization_id, workspace_id, project_id, "
+                        "scopes, agent_id, created_at_ms) VALUES (?,?,?,?,?,?,?,?)", (key_digest, *wanted, now_ms),
+                    )
+                    return True
+        finally:
+            self._generation += 1
         if tuple(row) != wanted:
             raise ProvisionError(
                 "key binding conflict: this key is already bound to another owner, tenant, scope set or agent"
@@ -199,99 +229,127 @@ class SQLiteXMemoStore:
 
     def deactivate(self, key_digest: bytes) -> None:
         """Revoke a key (no HTTP route does this; tests use it for the inactive-key case)."""
-        with self._transaction("IMMEDIATE") as conn:
-            conn.execute("UPDATE api_keys SET active=0 WHERE key_sha256=?", (key_digest,))
+        try:
+            with self._transaction("IMMEDIATE") as conn:
+                conn.execute("UPDATE api_keys SET active=0 WHERE key_sha256=?", (key_digest,))
+        finally:
+            self._generation += 1
 
     # -- writes -----------------------------------------------------------------------------
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
-        # Scheduler points as the AideMemo store names them: "begin" once the write lock is held.
-        with self._transaction("IMMEDIATE") as conn:
-            self._point("begin")
+        # Written out rather than with the context managers the other transactions use: this is
+        # every capture's path, and three generator-based managers cost a tenth of it.
+        conn = self._conn()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                answer, row, memory, replayed = self._decide(conn, tenant, idempotency, plan)
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        except (sqlite3.DatabaseError, ValueError) as exc:
+            raise self._fault(exc) from exc
+        if row is not None:
+            self._applied(row, memory, idempotency)
+        return answer, replayed
+
+    def _decide(self, conn: sqlite3.Connection, tenant: Tenant, idempotency: IdempotencyClaim | None,
+                plan: Plan) -> tuple[str, tuple[Any, ...] | None, Memory | None, bool]:
+        """Inside the write transaction: the answer, the row appended (or None), the memory it
+        leaves (None: unchanged), and whether the answer is a replay.
+
+        Scheduler points as the AideMemo store names them: "begin" once the write lock is held."""
+        self._fresh(conn)
+        self._point("begin")
+        state = self._state
+        with state.lock:
+            memories = state.tenant(tenant)
             if idempotency is not None:
-                replay = self._replay(conn, tenant, idempotency)
+                replay = self._replay(memories, idempotency)
                 if replay is not None:
-                    return replay, True
-            decision, answer = plan(_Existing(conn, tenant))
-            self._point("decided")
-            self._apply(conn, tenant, decision.outcome, decision.memory)
-            if idempotency is not None:
-                self._remember_answer(conn, tenant, idempotency, answer)
-            self._point("commit")
-        return answer, False
+                    return replay, None, None, True
+            decision, answer = plan(Lookups(memories))
+            row = self._row(tenant, decision.outcome, decision.memory, answer, idempotency)
+        self._point("decided")
+        if row is not None:
+            conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
+        self._point("commit")
+        return answer, row, None if decision.outcome is Outcome.UNCHANGED else decision.memory, False
 
-    @staticmethod
-    def _remember_answer(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim, answer: str) -> None:
-        conn.execute(
-            "INSERT INTO idempotency(owner_id, organization_id, workspace_id, project_id, idempotency_key, "
-            "fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
-            (*_key(tenant), claim.key, claim.fingerprint, answer),
-        )
-
-    @staticmethod
-    def _replay(conn: sqlite3.Connection, tenant: Tenant, claim: IdempotencyClaim) -> str | None:
-        row = conn.execute(
-            f"SELECT fingerprint, answer FROM idempotency WHERE {_TENANT} AND idempotency_key=?",
-            (*_key(tenant), claim.key),
-        ).fetchone()
-        if row is None:
+    def _row(self, tenant: Tenant, outcome: Outcome, memory: Memory, answer: str,
+             claim: IdempotencyClaim | None) -> tuple[Any, ...] | None:
+        """The log row for a decision (None: nothing to write), under the state lock."""
+        if outcome is Outcome.UNCHANGED and claim is None:
             return None
-        if row[0] != claim.fingerprint:
-            raise RequestError.conflict("Idempotency key was already used with a different request")
-        return str(row[1])
+        if outcome is Outcome.CREATED and self._state.taken(memory.id):
+            raise RequestError.internal()  # layout 1's unique id index, kept: one memory per id
+        head = (self._state.applied + 1, tenant.owner_id, tenant.organization_id, tenant.workspace_id,
+                tenant.project_id, answer)
+        return head if claim is None else (*head, claim.key, claim.fingerprint)
 
-    @staticmethod
-    def _apply(conn: sqlite3.Connection, tenant: Tenant, outcome: Outcome, memory: Memory) -> None:
-        if outcome is Outcome.UNCHANGED:
-            return
-        if outcome is Outcome.CREATED:
-            conn.execute(
-                f"INSERT INTO memories(owner_id, organization_id, workspace_id, project_id, {_COLUMNS}) "
-                f"VALUES ({','.join('?' * 28)})", (*_key(tenant), *_row(memory)),
-            )
-            return
-        assignments = ", ".join(f"{name.strip()}=?" for name in _COLUMNS.split(",")[1:])
-        conn.execute(f"UPDATE memories SET {assignments} WHERE {_TENANT} AND id=?",
-                     (*_row(memory)[1:], *_key(tenant), memory.id))
+    def _applied(self, row: tuple[Any, ...], memory: Memory | None, claim: IdempotencyClaim | None) -> None:
+        """Fold a committed row of this connection's into memory."""
+        numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
+        if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
+            # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
+            memory = replace(memory, importance=real(memory.importance), confidence=real(memory.confidence))
+        state = self._state
+        try:
+            with state.lock:
+                state.apply(row[0], state.known(*row[1:5]), memory,
+                            None if claim is None else (claim.key, Replay(claim.fingerprint, row[5])))
+        except BaseException:
+            # Committed but not in memory: this connection's own commit never moves its
+            # data_version, so make its next statement read the tail again.
+            self._local.seen = None
+            raise
+
+    def _replay(self, memories: TenantMemories, claim: IdempotencyClaim) -> str | None:
+        found = memories.replays.get(claim.key)
+        if found is None:
+            return None
+        if found.fingerprint != claim.fingerprint:
+            raise RequestError.conflict("Idempotency key was already used with a different request")
+        return found.answer
 
     # -- reads ------------------------------------------------------------------------------
-    def visible(self, tenant: Tenant, filters: ReadFilter, now_ms: int) -> list[Memory]:
-        where, args = [_TENANT, _LIVE], [*_key(tenant), now_ms]
-        for column, value in (("scope", filters.scope), ("bucket", filters.bucket), ("team_id", filters.team_id),
-                              ("memory_type", None if filters.memory_type is None else filters.memory_type.value)):
-            if value is not None:
-                where.append(f"{column}=?")
-                args.append(value)
-        if filters.path is not None:
-            if filters.path.endswith(("%", "*")):
-                where.append("substr(path, 1, ?)=?")
-                args += [len(filters.path) - 1, filters.path[:-1]]
-            else:
-                where.append("path=?")
-                args.append(filters.path)
-        if filters.since_ms is not None:
-            where.append("created_at_ms>=?")
-            args.append(filters.since_ms)
-        if filters.until_ms is not None:
-            where.append("created_at_ms<?")
-            args.append(filters.until_ms)
+    def _reading(self) -> None:
         with self._guard():
-            rows = self._conn().execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE {' AND '.join(where)} ORDER BY seq", args
-            ).fetchall()
-        return [_memory(tenant, row) for row in rows]
+            self._fresh(self._conn())
+
+    def visible(self, tenant: Tenant, filters: ReadFilter, now_ms: int) -> list[Memory]:
+        self._reading()
+        with self._state.lock:
+            return [m for m in self._state.tenant(tenant).memories.values() if filters.admits(m, now_ms)]
+
+    def ranked(self, tenant: Tenant, filters: ReadFilter, now_ms: int, query: str, prefer_working: bool,
+               consume: Callable[[Candidates], _T]) -> _T:
+        """``consume(rank(visible(...), query, prefer_working))``, from the recall index when only
+        the scope is filtered on; ``consume`` runs under the memory's lock."""
+        self._reading()
+        state = self._state
+        with state.lock:
+            memories = state.tenant(tenant)
+            if replace(filters, scope=None) != _LIVE_ONLY:
+                return consume(rank([m for m in memories.memories.values() if filters.admits(m, now_ms)],
+                                    query, prefer_working))
+            if memories.recall is None:
+                memories.recall = RecallIndex()
+            partition = memories.recall.partition(memories.memories, filters.scope)
+            return consume(Ranking(View(partition, now_ms), query, prefer_working))
 
     def get(self, tenant: Tenant, memory_id: str, now_ms: int) -> Memory | None:
-        with self._guard():
-            row = self._conn().execute(
-                f"SELECT {_COLUMNS} FROM memories WHERE {_TENANT} AND id=? AND {_LIVE}",
-                (*_key(tenant), memory_id, now_ms),
-            ).fetchone()
-        return None if row is None else _memory(tenant, row)
+        self._reading()
+        with self._state.lock:
+            found = self._state.tenant(tenant).memories.get(memory_id)
+        return found if found is not None and _LIVE_ONLY.admits(found, now_ms) else None
 
     def count(self, tenant: Tenant) -> int:
-        """How many rows the tenant has, expired included (tests and the simulator's checks)."""
-        with self._guard():
-            return int(self._conn().execute(f"SELECT count(*) FROM memories WHERE {_TENANT}", _key(tenant)).fetchone()[0])
+        """How many memories the tenant has, expired included (tests and the simulator's checks)."""
+        self._reading()
+        with self._state.lock:
+            return len(self._state.tenant(tenant).memories)
 
     # -- MCP sessions -----------------------------------------------------------------------
     def open_session(self, session_id: str, key_digest: bytes, protocol_version: str, now_ms: int) -> None:

@@ -10,12 +10,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ._records import Memory, MemoryType, Principal, Tenant
 from ._writes import Existing, WriteDecision
 
+if TYPE_CHECKING:
+    from ._recall import Candidates
+
 __all__ = ["ReadFilter", "IdempotencyClaim", "Plan", "XMemoStore"]
+
+_T = TypeVar("_T")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,6 +35,24 @@ class ReadFilter:
     since_ms: int | None = None  # created_at in [since, until)
     until_ms: int | None = None
 
+    def admits(self, memory: Memory, now_ms: int) -> bool:
+        """Whether ``memory`` is unexpired at ``now_ms`` and passes every filter (layout 1's WHERE clause)."""
+        if memory.expires_at_ms is not None and memory.expires_at_ms <= now_ms:
+            return False
+        if ((self.scope is not None and memory.scope != self.scope)
+                or (self.bucket is not None and memory.bucket != self.bucket)
+                or (self.team_id is not None and memory.team_id != self.team_id)
+                or (self.memory_type is not None and memory.memory_type is not self.memory_type)):
+            return False
+        if self.path is not None:
+            if self.path.endswith(("%", "*")):
+                if not memory.path.startswith(self.path[:-1]):
+                    return False
+            elif memory.path != self.path:
+                return False
+        return (self.since_ms is None or memory.created_at_ms >= self.since_ms) and (
+            self.until_ms is None or memory.created_at_ms < self.until_ms)
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class IdempotencyClaim:
@@ -42,8 +65,15 @@ Plan = Callable[[Existing], tuple[WriteDecision, str]]
 
 
 class XMemoStore(Protocol):
-    def principal(self, key_digest: bytes) -> Principal | None:
-        """The active key's principal, or None for an unknown or inactive key."""
+    def principal(self, key_digest: bytes, *, deferred: bool = False) -> Principal | None:
+        """The active key's principal, or None for an unknown or inactive key.
+
+        ``deferred``: the answer may come from what this thread last read, to be confirmed by
+        the store's next statement (or ``confirm``), which raises ``KeyChanged`` if it changed."""
+        ...
+
+    def confirm(self) -> None:
+        """Confirm a deferred ``principal`` answer no statement has confirmed yet; ``KeyChanged``."""
         ...
 
     def provision(self, *, key_digest: bytes, principal: Principal, now_ms: int) -> bool:
@@ -56,6 +86,12 @@ class XMemoStore(Protocol):
 
     def visible(self, tenant: Tenant, filters: ReadFilter, now_ms: int) -> list[Memory]:
         """Every unexpired memory of ``tenant`` that passes ``filters``."""
+        ...
+
+    def ranked(self, tenant: Tenant, filters: ReadFilter, now_ms: int, query: str, prefer_working: bool,
+               consume: Callable[[Candidates], _T]) -> _T:
+        """``consume`` what ``_recall.rank(visible(...), query, prefer_working)`` returns (the same
+        memories, scores and order; it may be computed lazily, as ``consume`` walks it)."""
         ...
 
     def get(self, tenant: Tenant, memory_id: str, now_ms: int) -> Memory | None: ...

@@ -27,7 +27,7 @@ from enum import StrEnum
 from typing import Final, Protocol
 
 from ._errors import RequestError
-from ._records import Caller, Kind, Memory, MemoryType
+from ._records import Caller, Kind, Memory, MemoryType, quick_init
 
 __all__ = [
     "Remember",
@@ -45,6 +45,7 @@ __all__ = [
 DEFAULT_STATUS: Final = "active"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Remember:
     content: str
@@ -64,6 +65,7 @@ class Remember:
     memory_id: str | None = None  # MCP remember: update this memory instead of writing a new one
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateState:
     state_key: str
@@ -76,6 +78,7 @@ class UpdateState:
     metadata_json: str
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordEvent:
     content: str
@@ -101,6 +104,7 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"
 
 
+@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WriteDecision:
     outcome: Outcome

@@ -146,16 +146,15 @@ def header_overrides_binding(database: str) -> XMemoReference:
 
 class _OwnerLeak(SQLiteXMemoStore):
     def visible(self, tenant: Any, filters: ReadFilter, now_ms: int) -> list[Memory]:
-        with self._guard():
-            owners = self._conn().execute(
-                "SELECT DISTINCT owner_id, organization_id, workspace_id, project_id FROM memories").fetchall()
-        from aidememo_ref.xmemo._records import Tenant
-
+        self._reading()
         rows: list[Memory] = []
-        for row in owners:
-            rows += super().visible(Tenant(owner_id=row[0], organization_id=row[1], workspace_id=row[2],
-                                           project_id=row[3]), filters, now_ms)
+        for other in self._state.tenants():
+            rows += super().visible(other.tenant, filters, now_ms)
         return rows
+
+    def ranked(self, tenant: Any, filters: ReadFilter, now_ms: int, query: str, prefer_working: bool,
+               consume: Any) -> Any:
+        return consume(_recall.rank(self.visible(tenant, filters, now_ms), query, prefer_working))
 
 
 def owner_leak(database: str) -> XMemoReference:
@@ -167,6 +166,9 @@ class _ScopeLeak(SQLiteXMemoStore):
     def visible(self, tenant: Any, filters: ReadFilter, now_ms: int) -> list[Memory]:
         return super().visible(tenant, replace(filters, scope=None), now_ms)
 
+    def ranked(self, tenant: Any, filters: ReadFilter, *args: Any) -> Any:
+        return super().ranked(tenant, replace(filters, scope=None), *args)
+
 
 def scope_leak(database: str) -> XMemoReference:
     """Ignores the requested scope."""
@@ -175,8 +177,18 @@ def scope_leak(database: str) -> XMemoReference:
 
 def header_filters(database: str) -> XMemoReference:
     """Shows a caller that asserts an agent id only that agent's memories (the header decides visibility)."""
-    return _after(database, _ops, "_visible", lambda rows, caller, filters: rows if caller.agent_id is None
-                  else [m for m in rows if m.agent_id == caller.agent_id])
+    reference = _ref(database)
+    ops = reference.service.ops
+    ranked, visible = ops._ranked, ops._visible
+
+    def own(caller: Caller, rows: Any) -> Any:
+        return rows if caller.agent_id is None else [r for r in rows
+                                                     if getattr(r, "memory", r).agent_id == caller.agent_id]
+
+    ops._visible = lambda caller, filters: own(caller, visible(caller, filters))  # type: ignore[method-assign]
+    ops._ranked = lambda caller, filters, query, prefer, consume: ranked(  # type: ignore[method-assign]
+        caller, filters, query, prefer, lambda rows: consume(own(caller, rows)))
+    return reference
 
 
 # -- recall -----------------------------------------------------------------------------------------
@@ -262,16 +274,8 @@ def heading_missing(database: str) -> XMemoReference:
 # -- capture ----------------------------------------------------------------------------------------
 
 class _NoReplay(SQLiteXMemoStore):
-    @staticmethod
-    def _replay(conn: Any, tenant: Any, claim: Any) -> str | None:
+    def _replay(self, memories: Any, claim: Any) -> str | None:
         return None
-
-    @staticmethod
-    def _remember_answer(conn: Any, tenant: Any, claim: Any, answer: str) -> None:
-        conn.execute("INSERT OR REPLACE INTO idempotency(owner_id, organization_id, workspace_id, project_id, "
-                     "idempotency_key, fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
-                     (tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id, claim.key,
-                      claim.fingerprint, answer))
 
 
 def replay_stored_twice(database: str) -> XMemoReference:
@@ -312,7 +316,8 @@ def state_appends(database: str) -> XMemoReference:
 
 def _dedupe_events(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
     if isinstance(write, _writes.RecordEvent):
-        twin = existing._one("kind='event' AND content=?", (write.content,))
+        twin = next((m for m in existing._tenant.memories.values()
+                     if m.kind is Kind.EVENT and m.content == write.content), None)
         if twin is not None:
             return _writes.WriteDecision(outcome=_writes.Outcome.UNCHANGED, memory=twin)
     return _writes.decide(write, existing, caller, now_ms, new_id)
@@ -458,12 +463,12 @@ def health_needs_key(database: str) -> XMemoReference:
 
 
 class _NoAlias(XMemoService):
-    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
         from aidememo_ref.xmemo._http import json_response
 
         if path.startswith("/api/"):
             return json_response({"detail": "Not Found"}, 404)
-        return super()._dispatch(method, path, query, headers, body)
+        return super()._dispatch(method, path, query, headers, body, deferred)
 
 
 def no_api_alias(database: str) -> XMemoReference:
@@ -472,10 +477,10 @@ def no_api_alias(database: str) -> XMemoReference:
 
 
 class _PlainInvalid(XMemoService):
-    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes) -> Any:
+    def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
         from aidememo_ref.xmemo._http import json_response
 
-        answer = super()._dispatch(method, path, query, headers, body)
+        answer = super()._dispatch(method, path, query, headers, body, deferred)
         return json_response({"detail": "Invalid request"}, 422) if answer.status == 422 else answer
 
 

@@ -7,35 +7,29 @@ from typing import Any
 
 from aidememo_ref.xmemo import Rules, XMemoReference
 from aidememo_ref.xmemo._recall import pack
-from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore, _Existing
+from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
 
 
 class CheckThenActStore(SQLiteXMemoStore):
-    """Looks the idempotency key up before taking the write lock, and records answers with INSERT OR REPLACE.
+    """Looks the idempotency key up before taking the write lock, and never again under it.
 
     Two replays of one key that both look before either writes both miss, and both write: two
-    memories for one key. The correct store looks inside its write transaction.
+    memories for one key (the second answer replaces the first). The correct store looks inside
+    its write transaction.
     """
 
     def write(self, tenant: Any, *, idempotency: Any, plan: Any) -> tuple[str, bool]:
         if idempotency is not None:
-            with self._transaction("DEFERRED") as conn:
-                replay = self._replay(conn, tenant, idempotency)
+            self._reading()
+            with self._state.lock:
+                replay = SQLiteXMemoStore._replay(self, self._state.tenant(tenant), idempotency)
             if replay is not None:
                 return replay, True
             self._point("checked")
-        with self._transaction("IMMEDIATE") as conn:
-            self._point("begin")
-            decision, answer = plan(_Existing(conn, tenant))
-            self._apply(conn, tenant, decision.outcome, decision.memory)
-            if idempotency is not None:
-                conn.execute(
-                    "INSERT OR REPLACE INTO idempotency(owner_id, organization_id, workspace_id, project_id, "
-                    "idempotency_key, fingerprint, answer) VALUES (?,?,?,?,?,?,?)",
-                    (tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id,
-                     idempotency.key, idempotency.fingerprint, answer))
-            self._point("commit")
-        return answer, False
+        return super().write(tenant, idempotency=idempotency, plan=plan)
+
+    def _replay(self, memories: Any, claim: Any) -> str | None:
+        return None  # under the write lock it does not look again
 
 
 def check_then_act(database: Path, *, clock: Any, scheduler: Any, new_id: Any) -> XMemoReference:

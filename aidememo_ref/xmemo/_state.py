@@ -1,0 +1,181 @@
+"""The XMemo store's memory: every tenant's current memories, the capture rules' lookups, the replays.
+
+Theory of operation. The file is a log (``_sqlite``): each row is one capture's answer, which
+shows the memory as that capture left it, plus its idempotency key. This module folds rows into
+what the rules and reads look things up by, per tenant:
+
+* the memories by id, in the order they were first written (table layout 1's ``seq``: "the
+  first" of several matches is the first written);
+* for ``remember``: its ``semantic_key`` within a scope, and the six fields ``dedupe`` compares;
+* for ``update_state``: its slot (bucket, scope, ``state_key``);
+* the idempotency answers by key, each with the fingerprint of the request that stored it.
+
+Memory ids are unique across the whole file, as layout 1's unique index made them. A row is
+applied once, in log order (``apply`` refuses a gap); folding a row again is a no-op, so a
+connection that reads a row another thread of this process already applied changes nothing.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
+
+from ._records import Kind, Memory, MemoryType, Tenant
+
+if TYPE_CHECKING:
+    from ._index import RecallIndex
+    from ._writes import Remember
+
+__all__ = ["StoreState", "TenantMemories", "Lookups", "Replay", "TenantKey", "tenant_key"]
+
+TenantKey: TypeAlias = tuple[str, str, str, str]
+_DuplicateKey: TypeAlias = tuple[str, str, str, str | None, str | None, MemoryType]
+_K = TypeVar("_K")
+
+
+def tenant_key(tenant: Tenant) -> TenantKey:
+    return tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id
+
+
+def _file(table: dict[_K, set[str]], key: _K, memory_id: str, add: bool) -> None:
+    """Add ``memory_id`` under ``key``, or take it away (and the key with its last id)."""
+    if add:
+        ids = table.get(key)
+        if ids is None:
+            table[key] = {memory_id}
+        else:
+            ids.add(memory_id)
+        return
+    ids = table[key]
+    ids.discard(memory_id)
+    if not ids:
+        del table[key]
+
+
+class Replay(NamedTuple):
+    fingerprint: str  # of the request that stored the answer
+    answer: str  # the answer, byte for byte
+
+
+class TenantMemories:
+    """One tenant's memories and the lookups built from them."""
+
+    __slots__ = ("tenant", "memories", "_ordinal", "_semantic", "_duplicates", "_slots", "replays", "recall")
+
+    def __init__(self, tenant: Tenant) -> None:
+        self.tenant = tenant
+        self.memories: dict[str, Memory] = {}  # id -> current version, in first-written order
+        self._ordinal: dict[str, int] = {}
+        self._semantic: dict[tuple[str | None, str], set[str]] = {}
+        self._duplicates: dict[_DuplicateKey, set[str]] = {}
+        self._slots: dict[tuple[str, str, str], set[str]] = {}
+        self.replays: dict[str, Replay] = {}
+        self.recall: RecallIndex | None = None  # built by the first recall that needs it
+
+    def put(self, memory: Memory) -> None:
+        old = self.memories.get(memory.id)
+        if old is not None:
+            self._lookups(old, add=False)
+        else:
+            self._ordinal[memory.id] = len(self._ordinal)
+        self.memories[memory.id] = memory
+        self._lookups(memory, add=True)
+        if self.recall is not None:
+            self.recall.changed(memory.id)
+
+    def _lookups(self, memory: Memory, *, add: bool) -> None:
+        mid = memory.id
+        if memory.kind is Kind.MEMORY:
+            _file(self._duplicates, (memory.content, memory.path, memory.bucket, memory.scope, memory.team_id,
+                                     memory.memory_type), mid, add)
+            if memory.semantic_key is not None:
+                _file(self._semantic, (memory.scope, memory.semantic_key), mid, add)
+        elif memory.kind is Kind.STATE and memory.state_key is not None:
+            _file(self._slots, (memory.bucket, memory.scope or "", memory.state_key), mid, add)
+
+    def first(self, ids: set[str] | None) -> Memory | None:
+        """The first written of ``ids``."""
+        if not ids:
+            return None
+        return self.memories[min(ids, key=self._ordinal.__getitem__)]
+
+    def semantic(self, scope: str | None, semantic_key: str) -> Memory | None:
+        return self.first(self._semantic.get((scope, semantic_key)))
+
+    def duplicate(self, key: _DuplicateKey) -> Memory | None:
+        return self.first(self._duplicates.get(key))
+
+    def slot(self, bucket: str, scope: str | None, state_key: str) -> Memory | None:
+        return self.first(self._slots.get((bucket, scope or "", state_key)))
+
+
+class Lookups:
+    """The capture rules' ``Existing``: one tenant's memories, as the open write transaction sees them."""
+
+    __slots__ = ("_tenant",)
+
+    def __init__(self, tenant: TenantMemories) -> None:
+        self._tenant = tenant
+
+    def by_semantic_key(self, scope: str | None, semantic_key: str) -> Memory | None:
+        return self._tenant.semantic(scope, semantic_key)
+
+    def duplicate(self, write: Remember) -> Memory | None:
+        return self._tenant.duplicate((write.content, write.path, write.bucket, write.scope, write.team_id,
+                                       write.memory_type))
+
+    def slot(self, bucket: str, scope: str | None, state_key: str) -> Memory | None:
+        return self._tenant.slot(bucket, scope, state_key)
+
+    def by_id(self, memory_id: str) -> Memory | None:
+        return self._tenant.memories.get(memory_id)
+
+
+class StoreState:
+    """Every tenant's memories, shared by a store's threads under ``lock``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.RLock()  # reentrant: a recall's packing runs under it and may read again
+        self.applied = 0  # the last log row folded in
+        self._tenants: dict[TenantKey, TenantMemories] = {}
+        self._owner_of: dict[str, TenantKey] = {}  # memory id -> its tenant: ids are unique in the file
+
+    def tenant(self, tenant: Tenant) -> TenantMemories:
+        key = tenant_key(tenant)
+        found = self._tenants.get(key)
+        if found is None:
+            found = self._tenants[key] = TenantMemories(tenant)
+        return found
+
+    def known(self, owner_id: str, organization_id: str, workspace_id: str, project_id: str) -> Tenant:
+        """The tenant of these ids: the one memory already holds (one object per tenant), or a new one."""
+        found = self._tenants.get((owner_id, organization_id, workspace_id, project_id))
+        if found is not None:
+            return found.tenant
+        return Tenant(owner_id=owner_id, organization_id=organization_id, workspace_id=workspace_id,
+                      project_id=project_id)
+
+    def tenants(self) -> list[TenantMemories]:
+        return list(self._tenants.values())
+
+    def taken(self, memory_id: str) -> bool:
+        """Whether a memory, of any tenant, already has this id."""
+        return memory_id in self._owner_of
+
+    def apply(self, n: int, tenant: Tenant, memory: Memory | None, replay: tuple[str, Replay] | None) -> None:
+        """Fold log row ``n``: the memory it leaves (None: the row changed none) and its stored answer.
+
+        Raises ValueError for a row out of order or a memory id another tenant holds."""
+        if n <= self.applied:
+            return
+        if n != self.applied + 1:
+            raise ValueError(f"log row {n} follows row {self.applied}: the log has a gap")
+        key = tenant_key(tenant)
+        if memory is not None and self._owner_of.setdefault(memory.id, key) != key:
+            raise ValueError(f"log row {n}: memory {memory.id} belongs to another tenant")
+        memories = self.tenant(tenant)
+        if memory is not None:
+            memories.put(memory)
+        if replay is not None:
+            memories.replays[replay[0]] = replay[1]
+        self.applied = n
