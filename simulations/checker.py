@@ -48,22 +48,26 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+from simulations import native
 from simulations.errors import SimulationError
 from simulations.history import Operation
-from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, prepare
-from simulations.spec import CheckResult, Input, Model, Output, PartitionResult, Refutation, StepFn, Verdict
+from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, native_verdict, prepare
+from simulations.spec import (CheckResult, Guarded, Input, Model, Output, PartitionResult, Refutation, StepFn, Update,
+                              Verdict)
 from simulations.witness import explain, shrink
 
 __all__ = [
     "DEFAULT_MAX_CONFIGS",
     "CheckResult",
     "Checker",
+    "Guarded",
     "Input",
     "Model",
     "Output",
     "PartitionResult",
     "Refutation",
     "StepFn",
+    "Update",
     "Verdict",
     "check",
 ]
@@ -84,6 +88,7 @@ class _Part(Generic[S]):
 
     indices: list[int] = field(default_factory=list)  # into the checker's history
     ops: list[Operation] = field(default_factory=list)  # the history's operations at ``indices``
+    index: bytes = b""  # a scanned history's: ``indices`` as int32, and ``ops`` built on demand
     fed: int = 0  # how many of ``indices`` are in ``prepared``
     prepared: Prepared[S] | None = None
     frontier: Frontier[S] | None = None
@@ -102,12 +107,17 @@ class Checker(Generic[S]):
     makes its partition start over (still correct, just not incremental). A verdict is about the
     operations added so far: ILLEGAL is final once nothing added later began before the last
     answer already added, as in a campaign, whose batches run one after another.
+
+    ``one_shot`` (what ``check`` asks for): each partition is searched once, whole, by the
+    compiled kernel when it is there and the model has a ``rule``; nothing is kept to go on from.
     """
 
-    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS) -> None:
+    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS, one_shot: bool = False) -> None:
         self.model = model
         self.max_configs = max_configs
-        self.history: list[Operation] = []
+        self.history: Sequence[Operation] = []
+        self._one_shot = one_shot and native.available(model)
+        self._encoding: native.Encoding[S] | None = None  # a scanned history's kinds
         self._parts: dict[Hashable, _Part[S]] = {}
         self._init = model.init()
         self._violation: PartitionResult | None = None
@@ -117,8 +127,12 @@ class Checker(Generic[S]):
         self._unknown = 0  # partitions whose last verdict was UNKNOWN
 
     def add(self, ops: Iterable[Operation]) -> None:
+        if isinstance(ops, native.ScannedHistory) and self._add_scanned(ops):
+            return
         key = self.model.partition
         parts = self._parts
+        if not isinstance(self.history, list):
+            self.history = list(self.history)
         history = self.history
         start = len(history)
         history.extend(ops)
@@ -145,6 +159,26 @@ class Checker(Generic[S]):
                 appends = lists[k] = (part.indices.append, part.ops.append)
             appends[0](i)
             appends[1](op)
+
+    def _add_scanned(self, scanned: native.ScannedHistory) -> bool:
+        """Partition a history the kernel read, building no operation; False: add it as a list."""
+        model = self.model
+        if self.history or not self._one_shot or model.partition is None or model.key_field != scanned.key_field:
+            return False
+        encoding: native.Encoding[S] = native.Encoding()
+        if not scanned.encode(model, encoding):
+            return False
+        self.history, self._encoding = scanned, encoding
+        for number, index in enumerate(scanned.partitions(model)):
+            part = self._parts[number] = self._pending[number] = _Part(index=index)
+            part.indices = memoryview(index).cast("i").tolist()
+        return True
+
+    def _ops(self, part: _Part[S]) -> list[Operation]:
+        if len(part.ops) < len(part.indices):  # a scanned history's partition: built when needed
+            history = self.history
+            part.ops = [history[i] for i in part.indices]
+        return part.ops
 
     def run(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
             progress: Callable[[str], None] | None = None) -> CheckResult:
@@ -199,31 +233,25 @@ class Checker(Generic[S]):
     def _advance(self, part: _Part[S], deadline: float) -> str:
         """Feed a partition's new events; returns why the budget ran out, if it did."""
         model = self.model
-        new_ops = part.ops[part.fed:]
-        restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in new_ops)
+        restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in self._ops(part)[part.fed:])
         if restart:
-            sub = part.ops
-            if model.refute is not None and len(sub) >= _PREPASS_MIN_OPS:
-                refutation = model.refute(sub, self._init)
+            if model.refute is not None and len(part.indices) >= _PREPASS_MIN_OPS:
+                refutation = model.refute(self._ops(part), self._init)
                 if refutation is not None:
                     part.verdict = Verdict.ILLEGAL
                     part.fed = len(part.indices)
                     part.result = self._refuted(part, refutation)
                     return ""
-            part.prepared = prepare(model, sub)
+            if self._one_shot:
+                outcome = self._native_search(part, deadline)
+                if outcome is not None and outcome.status != native.Outcome.TOO_WIDE:
+                    return self._settle_native(part, outcome)
+            part.prepared = prepare(model, self._ops(part))
             part.frontier = Frontier([self._init], deadline=deadline, max_configs=self.max_configs)
             part.pos = 0
         else:
             assert part.prepared is not None
-            grown = prepare(model, new_ops)
-            offset = len(part.prepared.ops)
-            p = part.prepared
-            p.ops.extend(grown.ops)
-            p.fns.extend(grown.fns)
-            p.inert.extend(grown.inert)
-            p.events.extend((t, k, i + offset) for t, k, i in grown.events)
-            p.twins.update((i + offset, text) for i, text in grown.twins.items())
-            p.returns.extend(grown.returns)
+            self._grow(part.prepared, prepare(model, part.ops[part.fed:]))
         part.fed = len(part.indices)
         assert part.frontier is not None and part.prepared is not None
         part.frontier.deadline = deadline
@@ -232,18 +260,53 @@ class Checker(Generic[S]):
         except OutOfBudget as exc:
             part.verdict = Verdict.UNKNOWN
             part.pos = exc.pos
-            return "the time budget ran out" if exc.why == "time" else (
-                f"the search needed more than {self.max_configs} configurations at once")
+            return self._ran_out(exc)
         events = part.prepared.events
         part.last_ns = events[part.pos - 1][0] if part.pos else -1
         part.verdict = Verdict.OK if part.failed is None else Verdict.ILLEGAL
         return ""
 
+    @staticmethod
+    def _grow(prepared: Prepared[S], grown: Prepared[S]) -> None:
+        offset = len(prepared.ops)
+        prepared.ops.extend(grown.ops)
+        prepared.fns.extend(grown.fns)
+        prepared.inert.extend(grown.inert)
+        prepared.events.extend((t, k, i + offset) for t, k, i in grown.events)
+        prepared.twins.update((i + offset, text) for i, text in grown.twins.items())
+        prepared.returns.extend(grown.returns)
+
+    def _ran_out(self, exc: OutOfBudget) -> str:
+        return "the time budget ran out" if exc.why == "time" else (
+            f"the search needed more than {self.max_configs} configurations at once")
+
+    def _native_search(self, part: _Part[S], deadline: float) -> native.Outcome | None:
+        if part.index and self._encoding is not None:
+            scanned = self.history
+            assert isinstance(scanned, native.ScannedHistory)
+            return self._encoding.search(scanned.calls, scanned.rets, scanned.sigs, [self._init], index=part.index,
+                                         deadline=deadline, max_configs=self.max_configs)
+        return native.search_operations(self.model, self._ops(part), [self._init], deadline=deadline,
+                                        max_configs=self.max_configs)
+
+    def _settle_native(self, part: _Part[S], outcome: native.Outcome) -> str:
+        """A partition the kernel searched whole: nothing is kept to go on from."""
+        part.fed = len(part.indices)
+        part.prepared = part.frontier = None
+        try:
+            legal = native_verdict(outcome)
+        except OutOfBudget as exc:
+            part.verdict = Verdict.UNKNOWN
+            return self._ran_out(exc)
+        part.verdict = Verdict.OK if legal else Verdict.ILLEGAL
+        part.failed = None if legal else outcome.failed
+        return ""
+
     def _illegal(self, part: _Part[S], explain_budget_s: float) -> PartitionResult:
         if part.result is not None:
             return part.result  # refuted by the model's pre-pass: already explained
-        assert part.prepared is not None and part.failed is not None
-        ops = part.prepared.ops
+        assert part.failed is not None
+        ops = self._ops(part)
         failed = part.failed
         if self.model.refute is not None and len(ops) < _PREPASS_MIN_OPS:
             # The search found it first; the pre-pass's proof, when it has one, reads better.
@@ -297,6 +360,6 @@ def check(
     ``progress`` hears about the partitions done, at most every two seconds; ``max_configs``
     bounds the search's memory (UNKNOWN beyond it).
     """
-    checker = Checker(model, max_configs=max_configs)
+    checker = Checker(model, max_configs=max_configs, one_shot=True)
     checker.add(history)
     return checker.run(budget_s, explain_budget_s, progress)

@@ -1,0 +1,1014 @@
+/* The checker's optional compiled inner loop: the frontier search of search.py over models whose
+ * steps are guarded updates on interned states, and a reader of this kit's JSON-lines histories.
+ *
+ * Built at install time when a C compiler is present (setup.py marks it optional); the pure
+ * Python path is always there and is what every verdict here is tested against
+ * (tests/sim/test_native.py). Nothing here knows a model or a protocol:
+ *
+ *   search(calls, rets, rules, known, table, inert, twins, starts, nstates, until, deadline,
+ *          max_configs) -> (status, failed, pos)
+ *       One partition, as search.prepare + search.feed do it. Per operation i: call and return
+ *       times (int64; INT64_MIN: no return), its rule id (int32), whether its output is known
+ *       (int8) and its twin group (int32, -1: none). A rule r is three int32s (g, a, b): in
+ *       state s the next state is a when s == g, else b; KEEP (-2) means s, REFUSE (-1) none.
+ *       status: 0 ok, 1 illegal (failed: the operation whose return no configuration
+ *       survived; pos: the event after it), 2 out of time, 3 out of room, 4 more than 64
+ *       operations open at once (the caller falls back to the pure path).
+ *
+ *   scan(data, key_field) -> None | (header, clients, calls, rets, sigs, keys, sig_texts, key_texts)
+ *       A strict subset of the JSON-lines format (ASCII, integers, '\n' line ends); None for
+ *       anything else, so that the pure reader reads it, or names the line that is wrong.
+ *       An operation's signature is its input without the key_field member, a NUL byte, and
+ *       its output: distinct texts are interned, so the caller decodes each once.
+ *
+ *   split(keys, part_of_key) -> list of int32 index arrays, one per partition, in the order
+ *       of their first operation.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEEP (-2)
+#define REFUSE (-1)
+#define NO_RETURN INT64_MIN
+#define TICK 1023
+
+/* -- a set of configurations (mask, state), dense entries with an open-addressing index -- */
+
+typedef struct {
+    uint64_t mask;
+    int32_t state;
+} Config;
+
+typedef struct {
+    Config *items;
+    Py_ssize_t count, cap;
+    int32_t *index; /* slot -> entry, -1 empty */
+    size_t slots;   /* a power of two */
+} ConfigSet;
+
+static uint64_t mix(uint64_t mask, int32_t state) {
+    uint64_t h = mask * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 32);
+}
+
+static int set_init(ConfigSet *set) {
+    set->count = 0;
+    set->cap = 16;
+    set->slots = 32;
+    set->items = malloc(sizeof(Config) * set->cap);
+    set->index = malloc(sizeof(int32_t) * set->slots);
+    if (!set->items || !set->index) return -1;
+    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    return 0;
+}
+
+static void set_free(ConfigSet *set) {
+    free(set->items);
+    free(set->index);
+}
+
+static void set_clear(ConfigSet *set) {
+    if ((size_t)set->count * 8 < set->slots) {
+        for (Py_ssize_t k = 0; k < set->count; k++) {
+            size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
+            while (set->index[slot] != -1) {
+                set->index[slot] = -1;
+                slot = (slot + 1) & (set->slots - 1);
+            }
+        }
+    } else {
+        memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    }
+    set->count = 0;
+}
+
+static int set_reindex(ConfigSet *set, size_t slots) {
+    int32_t *index = malloc(sizeof(int32_t) * slots);
+    if (!index) return -1;
+    memset(index, 0xff, sizeof(int32_t) * slots);
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        size_t slot = mix(set->items[k].mask, set->items[k].state) & (slots - 1);
+        while (index[slot] != -1) slot = (slot + 1) & (slots - 1);
+        index[slot] = (int32_t)k;
+    }
+    free(set->index);
+    set->index = index;
+    set->slots = slots;
+    return 0;
+}
+
+/* 1: added, 0: already there, -1: out of memory */
+static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
+    size_t slot = mix(mask, state) & (set->slots - 1);
+    int32_t at;
+    while ((at = set->index[slot]) != -1) {
+        if (set->items[at].mask == mask && set->items[at].state == state) return 0;
+        slot = (slot + 1) & (set->slots - 1);
+    }
+    if (set->count == set->cap) {
+        Py_ssize_t cap = set->cap * 2;
+        Config *items = realloc(set->items, sizeof(Config) * cap);
+        if (!items) return -1;
+        set->items = items;
+        set->cap = cap;
+    }
+    set->items[set->count] = (Config){mask, state};
+    set->index[slot] = (int32_t)set->count;
+    set->count++;
+    if ((size_t)set->count * 2 > set->slots) return set_reindex(set, set->slots * 2) ? -1 : 1;
+    return 1;
+}
+
+/* -- the frontier of one partition ------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
+    int32_t rule;
+} Open;
+
+typedef struct {
+    const int32_t *table;
+    ConfigSet configs, next, seen;
+    Config *stack;
+    Py_ssize_t stack_cap;
+    Open effectful[64], inert[64];
+    int n_effectful, n_inert;
+    uint64_t free_bits, used_bits, forever;
+    int64_t *bit_of;     /* operation -> its bit while open */
+    uint64_t *twin_bits; /* twin group -> the bits of its members called so far */
+    uint64_t *memo_gen, *memo_bits, gen;
+    int32_t nstates;
+    uint64_t work;
+    double deadline;
+    Py_ssize_t max_configs;
+} Frontier;
+
+static int32_t apply(const int32_t *table, int32_t rule, int32_t state) {
+    const int32_t *r = table + 3 * (Py_ssize_t)rule;
+    int32_t next = state == r[0] ? r[1] : r[2];
+    return next == KEEP ? state : next;
+}
+
+static double monotonic(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* the clock of Python's time.monotonic() */
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* The bits of the open effect-free operations other than `except` legal in `state`: they take
+ * effect as soon as they are legal, and that depends on the state alone (asked once per state
+ * and return). */
+static uint64_t legal_inert(Frontier *f, int32_t state, uint64_t except) {
+    if (state < f->nstates && f->memo_gen[state] == f->gen) return f->memo_bits[state];
+    uint64_t bits = 0;
+    for (int k = 0; k < f->n_inert; k++) {
+        if (f->inert[k].bit != except && apply(f->table, f->inert[k].rule, state) >= 0) bits |= f->inert[k].bit;
+    }
+    if (state < f->nstates) {
+        f->memo_gen[state] = f->gen;
+        f->memo_bits[state] = bits;
+    }
+    return bits;
+}
+
+/* 0 ok, 4 too wide, -1 out of memory */
+static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin) {
+    uint64_t bit;
+    if (f->free_bits) {
+        bit = f->free_bits & (~f->free_bits + 1);
+        f->free_bits ^= bit;
+    } else {
+        if (f->used_bits == UINT64_MAX) return 4;
+        bit = (f->used_bits + 1) & ~f->used_bits;
+        f->used_bits |= bit;
+    }
+    f->bit_of[op] = (int64_t)bit;
+    uint64_t lower = 0;
+    if (!returns) {
+        f->forever |= bit;
+        if (twin >= 0) {
+            lower = f->twin_bits[twin];
+            f->twin_bits[twin] |= bit;
+        }
+    }
+    if (!is_inert) {
+        f->effectful[f->n_effectful++] = (Open){bit, lower, rule};
+        return 0;
+    }
+    f->inert[f->n_inert++] = (Open){bit, lower, rule};
+    ConfigSet *set = &f->configs;
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        if (apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
+    }
+    return set_reindex(set, set->slots) ? -1 : 0;
+}
+
+static void frontier_commit(Frontier *f, int64_t op) {
+    uint64_t bit = (uint64_t)f->bit_of[op];
+    ConfigSet swap = f->configs;
+    f->configs = f->next;
+    f->next = swap;
+    f->free_bits |= bit;
+    for (int k = 0; k < f->n_effectful; k++) {
+        if (f->effectful[k].bit == bit) {
+            f->effectful[k] = f->effectful[--f->n_effectful];
+            return;
+        }
+    }
+    for (int k = 0; k < f->n_inert; k++) {
+        if (f->inert[k].bit == bit) {
+            f->inert[k] = f->inert[--f->n_inert];
+            return;
+        }
+    }
+}
+
+static int push(Frontier *f, Py_ssize_t *depth, uint64_t mask, int32_t state) {
+    if (*depth == f->stack_cap) {
+        Py_ssize_t cap = f->stack_cap * 2;
+        Config *stack = realloc(f->stack, sizeof(Config) * cap);
+        if (!stack) return -1;
+        f->stack = stack;
+        f->stack_cap = cap;
+    }
+    f->stack[(*depth)++] = (Config){mask, state};
+    return 0;
+}
+
+typedef struct {
+    uint64_t base, part; /* the mask without the unanswered operations' bits, and those bits */
+    int32_t state;
+} Grouped;
+
+static int compare_grouped(const void *x, const void *y) {
+    const Grouped *a = x, *b = y;
+    if (a->base != b->base) return a->base < b->base ? -1 : 1;
+    if (a->state != b->state) return a->state < b->state ? -1 : 1;
+    return (a->part > b->part) - (a->part < b->part);
+}
+
+/* Drop configurations that used an unanswered operation where another, equal in all else, did
+ * not: the one that still may apply it can do everything the other can (search._prune_unused). */
+static int prune_unused(Frontier *f) {
+    ConfigSet *set = &f->next;
+    Py_ssize_t n = set->count;
+    Grouped *rows = malloc(sizeof(Grouped) * (size_t)n);
+    if (!rows) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Config c = set->items[k];
+        rows[k] = (Grouped){c.mask & ~f->forever, c.mask & f->forever, c.state};
+    }
+    qsort(rows, (size_t)n, sizeof(Grouped), compare_grouped);
+    set_clear(set);
+    int status = 0;
+    for (Py_ssize_t lo = 0; lo < n && status >= 0;) {
+        Py_ssize_t hi = lo + 1;
+        while (hi < n && rows[hi].base == rows[lo].base && rows[hi].state == rows[lo].state) hi++;
+        for (Py_ssize_t k = lo; k < hi && status >= 0; k++) {
+            int dominated = 0;
+            for (Py_ssize_t j = lo; j < hi && !dominated; j++) {
+                dominated = rows[j].part != rows[k].part && (rows[j].part & rows[k].part) == rows[j].part;
+            }
+            if (!dominated) status = set_add(set, rows[k].base | rows[k].part, rows[k].state);
+        }
+        lo = hi;
+    }
+    free(rows);
+    return status < 0 ? -1 : 0;
+}
+
+/* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory */
+static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
+    uint64_t bit = (uint64_t)f->bit_of[op];
+    ConfigSet *configs = &f->configs, *next = &f->next;
+    set_clear(next);
+    if (configs->count == 1) {
+        /* one way to explain everything so far: no search when the operation already took
+         * effect, or when nothing else that changes the state is open */
+        Config c = configs->items[0];
+        int others = f->n_effectful;
+        for (int k = 0; k < f->n_effectful; k++) others -= f->effectful[k].bit == bit;
+        if (c.mask & bit) {
+            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+            frontier_commit(f, op);
+            return 0;
+        }
+        if (!others) {
+            int32_t s2 = apply(f->table, rule, c.state);
+            if (s2 >= 0) {
+                uint64_t m2 = c.mask;
+                for (int k = 0; k < f->n_inert; k++) {
+                    Open *o = &f->inert[k];
+                    if (o->bit != bit && !(m2 & o->bit) && apply(f->table, o->rule, s2) >= 0) m2 |= o->bit;
+                }
+                if (set_add(next, m2, s2) < 0) return -1;
+            }
+            frontier_commit(f, op);
+            return f->configs.count ? 0 : 1;
+        }
+    }
+    f->gen++;
+    ConfigSet *seen = &f->seen;
+    set_clear(seen);
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t k = 0; k < configs->count; k++) {
+        Config c = configs->items[k];
+        if (c.mask & bit) {
+            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+        } else if (set_add(seen, c.mask, c.state) < 0 || push(f, &depth, c.mask, c.state) < 0) {
+            return -1;
+        }
+    }
+    while (depth) {
+        f->work++;
+        if (!(f->work & TICK)) {
+            if (monotonic() > f->deadline) return 2;
+            if (seen->count + next->count > f->max_configs) return 3;
+        }
+        Config c = f->stack[--depth];
+        int32_t s2 = apply(f->table, rule, c.state);
+        if (s2 >= 0 && set_add(next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
+        for (int k = 0; k < f->n_effectful; k++) {
+            Open *o = &f->effectful[k];
+            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->lower) != o->lower) continue;
+            s2 = apply(f->table, o->rule, c.state);
+            if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
+                                                                                  came changing nothing */
+            uint64_t m2 = c.mask | o->bit | legal_inert(f, s2, bit);
+            int added = set_add(seen, m2, s2);
+            if (added < 0 || (added && push(f, &depth, m2, s2) < 0)) return -1;
+        }
+    }
+    if (f->forever && next->count > 1 && prune_unused(f) < 0) return -1;
+    frontier_commit(f, op);
+    return f->configs.count ? 0 : 1;
+}
+
+typedef struct {
+    int64_t time;
+    int32_t kind; /* 0 call, 1 return */
+    int32_t op;
+} Event;
+
+static int compare_events(const void *x, const void *y) {
+    const Event *a = x, *b = y;
+    if (a->time != b->time) return a->time < b->time ? -1 : 1;
+    if (a->kind != b->kind) return a->kind - b->kind;
+    return (a->op > b->op) - (a->op < b->op);
+}
+
+typedef struct {
+    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts;
+} Buffers;
+
+static void release(Buffers *b) {
+    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->kind_twin,
+                        &b->table, &b->inert, &b->starts};
+    for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
+        if (all[k]->obj) PyBuffer_Release(all[k]);
+    }
+}
+
+/* The partition's operations as search.prepare makes them; op k is global operation index[k]. */
+typedef struct {
+    Py_ssize_t n;
+    int64_t *calls, *rets;
+    int32_t *rules, *twins;
+    int8_t *known, *returns;
+} Ops;
+
+static void ops_free(Ops *ops) {
+    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->twins); free(ops->known); free(ops->returns);
+}
+
+static int gather(Buffers *b, int64_t until, Ops *ops) {
+    Py_ssize_t total = b->calls.len / 8, nindex = b->index.len / 4;
+    Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
+    const int64_t *calls = b->calls.buf, *rets = b->rets.buf;
+    const int32_t *kinds = b->kinds.buf, *index = b->index.buf, *kind_rule = b->kind_rule.buf;
+    const int32_t *kind_twin = b->kind_twin.buf;
+    const int8_t *kind_known = b->kind_known.buf;
+    Py_ssize_t n = nindex ? nindex : total;
+    ops->n = n;
+    ops->calls = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ops->rets = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ops->rules = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    ops->twins = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    ops->known = malloc((size_t)n + 1);
+    ops->returns = malloc((size_t)n + 1);
+    if (!ops->calls || !ops->rets || !ops->rules || !ops->twins || !ops->known || !ops->returns) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = nindex ? index[k] : k;
+        if (i < 0 || i >= total || kinds[i] < 0 || kinds[i] >= nkinds) return -2;
+        int32_t kind = kinds[i], rule = kind_rule[kind];
+        if (rule < 0 || rule >= nrules) return -2;
+        ops->calls[k] = calls[i];
+        ops->rets[k] = rets[i];
+        ops->rules[k] = rule;
+        ops->known[k] = kind_known[kind];
+        ops->twins[k] = kind_twin[kind];
+        ops->returns[k] = rets[i] != NO_RETURN && (until == NO_RETURN || rets[i] <= until);
+    }
+    return 0;
+}
+
+static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until, Frontier *f, Py_ssize_t *failed,
+                      Py_ssize_t *pos_out) {
+    Py_ssize_t n = ops->n;
+    const int8_t *inert = b->inert.buf;
+    const int32_t *starts = b->starts.buf;
+    Py_ssize_t ngroups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) if (ops->twins[i] + 1 > ngroups) ngroups = ops->twins[i] + 1;
+    Event *events = malloc(sizeof(Event) * (size_t)(2 * n + 1));
+    f->bit_of = calloc((size_t)n + 1, sizeof(int64_t));
+    f->twin_bits = calloc((size_t)ngroups + 1, sizeof(uint64_t));
+    f->memo_gen = calloc((size_t)nstates + 1, sizeof(uint64_t));
+    f->memo_bits = calloc((size_t)nstates + 1, sizeof(uint64_t));
+    f->stack_cap = 64;
+    f->stack = malloc(sizeof(Config) * (size_t)f->stack_cap);
+    if (!events || !f->bit_of || !f->twin_bits || !f->memo_gen || !f->memo_bits || !f->stack) {
+        free(events);
+        return -1;
+    }
+    Py_ssize_t ne = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* an effect-free operation with an unknown answer constrains nothing */
+        if ((inert[ops->rules[i]] && !ops->known[i]) || (until != NO_RETURN && ops->calls[i] > until)) continue;
+        events[ne++] = (Event){ops->calls[i], 0, (int32_t)i};
+        if (ops->returns[i]) events[ne++] = (Event){ops->rets[i], 1, (int32_t)i};
+    }
+    qsort(events, (size_t)ne, sizeof(Event), compare_events);
+    for (Py_ssize_t k = 0; k < b->starts.len / 4; k++) {
+        if (set_add(&f->configs, 0, starts[k]) < 0) { free(events); return -1; }
+    }
+    int status = 0;
+    Py_ssize_t pos = 0;
+    *failed = -1;
+    for (; pos < ne; pos++) {
+        Event e = events[pos];
+        int32_t i = e.op, rule = ops->rules[i];
+        if (e.kind == 0) {
+            /* twins: unanswered operations that change the state, with the same input */
+            int32_t twin = (!ops->returns[i] && !ops->known[i]) ? ops->twins[i] : -1;
+            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin);
+            if (status) break;
+            continue;
+        }
+        status = frontier_ret(f, i, rule);
+        if (status == 1) {
+            *failed = i;
+            pos++;
+            break;
+        }
+        if (status) break;
+    }
+    *pos_out = pos;
+    free(events);
+    return status;
+}
+
+static PyObject *native_search(PyObject *self, PyObject *args) {
+    (void)self;
+    Buffers b;
+    memset(&b, 0, sizeof(b));
+    int nstates;
+    long long until;
+    double deadline;
+    Py_ssize_t max_configs;
+    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*iLdn", &b.calls, &b.rets, &b.kinds, &b.index, &b.kind_rule,
+                          &b.kind_known, &b.kind_twin, &b.table, &b.inert, &b.starts, &nstates, &until, &deadline,
+                          &max_configs)) {
+        release(&b);
+        return NULL;
+    }
+    Py_ssize_t total = b.calls.len / 8, nkinds = b.kind_rule.len / 4;
+    if (b.calls.len % 8 || b.rets.len != total * 8 || b.kinds.len != total * 4 || b.kind_known.len != nkinds
+        || b.kind_twin.len != nkinds * 4 || b.table.len != b.inert.len * 12 || nstates < 0) {
+        release(&b);
+        PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
+        return NULL;
+    }
+    Frontier f;
+    memset(&f, 0, sizeof(f));
+    f.table = b.table.buf;
+    f.nstates = nstates;
+    f.deadline = deadline;
+    f.max_configs = max_configs;
+    Py_ssize_t failed = -1, pos = 0;
+    int status = -1;
+    Ops ops;
+    memset(&ops, 0, sizeof(ops));
+    if (!set_init(&f.configs) && !set_init(&f.next) && !set_init(&f.seen)) {
+        Py_BEGIN_ALLOW_THREADS
+        status = gather(&b, until, &ops);
+        if (!status) status = run_search(&b, &ops, nstates, until, &f, &failed, &pos);
+        Py_END_ALLOW_THREADS
+    }
+    ops_free(&ops);
+    set_free(&f.configs);
+    set_free(&f.next);
+    set_free(&f.seen);
+    free(f.stack);
+    free(f.bit_of);
+    free(f.twin_bits);
+    free(f.memo_gen);
+    free(f.memo_bits);
+    release(&b);
+    if (status == -2) {
+        PyErr_SetString(PyExc_ValueError, "search: an index, kind or rule out of range");
+        return NULL;
+    }
+    if (status < 0) return PyErr_NoMemory();
+    return Py_BuildValue("(inn)", status, failed, pos);
+}
+
+/* -- reading the kit's JSON lines ---------------------------------------------------------------- */
+
+typedef struct {
+    const char *p, *end;
+} Cursor;
+
+static void skip_ws(Cursor *c) {
+    while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
+}
+
+/* A JSON string without escapes or control characters; 0 on success. */
+static int read_plain_string(Cursor *c, const char **start, Py_ssize_t *len) {
+    if (c->p >= c->end || *c->p != '"') return -1;
+    const char *s = ++c->p;
+    while (c->p < c->end && *c->p != '"') {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch < 0x20 || ch == '\\') return -1;
+        c->p++;
+    }
+    if (c->p >= c->end) return -1;
+    *start = s;
+    *len = c->p - s;
+    c->p++;
+    return 0;
+}
+
+static int skip_value(Cursor *c, int depth);
+
+static int skip_string(Cursor *c) {
+    if (c->p >= c->end || *c->p != '"') return -1;
+    c->p++;
+    while (c->p < c->end && *c->p != '"') {
+        unsigned char ch = (unsigned char)*c->p;
+        if (ch < 0x20) return -1;
+        if (ch == '\\') {
+            c->p++;
+            if (c->p >= c->end) return -1;
+            char e = *c->p;
+            if (e == 'u') {
+                for (int k = 1; k <= 4; k++) {
+                    if (c->p + k >= c->end) return -1;
+                    char h = c->p[k];
+                    if (!((h >= '0' && h <= '9') || (h >= 'a' && h <= 'f') || (h >= 'A' && h <= 'F'))) return -1;
+                }
+                c->p += 4;
+            } else if (!strchr("\"\\/bfnrt", e) || e == 0) {
+                return -1;
+            }
+        }
+        c->p++;
+    }
+    if (c->p >= c->end) return -1;
+    c->p++;
+    return 0;
+}
+
+/* An integer as JSON writes one (no fraction or exponent), within int64; 0 on success. */
+static int read_int(Cursor *c, int64_t *out) {
+    int negative = 0;
+    if (c->p < c->end && *c->p == '-') { negative = 1; c->p++; }
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return -1;
+    if (*c->p == '0' && c->p + 1 < c->end && c->p[1] >= '0' && c->p[1] <= '9') return -1;
+    uint64_t value = 0;
+    int digits = 0;
+    while (c->p < c->end && *c->p >= '0' && *c->p <= '9') {
+        if (++digits > 18) return -1; /* larger ones: the pure reader */
+        value = value * 10 + (uint64_t)(*c->p - '0');
+        c->p++;
+    }
+    if (c->p < c->end && (*c->p == '.' || *c->p == 'e' || *c->p == 'E')) return -1; /* not an int */
+    *out = negative ? -(int64_t)value : (int64_t)value;
+    return 0;
+}
+
+static int skip_number(Cursor *c) {
+    if (c->p < c->end && *c->p == '-') c->p++;
+    if (c->p >= c->end || *c->p < '0' || *c->p > '9') return -1;
+    if (*c->p == '0') {
+        c->p++;
+    } else {
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    }
+    if (c->p < c->end && *c->p == '.') {
+        c->p++;
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9') return -1;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    }
+    if (c->p < c->end && (*c->p == 'e' || *c->p == 'E')) {
+        c->p++;
+        if (c->p < c->end && (*c->p == '+' || *c->p == '-')) c->p++;
+        if (c->p >= c->end || *c->p < '0' || *c->p > '9') return -1;
+        while (c->p < c->end && *c->p >= '0' && *c->p <= '9') c->p++;
+    }
+    return 0;
+}
+
+static int skip_literal(Cursor *c, const char *word) {
+    size_t n = strlen(word);
+    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n)) return -1;
+    c->p += n;
+    return 0;
+}
+
+static int skip_value(Cursor *c, int depth) {
+    if (depth > 64) return -1;
+    skip_ws(c);
+    if (c->p >= c->end) return -1;
+    char ch = *c->p;
+    if (ch == '"') return skip_string(c);
+    if (ch == '{' || ch == '[') {
+        char close = ch == '{' ? '}' : ']';
+        c->p++;
+        skip_ws(c);
+        if (c->p < c->end && *c->p == close) { c->p++; return 0; }
+        for (;;) {
+            if (ch == '{') {
+                skip_ws(c);
+                if (skip_string(c)) return -1;
+                skip_ws(c);
+                if (c->p >= c->end || *c->p != ':') return -1;
+                c->p++;
+            }
+            if (skip_value(c, depth + 1)) return -1;
+            skip_ws(c);
+            if (c->p >= c->end) return -1;
+            if (*c->p == ',') { c->p++; continue; }
+            if (*c->p == close) { c->p++; return 0; }
+            return -1;
+        }
+    }
+    if (ch == 't') return skip_literal(c, "true");
+    if (ch == 'f') return skip_literal(c, "false");
+    if (ch == 'n') return skip_literal(c, "null");
+    return skip_number(c); /* NaN and Infinity, which Python's json reads, fail here: pure path */
+}
+
+typedef struct {
+    char *data;
+    size_t len, cap;
+    PyObject *texts; /* list of bytes, one per distinct text */
+    int32_t *index;  /* slot -> text id, -1 empty */
+    uint64_t *hashes;
+    size_t slots;
+    Py_ssize_t count;
+} Interner;
+
+static uint64_t hash_bytes(const char *s, size_t n) {
+    uint64_t h = 1469598103934665603ULL;
+    for (size_t k = 0; k < n; k++) h = (h ^ (unsigned char)s[k]) * 1099511628211ULL;
+    return h;
+}
+
+static int interner_init(Interner *t) {
+    memset(t, 0, sizeof(*t));
+    t->slots = 64;
+    t->index = malloc(sizeof(int32_t) * t->slots);
+    t->hashes = malloc(sizeof(uint64_t) * t->slots);
+    t->texts = PyList_New(0);
+    if (!t->index || !t->hashes || !t->texts) return -1;
+    memset(t->index, 0xff, sizeof(int32_t) * t->slots);
+    return 0;
+}
+
+static void interner_free(Interner *t) {
+    free(t->index);
+    free(t->hashes);
+    free(t->data);
+    Py_XDECREF(t->texts);
+}
+
+/* The id of the text s[0..n): existing or new; -1 on error. */
+static int32_t intern(Interner *t, const char *s, size_t n) {
+    uint64_t h = hash_bytes(s, n);
+    size_t slot = h & (t->slots - 1);
+    int32_t id;
+    while ((id = t->index[slot]) != -1) {
+        if (t->hashes[slot] == h) {
+            PyObject *text = PyList_GET_ITEM(t->texts, id);
+            if ((size_t)PyBytes_GET_SIZE(text) == n && !memcmp(PyBytes_AS_STRING(text), s, n)) return id;
+        }
+        slot = (slot + 1) & (t->slots - 1);
+    }
+    PyObject *text = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
+    if (!text || PyList_Append(t->texts, text)) { Py_XDECREF(text); return -1; }
+    Py_DECREF(text);
+    id = (int32_t)t->count++;
+    t->index[slot] = id;
+    t->hashes[slot] = h;
+    if ((size_t)t->count * 2 > t->slots) {
+        size_t slots = t->slots * 2;
+        int32_t *index = malloc(sizeof(int32_t) * slots);
+        uint64_t *hashes = malloc(sizeof(uint64_t) * slots);
+        if (!index || !hashes) { free(index); free(hashes); return -1; }
+        memset(index, 0xff, sizeof(int32_t) * slots);
+        for (size_t k = 0; k < t->slots; k++) {
+            if (t->index[k] == -1) continue;
+            size_t at = t->hashes[k] & (slots - 1);
+            while (index[at] != -1) at = (at + 1) & (slots - 1);
+            index[at] = t->index[k];
+            hashes[at] = t->hashes[k];
+        }
+        free(t->index);
+        free(t->hashes);
+        t->index = index;
+        t->hashes = hashes;
+        t->slots = slots;
+    }
+    return id;
+}
+
+typedef struct {
+    int64_t *clients, *calls, *rets;
+    int32_t *sigs, *keys;
+    Py_ssize_t n, cap;
+} Columns;
+
+static int columns_grow(Columns *cols) {
+    Py_ssize_t cap = cols->cap ? cols->cap * 2 : 1024;
+    int64_t *a = realloc(cols->clients, sizeof(int64_t) * cap);
+    if (!a) return -1;
+    cols->clients = a;
+    if (!(a = realloc(cols->calls, sizeof(int64_t) * cap))) return -1;
+    cols->calls = a;
+    if (!(a = realloc(cols->rets, sizeof(int64_t) * cap))) return -1;
+    cols->rets = a;
+    int32_t *b = realloc(cols->sigs, sizeof(int32_t) * cap);
+    if (!b) return -1;
+    cols->sigs = b;
+    if (!(b = realloc(cols->keys, sizeof(int32_t) * cap))) return -1;
+    cols->keys = b;
+    cols->cap = cap;
+    return 0;
+}
+
+/* The input object at c: its span, and the span of its key_field member's value (NULL if
+ * absent), plus the cut that removes that member and one comma. 0 on success. */
+typedef struct {
+    const char *start, *end, *key, *key_end, *cut, *cut_end;
+} InputSpan;
+
+static int read_input(Cursor *c, const char *field, size_t field_len, InputSpan *in) {
+    memset(in, 0, sizeof(*in));
+    if (c->p >= c->end || *c->p != '{') return -1;
+    in->start = c->p++;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') { in->end = ++c->p; return 0; }
+    const char *prev_end = NULL; /* end of the previous member's value */
+    for (;;) {
+        skip_ws(c);
+        const char *member = c->p, *name;
+        Py_ssize_t name_len;
+        if (read_plain_string(c, &name, &name_len)) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        const char *value = c->p;
+        if (skip_value(c, 1)) return -1;
+        const char *value_end = c->p;
+        int is_key = (size_t)name_len == field_len && !memcmp(name, field, field_len);
+        if (is_key) {
+            if (in->key) return -1; /* a duplicate key member: the pure reader */
+            in->key = value;
+            in->key_end = value_end;
+            in->cut = prev_end ? prev_end : member;
+            in->cut_end = value_end;
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') {
+            c->p++;
+            if (is_key && !prev_end) { /* the first member: cut through its comma */
+                skip_ws(c);
+                in->cut_end = c->p;
+            }
+            prev_end = value_end;
+            continue;
+        }
+        if (*c->p == '}') { in->end = ++c->p; return 0; }
+        return -1;
+    }
+}
+
+/* One line's object; 1 when it is an operation, 2 a header (first line only), -1 otherwise. */
+static int scan_line(Cursor *c, int first, const char *field, size_t field_len, Columns *cols, Interner *sigs,
+                     Interner *keys, char **buf, size_t *buf_cap) {
+    skip_ws(c);
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    int64_t client = 0, call = 0, ret = NO_RETURN;
+    int has_client = 0, has_call = 0, has_input = 0, has_history = 0;
+    InputSpan in;
+    const char *out = "null", *out_end = out + 4;
+    skip_ws(c);
+    if (c->p < c->end && *c->p == '}') return -1;
+    for (;;) {
+        skip_ws(c);
+        const char *name;
+        Py_ssize_t len;
+        if (read_plain_string(c, &name, &len)) return -1;
+        skip_ws(c);
+        if (c->p >= c->end || *c->p != ':') return -1;
+        c->p++;
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (len == 6 && !memcmp(name, "client", 6)) {
+            if (read_int(c, &client)) return -1;
+            has_client = 1;
+        } else if (len == 4 && !memcmp(name, "call", 4)) {
+            if (read_int(c, &call)) return -1;
+            has_call = 1;
+        } else if (len == 6 && !memcmp(name, "return", 6)) {
+            if (*c->p == 'n') {
+                if (skip_literal(c, "null")) return -1;
+                ret = NO_RETURN;
+            } else if (read_int(c, &ret) || ret == NO_RETURN) {
+                return -1;
+            }
+        } else if (len == 5 && !memcmp(name, "input", 5)) {
+            if (read_input(c, field, field_len, &in)) return -1;
+            has_input = 1;
+        } else if (len == 6 && !memcmp(name, "output", 6)) {
+            out = c->p;
+            if (*c->p == 'n') {
+                if (skip_literal(c, "null")) return -1;
+            } else if (*c->p != '{' || skip_value(c, 1)) {
+                return -1;
+            }
+            out_end = c->p;
+        } else {
+            if (len == 7 && !memcmp(name, "history", 7)) has_history = 1;
+            if (skip_value(c, 1)) return -1; /* other fields are ignored, as the pure reader does */
+        }
+        skip_ws(c);
+        if (c->p >= c->end) return -1;
+        if (*c->p == ',') { c->p++; continue; }
+        if (*c->p == '}') { c->p++; break; }
+        return -1;
+    }
+    skip_ws(c);
+    if (c->p != c->end) return -1;
+    if (first && has_history && !has_client) return 2;
+    if (!has_client || !has_call || !has_input) return -1;
+    int unknown = out_end - out == 4 && !memcmp(out, "null", 4);
+    if ((unknown && ret != NO_RETURN) || (ret != NO_RETURN && ret < call)) return -1; /* the pure reader says why */
+    /* signature: the input without its key member, NUL, the output */
+    size_t before = (size_t)((in.key ? in.cut : in.end) - in.start);
+    size_t after = in.key ? (size_t)(in.end - in.cut_end) : 0;
+    size_t need = before + after + 1 + (size_t)(out_end - out);
+    if (need > *buf_cap) {
+        char *grown = realloc(*buf, need * 2);
+        if (!grown) return -3;
+        *buf = grown;
+        *buf_cap = need * 2;
+    }
+    char *w = *buf;
+    memcpy(w, in.start, before);
+    if (after) memcpy(w + before, in.cut_end, after);
+    w[before + after] = 0;
+    memcpy(w + before + after + 1, out, (size_t)(out_end - out));
+    int32_t sig = intern(sigs, w, need);
+    int32_t key = in.key ? intern(keys, in.key, (size_t)(in.key_end - in.key)) : intern(keys, "", 0);
+    if (sig < 0 || key < 0) return -3;
+    if (cols->n == cols->cap && columns_grow(cols)) return -3;
+    cols->clients[cols->n] = client;
+    cols->calls[cols->n] = call;
+    cols->rets[cols->n] = ret;
+    cols->sigs[cols->n] = sig;
+    cols->keys[cols->n] = key;
+    cols->n++;
+    return 1;
+}
+
+static PyObject *native_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer data;
+    const char *field;
+    Py_ssize_t field_len;
+    if (!PyArg_ParseTuple(args, "y*s#", &data, &field, &field_len)) return NULL;
+    const char *p = data.buf, *end = p + data.len;
+    for (const char *q = p; q < end; q++) {
+        unsigned char ch = (unsigned char)*q;
+        if (ch >= 0x80 || ch == '\r' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) {
+            PyBuffer_Release(&data);
+            Py_RETURN_NONE; /* not ASCII, or a line end other than '\n': the pure reader */
+        }
+    }
+    Columns cols;
+    memset(&cols, 0, sizeof(cols));
+    Interner sigs, keys;
+    char *buf = NULL;
+    size_t buf_cap = 0;
+    PyObject *header = Py_None, *result = NULL;
+    Py_INCREF(header);
+    int status = (interner_init(&sigs) | interner_init(&keys) | columns_grow(&cols)) ? -3 : 0;
+    int first = 1;
+    while (status >= 0 && p < end) {
+        const char *line_end = memchr(p, '\n', (size_t)(end - p));
+        if (!line_end) line_end = end;
+        Cursor c = {p, line_end};
+        skip_ws(&c);
+        if (c.p < c.end) {
+            Cursor whole = {p, line_end};
+            status = scan_line(&whole, first, field, (size_t)field_len, &cols, &sigs, &keys, &buf, &buf_cap);
+            if (status == 2) {
+                Py_DECREF(header);
+                header = PyBytes_FromStringAndSize(p, line_end - p);
+                if (!header) status = -3;
+            }
+            first = 0;
+        }
+        p = line_end + 1;
+    }
+    free(buf);
+    PyBuffer_Release(&data);
+    if (status == -3) {
+        PyErr_NoMemory();
+    } else if (status < 0) {
+        result = Py_None;
+        Py_INCREF(result);
+    } else {
+        result = Py_BuildValue("(Oy#y#y#y#y#OO)", header, (char *)cols.clients, cols.n * 8, (char *)cols.calls,
+                               cols.n * 8, (char *)cols.rets, cols.n * 8, (char *)cols.sigs, cols.n * 4,
+                               (char *)cols.keys, cols.n * 4, sigs.texts, keys.texts);
+    }
+    Py_DECREF(header);
+    free(cols.clients); free(cols.calls); free(cols.rets); free(cols.sigs); free(cols.keys);
+    interner_free(&sigs);
+    interner_free(&keys);
+    return result;
+}
+
+static PyObject *native_split(PyObject *self, PyObject *args) {
+    (void)self;
+    Py_buffer keys, parts;
+    if (!PyArg_ParseTuple(args, "y*y*", &keys, &parts)) return NULL;
+    Py_ssize_t n = keys.len / 4, nkeys = parts.len / 4;
+    const int32_t *key = keys.buf, *part_of = parts.buf;
+    Py_ssize_t nparts = 0;
+    for (Py_ssize_t k = 0; k < nkeys; k++) if (part_of[k] + 1 > nparts) nparts = part_of[k] + 1;
+    Py_ssize_t *sizes = calloc((size_t)nparts + 1, sizeof(Py_ssize_t));
+    Py_ssize_t *order = malloc(sizeof(Py_ssize_t) * ((size_t)nparts + 1)); /* first appearance -> part */
+    Py_ssize_t *rank = malloc(sizeof(Py_ssize_t) * ((size_t)nparts + 1));
+    PyObject *out = NULL;
+    if (!sizes || !order || !rank) goto done;
+    Py_ssize_t seen = 0;
+    for (Py_ssize_t k = 0; k <= nparts; k++) rank[k] = -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (key[i] < 0 || key[i] >= nkeys) { PyErr_SetString(PyExc_ValueError, "split: key out of range"); goto done; }
+        int32_t part = part_of[key[i]];
+        if (rank[part] < 0) { rank[part] = seen; order[seen++] = part; }
+        sizes[part]++;
+    }
+    out = PyList_New(seen);
+    if (!out) goto done;
+    int32_t **fill = malloc(sizeof(int32_t *) * ((size_t)nparts + 1));
+    if (!fill) { Py_CLEAR(out); goto done; }
+    for (Py_ssize_t r = 0; r < seen; r++) {
+        PyObject *b = PyBytes_FromStringAndSize(NULL, sizes[order[r]] * 4);
+        if (!b) { free(fill); Py_CLEAR(out); goto done; }
+        fill[order[r]] = (int32_t *)PyBytes_AS_STRING(b);
+        PyList_SET_ITEM(out, r, b);
+    }
+    for (Py_ssize_t i = 0; i < n; i++) *fill[part_of[key[i]]]++ = (int32_t)i;
+    free(fill);
+done:
+    free(sizes);
+    free(order);
+    free(rank);
+    PyBuffer_Release(&keys);
+    PyBuffer_Release(&parts);
+    return out;
+}
+
+static PyMethodDef methods[] = {
+    {"search", native_search, METH_VARARGS, "One partition's frontier search (see the module comment)."},
+    {"scan", native_scan, METH_VARARGS, "Read a JSON-lines history into columns, or None."},
+    {"split", native_split, METH_VARARGS, "Operation indices per partition, in order of appearance."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "simulations._native", NULL, -1, methods};
+
+PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
