@@ -544,7 +544,7 @@ static int read_plain_string(Cursor *c, const char **start, Py_ssize_t *len) {
     const char *s = ++c->p;
     while (c->p < c->end && *c->p != '"') {
         unsigned char ch = (unsigned char)*c->p;
-        if (ch < 0x20 || ch == '\\') return -1;
+        if (ch < 0x20 || ch >= 0x80 || ch == '\\') return -1;
         c->p++;
     }
     if (c->p >= c->end) return -1;
@@ -561,7 +561,7 @@ static int skip_string(Cursor *c) {
     c->p++;
     while (c->p < c->end && *c->p != '"') {
         unsigned char ch = (unsigned char)*c->p;
-        if (ch < 0x20) return -1;
+        if (ch < 0x20 || ch >= 0x80) return -1;
         if (ch == '\\') {
             c->p++;
             if (c->p >= c->end) return -1;
@@ -675,9 +675,16 @@ typedef struct {
 } Interner;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t k = 0; k < n; k++) h = (h ^ (unsigned char)s[k]) * 1099511628211ULL;
-    return h;
+    uint64_t h = 0x9E3779B97F4A7C15ULL ^ n, w;
+    for (; n >= 8; s += 8, n -= 8) {
+        memcpy(&w, s, 8);
+        h = (h ^ w) * 0xFF51AFD7ED558CCDULL;
+        h ^= h >> 32;
+    }
+    w = 0;
+    memcpy(&w, s, n);
+    h = (h ^ w) * 0xC4CEB9FE1A85EC53ULL;
+    return h ^ (h >> 29);
 }
 
 static int interner_init(Interner *t) {
@@ -907,14 +914,9 @@ static PyObject *native_scan(PyObject *self, PyObject *args) {
     const char *field;
     Py_ssize_t field_len;
     if (!PyArg_ParseTuple(args, "y*s#", &data, &field, &field_len)) return NULL;
+    /* Bytes outside ASCII and line ends other than '\n' (which str.splitlines also splits on)
+     * fail to parse below, inside strings or out: the pure reader then reads the file. */
     const char *p = data.buf, *end = p + data.len;
-    for (const char *q = p; q < end; q++) {
-        unsigned char ch = (unsigned char)*q;
-        if (ch >= 0x80 || ch == '\r' || ch == '\v' || ch == '\f' || (ch >= 0x1c && ch <= 0x1e)) {
-            PyBuffer_Release(&data);
-            Py_RETURN_NONE; /* not ASCII, or a line end other than '\n': the pure reader */
-        }
-    }
     Columns cols;
     memset(&cols, 0, sizeof(cols));
     Interner sigs, keys;

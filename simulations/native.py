@@ -159,13 +159,12 @@ class ScannedHistory(Sequence[Operation]):
         self._sigs = memoryview(self.sigs).cast("i")
         self._keys = memoryview(self.keys).cast("i")
         self.key_field = key_field
-        self.inputs: list[dict[str, object]] = []  # per signature: the input less its key
-        self.outputs: list[Mapping[str, object] | None] = []
-        for text in sig_texts:
-            inp, out = text.split(b"\0", 1)
-            self.inputs.append(json.loads(inp))
-            self.outputs.append(json.loads(out))
-        self.key_values: list[object] = [_ABSENT if not t else json.loads(t) for t in key_texts]
+        # Each distinct text decoded once, all of them in one call: one JSON array.
+        decoded = json.loads(b"[" + b",".join(t.replace(b"\0", b",", 1) for t in sig_texts) + b"]")
+        self.inputs: list[dict[str, object]] = decoded[0::2]  # per signature: the input less its key
+        self.outputs: list[Mapping[str, object] | None] = decoded[1::2]
+        values = json.loads(b"[" + b",".join(t or b"null" for t in key_texts) + b"]")
+        self.key_values: list[object] = [_ABSENT if not t else v for t, v in zip(key_texts, values)]
 
     def __len__(self) -> int:
         return len(self._calls)
