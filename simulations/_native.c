@@ -5,15 +5,17 @@
  * Python path is always there and is what every verdict here is tested against
  * (tests/sim/test_native.py). Nothing here knows a model or a protocol:
  *
- *   search(calls, rets, rules, known, table, inert, twins, starts, nstates, until, deadline,
- *          max_configs) -> (status, failed, pos)
- *       One partition, as search.prepare + search.feed do it. Per operation i: call and return
- *       times (int64; INT64_MIN: no return), its rule id (int32), whether its output is known
- *       (int8) and its twin group (int32, -1: none). A rule r is three int32s (g, a, b): in
- *       state s the next state is a when s == g, else b; KEEP (-2) means s, REFUSE (-1) none.
- *       status: 0 ok, 1 illegal (failed: the operation whose return no configuration
- *       survived; pos: the event after it), 2 out of time, 3 out of room, 4 more than 64
- *       operations open at once (the caller falls back to the pure path).
+ *   search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts,
+ *          nstates, until, deadline, max_configs) -> (status, failed, pos)
+ *       One partition, as search.prepare and search.feed do it: the operations `index` names
+ *       (int32; empty: all). Per operation: call and return times (int64; INT64_MIN: no return)
+ *       and its kind (int32); per kind: its rule, whether its output is known, its twin group
+ *       (-1: none). A rule r is three int32s of `table` (g, a, b): in state s the next state is a
+ *       when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
+ *       States are 0 .. nstates-1. status: 0 ok, 1 illegal (failed: the partition's operation
+ *       whose return no configuration survived; pos: the event after it), 2 out of time,
+ *       3 out of room, 4 more than 64 operations open at once (the caller falls back to the
+ *       pure path, whose bitsets have no width).
  *
  *   scan(data, key_field) -> None | (header, clients, calls, rets, sigs, keys, sig_texts, key_texts)
  *       A strict subset of the JSON-lines format (ASCII, integers, '\n' line ends); None for
@@ -86,6 +88,16 @@ static void set_clear(ConfigSet *set) {
         memset(set->index, 0xff, sizeof(int32_t) * set->slots);
     }
     set->count = 0;
+}
+
+/* The index rebuilt in place, after masks changed. */
+static void set_rebuild(ConfigSet *set) {
+    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
+        while (set->index[slot] != -1) slot = (slot + 1) & (set->slots - 1);
+        set->index[slot] = (int32_t)k;
+    }
 }
 
 static int set_reindex(ConfigSet *set, size_t slots) {
@@ -206,7 +218,8 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
     for (Py_ssize_t k = 0; k < set->count; k++) {
         if (apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
     }
-    return set_reindex(set, set->slots) ? -1 : 0;
+    set_rebuild(set);
+    return 0;
 }
 
 static void frontier_commit(Frontier *f, int64_t op) {
@@ -387,6 +400,38 @@ static void ops_free(Ops *ops) {
     free(ops->calls); free(ops->rets); free(ops->rules); free(ops->twins); free(ops->known); free(ops->returns);
 }
 
+static void sort_run(Event *run, Py_ssize_t n) {
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (compare_events(&run[k - 1], &run[k]) > 0) {
+            qsort(run, (size_t)n, sizeof(Event), compare_events);
+            return;
+        }
+    }
+}
+
+/* The partition's events in (time, call before return, operation) order, as search.prepare
+ * sorts them; calls and returns are sorted apart (a history is usually in call order, and its
+ * returns nearly so), then merged. Returns how many, or -1 out of memory. */
+static Py_ssize_t sort_events(const Ops *ops, const int8_t *inert, int64_t until, Event *events) {
+    Py_ssize_t n = ops->n, nc = 0, nr = 0;
+    Event *rets = malloc(sizeof(Event) * (size_t)(n + 1));
+    if (!rets) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* an effect-free operation with an unknown answer constrains nothing */
+        if ((inert[ops->rules[i]] && !ops->known[i]) || (until != NO_RETURN && ops->calls[i] > until)) continue;
+        events[nc++] = (Event){ops->calls[i], 0, (int32_t)i};
+        if (ops->returns[i]) rets[nr++] = (Event){ops->rets[i], 1, (int32_t)i};
+    }
+    sort_run(events, nc);
+    sort_run(rets, nr);
+    memmove(events + nr, events, sizeof(Event) * (size_t)nc); /* merge from the back of the buffer */
+    Py_ssize_t a = nr, b = 0, w = 0;
+    while (a < nr + nc && b < nr) events[w++] = compare_events(&events[a], &rets[b]) <= 0 ? events[a++] : rets[b++];
+    while (b < nr) events[w++] = rets[b++];
+    free(rets);
+    return nc + nr; /* the calls left over are already in place */
+}
+
 static int gather(Buffers *b, int64_t until, Ops *ops) {
     Py_ssize_t total = b->calls.len / 8, nindex = b->index.len / 4;
     Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
@@ -436,14 +481,8 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
         free(events);
         return -1;
     }
-    Py_ssize_t ne = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
-        /* an effect-free operation with an unknown answer constrains nothing */
-        if ((inert[ops->rules[i]] && !ops->known[i]) || (until != NO_RETURN && ops->calls[i] > until)) continue;
-        events[ne++] = (Event){ops->calls[i], 0, (int32_t)i};
-        if (ops->returns[i]) events[ne++] = (Event){ops->rets[i], 1, (int32_t)i};
-    }
-    qsort(events, (size_t)ne, sizeof(Event), compare_events);
+    Py_ssize_t ne = sort_events(ops, inert, until, events);
+    if (ne < 0) return -1;
     for (Py_ssize_t k = 0; k < b->starts.len / 4; k++) {
         if (set_add(&f->configs, 0, starts[k]) < 0) { free(events); return -1; }
     }
@@ -818,6 +857,38 @@ static int read_input(Cursor *c, const char *field, size_t field_len, InputSpan 
     }
 }
 
+/* Append one operation: its signature (the input without its key member, NUL, the output) and
+ * its key interned. 1 on success, -3 out of memory. */
+static int add_operation(Columns *cols, Interner *sigs, Interner *keys, char **buf, size_t *buf_cap,
+                         const InputSpan *in, const char *out, const char *out_end, int64_t client, int64_t call,
+                         int64_t ret) {
+    size_t before = (size_t)((in->key ? in->cut : in->end) - in->start);
+    size_t after = in->key ? (size_t)(in->end - in->cut_end) : 0;
+    size_t need = before + after + 1 + (size_t)(out_end - out);
+    if (need > *buf_cap) {
+        char *grown = realloc(*buf, need * 2);
+        if (!grown) return -3;
+        *buf = grown;
+        *buf_cap = need * 2;
+    }
+    char *w = *buf;
+    memcpy(w, in->start, before);
+    if (after) memcpy(w + before, in->cut_end, after);
+    w[before + after] = 0;
+    memcpy(w + before + after + 1, out, (size_t)(out_end - out));
+    int32_t sig = intern(sigs, w, need);
+    int32_t key = in->key ? intern(keys, in->key, (size_t)(in->key_end - in->key)) : intern(keys, "", 0);
+    if (sig < 0 || key < 0) return -3;
+    if (cols->n == cols->cap && columns_grow(cols)) return -3;
+    cols->clients[cols->n] = client;
+    cols->calls[cols->n] = call;
+    cols->rets[cols->n] = ret;
+    cols->sigs[cols->n] = sig;
+    cols->keys[cols->n] = key;
+    cols->n++;
+    return 1;
+}
+
 /* One line's object; 1 when it is an operation, 2 a header (first line only), -1 otherwise. */
 static int scan_line(Cursor *c, int first, const char *field, size_t field_len, Columns *cols, Interner *sigs,
                      Interner *keys, char **buf, size_t *buf_cap) {
@@ -880,32 +951,7 @@ static int scan_line(Cursor *c, int first, const char *field, size_t field_len, 
     if (!has_client || !has_call || !has_input) return -1;
     int unknown = out_end - out == 4 && !memcmp(out, "null", 4);
     if ((unknown && ret != NO_RETURN) || (ret != NO_RETURN && ret < call)) return -1; /* the pure reader says why */
-    /* signature: the input without its key member, NUL, the output */
-    size_t before = (size_t)((in.key ? in.cut : in.end) - in.start);
-    size_t after = in.key ? (size_t)(in.end - in.cut_end) : 0;
-    size_t need = before + after + 1 + (size_t)(out_end - out);
-    if (need > *buf_cap) {
-        char *grown = realloc(*buf, need * 2);
-        if (!grown) return -3;
-        *buf = grown;
-        *buf_cap = need * 2;
-    }
-    char *w = *buf;
-    memcpy(w, in.start, before);
-    if (after) memcpy(w + before, in.cut_end, after);
-    w[before + after] = 0;
-    memcpy(w + before + after + 1, out, (size_t)(out_end - out));
-    int32_t sig = intern(sigs, w, need);
-    int32_t key = in.key ? intern(keys, in.key, (size_t)(in.key_end - in.key)) : intern(keys, "", 0);
-    if (sig < 0 || key < 0) return -3;
-    if (cols->n == cols->cap && columns_grow(cols)) return -3;
-    cols->clients[cols->n] = client;
-    cols->calls[cols->n] = call;
-    cols->rets[cols->n] = ret;
-    cols->sigs[cols->n] = sig;
-    cols->keys[cols->n] = key;
-    cols->n++;
-    return 1;
+    return add_operation(cols, sigs, keys, buf, buf_cap, &in, out, out_end, client, call, ret);
 }
 
 static PyObject *native_scan(PyObject *self, PyObject *args) {

@@ -70,6 +70,7 @@ class Encoding(Generic[S]):
         self.kind_known = bytearray()  # per kind: the output is known
         self.kind_twin = array("i")  # per kind: its twin group (-1: none)
         self._twins: dict[str, int] = {}
+        self._frozen: tuple[bytes, ...] | None = None  # the arrays as the kernel reads them
 
     def state(self, state: S) -> int:
         found = self.states.get(state)
@@ -85,6 +86,7 @@ class Encoding(Generic[S]):
         return self.state(target)
 
     def rule(self, guarded: Guarded[S], inert: bool) -> int:
+        self._frozen = None
         guard = _NO_GUARD if guarded.guard is None else self.state(guarded.guard)
         self.table.extend((guard, self._target(guarded.equal), self._target(guarded.other)))
         self.inert.append(inert)
@@ -93,6 +95,7 @@ class Encoding(Generic[S]):
     def kind(self, rule: int, known: bool, twin_text: str | None) -> int:
         """A new kind of operation; ``twin_text``: its input's text when its answer never came."""
         twin = -1 if known or twin_text is None else self._twins.setdefault(twin_text, len(self._twins))
+        self._frozen = None
         self.kind_rule.append(rule)
         self.kind_known.append(known)
         self.kind_twin.append(twin)
@@ -102,10 +105,14 @@ class Encoding(Generic[S]):
                index: Any = b"", until: int | None = None) -> Outcome:
         """One partition's search: the operations ``index`` names (all of them when empty)."""
         assert _NATIVE is not None
-        first = array("i", [self.state(s) for s in starts])
-        status, failed, pos = _NATIVE.search(
-            calls, rets, kinds, index, self.kind_rule, bytes(self.kind_known), self.kind_twin, self.table,
-            bytes(self.inert), first, len(self.states), NO_RETURN if until is None else until, deadline, max_configs)
+        first = array("i", [self.state(s) for s in starts]).tobytes()
+        if self._frozen is None:
+            self._frozen = (self.kind_rule.tobytes(), bytes(self.kind_known), self.kind_twin.tobytes(),
+                            self.table.tobytes(), bytes(self.inert))
+        kind_rule, kind_known, kind_twin, table, inert = self._frozen
+        status, failed, pos = _NATIVE.search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert,
+                                             first, len(self.states), NO_RETURN if until is None else until,
+                                             deadline, max_configs)
         return Outcome(status, failed, pos)
 
 
