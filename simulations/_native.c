@@ -159,6 +159,7 @@ typedef struct {
     uint64_t work;
     double deadline;
     Py_ssize_t max_configs;
+    PyThreadState *released; /* the search runs without the GIL; it is taken back to look at signals */
 } Frontier;
 
 static int32_t apply(const int32_t *table, int32_t rule, int32_t state) {
@@ -296,7 +297,15 @@ static int prune_unused(Frontier *f) {
     return status < 0 ? -1 : 0;
 }
 
-/* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory */
+/* -4 when a signal handler raised (Ctrl-C: KeyboardInterrupt), which needs the GIL to find out. */
+static int interrupted(Frontier *f) {
+    PyEval_RestoreThread(f->released);
+    int raised = PyErr_CheckSignals();
+    f->released = PyEval_SaveThread();
+    return raised ? -4 : 0;
+}
+
+/* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory, -4 interrupted */
 static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
     uint64_t bit = (uint64_t)f->bit_of[op];
     ConfigSet *configs = &f->configs, *next = &f->next;
@@ -343,6 +352,7 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
         if (!(f->work & TICK)) {
             if (monotonic() > f->deadline) return 2;
             if (seen->count + next->count > f->max_configs) return 3;
+            if (!(f->work & (TICK << 6)) && interrupted(f)) return -4;
         }
         Config c = f->stack[--depth];
         int32_t s2 = apply(f->table, rule, c.state);
@@ -544,10 +554,10 @@ static PyObject *native_search(PyObject *self, PyObject *args) {
     Ops ops;
     memset(&ops, 0, sizeof(ops));
     if (!set_init(&f.configs) && !set_init(&f.next) && !set_init(&f.seen)) {
-        Py_BEGIN_ALLOW_THREADS
+        f.released = PyEval_SaveThread();
         status = gather(&b, until, &ops);
         if (!status) status = run_search(&b, &ops, nstates, until, &f, &failed, &pos);
-        Py_END_ALLOW_THREADS
+        PyEval_RestoreThread(f.released);
     }
     ops_free(&ops);
     set_free(&f.configs);
@@ -559,6 +569,7 @@ static PyObject *native_search(PyObject *self, PyObject *args) {
     free(f.memo_gen);
     free(f.memo_bits);
     release(&b);
+    if (status == -4) return NULL; /* the signal handler's exception */
     if (status == -2) {
         PyErr_SetString(PyExc_ValueError, "search: an index, kind or rule out of range");
         return NULL;

@@ -22,7 +22,8 @@ from typing import Any, Generic, TypeVar, overload
 from simulations.history import Operation
 from simulations.spec import Guarded, Model, StepFn, Update
 
-__all__ = ["NO_RETURN", "Encoding", "Outcome", "ScannedHistory", "available", "scan", "search_operations"]
+__all__ = ["NO_RETURN", "Encoding", "Outcome", "ScannedHistory", "available", "encode_operations", "scan",
+           "search_operations"]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -119,6 +120,15 @@ class Encoding(Generic[S]):
 def search_operations(model: Model[S], ops: Sequence[Operation], starts: Sequence[S], *, deadline: float,
                       max_configs: int, until: int | None = None) -> Outcome | None:
     """Search ``ops`` (one partition) with the kernel; None when the model has no rule for one."""
+    encoded = encode_operations(model, ops)
+    if encoded is None:
+        return None
+    enc, calls, rets, kinds = encoded
+    return enc.search(calls, rets, kinds, starts, deadline=deadline, max_configs=max_configs, until=until)
+
+
+def encode_operations(model: Model[S], ops: Sequence[Operation]) -> tuple[Encoding[S], array, array, array] | None:
+    """``ops`` as the kernel reads them: the encoding, and call times, return times and kinds."""
     rule_of = model.rule
     assert rule_of is not None
     effect_free = model.effect_free
@@ -148,7 +158,7 @@ def search_operations(model: Model[S], ops: Sequence[Operation], starts: Sequenc
         kinds.append(kind)
     calls = array("q", [op.call_ns for op in ops])
     rets = array("q", [NO_RETURN if op.return_ns is None else op.return_ns for op in ops])
-    return enc.search(calls, rets, kinds, starts, deadline=deadline, max_configs=max_configs, until=until)
+    return enc, calls, rets, kinds
 
 
 _ABSENT = object()

@@ -287,3 +287,39 @@ def test_random_seeds_of_longer_histories_agree(tmp_path: Path) -> None:
                                    clients=rng.randrange(2, 10), keys=rng.randrange(1, 4),
                                    plant=rng.choice([None, Plant.STALE_READ]))
         _same_result(history)
+
+
+class _Alarm(Exception):
+    pass
+
+
+def _raise_alarm(signum: int, frame: object) -> None:
+    raise _Alarm
+
+
+def test_a_long_kernel_search_still_hears_signals() -> None:
+    """Ctrl-C during a search of many seconds: the handler's exception ends the kernel's call, it
+    is not held back until the search is over. (A profile hook tells the two apart: the call
+    raises, instead of returning and the handler running after it.)"""
+    import signal
+
+    encoded = native.encode_operations(ZERO, generate_history(seed=1, operations=30_000, clients=16, keys=1))
+    assert encoded is not None
+    enc, calls, rets, kinds = encoded
+    ends: list[str] = []
+
+    def watch(frame: object, event: str, arg: object) -> None:
+        if event in ("c_return", "c_exception") and getattr(arg, "__name__", "") == "search":
+            ends.append(event)
+
+    previous = signal.signal(signal.SIGALRM, _raise_alarm)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.2)
+        sys.setprofile(watch)
+        with pytest.raises(_Alarm):
+            enc.search(calls, rets, kinds, ["0"], deadline=time.monotonic() + 600, max_configs=10**7)
+    finally:
+        sys.setprofile(None)
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    assert ends == ["c_exception"]
