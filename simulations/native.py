@@ -127,7 +127,8 @@ def search_operations(model: Model[S], ops: Sequence[Operation], starts: Sequenc
     return enc.search(calls, rets, kinds, starts, deadline=deadline, max_configs=max_configs, until=until)
 
 
-def encode_operations(model: Model[S], ops: Sequence[Operation]) -> tuple[Encoding[S], array, array, array] | None:
+def encode_operations(model: Model[S], ops: Sequence[Operation]
+                      ) -> tuple[Encoding[S], array[int], array[int], array[int]] | None:
     """``ops`` as the kernel reads them: the encoding, and call times, return times and kinds."""
     rule_of = model.rule
     assert rule_of is not None
