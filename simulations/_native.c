@@ -17,6 +17,9 @@
  *       3 out of room, 4 more than 64 operations open at once (the caller falls back to the
  *       pure path, whose bitsets have no width).
  *
+ *   search_many(..., indexes: list of index bytes, ...) -> (done, status, failed, pos)
+ *       search() over partitions in order until one is not OK: how many were, and its answer.
+ *
  *   scan(data, key_field) -> None | (header, clients, calls, rets, sigs, keys, sig_texts, key_texts)
  *       A strict subset of the JSON-lines format (ASCII, integers, '\n' line ends); None for
  *       anything else, so that the pure reader reads it, or names the line that is wrong.
@@ -442,11 +445,11 @@ static Py_ssize_t sort_events(const Ops *ops, const int8_t *inert, int64_t until
     return nc + nr; /* the calls left over are already in place */
 }
 
-static int gather(Buffers *b, int64_t until, Ops *ops) {
-    Py_ssize_t total = b->calls.len / 8, nindex = b->index.len / 4;
+static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t until, Ops *ops) {
+    Py_ssize_t total = b->calls.len / 8;
     Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
     const int64_t *calls = b->calls.buf, *rets = b->rets.buf;
-    const int32_t *kinds = b->kinds.buf, *index = b->index.buf, *kind_rule = b->kind_rule.buf;
+    const int32_t *kinds = b->kinds.buf, *kind_rule = b->kind_rule.buf;
     const int32_t *kind_twin = b->kind_twin.buf;
     const int8_t *kind_known = b->kind_known.buf;
     Py_ssize_t n = nindex ? nindex : total;
@@ -522,43 +525,28 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
     return status;
 }
 
-static PyObject *native_search(PyObject *self, PyObject *args) {
-    (void)self;
-    Buffers b;
-    memset(&b, 0, sizeof(b));
-    int nstates;
-    long long until;
-    double deadline;
-    Py_ssize_t max_configs;
-    if (!PyArg_ParseTuple(args, "y*y*y*y*y*y*y*y*y*y*iLdn", &b.calls, &b.rets, &b.kinds, &b.index, &b.kind_rule,
-                          &b.kind_known, &b.kind_twin, &b.table, &b.inert, &b.starts, &nstates, &until, &deadline,
-                          &max_configs)) {
-        release(&b);
-        return NULL;
-    }
-    Py_ssize_t total = b.calls.len / 8, nkinds = b.kind_rule.len / 4;
-    if (b.calls.len % 8 || b.rets.len != total * 8 || b.kinds.len != total * 4 || b.kind_known.len != nkinds
-        || b.kind_twin.len != nkinds * 4 || b.table.len != b.inert.len * 12 || nstates < 0) {
-        release(&b);
-        PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
-        return NULL;
-    }
+/* One partition, the operations `index` names (all when nindex is 0), searched without the GIL
+ * (`released` holds the thread state). Statuses as search() returns them; < 0 an error. */
+static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex, int nstates, int64_t until,
+                            double deadline, Py_ssize_t max_configs, PyThreadState **released, Py_ssize_t *failed,
+                            Py_ssize_t *pos) {
     Frontier f;
     memset(&f, 0, sizeof(f));
-    f.table = b.table.buf;
+    f.table = b->table.buf;
     f.nstates = nstates;
     f.deadline = deadline;
     f.max_configs = max_configs;
-    Py_ssize_t failed = -1, pos = 0;
+    f.released = *released;
     int status = -1;
     Ops ops;
     memset(&ops, 0, sizeof(ops));
+    *failed = -1;
+    *pos = 0;
     if (!set_init(&f.configs) && !set_init(&f.next) && !set_init(&f.seen)) {
-        f.released = PyEval_SaveThread();
-        status = gather(&b, until, &ops);
-        if (!status) status = run_search(&b, &ops, nstates, until, &f, &failed, &pos);
-        PyEval_RestoreThread(f.released);
+        status = gather(b, index, nindex, until, &ops);
+        if (!status) status = run_search(b, &ops, nstates, until, &f, failed, pos);
     }
+    *released = f.released;
     ops_free(&ops);
     set_free(&f.configs);
     set_free(&f.next);
@@ -568,14 +556,101 @@ static PyObject *native_search(PyObject *self, PyObject *args) {
     free(f.twin_bits);
     free(f.memo_gen);
     free(f.memo_bits);
-    release(&b);
+    return status;
+}
+
+/* The arguments both entry points share, after the index (or list of them). */
+static int parse_shared(PyObject *args, Buffers *b, PyObject **index, int *nstates, long long *until,
+                        double *deadline, Py_ssize_t *max_configs) {
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
+                          &b->kind_known, &b->kind_twin, &b->table, &b->inert, &b->starts, nstates, until, deadline,
+                          max_configs)) {
+        return -1;
+    }
+    Py_ssize_t total = b->calls.len / 8, nkinds = b->kind_rule.len / 4;
+    if (b->calls.len % 8 || b->rets.len != total * 8 || b->kinds.len != total * 4 || b->kind_known.len != nkinds
+        || b->kind_twin.len != nkinds * 4 || b->table.len != b->inert.len * 12 || *nstates < 0) {
+        PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *search_error(int status) {
     if (status == -4) return NULL; /* the signal handler's exception */
     if (status == -2) {
         PyErr_SetString(PyExc_ValueError, "search: an index, kind or rule out of range");
         return NULL;
     }
-    if (status < 0) return PyErr_NoMemory();
+    return PyErr_NoMemory();
+}
+
+static PyObject *native_search(PyObject *self, PyObject *args) {
+    (void)self;
+    Buffers b;
+    memset(&b, 0, sizeof(b));
+    PyObject *index;
+    int nstates;
+    long long until;
+    double deadline;
+    Py_ssize_t max_configs, failed, pos;
+    if (parse_shared(args, &b, &index, &nstates, &until, &deadline, &max_configs)
+        || PyObject_GetBuffer(index, &b.index, PyBUF_SIMPLE)) {
+        release(&b);
+        return NULL;
+    }
+    PyThreadState *released = PyEval_SaveThread();
+    int status = search_partition(&b, b.index.buf, b.index.len / 4, nstates, until, deadline, max_configs,
+                                  &released, &failed, &pos);
+    PyEval_RestoreThread(released);
+    release(&b);
+    if (status < 0) return search_error(status);
     return Py_BuildValue("(inn)", status, failed, pos);
+}
+
+/* search() over a list of partitions (int32 index bytes) in order, until one is not OK:
+ * (how many were OK before it, its status, failed, pos); all OK: (len, 0, -1, 0). */
+static PyObject *native_search_many(PyObject *self, PyObject *args) {
+    (void)self;
+    Buffers b;
+    memset(&b, 0, sizeof(b));
+    PyObject *indexes;
+    int nstates;
+    long long until;
+    double deadline;
+    Py_ssize_t max_configs, failed = -1, pos = 0;
+    if (parse_shared(args, &b, &indexes, &nstates, &until, &deadline, &max_configs)) {
+        release(&b);
+        return NULL;
+    }
+    if (!PyList_Check(indexes)) {
+        release(&b);
+        PyErr_SetString(PyExc_TypeError, "search_many: a list of index bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(indexes), done = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(indexes, k);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) % 4 || !PyBytes_GET_SIZE(item)) {
+            release(&b);
+            PyErr_SetString(PyExc_TypeError, "search_many: each index is non-empty int32 bytes");
+            return NULL;
+        }
+    }
+    Py_INCREF(indexes); /* its items stay alive while the GIL is released */
+    PyThreadState *released = PyEval_SaveThread();
+    int status = 0;
+    for (; done < count; done++) {
+        PyObject *item = PyList_GET_ITEM(indexes, done);
+        status = search_partition(&b, (const int32_t *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item) / 4, nstates,
+                                  until, deadline, max_configs, &released, &failed, &pos);
+        if (status) break;
+    }
+    PyEval_RestoreThread(released);
+    Py_DECREF(indexes);
+    release(&b);
+    if (status < 0) return search_error(status);
+    return Py_BuildValue("(ninn)", done, status, failed, pos);
 }
 
 /* -- reading the kit's JSON lines ---------------------------------------------------------------- */
@@ -1063,6 +1138,7 @@ done:
 
 static PyMethodDef methods[] = {
     {"search", native_search, METH_VARARGS, "One partition's frontier search (see the module comment)."},
+    {"search_many", native_search_many, METH_VARARGS, "search() over partitions in order until one is not OK."},
     {"scan", native_scan, METH_VARARGS, "Read a JSON-lines history into columns, or None."},
     {"split", native_split, METH_VARARGS, "Operation indices per partition, in order of appearance."},
     {NULL, NULL, 0, NULL},

@@ -203,14 +203,29 @@ class Checker(Generic[S]):
         reported = time.monotonic()
         detail = ""
         parts = list(self._pending.items())
-        for done, (key, part) in enumerate(parts):
-            if self._violation is not None:
-                break
+        done = 0
+        while done < len(parts) and self._violation is None:
             if progress is not None and time.monotonic() - reported > 2.0:
                 reported = time.monotonic()
                 progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
+            run = self._small_scanned(parts, done)
+            if run:
+                # Many small partitions of a scanned history: one kernel call, up to the first
+                # that is not OK, which is then settled like any other.
+                settled, outcome = self._search_run(run, deadline)
+                for key, part in run[:settled]:
+                    part.verdict, part.fed = Verdict.OK, len(part.indices)
+                    del self._pending[key]
+                done += settled
+                if settled == len(run):
+                    continue
+            key, part = parts[done]
+            done += 1
             self._unknown -= part.verdict is Verdict.UNKNOWN
-            why = self._advance(part, deadline)
+            if run and outcome.status != native.Outcome.TOO_WIDE:
+                why = self._settle_native(part, outcome)
+            else:
+                why = self._advance(part, deadline)
             self._unknown += part.verdict is Verdict.UNKNOWN
             if part.verdict is not Verdict.UNKNOWN:
                 del self._pending[key]
@@ -219,6 +234,24 @@ class Checker(Generic[S]):
             if part.verdict is Verdict.ILLEGAL:
                 self._violation = self._illegal(part, explain_budget_s)
         return detail
+
+    def _small_scanned(self, parts: list[tuple[Hashable, _Part[S]]], start: int) -> list[tuple[Hashable, _Part[S]]]:
+        """The scanned partitions from ``start`` on, never searched and too small for the pre-pass."""
+        if self._encoding is None:
+            return []
+        run = []
+        refute = self.model.refute
+        for key, part in parts[start:]:
+            if not part.index or part.verdict is not None or (refute is not None and len(part.indices) >= _PREPASS_MIN_OPS):
+                break
+            run.append((key, part))
+        return run
+
+    def _search_run(self, run: list[tuple[Hashable, _Part[S]]], deadline: float) -> tuple[int, native.Outcome]:
+        scanned, encoding = self.history, self._encoding
+        assert isinstance(scanned, native.ScannedHistory) and encoding is not None
+        return encoding.search_many(scanned.calls, scanned.rets, scanned.sigs, [part.index for _, part in run],
+                                    [self._init], deadline=deadline, max_configs=self.max_configs)
 
     @property
     def verdict(self) -> Verdict:

@@ -102,19 +102,34 @@ class Encoding(Generic[S]):
         self.kind_twin.append(twin)
         return len(self.kind_rule) - 1
 
+    def _arrays(self) -> tuple[bytes, ...]:
+        if self._frozen is None:
+            self._frozen = (self.kind_rule.tobytes(), bytes(self.kind_known), self.kind_twin.tobytes(),
+                            self.table.tobytes(), bytes(self.inert))
+        return self._frozen
+
     def search(self, calls: Any, rets: Any, kinds: Any, starts: Sequence[S], *, deadline: float, max_configs: int,
                index: Any = b"", until: int | None = None) -> Outcome:
         """One partition's search: the operations ``index`` names (all of them when empty)."""
         assert _NATIVE is not None
         first = array("i", [self.state(s) for s in starts]).tobytes()
-        if self._frozen is None:
-            self._frozen = (self.kind_rule.tobytes(), bytes(self.kind_known), self.kind_twin.tobytes(),
-                            self.table.tobytes(), bytes(self.inert))
-        kind_rule, kind_known, kind_twin, table, inert = self._frozen
+        kind_rule, kind_known, kind_twin, table, inert = self._arrays()
         status, failed, pos = _NATIVE.search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert,
                                              first, len(self.states), NO_RETURN if until is None else until,
                                              deadline, max_configs)
         return Outcome(status, failed, pos)
+
+    def search_many(self, calls: Any, rets: Any, kinds: Any, indexes: list[bytes], starts: Sequence[S], *,
+                    deadline: float, max_configs: int) -> tuple[int, Outcome]:
+        """``search`` of each partition in turn (one call, for many small ones) until one is not
+        OK: how many were, and that one's outcome (OK when all were)."""
+        assert _NATIVE is not None
+        first = array("i", [self.state(s) for s in starts]).tobytes()
+        kind_rule, kind_known, kind_twin, table, inert = self._arrays()
+        done, status, failed, pos = _NATIVE.search_many(
+            calls, rets, kinds, indexes, kind_rule, kind_known, kind_twin, table, inert, first, len(self.states),
+            NO_RETURN, deadline, max_configs)
+        return done, Outcome(status, failed, pos)
 
 
 def search_operations(model: Model[S], ops: Sequence[Operation], starts: Sequence[S], *, deadline: float,
