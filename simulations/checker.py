@@ -48,7 +48,7 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
-from simulations import native
+import simulations.native as native
 from simulations.errors import SimulationError
 from simulations.history import Operation
 from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, native_verdict, prepare

@@ -29,7 +29,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from simulations import native
+import simulations.native as native
 from simulations.errors import SimulationError
 from simulations.history import Header, Operation, parse_history
 

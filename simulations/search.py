@@ -13,7 +13,7 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from simulations import native
+import simulations.native as native
 from simulations.history import Operation
 from simulations.spec import Model, StepFn
 
