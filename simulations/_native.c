@@ -659,6 +659,15 @@ typedef struct {
     const char *p, *end;
 } Cursor;
 
+/* Bytes that end a run of plain string characters: the quote, the backslash, control characters
+ * (the line's '\n' among them) and everything outside ASCII. The text scanned is a bytes object,
+ * which CPython ends with a NUL, so a run always stops before the buffer does. */
+static unsigned char STOP[256];
+
+static void init_stop(void) {
+    for (int ch = 0; ch < 256; ch++) STOP[ch] = ch < 0x20 || ch >= 0x80 || ch == '"' || ch == '\\';
+}
+
 static void skip_ws(Cursor *c) {
     while (c->p < c->end && (*c->p == ' ' || *c->p == '\t')) c->p++;
 }
@@ -667,12 +676,8 @@ static void skip_ws(Cursor *c) {
 static int read_plain_string(Cursor *c, const char **start, Py_ssize_t *len) {
     if (c->p >= c->end || *c->p != '"') return -1;
     const char *s = ++c->p;
-    while (c->p < c->end && *c->p != '"') {
-        unsigned char ch = (unsigned char)*c->p;
-        if (ch < 0x20 || ch >= 0x80 || ch == '\\') return -1;
-        c->p++;
-    }
-    if (c->p >= c->end) return -1;
+    while (!STOP[(unsigned char)*c->p]) c->p++;
+    if (c->p >= c->end || *c->p != '"') return -1;
     *start = s;
     *len = c->p - s;
     c->p++;
@@ -685,9 +690,12 @@ static int skip_string(Cursor *c) {
     if (c->p >= c->end || *c->p != '"') return -1;
     c->p++;
     while (c->p < c->end && *c->p != '"') {
+        while (!STOP[(unsigned char)*c->p]) c->p++;
+        if (c->p >= c->end) return -1;
         unsigned char ch = (unsigned char)*c->p;
-        if (ch < 0x20 || ch >= 0x80) return -1;
-        if (ch == '\\') {
+        if (ch == '"') break;
+        if (ch != '\\') return -1;
+        {
             c->p++;
             if (c->p >= c->end) return -1;
             char e = *c->p;
@@ -1043,9 +1051,11 @@ static int scan_line(Cursor *c, int first, const char *field, size_t field_len, 
 static PyObject *native_scan(PyObject *self, PyObject *args) {
     (void)self;
     Py_buffer data;
+    PyObject *text;
     const char *field;
     Py_ssize_t field_len;
-    if (!PyArg_ParseTuple(args, "y*s#", &data, &field, &field_len)) return NULL;
+    if (!PyArg_ParseTuple(args, "Ss#", &text, &field, &field_len)) return NULL; /* bytes: NUL-ended */
+    if (PyObject_GetBuffer(text, &data, PyBUF_SIMPLE)) return NULL;
     /* Bytes outside ASCII and line ends other than '\n' (which str.splitlines also splits on)
      * fail to parse below, inside strings or out: the pure reader then reads the file. */
     const char *p = data.buf, *end = p + data.len;
@@ -1146,4 +1156,7 @@ static PyMethodDef methods[] = {
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "simulations._native", NULL, -1, methods};
 
-PyMODINIT_FUNC PyInit__native(void) { return PyModule_Create(&module); }
+PyMODINIT_FUNC PyInit__native(void) {
+    init_stop();
+    return PyModule_Create(&module);
+}

@@ -72,7 +72,10 @@ def load(path: Path, fmt: str) -> tuple[Header, Sequence[Operation]]:
     except OSError as exc:
         raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
     if fmt in ("auto", "jsonl") and native.available():
-        first = data.lstrip().split(b"\n", 1)[0].decode("utf-8", errors="replace")
+        head = data[:65536]  # the first line, without copying the whole file
+        start = len(head) - len(head.lstrip())
+        end = data.find(b"\n", start)
+        first = data[start:end if end >= 0 else len(data)].decode("utf-8", errors="replace")
         if fmt == "jsonl" or detect_format(first) == "jsonl":
             found = native.scan(data)
             if found is not None:
