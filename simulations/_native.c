@@ -20,9 +20,11 @@
  *   search_many(..., indexes: list of index bytes, ...) -> (done, status, failed, pos)
  *       search() over partitions in order until one is not OK: how many were, and its answer.
  *
- *   scan(data, key_field) -> None | (header, clients, calls, rets, sigs, keys, sig_texts, key_texts)
+ *   scan(data, key_field[, min_split]) -> None | (header, clients, calls, rets, sigs, keys, sig_texts,
+ *        key_texts)
  *       A strict subset of the JSON-lines format (ASCII, integers, '\n' line ends); None for
- *       anything else, so that the pure reader reads it, or names the line that is wrong.
+ *       anything else, so that the pure reader reads it, or names the line that is wrong. A text
+ *       of min_split bytes or more (default 256 KiB) is read in two halves on two threads.
  *       An operation's signature is its input without the key_field member, a NUL byte, and
  *       its output: distinct texts are interned, so the caller decodes each once.
  *
@@ -35,6 +37,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#ifndef _WIN32
+#include <pthread.h>
+#endif
 
 #define KEEP (-2)
 #define REFUSE (-1)
@@ -797,14 +802,16 @@ static int skip_value(Cursor *c, int depth) {
     return skip_number(c); /* NaN and Infinity, which Python's json reads, fail here: pure path */
 }
 
+/* Distinct texts, kept in one arena so that a scan needs no Python object (it runs without the
+ * GIL, possibly on two threads); the list of bytes is made at the end. */
 typedef struct {
     char *data;
     size_t len, cap;
-    PyObject *texts; /* list of bytes, one per distinct text */
-    int32_t *index;  /* slot -> text id, -1 empty */
+    size_t *starts, *lengths; /* per text id: where in data, how long */
+    int32_t *index;           /* slot -> text id, -1 empty */
     uint64_t *hashes;
     size_t slots;
-    Py_ssize_t count;
+    Py_ssize_t count, room;
 } Interner;
 
 static uint64_t hash_bytes(const char *s, size_t n) {
@@ -825,8 +832,7 @@ static int interner_init(Interner *t) {
     t->slots = 64;
     t->index = malloc(sizeof(int32_t) * t->slots);
     t->hashes = malloc(sizeof(uint64_t) * t->slots);
-    t->texts = PyList_New(0);
-    if (!t->index || !t->hashes || !t->texts) return -1;
+    if (!t->index || !t->hashes) return -1;
     memset(t->index, 0xff, sizeof(int32_t) * t->slots);
     return 0;
 }
@@ -835,47 +841,76 @@ static void interner_free(Interner *t) {
     free(t->index);
     free(t->hashes);
     free(t->data);
-    Py_XDECREF(t->texts);
+    free(t->starts);
+    free(t->lengths);
 }
 
-/* The id of the text s[0..n): existing or new; -1 on error. */
+static int interner_grow(Interner *t) {
+    size_t slots = t->slots * 2;
+    int32_t *index = malloc(sizeof(int32_t) * slots);
+    uint64_t *hashes = malloc(sizeof(uint64_t) * slots);
+    if (!index || !hashes) { free(index); free(hashes); return -1; }
+    memset(index, 0xff, sizeof(int32_t) * slots);
+    for (size_t k = 0; k < t->slots; k++) {
+        if (t->index[k] == -1) continue;
+        size_t at = t->hashes[k] & (slots - 1);
+        while (index[at] != -1) at = (at + 1) & (slots - 1);
+        index[at] = t->index[k];
+        hashes[at] = t->hashes[k];
+    }
+    free(t->index);
+    free(t->hashes);
+    t->index = index;
+    t->hashes = hashes;
+    t->slots = slots;
+    return 0;
+}
+
+/* The id of the text s[0..n): existing or new; -1 out of memory. */
 static int32_t intern(Interner *t, const char *s, size_t n) {
     uint64_t h = hash_bytes(s, n);
     size_t slot = h & (t->slots - 1);
     int32_t id;
     while ((id = t->index[slot]) != -1) {
-        if (t->hashes[slot] == h) {
-            PyObject *text = PyList_GET_ITEM(t->texts, id);
-            if ((size_t)PyBytes_GET_SIZE(text) == n && !memcmp(PyBytes_AS_STRING(text), s, n)) return id;
-        }
+        if (t->hashes[slot] == h && t->lengths[id] == n && !memcmp(t->data + t->starts[id], s, n)) return id;
         slot = (slot + 1) & (t->slots - 1);
     }
-    PyObject *text = PyBytes_FromStringAndSize(s, (Py_ssize_t)n);
-    if (!text || PyList_Append(t->texts, text)) { Py_XDECREF(text); return -1; }
-    Py_DECREF(text);
+    if (t->count == t->room) {
+        Py_ssize_t room = t->room ? t->room * 2 : 64;
+        size_t *starts = realloc(t->starts, sizeof(size_t) * (size_t)room);
+        if (!starts) return -1;
+        t->starts = starts;
+        size_t *lengths = realloc(t->lengths, sizeof(size_t) * (size_t)room);
+        if (!lengths) return -1;
+        t->lengths = lengths;
+        t->room = room;
+    }
+    if (t->len + n + 1 > t->cap) {
+        size_t cap = (t->len + n + 1) * 2;
+        char *data = realloc(t->data, cap);
+        if (!data) return -1;
+        t->data = data;
+        t->cap = cap;
+    }
+    memcpy(t->data + t->len, s, n);
     id = (int32_t)t->count++;
+    t->starts[id] = t->len;
+    t->lengths[id] = n;
+    t->len += n;
     t->index[slot] = id;
     t->hashes[slot] = h;
-    if ((size_t)t->count * 2 > t->slots) {
-        size_t slots = t->slots * 2;
-        int32_t *index = malloc(sizeof(int32_t) * slots);
-        uint64_t *hashes = malloc(sizeof(uint64_t) * slots);
-        if (!index || !hashes) { free(index); free(hashes); return -1; }
-        memset(index, 0xff, sizeof(int32_t) * slots);
-        for (size_t k = 0; k < t->slots; k++) {
-            if (t->index[k] == -1) continue;
-            size_t at = t->hashes[k] & (slots - 1);
-            while (index[at] != -1) at = (at + 1) & (slots - 1);
-            index[at] = t->index[k];
-            hashes[at] = t->hashes[k];
-        }
-        free(t->index);
-        free(t->hashes);
-        t->index = index;
-        t->hashes = hashes;
-        t->slots = slots;
-    }
+    if ((size_t)t->count * 2 > t->slots && interner_grow(t)) return -1;
     return id;
+}
+
+static PyObject *interner_texts(const Interner *t) {
+    PyObject *texts = PyList_New(t->count);
+    for (Py_ssize_t k = 0; texts && k < t->count; k++) {
+        PyObject *text = PyBytes_FromStringAndSize(t->data + t->starts[k], (Py_ssize_t)t->lengths[k]);
+        if (!text) { Py_CLEAR(texts); break; }
+        PyList_SET_ITEM(texts, k, text);
+    }
+    return texts;
 }
 
 typedef struct {
@@ -1048,59 +1083,140 @@ static int scan_line(Cursor *c, int first, const char *field, size_t field_len, 
     return add_operation(cols, sigs, keys, buf, buf_cap, &in, out, out_end, client, call, ret);
 }
 
-static PyObject *native_scan(PyObject *self, PyObject *args) {
-    (void)self;
-    Py_buffer data;
-    PyObject *text;
-    const char *field;
-    Py_ssize_t field_len;
-    if (!PyArg_ParseTuple(args, "Ss#", &text, &field, &field_len)) return NULL; /* bytes: NUL-ended */
-    if (PyObject_GetBuffer(text, &data, PyBUF_SIMPLE)) return NULL;
-    /* Bytes outside ASCII and line ends other than '\n' (which str.splitlines also splits on)
-     * fail to parse below, inside strings or out: the pure reader then reads the file. */
-    const char *p = data.buf, *end = p + data.len;
+/* One stretch of whole lines, scanned into its own columns and texts (no Python object). */
+typedef struct {
+    const char *p, *end, *field;
+    size_t field_len;
+    int first;                       /* its first non-blank line may be the file's header */
+    int seen;                        /* it had a non-blank line */
+    const char *header, *header_end; /* the header line, when there was one */
     Columns cols;
-    memset(&cols, 0, sizeof(cols));
     Interner sigs, keys;
+    int status;                      /* >= 0 read; -1 not in the subset; -3 out of memory */
+} Chunk;
+
+static void *scan_chunk(void *arg) {
+    Chunk *k = arg;
     char *buf = NULL;
     size_t buf_cap = 0;
-    PyObject *header = Py_None, *result = NULL;
-    Py_INCREF(header);
-    int status = (interner_init(&sigs) | interner_init(&keys) | columns_grow(&cols)) ? -3 : 0;
-    int first = 1;
-    while (status >= 0 && p < end) {
-        const char *line_end = memchr(p, '\n', (size_t)(end - p));
-        if (!line_end) line_end = end;
+    const char *p = k->p;
+    k->status = (interner_init(&k->sigs) | interner_init(&k->keys) | columns_grow(&k->cols)) ? -3 : 0;
+    while (k->status >= 0 && p < k->end) {
+        const char *line_end = memchr(p, '\n', (size_t)(k->end - p));
+        if (!line_end) line_end = k->end;
         Cursor c = {p, line_end};
         skip_ws(&c);
         if (c.p < c.end) {
             Cursor whole = {p, line_end};
-            status = scan_line(&whole, first, field, (size_t)field_len, &cols, &sigs, &keys, &buf, &buf_cap);
-            if (status == 2) {
-                Py_DECREF(header);
-                header = PyBytes_FromStringAndSize(p, line_end - p);
-                if (!header) status = -3;
+            k->status = scan_line(&whole, k->first && !k->seen, k->field, k->field_len, &k->cols, &k->sigs, &k->keys,
+                                  &buf, &buf_cap);
+            if (k->status == 2) {
+                k->header = p;
+                k->header_end = line_end;
             }
-            first = 0;
+            k->seen = 1;
         }
         p = line_end + 1;
     }
     free(buf);
-    PyBuffer_Release(&data);
+    return NULL;
+}
+
+static void chunk_free(Chunk *k) {
+    free(k->cols.clients); free(k->cols.calls); free(k->cols.rets); free(k->cols.sigs); free(k->cols.keys);
+    interner_free(&k->sigs);
+    interner_free(&k->keys);
+}
+
+/* The second chunk's operations appended to the first's, its text ids mapped onto the first's. */
+static int merge_chunks(Chunk *a, Chunk *b) {
+    int32_t *sig_ids = malloc(sizeof(int32_t) * (size_t)(b->sigs.count + 1));
+    int32_t *key_ids = malloc(sizeof(int32_t) * (size_t)(b->keys.count + 1));
+    int status = sig_ids && key_ids ? 0 : -3;
+    for (Py_ssize_t k = 0; !status && k < b->sigs.count; k++) {
+        sig_ids[k] = intern(&a->sigs, b->sigs.data + b->sigs.starts[k], b->sigs.lengths[k]);
+        if (sig_ids[k] < 0) status = -3;
+    }
+    for (Py_ssize_t k = 0; !status && k < b->keys.count; k++) {
+        key_ids[k] = intern(&a->keys, b->keys.data + b->keys.starts[k], b->keys.lengths[k]);
+        if (key_ids[k] < 0) status = -3;
+    }
+    for (Py_ssize_t i = 0; !status && i < b->cols.n; i++) {
+        if (a->cols.n == a->cols.cap && columns_grow(&a->cols)) { status = -3; break; }
+        Py_ssize_t n = a->cols.n++;
+        a->cols.clients[n] = b->cols.clients[i];
+        a->cols.calls[n] = b->cols.calls[i];
+        a->cols.rets[n] = b->cols.rets[i];
+        a->cols.sigs[n] = sig_ids[b->cols.sigs[i]];
+        a->cols.keys[n] = key_ids[b->cols.keys[i]];
+    }
+    free(sig_ids);
+    free(key_ids);
+    return status;
+}
+
+/* Scan [p, end) on two threads when it is at least min_split bytes (at a line boundary near the
+ * middle), else on this one; the result is in a. */
+static int scan_all(const char *p, const char *end, const char *field, size_t field_len, Py_ssize_t min_split,
+                    Chunk *a, Chunk *b) {
+    const char *mid = end;
+#ifndef _WIN32
+    if (end - p >= min_split) {
+        const char *nl = memchr(p + (end - p) / 2, '\n', (size_t)(end - (p + (end - p) / 2)));
+        if (nl) mid = nl + 1;
+    }
+#endif
+    *a = (Chunk){.p = p, .end = mid, .field = field, .field_len = field_len, .first = 1};
+    *b = (Chunk){.p = mid, .end = end, .field = field, .field_len = field_len, .first = 0};
+    if (mid == end) {
+        scan_chunk(a);
+        return a->status;
+    }
+#ifndef _WIN32
+    pthread_t other;
+    int threaded = !pthread_create(&other, NULL, scan_chunk, b);
+    scan_chunk(a);
+    if (threaded) pthread_join(other, NULL); else scan_chunk(b);
+#endif
+    if (a->status == -3 || b->status == -3) return -3;
+    if (a->status < 0 || b->status < 0 || !a->seen) return -1; /* (a blank first half: the pure reader) */
+    return merge_chunks(a, b);
+}
+
+static PyObject *native_scan(PyObject *self, PyObject *args) {
+    (void)self;
+    PyObject *text;
+    const char *field;
+    Py_ssize_t field_len, min_split = 256 * 1024;
+    if (!PyArg_ParseTuple(args, "Ss#|n", &text, &field, &field_len, &min_split)) return NULL; /* bytes: NUL-ended */
+    /* Bytes outside ASCII and line ends other than '\n' (which str.splitlines also splits on)
+     * fail to parse below, inside strings or out: the pure reader then reads the file. */
+    const char *p = PyBytes_AS_STRING(text), *end = p + PyBytes_GET_SIZE(text);
+    Chunk a, b;
+    int status;
+    Py_INCREF(text);
+    Py_BEGIN_ALLOW_THREADS
+    status = scan_all(p, end, field, (size_t)field_len, min_split, &a, &b);
+    Py_END_ALLOW_THREADS
+    PyObject *result = NULL, *header = NULL, *sig_texts = NULL, *key_texts = NULL;
     if (status == -3) {
         PyErr_NoMemory();
     } else if (status < 0) {
         result = Py_None;
         Py_INCREF(result);
-    } else {
-        result = Py_BuildValue("(Oy#y#y#y#y#OO)", header, (char *)cols.clients, cols.n * 8, (char *)cols.calls,
-                               cols.n * 8, (char *)cols.rets, cols.n * 8, (char *)cols.sigs, cols.n * 4,
-                               (char *)cols.keys, cols.n * 4, sigs.texts, keys.texts);
+    } else if ((header = a.header ? PyBytes_FromStringAndSize(a.header, a.header_end - a.header) : Py_NewRef(Py_None))
+               && (sig_texts = interner_texts(&a.sigs)) && (key_texts = interner_texts(&a.keys))) {
+        Columns *cols = &a.cols;
+        result = Py_BuildValue("(Oy#y#y#y#y#OO)", header, (char *)cols->clients, cols->n * 8, (char *)cols->calls,
+                               cols->n * 8, (char *)cols->rets, cols->n * 8, (char *)cols->sigs, cols->n * 4,
+                               (char *)cols->keys, cols->n * 4, sig_texts, key_texts);
     }
-    Py_DECREF(header);
-    free(cols.clients); free(cols.calls); free(cols.rets); free(cols.sigs); free(cols.keys);
-    interner_free(&sigs);
-    interner_free(&keys);
+    Py_XDECREF(header);
+    Py_XDECREF(sig_texts);
+    Py_XDECREF(key_texts);
+    Py_DECREF(text);
+    chunk_free(&a);
+    chunk_free(&b);
     return result;
 }
 

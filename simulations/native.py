@@ -248,13 +248,15 @@ class ScannedHistory(Sequence[Operation]):
         return True
 
 
-def scan(data: bytes, key_field: str = "key") -> tuple[bytes | None, ScannedHistory] | None:
+def scan(data: bytes, key_field: str = "key", *, min_split: int = 256 * 1024
+         ) -> tuple[bytes | None, ScannedHistory] | None:
     """Read this kit's JSON lines with the kernel: (the header line, the history), or None when
     the kernel is not there or the text is outside what it reads (the pure reader then reads
-    it, or says which line is wrong)."""
+    it, or says which line is wrong). A text of ``min_split`` bytes or more is read in two
+    halves on two threads."""
     if _NATIVE is None:
         return None
-    found = _NATIVE.scan(data, key_field)
+    found = _NATIVE.scan(data, key_field, min_split)
     if found is None:
         return None
     header, clients, calls, rets, sigs, keys, sig_texts, key_texts = found

@@ -218,10 +218,11 @@ def _pure_read(text: str) -> tuple[Header, list[Operation]] | str:
 
 
 @settings(max_examples=600, deadline=None)
-@given(history_texts())
-def test_the_scanner_reads_exactly_what_the_pure_reader_reads(text: str) -> None:
+@given(history_texts(), st.sampled_from([1 << 30, 0]))
+def test_the_scanner_reads_exactly_what_the_pure_reader_reads(text: str, min_split: int) -> None:
+    """Whole, or (min_split 0) in two halves on two threads, as large files are read."""
     expected = _pure_read(text)
-    found = native.scan(text.encode())
+    found = native.scan(text.encode(), min_split=min_split)
     if found is None:
         return  # declined: the pure reader reads it (or names the wrong line)
     assert not isinstance(expected, str), f"the scanner read what the pure reader refuses: {expected}"
@@ -235,8 +236,9 @@ def test_the_scanner_reads_the_kits_own_files_and_declines_the_rest() -> None:
     buf = io.StringIO()
     history = generate_history(seed=2, operations=300, clients=4, keys=3)
     dump_history(history, buf, Header(model="cas-register", init=0, has_init=True))
-    found = native.scan(buf.getvalue().encode())
-    assert found is not None and list(found[1]) == history
+    for min_split in (1 << 30, 0, 1000):
+        found = native.scan(buf.getvalue().encode(), min_split=min_split)
+        assert found is not None and list(found[1]) == history and found[0] is not None
     for declined in ('{"client": 0, "input": {}, "output": {}, "call": 1.0, "return": 2}',  # not an integer
                      '{"client": 0, "input": {}, "output": {"v": "\u00e9"}, "call": 1, "return": 2}',  # not ASCII
                      '{"client": 0, "input": {}, "output": {}, "call": 1, "return": 2}\r\n',  # a '\r' line end
