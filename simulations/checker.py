@@ -37,7 +37,9 @@ or not at all, once called) and stays relaxed while the rest is still illegal. W
 to blame.
 
 Here: ``Checker`` (incremental) and ``check`` (once). The model's shape and the results are in
-``spec.py``, the search in ``search.py``, shrinking and explaining in ``witness.py``. None of
+``spec.py``, the search in ``search.py``, shrinking and explaining in ``witness.py``; ``check``
+hands each partition to the compiled kernel (``native.py``) when it was built and the model has
+a ``rule``, and the incremental ``Checker`` of a campaign keeps the pure frontier. None of
 them knows a protocol: models live in ``register.py``, ``kv.py`` and ``ledger.py``.
 """
 

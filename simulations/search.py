@@ -2,7 +2,8 @@
 
 See ``checker.py`` for the theory of operation. This module is the search alone: operations
 prepared into time-ordered events, fed one by one to a ``Frontier``; a return that no
-configuration survives is where the history became illegal.
+configuration survives is where the history became illegal. ``linearizable`` asks the compiled
+kernel first (``native.py``), which runs the same search on integers and gives the same answer.
 """
 
 from __future__ import annotations

@@ -99,10 +99,11 @@ def test_the_kernel_gives_the_pure_paths_results(history: list[Operation]) -> No
 
 @settings(max_examples=300, deadline=None)
 @given(histories(max_ops=7, keys=1))
-def test_the_kernel_agrees_with_brute_force(history: list[Operation]) -> None:
+def test_both_paths_agree_with_brute_force(history: list[Operation]) -> None:
     model = CAS_REGISTER.with_init(0)
-    result = check(model, history, budget_s=60, explain_budget_s=0)
-    assert (result.verdict is Verdict.OK) == _brute(model, history)
+    expected = _brute(model, history)
+    assert (check(model, history, budget_s=60, explain_budget_s=0).verdict is Verdict.OK) == expected
+    assert (pure(check, model, history, budget_s=60, explain_budget_s=0).verdict is Verdict.OK) == expected
 
 
 @settings(max_examples=300, deadline=None)
