@@ -1,85 +1,77 @@
-"""Simulator figures: the checker against Porcupine's, campaign rate, state-machine steps/s.
+"""Simulator figures: the checker against Porcupine, campaign rate, state-machine steps/s.
 
-    python bench/sim.py [--ops 10000] [--seed 1] [--big-ops 100000] [--big-budget 60]
-                        [--campaign 120] [--skip-big] [--skip-campaign] [--skip-machines]
+    python bench/sim.py [--ops 10000] [--seed 1] [--runs 7] [--big-ops 100000] [--big-budget 60]
+                        [--pure] [--campaign 120] [--skip-big] [--skip-campaign] [--skip-machines]
 
 Every figure is printed beside a baseline measured in the same run on the same data, so
-ratios compare like with like on a loaded machine. The checker's times are also set against
-the Porcupine times quoted in issue 13 (measured on this kind of machine, on histories of
-this shape); when ``go`` is on PATH and ``PORCUPINE_SRC`` names a Porcupine checkout, each
-history is also checked by Porcupine itself, side by side (never in CI). Nothing here asserts
-a time.
+ratios compare like with like on a loaded machine. The checker is timed as a user waits for it:
+the whole ``aidememo-sim check FILE --model cas-register --init 0``, best of ``--runs``, minus the
+same command on a one-operation history (its start-up), against Porcupine's check time on the
+same file. When ``go`` is on PATH and ``PORCUPINE_SRC`` names a Porcupine checkout, Porcupine is
+built and timed here, interleaved with the checker's runs (never in CI); otherwise the Porcupine
+times issue 13 quotes are shown, labelled as such. ``--pure`` also times the pure-Python path
+(``AIDEMEMO_SIM_PURE=1``). Nothing here asserts a time.
 
 Histories are generated the way Porcupine's users record them (``register.generate_history``):
 8 clients against a locked register per key, uniform read/write/cas over values 0..4, every key
 starting at 0; one key and 100 keys; linearizable, with a planted stale read, with a planted
-double cas.
+double cas. The big one: 100,000 operations, 16 clients, one key.
 """
 
 from __future__ import annotations
 
 import argparse
-import gc
-import io
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-from simulations.checker import Verdict, check  # noqa: E402
-from simulations.history import Header, Operation, dump_history, parse_history  # noqa: E402
-from simulations.register import CAS_REGISTER, Plant, generate_history  # noqa: E402
+from simulations import native  # noqa: E402
+from simulations.history import Header, Operation, dump_history  # noqa: E402
+from simulations.register import Plant, generate_history  # noqa: E402
 
-# Porcupine on the issue's histories (issue 13): seconds per history.
+# Porcupine on the issue's histories (issue 13, an idle machine of this kind): seconds per history.
 PORCUPINE_QUOTED = {
     (1, None): 0.14,
     (1, Plant.STALE_READ): 1.6,
     (1, Plant.DOUBLE_CAS): 2.2,
     (100, None): 0.016,
 }
-MODEL = CAS_REGISTER.with_init(0)
 HEADER = Header(model="cas-register", init=0, has_init=True)
+VERDICTS = {0: "ok", 1: "illegal", 3: "unknown"}
 
 
-def _best(runs: int, work: object, spend_s: float = 1.0) -> tuple[float, object, float]:
-    """Best wall time of ``runs`` or more, the result, and the best CPU time (this process's):
-    on a shared machine the CPU time is what compares with figures taken on an idle one. Quick
-    work is repeated until ``spend_s`` seconds went by (at most 30 runs), since one neighbour's
-    burst can double a 30 ms figure."""
-    times: list[float] = []
-    cpus: list[float] = []
-    result = None
-    spent = 0.0
-    while len(times) < runs or (spent < spend_s and len(times) < 30):
-        gc.collect()  # each run starts from the same heap, not from the garbage of the one before
-        started, cpu = time.perf_counter(), time.process_time()
-        result = work()  # type: ignore[operator]
-        times.append(time.perf_counter() - started)
-        cpus.append(time.process_time() - cpu)
-        spent += times[-1]
-    return min(times), result, min(cpus)
+def _write(path: Path, history: list[Operation]) -> Path:
+    with path.open("w", encoding="utf-8") as out:
+        dump_history(history, out, HEADER)
+    return path
 
 
-def _text(history: list[Operation]) -> str:
-    buf = io.StringIO()
-    dump_history(history, buf, HEADER)
-    return buf.getvalue()
+def _command() -> list[str]:
+    """``aidememo-sim`` as installed beside this interpreter, else the module."""
+    script = Path(sys.executable).with_name("aidememo-sim")
+    return [str(script)] if script.exists() else [sys.executable, "-m", "simulations.cli"]
 
 
-def _baseline(text: str) -> None:
-    """A sequential pass: parse the file's text, step the model once per op in call order."""
-    _, ops = parse_history(text.splitlines())
-    state = MODEL.init()
-    for op in ops:
-        nxt = MODEL.step(state, op.input, op.output)
-        state = next(iter(nxt), state)
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _check_once(path: Path, env: dict[str, str]) -> tuple[float, float, int]:
+    """The command's wall time, its CPU time, and its exit code."""
+    cpu, started = _children_cpu(), time.perf_counter()
+    done = subprocess.run(_command() + ["check", str(path), "--model", "cas-register", "--init", "0"],
+                          capture_output=True, text=True, env=env, timeout=900)
+    return time.perf_counter() - started, _children_cpu() - cpu, done.returncode
 
 
 def _porcupine_runner() -> Path | None:
@@ -91,84 +83,118 @@ def _porcupine_runner() -> Path | None:
     (work / "go.mod").write_text(
         "module porcupinebench\n\ngo 1.18\n\nrequire github.com/anishathalye/porcupine v0.0.0\n\n"
         f"replace github.com/anishathalye/porcupine => {Path(source).resolve()}\n")
-    done = subprocess.run(["go", "build", "-o", "bench", "."], cwd=work, capture_output=True, text=True)
+    done = subprocess.run(["go", "build", "-o", "bench", "."], cwd=work, capture_output=True, text=True,
+                          env={**os.environ, "GOFLAGS": "-mod=mod"})
     if done.returncode != 0:
         print(f"(cannot build the Porcupine runner: {done.stderr.strip()[:300]})")
         return None
     return work / "bench"
 
 
-def _porcupine(runner: Path, path: Path, timeout_s: float) -> str:
+def _porcupine(runner: Path, path: Path, timeout_s: float) -> tuple[float, float, str]:
+    """Porcupine's check: wall time, CPU time (all its threads), verdict."""
     done = subprocess.run([str(runner), str(path), str(timeout_s)], capture_output=True, text=True,
                           timeout=timeout_s * 3 + 60)
     if done.returncode != 0:
-        return f"failed: {done.stderr.strip()[:80]}"
+        return float("nan"), float("nan"), f"failed: {done.stderr.strip()[:80]}"
     doc = json.loads(done.stdout)
-    return f"{doc['verdict'].lower()} {doc['seconds']:.3f} s"
+    return float(doc["seconds"]), float(doc.get("cpu_seconds", "nan")), str(doc["verdict"]).lower()
 
 
-def bench_checker(ops: int, seed: int, runs: int) -> None:
+def _conditions() -> str:
+    cached = not (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")) and any(
+        (ROOT / "simulations" / "__pycache__").glob("checker.*.pyc"))
+    load = os.getloadavg()[0]
+    kernel = "built" if native.available() else "not built: pure path"
+    return f"load {load:.1f}; bytecode {'cached' if cached else 'not cached'}; compiled kernel {kernel}"
+
+
+def bench_checker(ops: int, seed: int, runs: int, pure: bool) -> None:
     runner = _porcupine_runner()
-    print(f"checker: {ops}-operation cas-register histories, 8 clients, values 0..4, init 0, seed {seed}; "
-          f"best of {runs} or more (up to 30 within a second)")
-    print("  (baseline: parse the file and step the model once per op; 'search': the pre-pass off; "
-          "'CPU s': the check's CPU time, which 'x Porcupine' uses: Porcupine's figures are from an idle machine)")
-    head = (f"{'keys':>5} {'history':>12} {'verdict':>8} {'check s':>8} {'CPU s':>7} {'search s':>9} "
-            f"{'baseline s':>10} {'x base':>7} {'Porcupine (issue)':>18} {'x Porcupine':>11}")
-    print(head + ("   Porcupine here" if runner else ""))
-    search_only = replace(MODEL, refute=None)
     work = Path(tempfile.mkdtemp(prefix="sim-bench-"))
-    for keys in (1, 100):
-        for plant in (None, Plant.STALE_READ, Plant.DOUBLE_CAS):
-            history = generate_history(seed=seed, operations=ops, clients=8, keys=keys, plant=plant)
-            text = _text(history)
-            path = work / f"k{keys}-{plant or 'ok'}.jsonl"
-            path.write_text(text)
-            base, _, _ = _best(runs, lambda: _baseline(text))
-            took, result, cpu = _best(runs, lambda: check(MODEL, history, budget_s=600, explain_budget_s=0))
-            searched, plain, _ = _best(runs, lambda: check(search_only, history, budget_s=600, explain_budget_s=0))
-            expected = Verdict.OK if plant is None else Verdict.ILLEGAL
-            verdict = result.verdict  # type: ignore[attr-defined]
-            mark = "" if verdict is expected and plain.verdict is expected else f" (expected {expected.value}!)"  # type: ignore[attr-defined]
-            quoted = PORCUPINE_QUOTED.get((keys, plant))
-            versus = f"{cpu / quoted:>10.2f}x" if quoted else f"{'-':>11}"
-            line = (f"{keys:>5} {plant or 'linearizable':>12} {verdict.value:>8} {took:>8.3f} {cpu:>7.3f} "
-                    f"{searched:>9.3f} {base:>10.4f} {took / base:>6.1f}x {quoted if quoted else '-':>18} {versus}")
-            if runner:
-                line += "   " + _porcupine(runner, path, 600)
-            print(line + mark, flush=True)
+    one = _write(work / "one.jsonl", generate_history(seed=seed, operations=1, clients=8))
+    cases = [(keys, plant, _write(work / f"k{keys}-{plant or 'ok'}.jsonl",
+                                  generate_history(seed=seed, operations=ops, clients=8, keys=keys, plant=plant)))
+             for keys in (1, 100) for plant in (None, Plant.STALE_READ, Plant.DOUBLE_CAS)]
+    print(f"checker: {ops}-operation cas-register histories, 8 clients, values 0..4, init 0, seed {seed}; "
+          f"best of {runs}, interleaved; {_conditions()}")
+    print("  ('command s': aidememo-sim check FILE --model cas-register --init 0; 'check s': minus the same "
+          "command on a one-operation history)")
+    envs = {"kernel": {**os.environ}}
+    if pure:
+        envs["pure"] = {**os.environ, "AIDEMEMO_SIM_PURE": "1"}
+    wall: dict[tuple[str, str], float] = {}
+    cpu: dict[tuple[str, str], float] = {}
+    codes: dict[tuple[str, str], int] = {}
+    theirs: dict[str, tuple[float, float, str]] = {}
+    for _ in range(runs):
+        for name, env in envs.items():
+            for label, path in [("one", one)] + [(p.stem, p) for _, _, p in cases]:
+                took, used, code = _check_once(path, env)
+                wall[(name, label)] = min(wall.get((name, label), took), took)
+                cpu[(name, label)] = min(cpu.get((name, label), used), used)
+                codes[(name, label)] = code
+        if runner is not None:
+            for _, _, path in cases:
+                took, used, verdict = _porcupine(runner, path, 600)
+                best = theirs.get(path.stem, (float("inf"), float("inf"), verdict))
+                theirs[path.stem] = (min(best[0], took), min(best[1], used), verdict)
+    print(f"  start-up (one operation): {wall[('kernel', 'one')]:.3f} s, {cpu[('kernel', 'one')]:.3f} s CPU"
+          + (f"; pure path {wall[('pure', 'one')]:.3f} s" if pure else ""))
+    where = "Porcupine here (CPU)" if runner is not None else "Porcupine (issue 13)"
+    print(f"{'keys':>5} {'history':>12} {'verdict':>8} {'command s':>10} {'check s':>8} {'CPU s':>7} {where:>27} "
+          f"{'x Porcupine':>11} {'(CPU)':>6}" + (f" {'pure check s':>13}" if pure else ""))
+    for keys, plant, path in cases:
+        expected = 0 if plant is None else 1
+        code = codes[("kernel", path.stem)]
+        check_s = wall[("kernel", path.stem)] - wall[("kernel", "one")]
+        check_cpu = cpu[("kernel", path.stem)] - cpu[("kernel", "one")]
+        if runner is not None:
+            their_s, their_cpu, verdict = theirs.get(path.stem, (float("nan"), float("nan"), "-"))
+            shown, versus, versus_cpu = f"{verdict} {their_s:.4f} ({their_cpu:.4f})", check_s / their_s, check_cpu / their_cpu
+        else:
+            quoted = PORCUPINE_QUOTED.get((keys, plant), float("nan"))
+            shown, versus, versus_cpu = f"{quoted}", check_s / quoted, float("nan")
+        line = (f"{keys:>5} {plant or 'linearizable':>12} {VERDICTS.get(code, f'exit {code}'):>8} "
+                f"{wall[('kernel', path.stem)]:>10.3f} {check_s:>8.4f} {check_cpu:>7.4f} {shown:>27} {versus:>10.2f}x "
+                f"{versus_cpu:>5.2f}x")
+        if pure:
+            line += f" {wall[('pure', path.stem)] - wall[('pure', 'one')]:>13.4f}"
+        marks = [f"exit {code}, expected {expected}"] if code != expected else []
+        if pure and codes[("pure", path.stem)] != code:
+            marks.append(f"the pure path exited {codes[('pure', path.stem)]}")
+        print(line + (f" ({'; '.join(marks)}!)" if marks else ""), flush=True)
     shutil.rmtree(work, ignore_errors=True)
 
 
-_BIG = """
-import resource, sys, time
-from simulations.checker import check
-from simulations.register import CAS_REGISTER, generate_history
-ops, clients, seed, budget = (int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]))
-history = generate_history(seed=seed, operations=ops, clients=clients, keys=1)
-before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-started, cpu = time.perf_counter(), time.process_time()
-result = check(CAS_REGISTER.with_init(0), history, budget_s=budget, explain_budget_s=0)
-took, cpu = time.perf_counter() - started, time.process_time() - cpu
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-print(result.verdict.value, took, cpu, before, peak, result.detail)
+_PEAK = """
+import resource, subprocess, sys, time
+started = time.perf_counter()
+done = subprocess.run(sys.argv[1:], capture_output=True, text=True)
+took = time.perf_counter() - started
+peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss  # KiB on Linux
+print(done.returncode, took, peak, done.stdout.strip().splitlines()[0] if done.stdout.strip() else "")
 """
 
 
 def bench_big(ops: int, budget_s: float, seed: int) -> None:
-    """One key, 16 clients, ``ops`` operations: where Porcupine ran out of memory."""
-    done = subprocess.run([sys.executable, "-c", _BIG, str(ops), "16", str(seed), str(budget_s)],
-                          capture_output=True, text=True, timeout=budget_s * 4 + 300,
-                          cwd=Path(__file__).resolve().parent.parent)
+    """One key, 16 clients, ``ops`` operations, through the command: where Porcupine ran out of
+    memory (measured there at 17 GB; not run here, for the machine's sake)."""
+    work = Path(tempfile.mkdtemp(prefix="sim-big-"))
+    path = _write(work / "big.jsonl", generate_history(seed=seed, operations=ops, clients=16, keys=1))
+    command = _command() + ["check", str(path), "--model", "cas-register", "--init", "0", "--budget", f"{budget_s:g}"]
+    load = os.getloadavg()[0]
+    done = subprocess.run([sys.executable, "-c", _PEAK, *command], capture_output=True, text=True,
+                          timeout=budget_s * 4 + 300)
+    shutil.rmtree(work, ignore_errors=True)
     if done.returncode != 0:
-        print(f"big history: the checker failed: {done.stderr.strip()[-500:]}")
+        print(f"big history: the measurement failed: {done.stderr.strip()[-500:]}")
         return
-    verdict, took, cpu, before, peak, *detail = done.stdout.split(maxsplit=5)
-    # ru_maxrss is in KiB on Linux.
-    print(f"big history: {ops} operations, 1 key, 16 clients, budget {budget_s:g} s: verdict {verdict.upper()} "
-          f"in {float(took):.1f} s ({float(cpu):.1f} s CPU); peak RSS {int(peak) / 1024:.0f} MB (the history alone: "
-          f"{int(before) / 1024:.0f} MB){' - ' + detail[0].strip() if detail else ''}. "
-          f"Porcupine (issue): Unknown after 60 s at 17 GB.")
+    code, took, peak, summary = done.stdout.split(maxsplit=3)
+    print(f"big history: {ops} operations, 1 key, 16 clients, --budget {budget_s:g}: verdict "
+          f"{VERDICTS.get(int(code), 'exit ' + code).upper()} in {float(took):.1f} s (the whole command), peak RSS "
+          f"{int(peak) / 1024:.0f} MB; load {load:.1f} at start. {summary}")
+    print("  Porcupine (issue 13): Unknown after 60 s at 17 GB.")
 
 
 def bench_runner(seed: int, batches: int) -> None:
@@ -217,7 +243,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=3, help="best of N for each checker time")
+    parser.add_argument("--runs", type=int, default=7, help="best of N for each checker time")
+    parser.add_argument("--pure", action="store_true", help="also time the pure-Python path")
     parser.add_argument("--big-ops", type=int, default=100_000)
     parser.add_argument("--big-budget", type=float, default=60.0)
     parser.add_argument("--campaign", type=float, default=120.0, metavar="SECONDS")
@@ -226,7 +253,7 @@ def main() -> None:
     parser.add_argument("--skip-machines", action="store_true")
     parser.add_argument("--machine-steps", type=int, default=2_000)
     args = parser.parse_args()
-    bench_checker(args.ops, args.seed, args.runs)
+    bench_checker(args.ops, args.seed, args.runs, args.pure)
     if not args.skip_big:
         bench_big(args.big_ops, args.big_budget, args.seed)
     bench_runner(args.seed, 60)

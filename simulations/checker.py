@@ -37,7 +37,9 @@ or not at all, once called) and stays relaxed while the rest is still illegal. W
 to blame.
 
 Here: ``Checker`` (incremental) and ``check`` (once). The model's shape and the results are in
-``spec.py``, the search in ``search.py``, shrinking and explaining in ``witness.py``. None of
+``spec.py``, the search in ``search.py``, shrinking and explaining in ``witness.py``; ``check``
+hands each partition to the compiled kernel (``native.py``) when it was built and the model has
+a ``rule``, and the incremental ``Checker`` of a campaign keeps the pure frontier. None of
 them knows a protocol: models live in ``register.py``, ``kv.py`` and ``ledger.py``.
 """
 
@@ -48,22 +50,26 @@ from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
 
+import simulations.native as native
 from simulations.errors import SimulationError
 from simulations.history import Operation
-from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, prepare
-from simulations.spec import CheckResult, Input, Model, Output, PartitionResult, Refutation, StepFn, Verdict
+from simulations.search import DEFAULT_MAX_CONFIGS, Frontier, OutOfBudget, Prepared, feed, native_verdict, prepare
+from simulations.spec import (CheckResult, Guarded, Input, Model, Output, PartitionResult, Refutation, StepFn, Update,
+                              Verdict)
 from simulations.witness import explain, shrink
 
 __all__ = [
     "DEFAULT_MAX_CONFIGS",
     "CheckResult",
     "Checker",
+    "Guarded",
     "Input",
     "Model",
     "Output",
     "PartitionResult",
     "Refutation",
     "StepFn",
+    "Update",
     "Verdict",
     "check",
 ]
@@ -84,6 +90,7 @@ class _Part(Generic[S]):
 
     indices: list[int] = field(default_factory=list)  # into the checker's history
     ops: list[Operation] = field(default_factory=list)  # the history's operations at ``indices``
+    index: bytes = b""  # a scanned history's: ``indices`` as int32, and ``ops`` built on demand
     fed: int = 0  # how many of ``indices`` are in ``prepared``
     prepared: Prepared[S] | None = None
     frontier: Frontier[S] | None = None
@@ -102,12 +109,17 @@ class Checker(Generic[S]):
     makes its partition start over (still correct, just not incremental). A verdict is about the
     operations added so far: ILLEGAL is final once nothing added later began before the last
     answer already added, as in a campaign, whose batches run one after another.
+
+    ``one_shot`` (what ``check`` asks for): each partition is searched once, whole, by the
+    compiled kernel when it is there and the model has a ``rule``; nothing is kept to go on from.
     """
 
-    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS) -> None:
+    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS, one_shot: bool = False) -> None:
         self.model = model
         self.max_configs = max_configs
-        self.history: list[Operation] = []
+        self.history: Sequence[Operation] = []
+        self._one_shot = one_shot and native.available(model)
+        self._encoding: native.Encoding[S] | None = None  # a scanned history's kinds
         self._parts: dict[Hashable, _Part[S]] = {}
         self._init = model.init()
         self._violation: PartitionResult | None = None
@@ -117,8 +129,12 @@ class Checker(Generic[S]):
         self._unknown = 0  # partitions whose last verdict was UNKNOWN
 
     def add(self, ops: Iterable[Operation]) -> None:
+        if isinstance(ops, native.ScannedHistory) and self._add_scanned(ops):
+            return
         key = self.model.partition
         parts = self._parts
+        if not isinstance(self.history, list):
+            self.history = list(self.history)
         history = self.history
         start = len(history)
         history.extend(ops)
@@ -146,6 +162,26 @@ class Checker(Generic[S]):
             appends[0](i)
             appends[1](op)
 
+    def _add_scanned(self, scanned: native.ScannedHistory) -> bool:
+        """Partition a history the kernel read, building no operation; False: add it as a list."""
+        model = self.model
+        if self.history or not self._one_shot or model.partition is None or model.key_field != scanned.key_field:
+            return False
+        encoding: native.Encoding[S] = native.Encoding()
+        if not scanned.encode(model, encoding):
+            return False
+        self.history, self._encoding = scanned, encoding
+        for number, index in enumerate(scanned.partitions(model)):
+            part = self._parts[number] = self._pending[number] = _Part(index=index)
+            part.indices = memoryview(index).cast("i").tolist()
+        return True
+
+    def _ops(self, part: _Part[S]) -> list[Operation]:
+        if len(part.ops) < len(part.indices):  # a scanned history's partition: built when needed
+            history = self.history
+            part.ops = [history[i] for i in part.indices]
+        return part.ops
+
     def run(self, budget_s: float = 10.0, explain_budget_s: float = 5.0,
             progress: Callable[[str], None] | None = None) -> CheckResult:
         """Check every partition with new operations within ``budget_s`` seconds.
@@ -169,14 +205,29 @@ class Checker(Generic[S]):
         reported = time.monotonic()
         detail = ""
         parts = list(self._pending.items())
-        for done, (key, part) in enumerate(parts):
-            if self._violation is not None:
-                break
+        done = 0
+        while done < len(parts) and self._violation is None:
             if progress is not None and time.monotonic() - reported > 2.0:
                 reported = time.monotonic()
                 progress(f"checked {done}/{len(parts)} partitions ({budget_s - (deadline - reported):.0f} s)")
+            run = self._small_scanned(parts, done)
+            if run:
+                # Many small partitions of a scanned history: one kernel call, up to the first
+                # that is not OK, which is then settled like any other.
+                settled, outcome = self._search_run(run, deadline)
+                for key, part in run[:settled]:
+                    part.verdict, part.fed = Verdict.OK, len(part.indices)
+                    del self._pending[key]
+                done += settled
+                if settled == len(run):
+                    continue
+            key, part = parts[done]
+            done += 1
             self._unknown -= part.verdict is Verdict.UNKNOWN
-            why = self._advance(part, deadline)
+            if run and outcome.status != native.Outcome.TOO_WIDE:
+                why = self._settle_native(part, outcome)
+            else:
+                why = self._advance(part, deadline)
             self._unknown += part.verdict is Verdict.UNKNOWN
             if part.verdict is not Verdict.UNKNOWN:
                 del self._pending[key]
@@ -185,6 +236,24 @@ class Checker(Generic[S]):
             if part.verdict is Verdict.ILLEGAL:
                 self._violation = self._illegal(part, explain_budget_s)
         return detail
+
+    def _small_scanned(self, parts: list[tuple[Hashable, _Part[S]]], start: int) -> list[tuple[Hashable, _Part[S]]]:
+        """The scanned partitions from ``start`` on, never searched and too small for the pre-pass."""
+        if self._encoding is None:
+            return []
+        run = []
+        refute = self.model.refute
+        for key, part in parts[start:]:
+            if not part.index or part.verdict is not None or (refute is not None and len(part.indices) >= _PREPASS_MIN_OPS):
+                break
+            run.append((key, part))
+        return run
+
+    def _search_run(self, run: list[tuple[Hashable, _Part[S]]], deadline: float) -> tuple[int, native.Outcome]:
+        scanned, encoding = self.history, self._encoding
+        assert isinstance(scanned, native.ScannedHistory) and encoding is not None
+        return encoding.search_many(scanned.calls, scanned.rets, scanned.sigs, [part.index for _, part in run],
+                                    [self._init], deadline=deadline, max_configs=self.max_configs)
 
     @property
     def verdict(self) -> Verdict:
@@ -199,31 +268,25 @@ class Checker(Generic[S]):
     def _advance(self, part: _Part[S], deadline: float) -> str:
         """Feed a partition's new events; returns why the budget ran out, if it did."""
         model = self.model
-        new_ops = part.ops[part.fed:]
-        restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in new_ops)
+        restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in self._ops(part)[part.fed:])
         if restart:
-            sub = part.ops
-            if model.refute is not None and len(sub) >= _PREPASS_MIN_OPS:
-                refutation = model.refute(sub, self._init)
+            if model.refute is not None and len(part.indices) >= _PREPASS_MIN_OPS:
+                refutation = model.refute(self._ops(part), self._init)
                 if refutation is not None:
                     part.verdict = Verdict.ILLEGAL
                     part.fed = len(part.indices)
                     part.result = self._refuted(part, refutation)
                     return ""
-            part.prepared = prepare(model, sub)
+            if self._one_shot:
+                outcome = self._native_search(part, deadline)
+                if outcome is not None and outcome.status != native.Outcome.TOO_WIDE:
+                    return self._settle_native(part, outcome)
+            part.prepared = prepare(model, self._ops(part))
             part.frontier = Frontier([self._init], deadline=deadline, max_configs=self.max_configs)
             part.pos = 0
         else:
             assert part.prepared is not None
-            grown = prepare(model, new_ops)
-            offset = len(part.prepared.ops)
-            p = part.prepared
-            p.ops.extend(grown.ops)
-            p.fns.extend(grown.fns)
-            p.inert.extend(grown.inert)
-            p.events.extend((t, k, i + offset) for t, k, i in grown.events)
-            p.twins.update((i + offset, text) for i, text in grown.twins.items())
-            p.returns.extend(grown.returns)
+            self._grow(part.prepared, prepare(model, part.ops[part.fed:]))
         part.fed = len(part.indices)
         assert part.frontier is not None and part.prepared is not None
         part.frontier.deadline = deadline
@@ -232,18 +295,53 @@ class Checker(Generic[S]):
         except OutOfBudget as exc:
             part.verdict = Verdict.UNKNOWN
             part.pos = exc.pos
-            return "the time budget ran out" if exc.why == "time" else (
-                f"the search needed more than {self.max_configs} configurations at once")
+            return self._ran_out(exc)
         events = part.prepared.events
         part.last_ns = events[part.pos - 1][0] if part.pos else -1
         part.verdict = Verdict.OK if part.failed is None else Verdict.ILLEGAL
         return ""
 
+    @staticmethod
+    def _grow(prepared: Prepared[S], grown: Prepared[S]) -> None:
+        offset = len(prepared.ops)
+        prepared.ops.extend(grown.ops)
+        prepared.fns.extend(grown.fns)
+        prepared.inert.extend(grown.inert)
+        prepared.events.extend((t, k, i + offset) for t, k, i in grown.events)
+        prepared.twins.update((i + offset, text) for i, text in grown.twins.items())
+        prepared.returns.extend(grown.returns)
+
+    def _ran_out(self, exc: OutOfBudget) -> str:
+        return "the time budget ran out" if exc.why == "time" else (
+            f"the search needed more than {self.max_configs} configurations at once")
+
+    def _native_search(self, part: _Part[S], deadline: float) -> native.Outcome | None:
+        if part.index and self._encoding is not None:
+            scanned = self.history
+            assert isinstance(scanned, native.ScannedHistory)
+            return self._encoding.search(scanned.calls, scanned.rets, scanned.sigs, [self._init], index=part.index,
+                                         deadline=deadline, max_configs=self.max_configs)
+        return native.search_operations(self.model, self._ops(part), [self._init], deadline=deadline,
+                                        max_configs=self.max_configs)
+
+    def _settle_native(self, part: _Part[S], outcome: native.Outcome) -> str:
+        """A partition the kernel searched whole: nothing is kept to go on from."""
+        part.fed = len(part.indices)
+        part.prepared = part.frontier = None
+        try:
+            legal = native_verdict(outcome)
+        except OutOfBudget as exc:
+            part.verdict = Verdict.UNKNOWN
+            return self._ran_out(exc)
+        part.verdict = Verdict.OK if legal else Verdict.ILLEGAL
+        part.failed = None if legal else outcome.failed
+        return ""
+
     def _illegal(self, part: _Part[S], explain_budget_s: float) -> PartitionResult:
         if part.result is not None:
             return part.result  # refuted by the model's pre-pass: already explained
-        assert part.prepared is not None and part.failed is not None
-        ops = part.prepared.ops
+        assert part.failed is not None
+        ops = self._ops(part)
         failed = part.failed
         if self.model.refute is not None and len(ops) < _PREPASS_MIN_OPS:
             # The search found it first; the pre-pass's proof, when it has one, reads better.
@@ -298,6 +396,6 @@ def check(
     ``progress`` hears about the partitions done, at most every two seconds; ``max_configs``
     bounds the search's memory (UNKNOWN beyond it).
     """
-    checker = Checker(model, max_configs=max_configs)
+    checker = Checker(model, max_configs=max_configs, one_shot=True)
     checker.add(history)
     return checker.run(budget_s, explain_budget_s, progress)

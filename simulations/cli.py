@@ -210,10 +210,9 @@ def _build_parser() -> argparse.ArgumentParser:
 
 def _check(args: argparse.Namespace) -> int:
     from simulations.checker import check
-    from simulations.history import read_text
-    from simulations.porcupine import parse
+    from simulations.porcupine import load
 
-    header, history = parse(read_text(args.file), args.format, str(args.file))
+    header, history = load(args.file, args.format)
     name = args.model or header.model
     if name is None:
         raise SimulationError(f"{args.file} names no model; give --model ({', '.join(MODELS)})")

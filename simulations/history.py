@@ -19,12 +19,11 @@ import threading
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import IO
 
 from simulations.errors import SimulationError
 
-__all__ = ["FORMAT", "Header", "Operation", "Recorder", "dump_history", "parse_history", "read_text"]
+__all__ = ["FORMAT", "Header", "Operation", "Recorder", "dump_history", "parse_history"]
 
 FORMAT = "aidememo-sim/1"
 
@@ -142,16 +141,6 @@ def parse_history(lines: Iterable[str], source: str = "<history>") -> tuple[Head
             ops.append(_operation_from_json(raw, f"{source}:{number}"))
         first = False
     return header, ops
-
-
-def read_text(path: Path) -> str:
-    """A history file's text, or a one-line error."""
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
-    except UnicodeDecodeError:
-        raise SimulationError(f"{path} is not UTF-8 text") from None
 
 
 def dump_history(ops: Iterable[Operation], out: IO[str], header: Header | None = None) -> None:

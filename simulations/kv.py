@@ -47,4 +47,5 @@ KV: Model[str] = Model(
     describe_operation=_describe_operation,
     describe_state=repr,
     describe_expected=lambda state, op_input: repr(state) if op_input.get("op") == "get" else "ok",
+    key_field="key",
 )

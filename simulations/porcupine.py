@@ -15,6 +15,9 @@
   gives ``kv`` ones (Porcupine's key-value test data). ``:fail`` means it did not happen, except
   for a cas, which returned false (as in the etcd logs); ``:info`` is unknown.
 
+``load`` reads a file: this kit's JSON lines through the compiled kernel's scanner when it is
+there (``native.scan``), everything else, and whatever the scanner declines, as text here.
+
 This module only translates; it checks nothing.
 """
 
@@ -24,11 +27,13 @@ import json
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
+import simulations.native as native
 from simulations.errors import SimulationError
 from simulations.history import Header, Operation, parse_history
 
-__all__ = ["FORMATS", "detect_format", "parse"]
+__all__ = ["FORMATS", "detect_format", "load", "parse"]
 
 FORMATS = ("auto", "jsonl", "porcupine", "jepsen-log", "edn")
 
@@ -54,6 +59,38 @@ def detect_format(text: str) -> str:
         if isinstance(first, dict) and ("ClientId" in first or "Kind" in first or "Call" in first):
             return "porcupine"
     return "jsonl"
+
+
+def load(path: Path, fmt: str) -> tuple[Header, Sequence[Operation]]:
+    """Read the history file at ``path`` in ``fmt`` (one of ``FORMATS``).
+
+    Raises:
+        SimulationError: when the file cannot be read, or naming the line that is wrong.
+    """
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
+    if fmt in ("auto", "jsonl") and native.available():
+        head = data[:65536]  # the first line, without copying the whole file
+        start = len(head) - len(head.lstrip())
+        end = data.find(b"\n", start)
+        first = data[start:end if end >= 0 else len(data)].decode("utf-8", errors="replace")
+        if fmt == "jsonl" or detect_format(first) == "jsonl":
+            found = native.scan(data)
+            if found is not None:
+                header_line, history = found
+                if header_line is None:
+                    return Header(), history
+                try:
+                    return Header.from_json(json.loads(header_line), ""), history
+                except SimulationError:
+                    pass  # the pure reader below names the header's line
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise SimulationError(f"{path} is not UTF-8 text") from None
+    return parse(text, fmt, str(path))
 
 
 def parse(text: str, fmt: str, source: str) -> tuple[Header, list[Operation]]:

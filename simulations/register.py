@@ -25,7 +25,7 @@ import random
 from collections.abc import Sequence
 from enum import StrEnum
 
-from simulations.checker import Input, Model, Output, Refutation, StepFn
+from simulations.checker import Guarded, Input, Model, Output, Refutation, StepFn, Update
 from simulations.errors import SimulationError
 from simulations.history import Operation
 
@@ -101,6 +101,26 @@ def _compile_one(op_input: Input, output: Output) -> StepFn[_State]:
             return lambda s: swapped if s == expected else _EMPTY
         return lambda s: (s,) if s != expected else _EMPTY
     return lambda s: _EMPTY  # an operation this model does not know is never legal
+
+
+def _rule(op_input: Input, output: Output) -> Guarded[_State]:
+    """``_compile_one`` as a guarded update, for the compiled kernel."""
+    kind = op_input.get("op")
+    if kind == "read":
+        if output is None:
+            return Guarded(None, Update.KEEP, Update.KEEP)
+        return Guarded(_canon(output.get("value")), Update.KEEP, Update.REFUSE)
+    if kind == "write":
+        written = _canon(op_input.get("value"))
+        return Guarded(None, written, written)
+    if kind == "cas":
+        expected, new = _canon(op_input.get("expected")), _canon(op_input.get("new"))
+        if output is None:
+            return Guarded(expected, new, Update.KEEP)
+        if output.get("ok") is True:
+            return Guarded(expected, new, Update.REFUSE)
+        return Guarded(expected, Update.REFUSE, Update.KEEP)
+    return Guarded(None, Update.REFUSE, Update.REFUSE)
 
 
 def _effect_free(op_input: Input, output: Output) -> bool:
@@ -266,6 +286,8 @@ CAS_REGISTER: Model[_State] = Model(
     describe_operation=_describe_operation,
     describe_state=lambda state: f"value {state}",
     describe_expected=_describe_expected,
+    rule=_rule,
+    key_field="key",
 )
 
 

@@ -2,7 +2,8 @@
 
 See ``checker.py`` for the theory of operation. This module is the search alone: operations
 prepared into time-ordered events, fed one by one to a ``Frontier``; a return that no
-configuration survives is where the history became illegal.
+configuration survives is where the history became illegal. ``linearizable`` asks the compiled
+kernel first (``native.py``), which runs the same search on integers and gives the same answer.
 """
 
 from __future__ import annotations
@@ -13,10 +14,12 @@ from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
+import simulations.native as native
 from simulations.history import Operation
 from simulations.spec import Model, StepFn
 
-__all__ = ["DEFAULT_MAX_CONFIGS", "Frontier", "OutOfBudget", "Prepared", "feed", "linearizable", "prepare"]
+__all__ = ["DEFAULT_MAX_CONFIGS", "Frontier", "OutOfBudget", "Prepared", "feed", "linearizable", "native_verdict",
+           "prepare"]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -147,89 +150,101 @@ class Frontier(Generic[S]):
     def ret(self, op: int) -> bool:
         """Process the return of ``op``; False when no configuration survives it."""
         bit = self._bit[op]
-        fo = self._fn[op]
-        configs = self.configs
-        if len(configs) == 1 and self.trace is None:
-            # The common case, one way to explain everything so far: no search needed when the
-            # operation already took effect, or when nothing else is open.
-            (m, s), = configs
-            if m & bit:
-                self._commit(op, bit, {(m ^ bit, s)})
-                return True
-            if len(self._effectful) == (bit in self._effectful):
-                nxt = set()
-                for s2 in fo(s):
-                    m2 = m
-                    for b, fn in self._inert.items():
-                        if b != bit and not m2 & b and fn(s2):
-                            m2 |= b
-                    nxt.add((m2, s2))
-                self._commit(op, bit, nxt)
-                return bool(nxt)
-        others = [(b, fn) for b, fn in self._inert.items() if b != bit]
-        # The open effect-free operations legal in a state, as bits: they take effect as soon as
-        # they are legal, and which are legal depends on the state alone (asked once per state).
-        inert_in: dict[S, int] = {}
-        lower = self._lower
-        effectful = [(b, fn, lower.get(b, 0)) for b, fn in self._effectful.items() if b != bit]
-        forever = self._forever
+        survivors = self._ret_one_way(op, bit) if len(self.configs) == 1 and self.trace is None else None
+        if survivors is None:
+            survivors = self._ret_every_way(op, bit)
+        self._commit(op, bit, survivors)
+        return bool(survivors)
+
+    def _ret_one_way(self, op: int, bit: int) -> set[tuple[int, S]] | None:
+        """The common case, one way to explain everything so far: no search is needed when the
+        operation already took effect, or when nothing else that changes the state is open
+        (None: something is, so search)."""
+        (mask, state), = self.configs
+        if mask & bit:
+            return {(mask ^ bit, state)}
+        if len(self._effectful) != (bit in self._effectful):
+            return None
+        survivors = set()
+        for after in self._fn[op](state):
+            applied = mask
+            for other, fn in self._inert.items():
+                if other != bit and not applied & other and fn(after):
+                    applied |= other
+            survivors.add((applied, after))
+        return survivors
+
+    def _ret_every_way(self, op: int, bit: int) -> set[tuple[int, S]]:
+        """Each configuration extended by every sequence of open operations ending with ``op``."""
         trace = self.trace
-        ntrace: dict[tuple[int, S], tuple[int, ...]] = {}
-        nxt = set()
+        survivors: set[tuple[int, S]] = set()
+        orders: dict[tuple[int, S], tuple[int, ...]] = {}  # survivor -> its order (with trace)
         pending: list[tuple[int, S]] = []
-        for c in configs:
-            if c[0] & bit:
-                nxt.add((c[0] ^ bit, c[1]))
+        for config in self.configs:
+            mask, state = config
+            if mask & bit:  # it already took effect
+                survivors.add((mask ^ bit, state))
                 if trace is not None:
-                    ntrace.setdefault((c[0] ^ bit, c[1]), trace[c])
+                    orders.setdefault((mask ^ bit, state), trace[config])
             else:
-                pending.append(c)
+                pending.append(config)
         if pending:
-            seen = set(pending)
-            stack = pending
-            cap = self.max_configs
-            work = self._work
-            while stack:
-                work += 1
-                if not work & _TICK:
-                    if time.monotonic() > self.deadline:
-                        raise OutOfBudget("time")
-                    if len(seen) + len(nxt) > cap:
-                        raise OutOfBudget("size")
-                m, s = stack.pop()
-                order = trace[(m, s)] if trace is not None else ()
-                for s2 in fo(s):
-                    legal = inert_in.get(s2)
-                    if legal is None:
-                        legal = inert_in[s2] = _legal(others, s2)
-                    m2 = m | legal
-                    nxt.add((m2, s2))
-                    if trace is not None:
-                        ntrace.setdefault((m2, s2), order + (op,))
-                for b, fn, earlier in effectful:
-                    if m & b or m & earlier != earlier:
-                        continue
-                    for s2 in fn(s):
-                        if s2 == s and b & forever:
-                            continue  # an answer that never came changing nothing: no news
-                        legal = inert_in.get(s2)
-                        if legal is None:
-                            legal = inert_in[s2] = _legal(others, s2)
-                        m2 = m | b | legal
-                        c2 = (m2, s2)
-                        if c2 not in seen:
-                            seen.add(c2)
-                            stack.append(c2)
-                            if trace is not None:
-                                trace[c2] = order + (self._op_at[b],)
-            self._work = work
-        if forever and len(nxt) > 1:
-            nxt = _prune_unused(nxt, forever)
+            self._explore(op, bit, pending, survivors, orders)
+        if self._forever and len(survivors) > 1:
+            survivors = _prune_unused(survivors, self._forever)
         if trace is not None:
             self.last_trace = trace
-            self.trace = {c: ntrace[c] for c in nxt}
-        self._commit(op, bit, nxt)
-        return bool(nxt)
+            self.trace = {c: orders[c] for c in survivors}
+        return survivors
+
+    def _explore(self, op: int, bit: int, pending: list[tuple[int, S]], survivors: set[tuple[int, S]],
+                 orders: dict[tuple[int, S], tuple[int, ...]]) -> None:
+        """Depth first from each pending configuration: ``op`` takes effect now (a survivor), or
+        another open operation that changes the state does first (explored further)."""
+        finish = self._fn[op]
+        inert = [(other, fn) for other, fn in self._inert.items() if other != bit]
+        # The open effect-free operations legal in a state, as bits: they take effect as soon as
+        # they are legal, and which are legal depends on the state alone (asked once per state).
+        legal_in: dict[S, int] = {}
+        lower = self._lower
+        movers = [(other, fn, lower.get(other, 0)) for other, fn in self._effectful.items() if other != bit]
+        forever = self._forever
+        trace = self.trace
+        seen = set(pending)
+        stack = pending
+        work = self._work
+        while stack:
+            work += 1
+            if not work & _TICK:
+                if time.monotonic() > self.deadline:
+                    raise OutOfBudget("time")
+                if len(seen) + len(survivors) > self.max_configs:
+                    raise OutOfBudget("size")
+            mask, state = stack.pop()
+            order = trace[(mask, state)] if trace is not None else ()
+            for after in finish(state):
+                legal = legal_in.get(after)
+                if legal is None:
+                    legal = legal_in[after] = _legal(inert, after)
+                survivors.add((mask | legal, after))
+                if trace is not None:
+                    orders.setdefault((mask | legal, after), order + (op,))
+            for other, fn, twins_before in movers:
+                if mask & other or mask & twins_before != twins_before:
+                    continue  # taken already, or an earlier interchangeable twin is not
+                for after in fn(state):
+                    if after == state and other & forever:
+                        continue  # an answer that never came changing nothing: no news
+                    legal = legal_in.get(after)
+                    if legal is None:
+                        legal = legal_in[after] = _legal(inert, after)
+                    config = (mask | other | legal, after)
+                    if config not in seen:
+                        seen.add(config)
+                        stack.append(config)
+                        if trace is not None:
+                            trace[config] = order + (self._op_at[other],)
+        self._work = work
 
     def _commit(self, op: int, bit: int, nxt: set[tuple[int, S]]) -> None:
         # Only here does the frontier change, so running out of budget above loses no state.
@@ -354,7 +369,22 @@ def feed(frontier: Frontier[S], prepared: Prepared[S], events: Sequence[tuple[in
 
 def linearizable(model: Model[S], ops: Sequence[Operation], starts: Iterable[S], deadline: float,
                   max_configs: int, until: int | None = None) -> bool:
-    """One-shot search; raises OutOfBudget."""
+    """One-shot search, by the compiled kernel when it can; raises OutOfBudget."""
+    starts = list(starts)
+    if native.available(model):
+        outcome = native.search_operations(model, ops, starts, deadline=deadline, max_configs=max_configs,
+                                           until=until)
+        if outcome is not None and outcome.status != native.Outcome.TOO_WIDE:
+            return native_verdict(outcome)
     prepared = prepare(model, ops, until)
     frontier = Frontier(starts, deadline=deadline, max_configs=max_configs)
     return feed(frontier, prepared, prepared.events)[1] is None
+
+
+def native_verdict(outcome: native.Outcome) -> bool:
+    """The kernel's answer as ``feed`` gives it: linearizable or not; raises OutOfBudget."""
+    if outcome.status == native.Outcome.OUT_OF_TIME or outcome.status == native.Outcome.OUT_OF_ROOM:
+        exc = OutOfBudget("time" if outcome.status == native.Outcome.OUT_OF_TIME else "size")
+        exc.pos = outcome.pos
+        raise exc
+    return outcome.status == native.Outcome.OK

@@ -13,13 +13,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from enum import StrEnum
+from enum import Enum, StrEnum
 from typing import Generic, TypeVar
 
 from simulations.errors import SimulationError
 from simulations.history import Operation
 
-__all__ = ["CheckResult", "Input", "Model", "Output", "PartitionResult", "Refutation", "StepFn", "Verdict"]
+__all__ = ["CheckResult", "Guarded", "Input", "Model", "Output", "PartitionResult", "Refutation", "StepFn", "Update",
+           "Verdict"]
 
 S = TypeVar("S", bound=Hashable)
 
@@ -39,6 +40,24 @@ class Refutation:
 
     witness: tuple[int, ...]  # indices into the partition given to ``refute``
     explanation: str
+
+
+class Update(Enum):
+    """What a guarded step does besides moving to a given state."""
+
+    KEEP = "keep"  # the state stays as it is
+    REFUSE = "refuse"  # no next state: the model refuses the output
+
+
+@dataclass(frozen=True, slots=True)
+class Guarded(Generic[S]):
+    """A deterministic step as a guarded update: in state ``guard`` the next state is ``equal``,
+    in every other it is ``other`` (``guard`` None: no state is the guard, so states must never be
+    None). The compiled kernel steps such rules without calling back into Python."""
+
+    guard: S | None
+    equal: S | Update
+    other: S | Update
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +81,10 @@ class Model(Generic[S]):
         initial: the state for a user-given initial value (``--init``); None: not settable.
         describe_operation, describe_state: plain text for explanations and timelines.
         describe_expected: what the model would answer in a state, to say why an output is wrong.
+        rule: ``step`` as a ``Guarded`` update, when it is one (None: not expressible), so that
+            the compiled kernel can search without calling back; it must agree with ``step``.
+        key_field: the input field that alone decides ``partition`` and that ``step``,
+            ``effect_free``, ``compile`` and ``rule`` ignore, so that a reader may split it off.
     """
 
     name: str
@@ -76,6 +99,8 @@ class Model(Generic[S]):
     describe_operation: Callable[[Input, Output], str] = _describe_operation
     describe_state: Callable[[S], str] = repr
     describe_expected: Callable[[S, Input], str] | None = None
+    rule: Callable[[Input, Output], Guarded[S] | None] | None = None
+    key_field: str | None = None
 
     def with_init(self, value: object) -> Model[S]:
         """The same model starting from ``value`` (as the history file or ``--init`` gives it).

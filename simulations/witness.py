@@ -80,20 +80,9 @@ def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budg
             return None
 
     best = Evidence(trial=cut, witness=[i for i, op in cut.items() if op.output is not None],
-                    starts=[init], t0=None, until=cut_ns, minimal=False, failed=failed)
-    # The latest window that is illegal from any state; monotone when the universe is known.
+                     starts=[init], t0=None, until=cut_ns, minimal=False, failed=failed)
     if universe is not None:
-        times = sorted({op.call_ns for op in cut.values()})
-        lo, hi = 1, len(times) - 1
-        while lo <= hi and time.monotonic() < deadline:
-            mid = (lo + hi) // 2
-            trial = _window(model, cut, times[mid])
-            if illegal(trial, universe):
-                best = Evidence(trial=trial, witness=[i for i, op in trial.items() if op.call_ns >= times[mid]],
-                                starts=universe, t0=times[mid], until=cut_ns, minimal=False, failed=failed)
-                lo = mid + 1
-            else:
-                hi = mid - 1
+        best = _latest_window(model, cut, universe, best, lambda trial: illegal(trial, universe), deadline)
     # Relax each remaining operation in turn, latest first (those are most often to blame).
     minimal = True
     for i in sorted(best.witness, key=lambda i: ops[i].call_ns, reverse=True):
@@ -112,6 +101,44 @@ def shrink(model: Model[S], ops: Sequence[Operation], failed: int, init: S, budg
         elif verdict is None:
             minimal = False  # kept because the check ran out of time, not because it is needed
     best.minimal = minimal
+    return best
+
+
+def _latest_window(model: Model[S], cut: Mapping[int, Operation], universe: list[S], best: Evidence[S],
+                   illegal: Callable[[Mapping[int, Operation]], bool | None], deadline: float) -> Evidence[S]:
+    """The latest start time from which the cut is still illegal from any state (monotone: a
+    window that starts earlier holds this one). Windows grow from the end, where they are small
+    and cheap to check, until one is illegal; then bisection between it and the last legal one."""
+    times = sorted({op.call_ns for op in cut.values()})
+
+    def window(k: int) -> Evidence[S] | None:
+        trial = _window(model, cut, times[k])
+        if not illegal(trial):
+            return None  # legal, or the check ran out of time
+        return Evidence(trial=trial, witness=[i for i, op in trial.items() if op.call_ns >= times[k]],
+                        starts=universe, t0=times[k], until=best.until, minimal=False,
+                        failed=best.failed)
+
+    first, legal_from, step = 1, len(times), 1
+    found: int | None = None
+    while found is None and legal_from > first and time.monotonic() < deadline:
+        k = max(first, len(times) - step)
+        evidence = window(k)
+        if evidence is None:
+            legal_from = k
+        else:
+            best, found = evidence, k
+        step *= 2
+    if found is None:
+        return best
+    lo, hi = found + 1, legal_from - 1
+    while lo <= hi and time.monotonic() < deadline:
+        mid = (lo + hi) // 2
+        evidence = window(mid)
+        if evidence is None:
+            hi = mid - 1
+        else:
+            best, lo = evidence, mid + 1
     return best
 
 
@@ -249,5 +276,5 @@ def _states_before(model: Model[S], ops: Sequence[Operation], evidence: Evidence
 
 
 def _states_text(model: Model[S], states: Sequence[S]) -> str:
-    shown = [model.describe_state(s) for s in list(states)[:4]]
+    shown = sorted(model.describe_state(s) for s in states)[:4]  # sorted: the same text every run
     return " | ".join(shown) + (" | ..." if len(states) > 4 else "")

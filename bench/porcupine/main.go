@@ -2,7 +2,8 @@
 // toolchain and a Porcupine checkout are present; it is never part of CI).
 //
 // Usage: go run . HISTORY.jsonl TIMEOUT_SECONDS
-// Prints one JSON line: {"verdict": "Ok"|"Illegal"|"Unknown", "seconds": s, "operations": n}.
+// Prints one JSON line: {"verdict": "Ok"|"Illegal"|"Unknown", "seconds": s, "cpu_seconds": s,
+// "operations": n}: the check's wall time, and the process's CPU time over it (all threads).
 // The model is the compare-and-swap register of simulations/register.py: read/write/cas per
 // "key", starting at the header's "init" (0 when absent), values compared as JSON numbers.
 package main
@@ -14,6 +15,7 @@ import (
 	"os"
 	"sort"
 	"strconv"
+	"syscall"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -115,8 +117,19 @@ func main() {
 		},
 		Equal: func(a, b interface{}) bool { return a.(float64) == b.(float64) },
 	}
+	before := cpuSeconds()
 	started := time.Now()
 	result := porcupine.CheckOperationsTimeout(model, ops, time.Duration(timeout*float64(time.Second)))
 	took := time.Since(started).Seconds()
-	fmt.Printf("{\"verdict\": %q, \"seconds\": %.6f, \"operations\": %d}\n", string(result), took, len(ops))
+	cpu := cpuSeconds() - before
+	fmt.Printf("{\"verdict\": %q, \"seconds\": %.6f, \"cpu_seconds\": %.6f, \"operations\": %d}\n",
+		string(result), took, cpu, len(ops))
+}
+
+func cpuSeconds() float64 {
+	var usage syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &usage); err != nil {
+		return 0
+	}
+	return float64(usage.Utime.Nano()+usage.Stime.Nano()) / 1e9
 }

@@ -9,8 +9,8 @@ from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[2] / "simulations"
 # Below the line: the pure parts, which must never reach for the machinery above them.
-PURE = {"errors", "history", "spec", "search", "witness", "checker", "register", "kv", "porcupine", "model",
-        "ledger", "plan", "receipts"}
+PURE = {"errors", "history", "spec", "search", "native", "witness", "checker", "register", "kv", "porcupine",
+        "model", "ledger", "plan", "receipts"}
 
 
 def _module(path: Path) -> str:
