@@ -21,6 +21,7 @@ from typing import Any
 
 import httpx
 
+from conformance.answers import parse
 from conformance.errors import Indeterminate, TargetError
 from conformance.transcript import Transcript, redact_headers, shown_text
 
@@ -47,13 +48,9 @@ class Exchange:
         return self.status != 0
 
     def json(self) -> Any:
-        """The answer as JSON; a body that is not JSON is a protocol departure (AssertionError)."""
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            raise AssertionError(
-                f"{self.method} {self.url} answered {self.status} with a body that is not JSON: {self.body[:200]!r}"
-            ) from None
+        """The answer as JSON, read through ``conformance.answers``: a body that is not JSON, and
+        a subscript of a field the answer lacks, raise ``ShapeError`` (a departure of the target)."""
+        return parse(self.body, f"{self.method} {self.url} answered {self.status}", self)
 
     def error_code(self) -> str | None:
         """The ``error.code`` string of a JSON error body, or None when the body has no such shape."""

@@ -350,10 +350,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     warnings = list(world.warnings) if world is not None else []
     entries = world.transcript.entries if world is not None else []
     verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=expected is not None, answered=any(e.answered for e in entries))
+                     expected_failure=expected is not None)
     if report.when == "setup" and verdict is Verdict.FAIL:
         verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
     reason = _reason(exception, report, warnings, expected)
+    if verdict is Verdict.ERROR and call.excinfo is not None:
+        reason = _kit_fault(call.excinfo)
     keep = verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None
     record = VerdictRecord(
         nodeid=item.nodeid, requirement=requirement_id, level=requirement.level, capability=requirement.capability,
@@ -366,13 +368,18 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     _rewrite_outcome(report, item, verdict, reason)
 
 
-def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
-    from conformance.verdicts import SHAPE_ERRORS
+def _kit_fault(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
+    """Why a check read ERROR: its own exception and where it was raised, never the target's fault."""
+    text = str(excinfo.value).strip()
+    where = ""
+    if excinfo.traceback:
+        entry = excinfo.traceback[-1]
+        where = f" at {Path(str(entry.path)).name}:{entry.lineno + 1}"
+    return (f"the check itself raised {type(excinfo.value).__name__}{f': {text}' if text else ''}{where}: "
+            "a bug in the kit, not a verdict on the target")
 
-    if isinstance(exception, KeyError):
-        return f"an answer lacks the promised field {exception}; see the transcript"
-    if isinstance(exception, SHAPE_ERRORS):
-        return f"an answer has the wrong shape ({exception}); see the transcript"
+
+def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
     if exception is not None:
         text = str(exception).strip() or type(exception).__name__
         if isinstance(exception, AssertionError):

@@ -14,7 +14,9 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
+from conformance.answers import parse
 from conformance.errors import TargetError
 from conformance.transcript import Transcript, shown_text
 
@@ -43,6 +45,10 @@ class CommandExchange:
     def text(self) -> str:
         """stdout as UTF-8 (replacing undecodable bytes)."""
         return self.stdout.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """stdout as JSON, read through ``conformance.answers`` (what is not there raises ``ShapeError``)."""
+        return parse(self.stdout, f"`{' '.join(self.argv)}` exited {self.exit_code}", self)
 
     def to_dict(self) -> dict[str, object]:
         ended = f"exit {self.exit_code}" if self.exit_code is not None else f"no exit ({self.error})"

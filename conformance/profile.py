@@ -217,8 +217,11 @@ PROFILE: Setting[str] = Setting(name="profile", parse=parse_text, default=DEFAUL
                                 help=f"protocol profile to run (default {DEFAULT_PROFILE})")
 SEED: Setting[int | None] = Setting(name="seed", parse=parse_int, default=None, file_key=None, metavar="N",
                                     help="seed of every random choice (printed by every run)")
+# The namespace of every id a run creates. Fresh by default, so a rerun of the same seed meets
+# none of an earlier run's data; fixed, it replays the exact ids (into a database without them).
 RUN_TAG: Setting[str | None] = Setting(name="run_tag", parse=_parse_tag, default=None, file_key=None, metavar="TAG",
-                                       help="namespace of the ids this run creates (default: random)")
+                                       help="namespace of the ids this run creates (default: new every run); "
+                                            "a fixed tag replays the exact ids, for a wiped database")
 BASELINE: Setting[str | None] = Setting(name="baseline", parse=parse_path, default=None, metavar="TOML",
                                         help="expected failures; an entry that now passes fails the run")
 REPORT_DIR: Setting[str] = Setting(name="report_dir", parse=parse_text, default="aidememo-report", file_key=None,

@@ -61,6 +61,10 @@ class Transcript:
 
     entries: list[Entry] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    # What a replay needs to run the same requests in a new namespace: the ids the check minted
+    # (with the namespace inside each), and the identities it provisioned (label -> template values).
+    ids: dict[str, str] = field(default_factory=dict)  # minted id -> its namespace
+    identities: dict[str, dict[str, str]] = field(default_factory=dict)
     _secrets: dict[str, str] = field(default_factory=dict)  # credential -> label
 
     @property
@@ -70,6 +74,15 @@ class Transcript:
 
     def record(self, entry: Entry) -> None:
         self.entries.append(entry)
+
+    def minted(self, value: str, namespace: str) -> None:
+        """Note an id the check made in ``namespace`` (the run tag): a replay makes it anew."""
+        if namespace and namespace in value:
+            self.ids[value] = namespace
+
+    def identity(self, label: str, values: dict[str, str]) -> None:
+        """Note an identity provisioned as ``label`` with these template values (never its credential)."""
+        self.identities[label] = dict(values)
 
     def secret(self, value: str, label: str) -> None:
         """Register a credential; it never appears in ``to_list`` output."""

@@ -273,7 +273,9 @@ class Project:
         try:
             return self.actors[name]
         except KeyError:
-            raise AttributeError(name) from None
+            # A misspelt actor is the check's bug: AttributeError reads ERROR, never FAIL.
+            raise AttributeError(f"the project has no actor {name!r} (it has {', '.join(self.actors) or 'none'})"
+                                 ) from None
 
 
 @dataclass(slots=True)
@@ -344,14 +346,16 @@ class World(BaseWorld):
         """
         if self.runtime.provisioner is None:
             return self._fixed_project(writers, readers)
-        tenant = f"t-{self.run_tag}"
+        tenant = f"t-{self.run_tag}"  # one tenant per run: the run's namespace
+        self.transcript.minted(tenant, self.run_tag)
         project_id = self.new_id("p")
         project = Project(self, tenant, project_id)
         for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
             actor_id = self.new_id(name)
-            token = f"tok-{self.rng.getrandbits(128):032x}"
+            token = self.fresh_credential("tok-")
             self.transcript.secret(token, name)
             identity = {"tenant": tenant, "project": project_id, "actor": actor_id, "role": role}
+            self.transcript.identity(name, identity)
             try:
                 token = self.runtime.provisioner.provision(identity, token)
             except Untestable:
@@ -375,10 +379,11 @@ class World(BaseWorld):
             raise NotScored("the target claims mcp-bindings but its provisioning cannot bind a token to a source")
         actor_id = self.new_id(name)
         bound_to = as_actor.actor_id if as_actor is not None else actor_id
-        token = f"tok-{self.rng.getrandbits(128):032x}"
+        token = self.fresh_credential("tok-")
         self.transcript.secret(token, name)
         identity = {"tenant": project.tenant_id, "project": project.project_id, "actor": actor_id, "role": "writer",
                     "bind_source": source_id, "bind_actor": bound_to}
+        self.transcript.identity(name, identity)
         try:
             token = self.runtime.provisioner.provision(identity, token)
         except Untestable:
