@@ -38,7 +38,7 @@ from conformance.settings import Setting, Settings, SettingsInput, resolve
 if TYPE_CHECKING:
     from conformance.profile import Target, TargetDescription, World
     from conformance.registry import Registry
-    from conformance.reports.baseline import Baseline
+    from conformance.reports.baseline import Baseline, Entry
     from conformance.verdicts import Verdict, VerdictRecord
 
 __all__ = ["settings_input"]
@@ -46,6 +46,7 @@ __all__ = ["settings_input"]
 _STATE = pytest.StashKey["_RunState"]()
 _WORLD = pytest.StashKey[Any]()
 _SEEDS = pytest.StashKey[tuple[int, str]]()
+_SETUP_S = pytest.StashKey[float]()  # how long a check's set-up took (its world: provisioning)
 _PROP = "conformance"  # user_properties key carrying one check's verdict record
 _COLLECTED = "conformance-collected"  # a worker's checks, with its first record (see _Reporter)
 
@@ -335,9 +336,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
         state.collected_sent = True
     if report.when == "setup" and report.passed:
+        item.stash[_SETUP_S] = report.duration
         return
     if report.when == "teardown" and (report.passed or report.skipped):
         return
+    record = _record(item, call, report, state, requirement_id)
+    report.user_properties.append((_PROP, record.dumps()))
+    _rewrite_outcome(report, item, record.verdict, record.reason)
+
+
+def _record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, state: _RunState,
+            requirement_id: str) -> VerdictRecord:
+    """The verdict record of one check, from its pytest outcome, its world and the baseline."""
+    from conformance.errors import Departure
     from conformance.verdicts import Verdict, VerdictRecord, decide
 
     requirement = state.registry.get(requirement_id)
@@ -346,26 +357,33 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     skipped = report.skipped and not isinstance(exception, NotScored)
     if skipped and exception is not None and call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
         exception = None
-    expected = state.baseline.expects(item.nodeid, requirement_id) if state.baseline else None
+    entry = state.baseline.match(item.nodeid, requirement_id) if state.baseline else None
     warnings = list(world.warnings) if world is not None else []
-    entries = world.transcript.entries if world is not None else []
+    transcript = world.transcript if world is not None else None
+    entries = transcript.entries if transcript is not None else []
     verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=expected is not None)
+                     expected_failure=entry is not None and entry.kind == "failure")
     if report.when == "setup" and verdict is Verdict.FAIL:
         verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
-    reason = _reason(exception, report, warnings, expected)
+    reason = _reason(exception, report, warnings, entry)
     if verdict is Verdict.ERROR and call.excinfo is not None:
         reason = _kit_fault(call.excinfo)
-    keep = verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None
-    record = VerdictRecord(
+    keep = verdict not in (Verdict.PASS, Verdict.SKIP) and transcript is not None
+    departed = exception if isinstance(exception, Departure) else None
+    step = next((i for i, e in enumerate(entries) if departed is not None and e is departed.entry), None)
+    return VerdictRecord(
         nodeid=item.nodeid, requirement=requirement_id, level=requirement.level, capability=requirement.capability,
         verdict=verdict, reason=reason, requests=len(entries), seed=state.seed,
         claims=state.target.claims.describe() if state.target is not None else {},
-        transcript=tuple(world.transcript.to_list()) if keep and world is not None else (),
-        notes=tuple(world.transcript.notes) if keep and world is not None else (),
+        transcript=tuple(transcript.to_list()) if keep and transcript is not None else (),
+        notes=tuple(transcript.notes) if keep and transcript is not None else (),
+        baseline=entry.reason if entry is not None else "",
+        duration_s=item.stash.get(_SETUP_S, 0.0) + (report.duration if report.when == "call" else 0.0),
+        failed_step=step, expected=departed.expected if departed is not None and step is not None else "",
+        namespace=state.run_tag if keep else "",
+        ids=dict(transcript.ids) if keep and transcript is not None else {},
+        identities=dict(transcript.identities) if keep and transcript is not None else {},
     )
-    report.user_properties.append((_PROP, record.dumps()))
-    _rewrite_outcome(report, item, verdict, reason)
 
 
 def _kit_fault(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
@@ -379,18 +397,28 @@ def _kit_fault(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
             "a bug in the kit, not a verdict on the target")
 
 
-def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
+# Reasons are shown whole (terminal, HTML, JUnit); this bounds only what a hostile server can
+# push into one through a check's message (an answer echoed into an assertion).
+_REASON_CHARS = 16_384
+
+
+def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str],
+            baseline: Entry | None) -> str:
     if exception is not None:
         text = str(exception).strip() or type(exception).__name__
         if isinstance(exception, AssertionError):
             text = text.split("\nassert ")[0]
-        return text[:2000]
+        if len(text) > _REASON_CHARS:
+            text = text[:_REASON_CHARS] + f"... ({len(text)} characters; the transcript has the answers whole)"
+        return text
     if report.skipped and isinstance(report.longrepr, tuple):
         return str(report.longrepr[2])
     if warnings:
         return "; ".join(warnings)
-    if expected is not None:
-        return f"passes although the baseline expects a failure ({expected})"
+    if baseline is not None and baseline.kind == "failure":
+        return f"stale baseline entry: the check passes, the baseline expects a failure ({baseline.reason})"
+    if baseline is not None:
+        return f"stale baseline entry: the check passes, the baseline expects a warning ({baseline.reason})"
     return ""
 
 
@@ -436,8 +464,10 @@ class _Reporter:
     def _header(self, state: _RunState) -> str:
         from conformance.cli import rerun_command
 
+        from conformance.reports import explain_mode
+
         return (f"aidememo: profile {state.profile.name}, target {state.description.target} "
-                f"({state.description.mode}), seed {state.seed}, run tag {state.run_tag}; "
+                f"({explain_mode(state.description.mode)}), seed {state.seed}, run tag {state.run_tag}; "
                 f"rerun: {rerun_command(state.profile, state.settings, state.seed)}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -463,11 +493,16 @@ class _Reporter:
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
         from conformance.reports import RunInfo, write_reports
+        from conformance.reports.replay import ReplayTarget
 
-        run = RunInfo(profile=state.profile.name, title=state.profile.title, target=state.description.target,
-                      mode=state.description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
+        description = state.description
+        replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
+                              credential_prefix=description.credential_prefix, hint=description.replay_hint)
+        run = RunInfo(profile=state.profile.name, title=state.profile.title, target=description.target,
+                      mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,
-                      rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check))
+                      rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check),
+                      checked=state.profile.checked_requirements, replay=replay)
         report_dir = Path(state.settings[REPORT_DIR])
         try:
             state.summary = write_reports(report_dir, run, self._records(state))

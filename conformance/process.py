@@ -13,7 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from conformance.answers import parse
@@ -37,10 +37,17 @@ class CommandExchange:
     truncated: bool = False
     elapsed_s: float = 0.0
     actor: str | None = None
+    expected: list[str] = field(default_factory=list, compare=False, repr=False)  # as on ``Exchange``
 
     @property
     def answered(self) -> bool:
         return self.exit_code is not None
+
+    def expect(self, what: str) -> str:
+        """Note what the check expects of this run ("exit 0 with JSON"); returns ``what``."""
+        if what not in self.expected:
+            self.expected.append(what)
+        return what
 
     def text(self) -> str:
         """stdout as UTF-8 (replacing undecodable bytes)."""
@@ -68,6 +75,7 @@ class CommandExchange:
             "stderr": shown_text(self.stderr),
             "error": self.error,
             "actor": self.actor,
+            "expected": "; ".join(self.expected),
         }
 
 

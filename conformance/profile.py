@@ -17,6 +17,7 @@ this module imports none of them until one is asked for.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import random
 import shlex
 from collections.abc import Callable, Mapping
@@ -97,10 +98,20 @@ class World(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetDescription:
-    """How the run header and reports name the target: ``http://...`` or ``embedded reference``, and the mode."""
+    """How the run header and reports name the target, and how a case file's script reaches it again.
+
+    ``mode`` says where identities come from: ``embedded`` (the reference started for the run),
+    ``command`` (the bootstrap template), ``fixed-tokens``, ``provision hook``; AideMemo adds
+    ``real-time leases`` when lease expiry is waited for.
+    """
 
     target: str
     mode: str  # "embedded", "command", "fixed-tokens", "provision hook", ...
+    url: str | None = None  # the base URL a replay script sends to (None: the run's target is gone)
+    # Bootstrap templates a replay script provisions with: (identity field that must be set, or "", template).
+    templates: tuple[tuple[str, str], ...] = ()
+    credential_prefix: str = ""  # what the kit's own credentials start with ("tok-")
+    replay_hint: str = ""  # what a replay must start first when the run's target is gone
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -182,6 +193,23 @@ class Profile:
     def checks_dir(self) -> Path:
         module = importlib.import_module(self.checks)
         return Path(str(module.__file__)).parent
+
+    def checked_requirements(self) -> frozenset[str]:
+        """The requirement ids at least one check of the checks package proves (imports the checks).
+
+        Tells a requirement no check exists for (untested) from one whose checks this run did not
+        select.
+        """
+        package = importlib.import_module(self.checks)
+        found: set[str] = set()
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("test_"):
+                module = importlib.import_module(f"{self.checks}.{info.name}")
+                for value in vars(module).values():
+                    for mark in getattr(value, "pytestmark", ()):
+                        if getattr(mark, "name", None) == "requirement" and getattr(mark, "args", ()):
+                            found.add(str(mark.args[0]))
+        return frozenset(found)
 
 
 # -- settings every profile shares ------------------------------------------------------------------

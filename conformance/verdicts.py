@@ -89,6 +89,13 @@ class VerdictRecord:
     notes: tuple[str, ...] = ()
     rerun: str = ""  # the command replaying the check (filled in by the reports)
     replay: str = ""  # a shell script replaying the transcript
+    baseline: str = ""  # the reason of the baseline entry that names this check, if one does
+    duration_s: float = 0.0  # set-up and call, as pytest timed them
+    failed_step: int | None = None  # index into the transcript of the step that departed, when known
+    expected: str = ""  # what was expected of that step ("HTTP 409 stale_revision")
+    namespace: str = ""  # the run tag inside the ids the check minted (see conformance.world)
+    ids: dict[str, str] = field(default_factory=dict)  # those ids (id -> the namespace in it), for a replay
+    identities: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> provisioning values
 
     @property
     def ok(self) -> bool:
@@ -133,6 +140,15 @@ class VerdictRecord:
             notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
             rerun=str(data.get("rerun", "")),
             replay=str(data.get("replay", "")),
+            baseline=str(data.get("baseline", "")),
+            duration_s=float(str(data.get("duration_s", 0.0))),
+            failed_step=int(str(step)) if (step := data.get("failed_step")) is not None else None,
+            expected=str(data.get("expected", "")),
+            namespace=str(data.get("namespace", "")),
+            ids={str(k): str(v) for k, v in ids.items()} if isinstance(ids := data.get("ids") or {}, dict) else {},
+            identities={str(label): {str(k): str(v) for k, v in values.items()}
+                        for label, values in identities.items() if isinstance(values, dict)}
+            if isinstance(identities := data.get("identities") or {}, dict) else {},
         )
 
 

@@ -2,13 +2,15 @@
 
 A requirement is *tested* when at least one of its checks produced a scored verdict, *not
 scored* when all its checks were skipped (capability unclaimed, identities unavailable),
-*untested* when no check exists or none was selected, *excluded* when the registry says why
-it is deliberately unchecked. An untested or not-scored MUST is listed in every summary.
+*not selected* when it has checks but the run selected none of them (a rerun of one check),
+*untested* when no check exists for it, *excluded* when the registry says why it is
+deliberately unchecked. An untested or not-scored MUST is listed in every summary.
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 
 from conformance.registry import Registry
 from conformance.verdicts import Verdict, VerdictRecord
@@ -16,19 +18,27 @@ from conformance.verdicts import Verdict, VerdictRecord
 __all__ = ["render_listing", "trace"]
 
 
-def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, object]]:
-    """One row per requirement with its status, worst verdict and checks."""
+def trace(registry: Registry, records: list[VerdictRecord],
+          checked: Callable[[], frozenset[str]] | None = None) -> list[dict[str, object]]:
+    """One row per requirement with its status, worst verdict and checks.
+
+    Args:
+        checked: the ids that have checks at all (asked only when some requirement ran no check);
+            without it, every requirement that ran no check is untested.
+    """
     by_requirement: dict[str, list[VerdictRecord]] = defaultdict(list)
     for record in records:
         by_requirement[record.requirement].append(record)
     rows: list[dict[str, object]] = []
+    idle = any(r.id not in by_requirement and not r.excluded for r in registry)
+    has_checks = checked() if checked is not None and idle else frozenset()
     for requirement in registry:
         mine = by_requirement.get(requirement.id, [])
         scored = [r.verdict for r in mine if r.verdict.scored]
         if requirement.excluded:
             status = "excluded"
         elif not mine:
-            status = "untested"
+            status = "not selected" if requirement.id in has_checks else "untested"
         elif not scored:
             status = "not scored"
         else:

@@ -8,6 +8,7 @@ command template, as an implementer's own server would be.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -59,7 +60,7 @@ def run(words: list[str], cwd: Path) -> tuple[subprocess.CompletedProcess[str], 
     assert results.exists(), f"{shlex.join(words)}: exit {done.returncode}\n{done.stdout[-2000:]}{done.stderr[-2000:]}"
     data = json.loads(results.read_text())
     records = {r["nodeid"].rsplit("/", 1)[-1]: {**r, "run_tag": data["run_tag"]} for r in data["records"]}
-    results.unlink()
+    results.replace(results.with_suffix(".json.last"))  # the next run must write its own
     return done, records
 
 
@@ -125,3 +126,54 @@ def test_the_rerun_command_names_no_run_tag(tmp_path):
                        "exact1", CHECK], tmp_path)
     assert "run tag exact1" in done.stdout
     assert not re.search(r"--run-tag", " ".join(printed_rerun(done.stdout))), "a rerun gets a namespace of its own"
+
+
+def echoing(db_path: str) -> Any:
+    """cas_ignored that also echoes the request's Authorization header in every answer."""
+    ledger = mutants.cas_ignored(db_path)
+    original = ledger.service.handle
+
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+        response = original(method, target, headers, body)
+        auth = next((v for k, v in headers if k.lower() == b"authorization"), b"")
+        return dataclasses.replace(response, headers=[*response.headers, ("x-echo", auth.decode("latin-1"))])
+
+    ledger.service.handle = handle
+    return ledger
+
+
+TOKEN = re.compile(r"tok-[0-9a-f]{32}")
+
+
+def test_the_case_file_script_replays_twice_says_what_was_expected_and_shows_no_token(tmp_path):
+    database = tmp_path / "ledger.sqlite"
+    elsewhere = tmp_path / "elsewhere"  # the script runs the bootstrap in the run's directory, from anywhere
+    elsewhere.mkdir()
+    with kept(database, echoing) as url:
+        write_target(tmp_path / "target.toml", url, provision={"command": TEMPLATE.format(database="ledger.sqlite")})
+        run(["aidememo-conformance", "run", "--config", "target.toml", "--seed", SEED, CHECK], tmp_path)
+        report = tmp_path / "aidememo-report"
+        port = int(url.rsplit(":", 1)[1])
+        script = tmp_path / "replay.sh"
+        script.write_text(_replay_of(report, CHECK))
+        assert "set -x" not in script.read_text() and not TOKEN.search(script.read_text())
+        outputs = [subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120, cwd=elsewhere,
+                                  env=_env()) for _ in range(2)]
+    for done in outputs:
+        assert done.returncode == 0, done.stderr
+        failing = done.stdout[done.stdout.index("--- step 3 of 3"):]
+        assert "expected: HTTP 409 stale_revision <- the check failed here (the run got HTTP 200)" in failing
+        assert "HTTP/1.1 200" in failing, "the answer the planted bug gives, after what was expected"
+        assert "x-echo: Bearer <redacted>" in done.stdout, "a token the server echoes is hidden"
+        assert not TOKEN.search(done.stdout + done.stderr), "no token on the terminal"
+        assert done.stdout.count("\n--- step ") == 3 and "}\n\n--- step" in done.stdout, "answers apart"
+    with kept(database, reference, port):
+        fixed = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120, cwd=elsewhere,
+                               env=_env())
+    assert fixed.returncode == 0, fixed.stderr
+    assert "HTTP/1.1 409" in fixed.stdout[fixed.stdout.index("--- step 3 of 3"):], "the fixed server refuses"
+
+
+def _replay_of(report: Path, check: str) -> str:
+    records = json.loads((report / "results.json.last").read_text())["records"]
+    return next(r["replay"] for r in records if r["nodeid"].endswith(check))

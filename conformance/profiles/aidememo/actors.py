@@ -33,6 +33,7 @@ MCP_VERSION = "2026-07-28"
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
     """The JSON of a successful prerequisite step; anything else makes the check untestable."""
+    exchange.expect(f"HTTP 200 (set-up step '{step}')")
     if exchange.status != 200:
         raise Untestable(f"setup step '{step}' answered {exchange.status} {exchange.body[:160]!r}")
     try:
@@ -351,20 +352,10 @@ class World(BaseWorld):
         project_id = self.new_id("p")
         project = Project(self, tenant, project_id)
         for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
-            actor_id = self.new_id(name)
-            token = self.fresh_credential("tok-")
-            self.transcript.secret(token, name)
-            identity = {"tenant": tenant, "project": project_id, "actor": actor_id, "role": role}
-            self.transcript.identity(name, identity)
-            try:
-                token = self.runtime.provisioner.provision(identity, token)
-            except Untestable:
-                raise
-            except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
-                raise Untestable(f"provisioning {name} ({role}) failed: {exc}") from exc
-            self.transcript.secret(token, name)
-            project.actors[name] = Actor(name, actor_id, role, token, project)
-            self.transcript.notes.append(f"{name}: tenant {tenant}, project {project_id}, actor {actor_id}, role {role}")
+            identity = {"tenant": tenant, "project": project_id, "actor": self.new_id(name), "role": role}
+            self._provisioned(project, name, identity)
+            self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}, "
+                                         f"actor {identity['actor']}, role {role}")
         return project
 
     def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
@@ -379,20 +370,32 @@ class World(BaseWorld):
             raise NotScored("the target claims mcp-bindings but its provisioning cannot bind a token to a source")
         actor_id = self.new_id(name)
         bound_to = as_actor.actor_id if as_actor is not None else actor_id
-        token = self.fresh_credential("tok-")
-        self.transcript.secret(token, name)
         identity = {"tenant": project.tenant_id, "project": project.project_id, "actor": actor_id, "role": "writer",
                     "bind_source": source_id, "bind_actor": bound_to}
-        self.transcript.identity(name, identity)
+        actor = self._provisioned(project, name, identity)
+        self.transcript.notes.append(f"{actor.name}: actor {actor_id}, token bound to source {source_id}, "
+                                     f"actor {bound_to}")
+        return actor
+
+    def _provisioned(self, project: Project, name: str, identity: dict[str, str]) -> Actor:
+        """Provision ``identity`` with a new credential; the actor ``name`` of ``project``.
+
+        Its credential label is unique in the transcript (a second project's writer is ``writer-2``),
+        so reports and replays never mix up two actors' tokens.
+        """
+        assert self.runtime.provisioner is not None
+        label = self.transcript.label(name)
+        token = self.fresh_credential("tok-")
+        self.transcript.secret(token, label)
+        self.transcript.identity(label, identity)
         try:
             token = self.runtime.provisioner.provision(identity, token)
         except Untestable:
             raise
-        except Exception as exc:
-            raise Untestable(f"provisioning bound {name} failed: {exc}") from exc
-        self.transcript.secret(token, name)
-        project.actors[name] = Actor(name, actor_id, "writer", token, project)
-        self.transcript.notes.append(f"{name}: actor {actor_id}, token bound to source {source_id}, actor {bound_to}")
+        except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
+            raise Untestable(f"provisioning {name} ({identity['role']}) failed: {exc}") from exc
+        self.transcript.secret(token, label)
+        project.actors[name] = Actor(label, identity["actor"], identity["role"], token, project)
         return project.actors[name]
 
     def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
@@ -405,8 +408,9 @@ class World(BaseWorld):
                 project = Project(self, "(fixed)", project_id)
                 pairs: list[tuple[str, FixedIdentity]] = [*zip(writers, writer_pool), *zip(readers, reader_pool)]
                 for name, identity in pairs:
-                    self.transcript.secret(identity.token, name)
-                    project.actors[name] = Actor(name, identity["actor"], identity["role"], identity.token, project)
+                    label = self.transcript.label(name)
+                    self.transcript.secret(identity.token, label)
+                    project.actors[name] = Actor(label, identity["actor"], identity["role"], identity.token, project)
                 return project
         raise NotScored(
             f"the fixed token list has no project with {len(writers)} writer(s) and {len(readers)} reader(s)"

@@ -109,10 +109,26 @@ def validate(settings: Settings, config: Any) -> None:
             f"({settings.flag_name(PROVISION_COMMAND)} or [provision] command) or [[provision.tokens]]")
 
 
+# A replay of an embedded run needs a reference of its own: this one, provisioned through its bootstrap.
+REPLAY_DATABASE = "./replay.sqlite"
+REPLAY_TEMPLATE = ("aidememo-ref bootstrap --database " + REPLAY_DATABASE + " --tenant-id {tenant} "
+                   "--project-id {project} --actor-id {actor} --token-file {token_file} --role {role}")
+
+
 def describe(settings: Settings, config: Any) -> TargetDescription:
     view = AideMemoSettings.of(settings, config)
     mode = f"{view.mode}, real-time leases" if view.real_time_leases else view.mode
-    return TargetDescription(target=view.url or "embedded reference", mode=mode)
+    # Tokens bound to a source (mcp-bindings) only the embedded reference can make: no template fits them.
+    if view.embedded:
+        return TargetDescription(
+            target="embedded reference", mode=mode, templates=(("bind_source", ""), ("", REPLAY_TEMPLATE)),
+            credential_prefix="tok-",
+            replay_hint=f"The run's embedded reference is gone: start one, `aidememo-ref serve --database "
+                        f"{REPLAY_DATABASE} --test-clock` (127.0.0.1:3030), then BASE_URL=http://127.0.0.1:3030 "
+                        "sh this-script.")
+    templates = (("bind_source", ""), ("", view.provision_command)) if view.provision_command else ()
+    return TargetDescription(target=view.url or "", mode=mode, url=view.url, templates=templates,
+                             credential_prefix="tok-")
 
 
 def target_settings(config_path: str, environ: Mapping[str, str] | None = None) -> AideMemoSettings:

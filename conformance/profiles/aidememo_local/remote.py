@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance.errors import ShapeError, TargetError, Untestable
+from conformance.errors import Departure, ShapeError, TargetError, Untestable
 from conformance.process import CommandExchange
 
 if TYPE_CHECKING:
@@ -109,8 +109,10 @@ class TwoAccounts:
     def json(self, account: str, *words: str) -> Any:
         """A step of the flow under test: it must succeed with JSON on stdout (else the check fails)."""
         done = self.run(account, "--json", *words)
-        assert done.exit_code == 0, (f"`{' '.join(words)}` exited {done.exit_code}: "
-                                     f"{done.stderr.decode(errors='replace').strip()}")
+        expected = done.expect("exit 0 with JSON on stdout")
+        if done.exit_code != 0:
+            raise Departure(f"`{' '.join(words)}` exited {done.exit_code}: "
+                            f"{done.stderr.decode(errors='replace').strip()}", entry=done, expected=expected)
         return done.json()
 
     def remote(self, account: str, *words: str) -> Any:

@@ -55,6 +55,7 @@ class LocalWorld(BaseWorld):
     def json(self, *words: str, env: Mapping[str, str] | None = None) -> Any:
         """A setup step that must succeed with JSON on stdout (else the check is untestable)."""
         done = self.run("--json", *words, env=env)
+        done.expect("exit 0 with JSON on stdout (a set-up step)")
         if done.exit_code != 0:
             raise Untestable(f"`{' '.join(words)}` exited {done.exit_code}: {done.stderr.decode(errors='replace').strip()}")
         try:

@@ -13,7 +13,7 @@ from typing import Any
 
 from conformance.answers import parse, wrap
 from conformance.errors import NotScored, Untestable
-from conformance.expect import shown
+from conformance.expect import depart, shown
 from conformance.http import Exchange
 from conformance.profile import CheckContext
 from conformance.profiles.xmemo.settings import READ_WRITE
@@ -73,6 +73,7 @@ class Key:
         if route.endswith("remember"):
             body.setdefault("path", f"conformance/{self.world.check_tag}")
         exchange = self.request("POST", route, json_body=body, agent=agent, instance=instance, headers=headers)
+        exchange.expect("HTTP 2xx with a UUID id (a set-up capture)")
         if not 200 <= exchange.status < 300:
             raise Untestable(f"setup capture failed: {shown(exchange)}")
         data = exchange.json()
@@ -200,9 +201,12 @@ class XMemoWorld(BaseWorld):
 
 def items_of(exchange: Exchange) -> list[dict[str, Any]]:
     """The items of a recall answer, which must be 200 with an ``items`` list."""
-    assert exchange.status == 200, f"recall: {shown(exchange)}"
+    expected = exchange.expect("HTTP 200 with an items list")
+    if exchange.status != 200:
+        raise depart(exchange, expected, f"recall: {shown(exchange)}")
     data = exchange.json()
-    assert isinstance(data, dict) and isinstance(data.get("items"), list), f"recall answered no items list: {shown(exchange)}"
+    if not (isinstance(data, dict) and isinstance(data.get("items"), list)):
+        raise depart(exchange, expected, f"recall answered no items list: {shown(exchange)}")
     return [item for item in data["items"] if isinstance(item, dict)]
 
 
