@@ -14,6 +14,8 @@ import json
 import os
 import random
 import secrets
+import shutil
+import tempfile
 import zlib
 from collections.abc import Generator
 from pathlib import Path
@@ -33,6 +35,7 @@ from conformance.profile import (
     installed_profiles,
     resolve_run,
 )
+from conformance.schedule import LATE_MARKER, LATE_WORKER, late_file, order_late
 from conformance.settings import Setting, Settings, SettingsInput, resolve
 
 if TYPE_CHECKING:
@@ -47,6 +50,7 @@ _STATE = pytest.StashKey["_RunState"]()
 _WORLD = pytest.StashKey[Any]()
 _SEEDS = pytest.StashKey[tuple[int, str]]()
 _SETUP_S = pytest.StashKey[float]()  # how long a check's set-up took (its world: provisioning)
+_LATE_DIR = pytest.StashKey[str]()  # the controller's directory for the workers' late checks
 _PROP = "conformance"  # user_properties key carrying one check's verdict record
 _COLLECTED = "conformance-collected"  # a worker's checks, with its first record (see _Reporter)
 
@@ -154,6 +158,14 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", marker)
         if profile.configure is not None:
             profile.configure(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("aidememo_late"):
+        config.stash[LATE_MARKER] = workerinput["aidememo_late"]  # the controller's word decides
+    elif workerinput is None and config.stash.get(LATE_MARKER, None) and getattr(config.option, "dist", "no") == "load":
+        # Late checks on one worker (conformance.schedule); workers tell through files in this directory.
+        late_dir = tempfile.mkdtemp(prefix="conformance-late-")
+        config.stash[_LATE_DIR] = late_dir
+        config.add_cleanup(lambda: shutil.rmtree(late_dir, ignore_errors=True))
     config.pluginmanager.register(_Reporter(config), "conformance-reporter")
     config.pluginmanager.register(_XdistHooks(), "conformance-xdist")
 
@@ -171,6 +183,19 @@ class _XdistHooks:
         node.workerinput["aidememo_seed"] = seed
         node.workerinput["aidememo_run_tag"] = run_tag
         node.workerinput["aidememo_dist"] = node.config.getvalue("dist")
+        late_dir = node.config.stash.get(_LATE_DIR, None)
+        if late_dir is not None:
+            node.workerinput.update(aidememo_dist="late", aidememo_late=node.config.stash[LATE_MARKER],
+                                    aidememo_late_dir=late_dir, aidememo_late_worker=LATE_WORKER)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        late_dir = config.stash.get(_LATE_DIR, None)
+        if late_dir is None:
+            return None  # xdist's own scheduler for the chosen --dist
+        from conformance.schedule import LateScheduling
+
+        return LateScheduling(config, log, late_dir)
 
 
 def _ensure_state(config: pytest.Config) -> _RunState:
@@ -197,6 +222,8 @@ def _same_process(item: pytest.Item, other: pytest.Item) -> bool:
     dist = workerinput.get("aidememo_dist")  # a worker's own option says "no"; the controller's says how
     if dist == "each":
         return True
+    if dist == "late" and other.get_closest_marker(workerinput["aidememo_late"]) is not None:
+        return bool(workerinput.get("workerid") == workerinput["aidememo_late_worker"])  # see conformance.schedule
     if dist in ("loadfile", "loadscope"):
         return item.path == other.path
     # load, worksteal, and loadgroup (which pytest-xdist 3.8 cannot apply under pytest 9: its
@@ -226,6 +253,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+    late = config.stash.get(LATE_MARKER, None)
+    if late:
+        order_late(items, late)
     if config.getoption("aidememo_list"):
         from conformance.reports.traceability import render_listing
 
@@ -450,7 +480,13 @@ class _Reporter:
         self.records: dict[str, VerdictRecord] = {}
         self.collected: dict[str, str] = {}  # nodeid -> requirement id, as the workers report them
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist reports the collection: its scheduler reads this
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        workerinput = getattr(self.config, "workerinput", None)
+        if workerinput is not None and workerinput.get("aidememo_late_dir"):
+            marker = workerinput["aidememo_late"]
+            late_file(workerinput["aidememo_late_dir"], workerinput["workerid"]).write_text(json.dumps(
+                [item.nodeid for item in session.items if item.get_closest_marker(marker) is not None]), "utf-8")
         state = self.config.stash.get(_STATE, None)
         if state is None:
             return

@@ -289,8 +289,21 @@ class World(BaseWorld):
 
     @classmethod
     def build(cls, context: CheckContext) -> World:
-        return cls(**cls.context_fields(context), runtime=context.target, context=context,
-                   fresh_project="fresh_project" in context.markers)
+        world = cls(**cls.context_fields(context), runtime=context.target, context=context,
+                    fresh_project="fresh_project" in context.markers)
+        if world.runtime.lease_mode is LeaseMode.REAL and not world.runtime.lease_wait.begun:
+            world._lease_ahead()
+        return world
+
+    def _lease_ahead(self) -> None:
+        """At the process's first check, set up the lease of every lease-expiry check it will run
+        (they run last, so their one wait overlaps the rest of the run: ``leases``)."""
+        wait = self.runtime.lease_wait
+        wait.begun = True  # before the siblings' worlds are built: they come through here too
+        own = [self] if MARKER in self.context.markers else []
+        worlds = own + [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
+        if worlds:
+            wait.begin(worlds, lambda world: world.context.markers[MARKER][0], self.context.progress)
 
     def require(self, capability: str) -> None:
         self.runtime.require(capability)
@@ -329,13 +342,20 @@ class World(BaseWorld):
                 self.advance_clock(lease.lease_ms)
             return arranged
         wait = self.runtime.lease_wait
-        if not wait.covers(self):
-            siblings = [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
-            waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
-                              self.context.progress, self.context.stop)
-            for world in (self, *siblings):
-                world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
-                                              f"{1 + len(siblings)} check(s)")
+        if wait.covers(self):
+            arranged = wait.finish(self, self.context.progress, self.context.stop)
+            self.transcript.notes.append("lease set up at the process's first check; the real-time wait was "
+                                         "shared by every lease-expiry check of the process")
+            return arranged
+        # Nobody set this lease up ahead (its process learnt of it late): set up the leases of the
+        # siblings not set up yet, and wait one whole lease for them.
+        siblings = [s.world() for s in self.context.siblings(MARKER)
+                    if s.check != self.context.check and not wait.covers(s.world())]
+        waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
+                          self.context.progress, self.context.stop)
+        for world in (self, *siblings):
+            world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
+                                          f"{1 + len(siblings)} check(s)")
         return wait.result(self)
 
     def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:

@@ -145,18 +145,18 @@ def target_settings(config_path: str, environ: Mapping[str, str] | None = None) 
 
 
 def configure(config: Any) -> None:
-    """Under ``-n``, real-time lease checks share one worker: switch xdist's ``load`` to ``loadfile``.
+    """With real-time leases, the lease-expiry checks are this run's late checks (``conformance.schedule``).
 
-    Their shared wait needs every lease set up in the process that waits (see ``leases``), and
-    ``loadfile`` keeps each check module on one worker. (``loadgroup`` would move only them, but
-    pytest-xdist 3.8 cannot group under pytest 9.) Bad values are left for the run's own
+    Each process sets up every lease it will observe at its first check and runs those checks
+    last, so one wait of about a lease length overlaps the rest of the run; under ``-n`` the
+    plugin's scheduler sends them all to one worker. Bad values are left for the run's own
     resolution to report.
     """
-    if getattr(config.option, "dist", "no") != "load":
-        return
     from conformance.errors import ConformanceError
     from conformance.plugin import settings_input
     from conformance.profile import CONFIG
+    from conformance.profiles.aidememo.leases import MARKER
+    from conformance.schedule import LATE_MARKER
     from conformance.settings import load_target_file, resolve
 
     try:
@@ -168,4 +168,4 @@ def configure(config: Any) -> None:
     except ConformanceError:
         return
     if wanted:
-        config.option.dist = "loadfile"
+        config.stash[LATE_MARKER] = MARKER
