@@ -67,6 +67,15 @@ class AnswerArray(list[Any]):
             raise _shape(self._source, self._path,
                          f"an element [{index}], but the array has {len(self)}") from None
 
+    # Read as an object, an array departs the same way a missing field does.
+    def get(self, key: str, default: Any = None) -> Any:
+        raise _shape(self._source, self._path, f"an object with the field {key!r}, but got an array")
+
+    def keys(self) -> Any:
+        raise _shape(self._source, self._path, "an object, but got an array")
+
+    items = values = keys
+
 
 def _shape(source: _Source, path: str, what: str) -> ShapeError:
     return ShapeError(f"{source.step}: at {path} the check expected {what}", entry=source.entry, path=path)
@@ -92,12 +101,17 @@ def _wrap(value: Any, path: str, source: _Source) -> Any:
 def parse(raw: bytes | str, step: str, entry: object = None) -> Any:
     """Decode a JSON answer and wrap it (see the module docstring).
 
+    Every answer of the protocols the kit speaks is an object or an array; a bare ``null``,
+    number or string would reach a check as a value it cannot read, so it departs here.
+
     Raises:
-        ShapeError: the answer is not JSON at all.
+        ShapeError: the answer is not JSON at all, or not an object or array.
     """
+    shown = raw[:200] if isinstance(raw, str) else raw[:200].decode("utf-8", "replace")
     try:
         value = json.loads(raw)
     except ValueError:
-        shown = raw[:200] if isinstance(raw, str) else raw[:200].decode("utf-8", "replace")
         raise ShapeError(f"{step} with a body that is not JSON: {shown!r}", entry=entry, path="$") from None
+    if not isinstance(value, dict | list):
+        raise ShapeError(f"{step} with the JSON {shown}, not an object or array", entry=entry, path="$")
     return wrap(value, step, entry)

@@ -222,3 +222,19 @@ def test_a_one_check_rerun_lists_no_untested_musts(pytester):
     result.stdout.fnmatch_lines(["untested MUSTs (no check exists): none",
                                  "MUSTs whose checks this run did not select: * (traceability.json lists them)"])
     assert "(command:" not in result.stdout.str() and "(embedded: the reference started" in result.stdout.str()
+
+
+def test_a_claimed_capability_whose_checks_were_all_skipped_says_so(pytester):
+    # As against a server whose artifact store answers 503 unavailable: claimed, yet not scored.
+    pytester.makepyfile(test_art='''
+import pytest
+from conformance.errors import NotScored
+
+@pytest.mark.requirement("AM-ART-1")
+def test_store(world):
+    raise NotScored("the artifact store answered 503 artifact_store_unavailable")
+''')
+    result = pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-capability", "artifacts")
+    text = " ".join(result.stdout.str().split())
+    assert "artifacts claimed but not scored (its checks were skipped)" in text
+    assert "not scored MUSTs (capability unclaimed or identities unavailable): AM-ART-1" in text

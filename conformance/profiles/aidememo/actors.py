@@ -430,6 +430,8 @@ class World(BaseWorld):
                 for name, identity in pairs:
                     label = self.transcript.label(name)
                     self.transcript.secret(identity.token, label)
+                    self.transcript.identity(label, {"project": project_id, "actor": identity["actor"],
+                                                     "role": identity["role"]})
                     project.actors[name] = Actor(label, identity["actor"], identity["role"], identity.token, project)
                 return project
         raise NotScored(
