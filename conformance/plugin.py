@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.errors import ConfigError, ConformanceError, NotScored
+from conformance.errors import ConfigError, ConformanceError
 from conformance.profile import (
     BASELINE,
     REPORT_DIR,
@@ -39,10 +39,10 @@ from conformance.schedule import LATE_MARKER, LATE_WORKER, late_file, order_late
 from conformance.settings import Setting, Settings, SettingsInput, resolve
 
 if TYPE_CHECKING:
-    from conformance.profile import Target, TargetDescription, World
+    from conformance.profile import Target, TargetDescription
     from conformance.registry import Registry
-    from conformance.reports.baseline import Baseline, Entry
-    from conformance.verdicts import Verdict, VerdictRecord
+    from conformance.reports.baseline import Baseline
+    from conformance.verdicts import VerdictRecord
 
 __all__ = ["settings_input"]
 
@@ -370,106 +370,14 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         return
     if report.when == "teardown" and (report.passed or report.skipped):
         return
-    record = _record(item, call, report, state, requirement_id)
+    from conformance.recording import record_check, rewrite_outcome
+
+    record = record_check(item, call, report, requirement=state.registry.get(requirement_id),
+                          baseline=state.baseline, seed=state.seed, run_tag=state.run_tag,
+                          claims=state.target.claims.describe() if state.target is not None else {},
+                          world=item.stash.get(_WORLD, None), setup_s=item.stash.get(_SETUP_S, 0.0))
     report.user_properties.append((_PROP, record.dumps()))
-    _rewrite_outcome(report, item, record.verdict, record.reason)
-
-
-def _record(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.TestReport, state: _RunState,
-            requirement_id: str) -> VerdictRecord:
-    """The verdict record of one check, from its pytest outcome, its world and the baseline."""
-    from conformance.errors import Departure
-    from conformance.verdicts import Verdict, VerdictRecord, decide
-
-    requirement = state.registry.get(requirement_id)
-    world: World | None = item.stash.get(_WORLD, None)
-    exception = call.excinfo.value if call.excinfo is not None else None
-    skipped = report.skipped and not isinstance(exception, NotScored)
-    if skipped and exception is not None and call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
-        exception = None
-    entry = state.baseline.match(item.nodeid, requirement_id) if state.baseline else None
-    warnings = list(world.warnings) if world is not None else []
-    transcript = world.transcript if world is not None else None
-    entries = transcript.entries if transcript is not None else []
-    verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=entry is not None and entry.kind == "failure")
-    if report.when == "setup" and verdict is Verdict.FAIL:
-        verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
-    reason = _reason(exception, report, warnings, entry)
-    if verdict is Verdict.ERROR and call.excinfo is not None:
-        reason = _kit_fault(call.excinfo)
-    keep = verdict not in (Verdict.PASS, Verdict.SKIP) and transcript is not None
-    departed = exception if isinstance(exception, Departure) else None
-    step = next((i for i, e in enumerate(entries) if departed is not None and e is departed.entry), None)
-    return VerdictRecord(
-        nodeid=item.nodeid, requirement=requirement_id, level=requirement.level, capability=requirement.capability,
-        verdict=verdict, reason=reason, requests=len(entries), seed=state.seed,
-        claims=state.target.claims.describe() if state.target is not None else {},
-        transcript=tuple(transcript.to_list()) if keep and transcript is not None else (),
-        notes=tuple(transcript.notes) if keep and transcript is not None else (),
-        baseline=entry.reason if entry is not None else "",
-        duration_s=item.stash.get(_SETUP_S, 0.0) + (report.duration if report.when == "call" else 0.0),
-        failed_step=step, expected=departed.expected if departed is not None and step is not None else "",
-        namespace=state.run_tag if keep else "",
-        ids=dict(transcript.ids) if keep and transcript is not None else {},
-        identities=dict(transcript.identities) if keep and transcript is not None else {},
-    )
-
-
-def _kit_fault(excinfo: pytest.ExceptionInfo[BaseException]) -> str:
-    """Why a check read ERROR: its own exception and where it was raised, never the target's fault."""
-    text = str(excinfo.value).strip()
-    where = ""
-    if excinfo.traceback:
-        entry = excinfo.traceback[-1]
-        where = f" at {Path(str(entry.path)).name}:{entry.lineno + 1}"
-    return (f"the check itself raised {type(excinfo.value).__name__}{f': {text}' if text else ''}{where}: "
-            "a bug in the kit, not a verdict on the target")
-
-
-# Reasons are shown whole (terminal, HTML, JUnit); this bounds only what a hostile server can
-# push into one through a check's message (an answer echoed into an assertion).
-_REASON_CHARS = 16_384
-
-
-def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str],
-            baseline: Entry | None) -> str:
-    if exception is not None:
-        text = str(exception).strip() or type(exception).__name__
-        if isinstance(exception, AssertionError):
-            text = text.split("\nassert ")[0]
-        if len(text) > _REASON_CHARS:
-            text = text[:_REASON_CHARS] + f"... ({len(text)} characters; the transcript has the answers whole)"
-        return text
-    if report.skipped and isinstance(report.longrepr, tuple):
-        return str(report.longrepr[2])
-    if warnings:
-        return "; ".join(warnings)
-    if baseline is not None and baseline.kind == "failure":
-        return f"stale baseline entry: the check passes, the baseline expects a failure ({baseline.reason})"
-    if baseline is not None:
-        return f"stale baseline entry: the check passes, the baseline expects a warning ({baseline.reason})"
-    return ""
-
-
-def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Verdict, reason: str) -> None:
-    """Make pytest's own outcome agree with the verdict, so its exit status and JUnit do too."""
-    from conformance.verdicts import Verdict
-
-    path, line, _ = item.location
-    if verdict is Verdict.SKIP:
-        report.outcome = "skipped"
-        report.longrepr = (str(path), (line or 0) + 1, f"not scored: {reason}")
-    elif verdict is Verdict.XFAIL:
-        report.outcome = "skipped"
-        report.wasxfail = f"baseline: {reason}"
-        report.longrepr = None
-    elif verdict in (Verdict.WARN, Verdict.INFO) and report.when == "call":
-        report.outcome = "passed"
-        report.longrepr = None
-    elif verdict is Verdict.XPASS:
-        report.outcome = "failed"
-        report.longrepr = f"XPASS (stale baseline entry): {reason}"
+    rewrite_outcome(report, item, record.verdict, record.reason)
 
 
 class _Reporter:

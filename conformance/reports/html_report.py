@@ -126,26 +126,29 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
     parts.append("</tbody></table><h2>Failures and warnings</h2>")
     if not failures:
         parts.append("<p>None.</p>")
-    for record in failures:
-        row = texts.get(record.requirement, {})
-        parts.append(
-            f"<div class='case' id='{escape(record.nodeid)}'><h3>{_verdict(record.verdict)} "
-            f"{escape(record.requirement)} ({record.level}) &mdash; "
-            f"{escape(record.nodeid.rsplit('::', 1)[-1])}</h3>"
-            f"<p class='req'>{escape(row.get('text', ''))}</p>"
-            f"<p><b>Why:</b></p><pre>{escape(record.reason)}</pre>"
-            + (f"<p><b>Baseline:</b> {escape(record.baseline)}</p>" if record.baseline else "") +
-            f"<p><b>pytest node id:</b> <code>{escape(record.nodeid)}</code><br>"
-            f"<b>Rerun:</b> <code>{escape(record.rerun)}</code></p>")
-        parts.append(f"<p><b>Transcript</b> ({len(record.transcript)} steps, tokens redacted):</p>")
-        if record.failed_step is None and record.transcript and not record.ok:
-            parts.append("<p class='muted'>The check's own assertion judged the steps below (no single step is "
-                         "marked); the Why text says what it found.</p>")
-        parts.extend(_entry(i, dict(entry), record) for i, entry in enumerate(record.transcript))
-        if record.replay:
-            parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
-        for note in record.notes:
-            parts.append(f"<p class='muted'>{escape(note)}</p>")
-        parts.append("</div>")
+    parts.extend(_case(record, texts.get(record.requirement, {})) for record in failures)
     parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def _case(record: VerdictRecord, row: dict[str, Any]) -> str:
+    """The case file of one failure or warning."""
+    parts = [
+        f"<div class='case' id='{escape(record.nodeid)}'><h3>{_verdict(record.verdict)} "
+        f"{escape(record.requirement)} ({record.level}) &mdash; "
+        f"{escape(record.nodeid.rsplit('::', 1)[-1])}</h3>"
+        f"<p class='req'>{escape(row.get('text', ''))}</p>"
+        f"<p><b>Why:</b></p><pre>{escape(record.reason)}</pre>"
+        + (f"<p><b>Baseline:</b> {escape(record.baseline)}</p>" if record.baseline else "") +
+        f"<p><b>pytest node id:</b> <code>{escape(record.nodeid)}</code><br>"
+        f"<b>Rerun:</b> <code>{escape(record.rerun)}</code></p>",
+        f"<p><b>Transcript</b> ({len(record.transcript)} steps, tokens redacted):</p>"]
+    if record.failed_step is None and record.transcript and not record.ok:
+        parts.append("<p class='muted'>The check's own assertion judged the steps below (no single step is "
+                     "marked); the Why text says what it found.</p>")
+    parts.extend(_entry(i, dict(entry), record) for i, entry in enumerate(record.transcript))
+    if record.replay:
+        parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
+    parts.extend(f"<p class='muted'>{escape(note)}</p>" for note in record.notes)
+    parts.append("</div>")
     return "".join(parts)
