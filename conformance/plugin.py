@@ -35,7 +35,7 @@ from conformance.profile import (
     installed_profiles,
     resolve_run,
 )
-from conformance.schedule import LATE_MARKER, LATE_WORKER, late_file, order_late
+from conformance.schedule import LATE_MARKER, LATE_WORKER, late_collection, late_file, order_late
 from conformance.settings import Setting, Settings, SettingsInput, resolve
 
 if TYPE_CHECKING:
@@ -391,16 +391,20 @@ class _Reporter:
     @pytest.hookimpl(tryfirst=True)  # before xdist reports the collection: its scheduler reads this
     def pytest_collection_finish(self, session: pytest.Session) -> None:
         workerinput = getattr(self.config, "workerinput", None)
-        if workerinput is not None and workerinput.get("aidememo_late_dir"):
-            marker = workerinput["aidememo_late"]
-            late_file(workerinput["aidememo_late_dir"], workerinput["workerid"]).write_text(json.dumps(
-                [item.nodeid for item in session.items if item.get_closest_marker(marker) is not None]), "utf-8")
         state = self.config.stash.get(_STATE, None)
+        if state is not None:
+            # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
+            state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
+                               if _requirement_of(item) in state.registry]
+        if workerinput is not None and workerinput.get("aidememo_late_dir"):
+            # The scheduler reads the late checks; the controller the collection, should the run be
+            # interrupted before the first report arrives (the late worker sets its leases up then).
+            marker = workerinput["aidememo_late"]
+            late_file(workerinput["aidememo_late_dir"], workerinput["workerid"]).write_text(json.dumps({
+                "late": [item.nodeid for item in session.items if item.get_closest_marker(marker) is not None],
+                "collected": state.collected if state is not None else []}), "utf-8")
         if state is None:
             return
-        # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
-        state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
-                           if _requirement_of(item) in state.registry]
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and state.collected and not hasattr(self.config, "workerinput"):
             terminal.write_line(self._header(state))
@@ -431,6 +435,9 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput") or self.config.getoption("aidememo_list"):
             return
+        late_dir = self.config.stash.get(_LATE_DIR, None)
+        if late_dir is not None:
+            self.collected.update((str(n), str(r)) for n, r in late_collection(late_dir))
         state = self.config.stash.get(_STATE, None)
         if state is None and not self.records and not self.collected:
             return

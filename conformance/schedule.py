@@ -10,8 +10,9 @@ process runs (AideMemo sets up every lease then) and is over by the time they ru
   its share of the rest, so the wait overlaps the whole run on every worker count.
 
 The controller collects nothing under xdist, so each worker writes the node ids of its late
-checks to a file in a directory the controller made (``late_file``) before it reports its
-collection; the scheduler reads them when it schedules. A worker that dies hands its pending
+checks, and of every check it collected, to a file in a directory the controller made
+(``late_file``) before it reports its collection; the scheduler reads the late ones when it
+schedules, and the reports the collection when a run is interrupted before any check reported. A worker that dies hands its pending
 checks back; late checks sent elsewhere then set up and wait on their own (slower, still right).
 """
 
@@ -24,7 +25,7 @@ from typing import Any
 
 import pytest
 
-__all__ = ["LATE_MARKER", "LATE_WORKER", "LateScheduling", "late_file", "order_late"]
+__all__ = ["LATE_MARKER", "LATE_WORKER", "LateScheduling", "late_collection", "late_file", "order_late"]
 
 LATE_WORKER = "gw0"
 # Set by a profile's ``configure`` (in every process) to the marker of this run's late checks.
@@ -157,9 +158,24 @@ class LateScheduling:
 
     def _late_ids(self) -> set[str]:
         found: set[str] = set()
-        for path in Path(self.late_dir).glob("late-*.json"):
-            try:
-                found |= set(json.loads(path.read_text("utf-8")))
-            except (OSError, ValueError):
-                continue  # a worker that could not say: its late checks run as any other
+        for data in _reports(self.late_dir):
+            found |= {str(nodeid) for nodeid in data.get("late", [])}
         return found
+
+
+def _reports(directory: str) -> list[dict[str, list[Any]]]:
+    found = []
+    for path in Path(directory).glob("late-*.json"):
+        try:
+            data = json.loads(path.read_text("utf-8"))
+        except (OSError, ValueError):
+            continue  # a worker that could not say: its late checks run as any other
+        if isinstance(data, dict):
+            found.append(data)
+    return found
+
+
+def late_collection(directory: str) -> list[tuple[str, str]]:
+    """(node id, requirement id) of every check the workers collected, as they wrote it."""
+    return [(str(pair[0]), str(pair[1])) for data in _reports(directory) for pair in data.get("collected", [])
+            if isinstance(pair, list) and len(pair) == 2]

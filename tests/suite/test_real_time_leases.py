@@ -347,7 +347,7 @@ class _Node:
 def test_the_scheduler_sends_every_late_check_to_gw0_after_its_other_work(tmp_path):
     collection = [f"test_m.py::test_{i}" for i in range(40)]
     late = set(collection[-6:])
-    (tmp_path / "late-gw1.json").write_text(json.dumps(sorted(late)))
+    (tmp_path / "late-gw1.json").write_text(json.dumps({"late": sorted(late), "collected": []}))
     config = type("Config", (), {"getvalue": lambda self, name: ["2*popen"]})()
     scheduler = LateScheduling(config, lambda *a: None, str(tmp_path))
     nodes = [_Node("gw1"), _Node("gw0")]
