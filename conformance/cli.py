@@ -4,6 +4,7 @@
                              [--capability CAPS ...] [--timeout S] [--seed N] [--requirement ID ...]
                              [-k EXPR] [-n N] [profile flags: --url URL, --provision-command T, ...] [CHECK ...]
     aidememo-conformance requirements [--profile NAME]
+    aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML]
 
 The profile (default ``aidememo``) decides which flags exist besides the shared ones, so the
 command line is parsed twice: once for ``--profile`` and ``--config`` (whose file may name the
@@ -74,7 +75,32 @@ def _parser(profile: Any) -> _Parser:
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
+    baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
+    verbs = baseline.add_subparsers(dest="verb", required=True, parser_class=_Parser)
+    write = verbs.add_parser("write", help="every departure of a run (results.json) as a baseline: "
+                                           "FAIL/UNTESTABLE/XFAIL as expected_failure, WARN/INFO as expected_warning")
+    write.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json")
+    write.add_argument("-o", "--output", metavar="BASELINE_TOML", help="where to write it (default: stdout)")
     return parser
+
+
+def _write_baseline(args: argparse.Namespace) -> int:
+    from conformance.reports.baseline import read_results, write_baseline
+
+    try:
+        text = write_baseline(read_results(args.results))
+        if args.output is None:
+            sys.stdout.write(text)
+            return 0
+        Path(args.output).write_text(text, "utf-8")
+    except ConformanceError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: {args.output}: {exc.strerror}\n")
+        return 2
+    sys.stderr.write(f"{PROG}: wrote {args.output}\n")
+    return 0
 
 
 def _plugin_args(workers: str | None = None) -> list[str]:
@@ -97,15 +123,15 @@ def _resolve(args: argparse.Namespace) -> tuple[Any, Any]:
     return profile, settings
 
 
-def build_pytest_args(args: argparse.Namespace, profile: Any, report_dir: str) -> list[str]:
+def build_pytest_args(args: argparse.Namespace, profile: Any) -> list[str]:
     """The pytest command line equivalent to ``aidememo-conformance run``."""
     from conformance.profile import RUN_SETTINGS
 
     base = profile.checks_dir()
     targets = [str(base / check) for check in args.checks] or [str(base)]
     # The terminal gets our one-screen summary; tracebacks live in the reports.
-    pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--rootdir", str(base),
-                   "--junitxml", str(Path(report_dir) / "junit.xml")]
+    # junit.xml is the plugin's (one case per verdict, with its properties), in the report directory.
+    pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-q", "--tb=no", "-rN", "--rootdir", str(base)]
     for setting in [*RUN_SETTINGS, *profile.settings]:
         value = getattr(args, setting.name, None)
         if setting.pytest_flag is None or value is None:
@@ -159,6 +185,8 @@ def main(argv: list[str] | None = None) -> int:
             _Parser().error(f"unrecognized arguments: {' '.join(extra)} (profile {profile.name})")
     except SystemExit as exc:  # argparse's own exit: --help, or a one-line error already printed
         return exc.code if isinstance(exc.code, int) else 2
+    if args.command == "baseline":
+        return _write_baseline(args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 
@@ -183,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"{PROG}: {settings.where(REPORT_DIR)} {report_dir}: {exc.strerror}\n")
         return 2
-    code = pytest.main(build_pytest_args(args, profile, report_dir))
+    code = pytest.main(build_pytest_args(args, profile))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         sys.stderr.write(f"{PROG}: no check matched the selection\n")
         return 2

@@ -6,13 +6,20 @@
     +-- Untestable              a setup step did not succeed, so the check never reached its point
     |   +-- NotScored           the target cannot be asked (capability unclaimed, too few tokens) -> SKIP
     +-- Indeterminate           only ``503 storage_failure`` answers (ERRATA 7): retryable, no verdict
+    +-- Departure               an answer is not what the check expected (also an AssertionError) -> FAIL
+        +-- ShapeError          an answer lacks a promised field, or has an array for an object...
 
-``AssertionError`` raised by a check is the server departing from the requirement.
+``AssertionError`` raised by a check is the server departing from the requirement; a
+``Departure`` also names the step that departed and what was expected of it, for the reports.
+Anything else a check raises (``KeyError``, ``AttributeError``, ...) is a bug in the kit and
+reads ERROR: checks read answers through ``conformance.answers``, which raises ``ShapeError``
+where the answer, not the check, is at fault.
 """
 
 from __future__ import annotations
 
-__all__ = ["ConfigError", "ConformanceError", "Indeterminate", "NotScored", "TargetError", "Untestable"]
+__all__ = ["ConfigError", "ConformanceError", "Departure", "Indeterminate", "NotScored", "ShapeError", "TargetError",
+           "Untestable"]
 
 
 class ConformanceError(Exception):
@@ -37,3 +44,25 @@ class NotScored(Untestable):
 
 class Indeterminate(ConformanceError):
     """The server kept answering the retryable ``503 storage_failure``; nothing can be concluded."""
+
+
+class Departure(ConformanceError, AssertionError):
+    """An answer departs from what the check expected of it.
+
+    Args:
+        entry: the transcript entry (step) that answered, when the check knows it.
+        expected: what was expected of that step, for reports (``HTTP 409 stale_revision``).
+    """
+
+    def __init__(self, message: str, *, entry: object = None, expected: str = "") -> None:
+        super().__init__(message)
+        self.entry = entry
+        self.expected = expected
+
+
+class ShapeError(Departure):
+    """An answer lacks a field it promised, or holds another kind of value there (``path``: ``$.record``)."""
+
+    def __init__(self, message: str, *, entry: object = None, path: str = "$") -> None:
+        super().__init__(message, entry=entry, expected=f"a JSON answer with the promised shape at {path}")
+        self.path = path

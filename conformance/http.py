@@ -16,11 +16,12 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
+from conformance.answers import parse
 from conformance.errors import Indeterminate, TargetError
 from conformance.transcript import Transcript, redact_headers, shown_text
 
@@ -41,19 +42,24 @@ class Exchange:
     error: str | None = None
     truncated: bool = False
     actor: str | None = None  # the check's name for the actor whose credential was sent
+    # What the check expected of this answer, filled in by the helpers that judge it
+    # (``expect_status``: "HTTP 200"), for the reports and the replay script.
+    expected: list[str] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def answered(self) -> bool:
         return self.status != 0
 
+    def expect(self, what: str) -> str:
+        """Note what the check expects of this answer; returns ``what``."""
+        if what not in self.expected:
+            self.expected.append(what)
+        return what
+
     def json(self) -> Any:
-        """The answer as JSON; a body that is not JSON is a protocol departure (AssertionError)."""
-        try:
-            return json.loads(self.body)
-        except ValueError:
-            raise AssertionError(
-                f"{self.method} {self.url} answered {self.status} with a body that is not JSON: {self.body[:200]!r}"
-            ) from None
+        """The answer as JSON, read through ``conformance.answers``: a body that is not JSON, and
+        a subscript of a field the answer lacks, raise ``ShapeError`` (a departure of the target)."""
+        return parse(self.body, f"{self.method} {self.url} answered {self.status}", self)
 
     def error_code(self) -> str | None:
         """The ``error.code`` string of a JSON error body, or None when the body has no such shape."""
@@ -93,7 +99,25 @@ class Exchange:
             "response_headers": [list(pair) for pair in response_headers],
             "response_body": response_body,
             "error": self.error,
+            "expected": "; ".join(self.expected),
+            # For the replay script: every header the check set (credentials redacted by the
+            # transcript), and the body whole when it is text of a size a script can carry.
+            "replay_headers": [[k, v] for k, v in self.request_headers],
+            **({"request_body_exact": self.request_body.decode("utf-8")} if _whole_text(self.request_body) else {}),
         }
+
+
+REPLAYED_BODY_BYTES = 96 * 1024  # a request body beyond this is not carried into a replay script
+
+
+def _whole_text(body: bytes) -> bool:
+    if len(body) > REPLAYED_BODY_BYTES:
+        return False
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 class _Watchdog:

@@ -14,6 +14,8 @@ import json
 import os
 import random
 import secrets
+import shutil
+import tempfile
 import zlib
 from collections.abc import Generator
 from pathlib import Path
@@ -21,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from conformance.errors import ConfigError, ConformanceError, NotScored
+from conformance.errors import ConfigError, ConformanceError
 from conformance.profile import (
     BASELINE,
     REPORT_DIR,
@@ -33,19 +35,22 @@ from conformance.profile import (
     installed_profiles,
     resolve_run,
 )
+from conformance.schedule import LATE_MARKER, LATE_WORKER, late_collection, late_file, order_late
 from conformance.settings import Setting, Settings, SettingsInput, resolve
 
 if TYPE_CHECKING:
-    from conformance.profile import Target, TargetDescription, World
+    from conformance.profile import Target, TargetDescription
     from conformance.registry import Registry
     from conformance.reports.baseline import Baseline
-    from conformance.verdicts import Verdict, VerdictRecord
+    from conformance.verdicts import VerdictRecord
 
 __all__ = ["settings_input"]
 
 _STATE = pytest.StashKey["_RunState"]()
 _WORLD = pytest.StashKey[Any]()
 _SEEDS = pytest.StashKey[tuple[int, str]]()
+_SETUP_S = pytest.StashKey[float]()  # how long a check's set-up took (its world: provisioning)
+_LATE_DIR = pytest.StashKey[str]()  # the controller's directory for the workers' late checks
 _PROP = "conformance"  # user_properties key carrying one check's verdict record
 _COLLECTED = "conformance-collected"  # a worker's checks, with its first record (see _Reporter)
 
@@ -154,6 +159,14 @@ def pytest_configure(config: pytest.Config) -> None:
             config.addinivalue_line("markers", marker)
         if profile.configure is not None:
             profile.configure(config)
+    workerinput = getattr(config, "workerinput", None)
+    if workerinput is not None and workerinput.get("aidememo_late"):
+        config.stash[LATE_MARKER] = workerinput["aidememo_late"]  # the controller's word decides
+    elif workerinput is None and config.stash.get(LATE_MARKER, None) and getattr(config.option, "dist", "no") == "load":
+        # Late checks on one worker (conformance.schedule); workers tell through files in this directory.
+        late_dir = tempfile.mkdtemp(prefix="conformance-late-")
+        config.stash[_LATE_DIR] = late_dir
+        config.add_cleanup(lambda: shutil.rmtree(late_dir, ignore_errors=True))
     config.pluginmanager.register(_Reporter(config), "conformance-reporter")
     config.pluginmanager.register(_XdistHooks(), "conformance-xdist")
 
@@ -171,6 +184,19 @@ class _XdistHooks:
         node.workerinput["aidememo_seed"] = seed
         node.workerinput["aidememo_run_tag"] = run_tag
         node.workerinput["aidememo_dist"] = node.config.getvalue("dist")
+        late_dir = node.config.stash.get(_LATE_DIR, None)
+        if late_dir is not None:
+            node.workerinput.update(aidememo_dist="late", aidememo_late=node.config.stash[LATE_MARKER],
+                                    aidememo_late_dir=late_dir, aidememo_late_worker=LATE_WORKER)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        late_dir = config.stash.get(_LATE_DIR, None)
+        if late_dir is None:
+            return None  # xdist's own scheduler for the chosen --dist
+        from conformance.schedule import LateScheduling
+
+        return LateScheduling(config, log, late_dir)
 
 
 def _ensure_state(config: pytest.Config) -> _RunState:
@@ -205,6 +231,8 @@ def _same_process(item: pytest.Item, other: pytest.Item) -> bool:
     dist = workerinput.get("aidememo_dist")  # a worker's own option says "no"; the controller's says how
     if dist == "each":
         return True
+    if dist == "late" and other.get_closest_marker(workerinput["aidememo_late"]) is not None:
+        return bool(workerinput.get("workerid") == workerinput["aidememo_late_worker"])  # see conformance.schedule
     if dist in ("loadfile", "loadscope"):
         return item.path == other.path
     # load, worksteal, and loadgroup (which pytest-xdist 3.8 cannot apply under pytest 9: its
@@ -237,6 +265,9 @@ def pytest_collection_modifyitems(session: pytest.Session, config: pytest.Config
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = [item for item in items if item not in dropped]
+    late = config.stash.get(LATE_MARKER, None)
+    if late:
+        order_late(items, late)
     if config.getoption("aidememo_list"):
         from conformance.reports.traceability import render_listing
 
@@ -347,76 +378,19 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
         state.collected_sent = True
     if report.when == "setup" and report.passed:
+        item.stash[_SETUP_S] = report.duration
         return
     if report.when == "teardown" and (report.passed or report.skipped):
         return
-    from conformance.verdicts import Verdict, VerdictRecord, decide
+    from conformance.recording import record_check, rewrite_outcome
 
-    requirement = state.registry.get(requirement_id)
-    world: World | None = item.stash.get(_WORLD, None)
-    exception = call.excinfo.value if call.excinfo is not None else None
-    skipped = report.skipped and not isinstance(exception, NotScored)
-    if skipped and exception is not None and call.excinfo is not None and call.excinfo.errisinstance(pytest.skip.Exception):
-        exception = None
-    expected = state.baseline.expects(item.nodeid, requirement_id) if state.baseline else None
-    warnings = list(world.warnings) if world is not None else []
-    entries = world.transcript.entries if world is not None else []
-    verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=expected is not None, answered=any(e.answered for e in entries))
-    if report.when == "setup" and verdict is Verdict.FAIL:
-        verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
-    reason = _reason(exception, report, warnings, expected)
-    keep = verdict not in (Verdict.PASS, Verdict.SKIP) and world is not None
-    record = VerdictRecord(
-        nodeid=item.nodeid, requirement=requirement_id, level=requirement.level, capability=requirement.capability,
-        verdict=verdict, reason=reason, requests=len(entries), seed=state.seed,
-        claims=state.target.claims.describe() if state.target is not None else {},
-        transcript=tuple(world.transcript.to_list()) if keep and world is not None else (),
-        notes=tuple(world.transcript.notes) if keep and world is not None else (), clauses=_clauses_of(item),
-    )
+    record = record_check(item, call, report, requirement=state.registry.get(requirement_id),
+                          baseline=state.baseline, seed=state.seed, run_tag=state.run_tag,
+                          claims=state.target.claims.describe() if state.target is not None else {},
+                          world=item.stash.get(_WORLD, None), setup_s=item.stash.get(_SETUP_S, 0.0),
+                          clauses=_clauses_of(item))
     report.user_properties.append((_PROP, record.dumps()))
-    _rewrite_outcome(report, item, verdict, reason)
-
-
-def _reason(exception: BaseException | None, report: pytest.TestReport, warnings: list[str], expected: str | None) -> str:
-    from conformance.verdicts import SHAPE_ERRORS
-
-    if isinstance(exception, KeyError):
-        return f"an answer lacks the promised field {exception}; see the transcript"
-    if isinstance(exception, SHAPE_ERRORS):
-        return f"an answer has the wrong shape ({exception}); see the transcript"
-    if exception is not None:
-        text = str(exception).strip() or type(exception).__name__
-        if isinstance(exception, AssertionError):
-            text = text.split("\nassert ")[0]
-        return text[:2000]
-    if report.skipped and isinstance(report.longrepr, tuple):
-        return str(report.longrepr[2])
-    if warnings:
-        return "; ".join(warnings)
-    if expected is not None:
-        return f"passes although the baseline expects a failure ({expected})"
-    return ""
-
-
-def _rewrite_outcome(report: pytest.TestReport, item: pytest.Item, verdict: Verdict, reason: str) -> None:
-    """Make pytest's own outcome agree with the verdict, so its exit status and JUnit do too."""
-    from conformance.verdicts import Verdict
-
-    path, line, _ = item.location
-    if verdict is Verdict.SKIP:
-        report.outcome = "skipped"
-        report.longrepr = (str(path), (line or 0) + 1, f"not scored: {reason}")
-    elif verdict is Verdict.XFAIL:
-        report.outcome = "skipped"
-        report.wasxfail = f"baseline: {reason}"
-        report.longrepr = None
-    elif verdict in (Verdict.WARN, Verdict.INFO) and report.when == "call":
-        report.outcome = "passed"
-        report.longrepr = None
-    elif verdict is Verdict.XPASS:
-        report.outcome = "failed"
-        report.longrepr = f"XPASS (stale baseline entry): {reason}"
+    rewrite_outcome(report, item, record.verdict, record.reason)
 
 
 class _Reporter:
@@ -427,13 +401,23 @@ class _Reporter:
         self.records: dict[str, VerdictRecord] = {}
         self.collected: dict[str, str] = {}  # nodeid -> requirement id, as the workers report them
 
+    @pytest.hookimpl(tryfirst=True)  # before xdist reports the collection: its scheduler reads this
     def pytest_collection_finish(self, session: pytest.Session) -> None:
+        workerinput = getattr(self.config, "workerinput", None)
         state = self.config.stash.get(_STATE, None)
+        if state is not None:
+            # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
+            state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
+                               if _requirement_of(item) in state.registry]
+        if workerinput is not None and workerinput.get("aidememo_late_dir"):
+            # The scheduler reads the late checks; the controller the collection, should the run be
+            # interrupted before the first report arrives (the late worker sets its leases up then).
+            marker = workerinput["aidememo_late"]
+            late_file(workerinput["aidememo_late_dir"], workerinput["workerid"]).write_text(json.dumps({
+                "late": [item.nodeid for item in session.items if item.get_closest_marker(marker) is not None],
+                "collected": state.collected if state is not None else []}), "utf-8")
         if state is None:
             return
-        # Taken after every plugin's modifyitems ran, so -k and -m deselection is reflected.
-        state.collected = [(item.nodeid, _requirement_of(item) or "") for item in session.items
-                           if _requirement_of(item) in state.registry]
         terminal = self.config.pluginmanager.get_plugin("terminalreporter")
         if terminal is not None and state.collected and not hasattr(self.config, "workerinput"):
             terminal.write_line(self._header(state))
@@ -441,8 +425,10 @@ class _Reporter:
     def _header(self, state: _RunState) -> str:
         from conformance.cli import rerun_command
 
+        from conformance.reports import explain_mode
+
         return (f"aidememo: profile {state.profile.name}, target {state.description.target} "
-                f"({state.description.mode}), seed {state.seed}, run tag {state.run_tag}; "
+                f"({explain_mode(state.description.mode)}), seed {state.seed}, run tag {state.run_tag}; "
                 f"rerun: {rerun_command(state.profile, state.settings, state.seed)}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
@@ -462,17 +448,25 @@ class _Reporter:
     def pytest_sessionfinish(self, session: pytest.Session, exitstatus: int) -> None:
         if hasattr(self.config, "workerinput") or self.config.getoption("aidememo_list"):
             return
+        late_dir = self.config.stash.get(_LATE_DIR, None)
+        if late_dir is not None:
+            self.collected.update((str(n), str(r)) for n, r in late_collection(late_dir))
         state = self.config.stash.get(_STATE, None)
         if state is None and not self.records and not self.collected:
             return
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
         from conformance.reports import RunInfo, write_reports
+        from conformance.reports.replay import ReplayTarget
 
-        run = RunInfo(profile=state.profile.name, title=state.profile.title, target=state.description.target,
-                      mode=state.description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
+        description = state.description
+        replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
+                              credential_prefix=description.credential_prefix, hint=description.replay_hint)
+        run = RunInfo(profile=state.profile.name, title=state.profile.title, target=description.target,
+                      mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,
-                      rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check))
+                      rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check),
+                      checked=state.profile.checked_requirements, replay=replay)
         report_dir = Path(state.settings[REPORT_DIR])
         try:
             state.summary = write_reports(report_dir, run, self._records(state))

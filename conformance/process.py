@@ -13,8 +13,10 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from conformance.answers import parse
 from conformance.errors import TargetError
 from conformance.transcript import Transcript, shown_text
 
@@ -35,14 +37,25 @@ class CommandExchange:
     truncated: bool = False
     elapsed_s: float = 0.0
     actor: str | None = None
+    expected: list[str] = field(default_factory=list, compare=False, repr=False)  # as on ``Exchange``
 
     @property
     def answered(self) -> bool:
         return self.exit_code is not None
 
+    def expect(self, what: str) -> str:
+        """Note what the check expects of this run ("exit 0 with JSON"); returns ``what``."""
+        if what not in self.expected:
+            self.expected.append(what)
+        return what
+
     def text(self) -> str:
         """stdout as UTF-8 (replacing undecodable bytes)."""
         return self.stdout.decode("utf-8", "replace")
+
+    def json(self) -> Any:
+        """stdout as JSON, read through ``conformance.answers`` (what is not there raises ``ShapeError``)."""
+        return parse(self.stdout, f"`{' '.join(self.argv)}` exited {self.exit_code}", self)
 
     def to_dict(self) -> dict[str, object]:
         ended = f"exit {self.exit_code}" if self.exit_code is not None else f"no exit ({self.error})"
@@ -62,6 +75,7 @@ class CommandExchange:
             "stderr": shown_text(self.stderr),
             "error": self.error,
             "actor": self.actor,
+            "expected": "; ".join(self.expected),
         }
 
 

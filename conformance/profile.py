@@ -17,6 +17,7 @@ this module imports none of them until one is asked for.
 from __future__ import annotations
 
 import importlib
+import pkgutil
 import random
 import shlex
 from collections.abc import Callable, Mapping
@@ -97,10 +98,20 @@ class World(Protocol):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TargetDescription:
-    """How the run header and reports name the target: ``http://...`` or ``embedded reference``, and the mode."""
+    """How the run header and reports name the target, and how a case file's script reaches it again.
+
+    ``mode`` says where identities come from: ``embedded`` (the reference started for the run),
+    ``command`` (the bootstrap template), ``fixed-tokens``, ``provision hook``; AideMemo adds
+    ``real-time leases`` when lease expiry is waited for.
+    """
 
     target: str
     mode: str  # "embedded", "command", "fixed-tokens", "provision hook", ...
+    url: str | None = None  # the base URL a replay script sends to (None: the run's target is gone)
+    # Bootstrap templates a replay script provisions with: (identity field that must be set, or "", template).
+    templates: tuple[tuple[str, str], ...] = ()
+    credential_prefix: str = ""  # what the kit's own credentials start with ("tok-")
+    replay_hint: str = ""  # what a replay must start first when the run's target is gone
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -183,6 +194,23 @@ class Profile:
         module = importlib.import_module(self.checks)
         return Path(str(module.__file__)).parent
 
+    def checked_requirements(self) -> frozenset[str]:
+        """The requirement ids at least one check of the checks package proves (imports the checks).
+
+        Tells a requirement no check exists for (untested) from one whose checks this run did not
+        select.
+        """
+        package = importlib.import_module(self.checks)
+        found: set[str] = set()
+        for info in pkgutil.iter_modules(package.__path__):
+            if info.name.startswith("test_"):
+                module = importlib.import_module(f"{self.checks}.{info.name}")
+                for value in vars(module).values():
+                    for mark in getattr(value, "pytestmark", ()):
+                        if getattr(mark, "name", None) == "requirement" and getattr(mark, "args", ()):
+                            found.add(str(mark.args[0]))
+        return frozenset(found)
+
 
 # -- settings every profile shares ------------------------------------------------------------------
 def _parse_tag(value: object, where: str, context: ParseContext) -> str:
@@ -217,8 +245,11 @@ PROFILE: Setting[str] = Setting(name="profile", parse=parse_text, default=DEFAUL
                                 help=f"protocol profile to run (default {DEFAULT_PROFILE})")
 SEED: Setting[int | None] = Setting(name="seed", parse=parse_int, default=None, file_key=None, metavar="N",
                                     help="seed of every random choice (printed by every run)")
+# The namespace of every id a run creates. Fresh by default, so a rerun of the same seed meets
+# none of an earlier run's data; fixed, it replays the exact ids (into a database without them).
 RUN_TAG: Setting[str | None] = Setting(name="run_tag", parse=_parse_tag, default=None, file_key=None, metavar="TAG",
-                                       help="namespace of the ids this run creates (default: random)")
+                                       help="namespace of the ids this run creates (default: new every run); "
+                                            "a fixed tag replays the exact ids, for a wiped database")
 BASELINE: Setting[str | None] = Setting(name="baseline", parse=parse_path, default=None, metavar="TOML",
                                         help="expected failures; an entry that now passes fails the run")
 REPORT_DIR: Setting[str] = Setting(name="report_dir", parse=parse_text, default="aidememo-report", file_key=None,

@@ -10,8 +10,12 @@ The table (outcome x level x baseline -> verdict) is here and nowhere else:
     Untestable (setup step failed)          -> UNTESTABLE (XFAIL when the baseline lists it)
     NotScored / capability unclaimed        -> SKIP
     Indeterminate (only retryable answers)  -> UNKNOWN
-    KeyError/TypeError/... after an answer  -> as AssertionError: the answer lacked a promised field
-    any other exception (a bug in a check)  -> ERROR
+    ShapeError (an answer lacks a field)    -> as AssertionError (it is one): the target departed
+    any other exception (a bug in a check)  -> ERROR: KeyError, AttributeError... are the kit's own
+
+Only the answer helpers of ``conformance.answers`` decide that an answer has the wrong shape;
+a ``KeyError`` of the check's own dictionaries or an ``AttributeError`` of a misspelt actor
+is never scored as the target failing.
 
 ``Verdict.ok`` says whether a verdict lets the run succeed (PASS, WARN, INFO, SKIP, XFAIL);
 ``Verdict.severity`` orders verdicts from harmless to worst, for a requirement's worst verdict
@@ -28,7 +32,7 @@ from enum import StrEnum
 from conformance.errors import Indeterminate, NotScored, TargetError, Untestable
 from conformance.registry import Level
 
-__all__ = ["SHAPE_ERRORS", "Verdict", "VerdictRecord", "decide"]
+__all__ = ["Verdict", "VerdictRecord", "decide"]
 
 
 class Verdict(StrEnum):
@@ -86,6 +90,13 @@ class VerdictRecord:
     rerun: str = ""  # the command replaying the check (filled in by the reports)
     replay: str = ""  # a shell script replaying the transcript
     clauses: tuple[str, ...] = ()  # the requirement's clauses the check reads (none: it has none)
+    baseline: str = ""  # the reason of the baseline entry that names this check, if one does
+    duration_s: float = 0.0  # set-up and call, as pytest timed them
+    failed_step: int | None = None  # index into the transcript of the step that departed, when known
+    expected: str = ""  # what was expected of that step ("HTTP 409 stale_revision")
+    namespace: str = ""  # the run tag inside the ids the check minted (see conformance.world)
+    ids: dict[str, str] = field(default_factory=dict)  # those ids (id -> the namespace in it), for a replay
+    identities: dict[str, dict[str, str]] = field(default_factory=dict)  # label -> provisioning values
 
     @property
     def ok(self) -> bool:
@@ -133,12 +144,16 @@ class VerdictRecord:
             rerun=str(data.get("rerun", "")),
             replay=str(data.get("replay", "")),
             clauses=tuple(str(c) for c in clauses) if isinstance(clauses, list) else (),
+            baseline=str(data.get("baseline", "")),
+            duration_s=float(str(data.get("duration_s", 0.0))),
+            failed_step=int(str(step)) if (step := data.get("failed_step")) is not None else None,
+            expected=str(data.get("expected", "")),
+            namespace=str(data.get("namespace", "")),
+            ids={str(k): str(v) for k, v in ids.items()} if isinstance(ids := data.get("ids") or {}, dict) else {},
+            identities={str(label): {str(k): str(v) for k, v in values.items()}
+                        for label, values in identities.items() if isinstance(values, dict)}
+            if isinstance(identities := data.get("identities") or {}, dict) else {},
         )
-
-
-# What checks raise when an answer is JSON of the wrong shape (a missing key, a string where an
-# object was promised): the server's departure, not the kit's, once the server has answered.
-SHAPE_ERRORS = (KeyError, TypeError, IndexError, AttributeError, ValueError)
 
 
 def decide(
@@ -148,24 +163,19 @@ def decide(
     warned: bool,
     level: Level,
     expected_failure: bool,
-    answered: bool = False,
 ) -> Verdict:
-    """Map one check's outcome to its verdict (see the module table).
-
-    Args:
-        answered: the target answered at least one of the check's requests.
-    """
+    """Map one check's outcome to its verdict (see the module table)."""
     if skipped or isinstance(exception, NotScored):
         return Verdict.SKIP
     if exception is None:
-        if expected_failure:
+        if expected_failure and not warned:
             return Verdict.XPASS
         return Verdict.WARN if warned else Verdict.PASS
     if isinstance(exception, Indeterminate):
         return Verdict.UNKNOWN
     if isinstance(exception, Untestable):
         return Verdict.XFAIL if expected_failure else Verdict.UNTESTABLE
-    if isinstance(exception, AssertionError | TargetError) or (answered and isinstance(exception, SHAPE_ERRORS)):
+    if isinstance(exception, AssertionError | TargetError):  # ShapeError and Departure are AssertionErrors
         if level is Level.SHOULD:
             return Verdict.WARN
         if level is Level.MAY:

@@ -1,13 +1,22 @@
-"""What every profile's world shares: seeded ids and texts, warnings, the transcript.
+"""What every profile's world shares: namespaced ids, seeded texts, warnings, the transcript.
 
 A profile's world subclasses ``BaseWorld`` and adds the identities and verbs of its protocol.
-Ids come from the run tag, the check's tag, a counter and the check's seeded ``rng``, so the
-same seed replays the same requests whatever the order or the xdist split.
+Two things are kept apart:
+
+* the *seed* fixes what a check sends: its texts and every choice drawn from ``rng``, whatever
+  the order or the xdist split;
+* the *namespace* (the run tag, fresh for every run unless ``--run-tag`` fixes it) makes every id
+  a check creates (tenant, project, actors, sessions, handoffs, command ids) new, and credentials
+  are drawn afresh from ``secrets``, never from the seed.
+
+So a rerun with the same seed sends the same requests into new identities on a target that kept
+the data of the first run, and never meets that run's receipts or token bindings.
 """
 
 from __future__ import annotations
 
 import random
+import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,9 +45,15 @@ class BaseWorld:
                 "transcript": context.transcript}
 
     def new_id(self, prefix: str) -> str:
-        """A fresh id, unique within the run and reproducible from the seed."""
+        """A new id in this run's namespace: ``PREFIX-RUNTAG-CHECKTAG-N`` (the same N-th id for the same check)."""
         self._counter += 1
-        return f"{prefix}-{self.check_tag}-{self._counter}-{self.rng.getrandbits(32):08x}"
+        minted = f"{prefix}-{self.run_tag}-{self.check_tag}-{self._counter}"
+        self.transcript.minted(minted, self.run_tag)
+        return minted
+
+    def fresh_credential(self, prefix: str) -> str:
+        """A new credential, from ``secrets``: never derived from the seed or the namespace, both printed."""
+        return f"{prefix}{secrets.token_hex(16)}"
 
     def text(self, what: str) -> str:
         """A realistic, seeded sentence labelled ``what``."""

@@ -4,21 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import textwrap
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime, timezone
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from conformance.registry import Registry
-from conformance.reports.baseline import Baseline
+from conformance.reports.baseline import Baseline, stale_entries
 from conformance.reports.html_report import render_html
+from conformance.reports.modes import explain_mode
+from conformance.reports.junit import render_junit
+from conformance.reports.replay import ReplayTarget, replay_script
 from conformance.reports.traceability import trace, unscored_clauses
-from conformance.transcript import replay_script
 from conformance.verdicts import Verdict, VerdictRecord
 
-__all__ = ["RunInfo", "render_summary", "write_reports"]
+__all__ = ["RunInfo", "explain_mode", "render_summary", "result_line", "write_reports"]
 
 _SHOWN_FAILURES = 12
 
@@ -36,6 +40,8 @@ class RunInfo:
     registry: Registry
     baseline: Baseline | None
     rerun: Callable[[str], str]  # check selector -> the command that replays it
+    checked: Callable[[], frozenset[str]] | None = None  # requirement ids that have checks (see trace)
+    replay: ReplayTarget | None = None  # how a case file's script reaches and provisions the target
 
 
 def _kit() -> str:
@@ -51,12 +57,13 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     # Every worker reports the same claims; keep one copy for the summary.
     capabilities = next((r.claims for r in records if r.claims), {})
     records = [dataclasses.replace(r, claims={}, rerun=run.rerun(r.check),
-                                   replay=replay_script(list(r.transcript), list(r.notes)) if r.transcript else "")
+                                   replay=replay_script(r, run.replay) if r.transcript else "")
                for r in records]
-    rows = trace(run.registry, records)
+    rows = trace(run.registry, records, run.checked)
     counts = Counter(r.verdict for r in records)
     must_rows = [row for row in rows if row["level"] == "MUST"]
-    failures = sorted((r for r in records if not r.ok or r.verdict is Verdict.WARN), key=lambda r: -r.severity)
+    failures = sorted((r for r in records if not r.ok or r.verdict in (Verdict.WARN, Verdict.INFO)),
+                      key=lambda r: -r.severity)
     summary: dict[str, Any] = {
         "kit": _kit(),
         "profile": run.profile,
@@ -69,18 +76,27 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
         "capabilities": capabilities,
         "requests": sum(r.requests for r in records),
         "untested_musts": [row["id"] for row in must_rows if row["status"] == "untested"],
+        "not_selected_musts": [row["id"] for row in must_rows if row["status"] == "not selected"],
         "not_scored_musts": [row["id"] for row in must_rows if row["status"] == "not scored"],
         "untested_clauses": unscored_clauses(rows),
         "ok": all(r.ok for r in records),
         "unmatched_baseline": run.baseline.unmatched([(r.nodeid, r.requirement) for r in records])
         if run.baseline else [],
+        "stale_baseline": stale_entries(run.baseline, records) if run.baseline else [],
+        # Claimed, yet every check of it was skipped (a store that answers 503 unavailable, say).
+        "unscored_claims": sorted(name for name, how in capabilities.items() if how.startswith("claimed")
+                                  and (mine := [r for r in records if r.capability == name])
+                                  and all(r.verdict is Verdict.SKIP for r in mine)),
         "report_dir": str(report_dir),
     }
+    summary["result"] = result_line(summary, [r for r in failures if not r.ok])
     report_dir.mkdir(parents=True, exist_ok=True)
     results = {**summary, "records": [_public(r) for r in records]}
     (report_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
     (report_dir / "traceability.json").write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", "utf-8")
     (report_dir / "report.html").write_text(render_html(summary, rows, records, failures), "utf-8")
+    stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    (report_dir / "junit.xml").write_text(render_junit(summary, records, stamp), "utf-8")
     summary["failures"] = failures
     return summary
 
@@ -88,40 +104,93 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
 def _public(record: VerdictRecord) -> dict[str, object]:
     data = record.to_json()
     data.pop("claims")  # the run's claims are in the summary
-    for name in ("transcript", "notes", "replay"):
+    for name in ("transcript", "notes", "replay", "baseline", "expected", "namespace", "ids", "identities"):
         if not data[name]:
             data.pop(name)
+    if data["failed_step"] is None:
+        data.pop("failed_step")
     return data
 
 
+_WIDTH = 100  # terminal lines wrap here; a reason is never cut, only wrapped
+_REASON_LINES = 12  # beyond this a reason's tail is in the report (cut at a line, never in a value)
+
+
+def _wrapped(text: str, indent: str) -> list[str]:
+    """``text`` wrapped at ``_WIDTH`` between words, a word never split (a long value keeps its line)."""
+    lines: list[str] = []
+    for paragraph in text.splitlines() or [""]:
+        lines += textwrap.wrap(paragraph, _WIDTH, initial_indent=indent, subsequent_indent=indent,
+                               break_long_words=False, break_on_hyphens=False) or [indent]
+    if len(lines) > _REASON_LINES:
+        lines = lines[:_REASON_LINES] + [f"{indent}... ({len(lines) - _REASON_LINES} more lines in the report)"]
+    return lines
+
+
+def _listed(label: str, ids: list[str]) -> list[str]:
+    return _wrapped(f"{label}: {', '.join(ids) or 'none'}", "")
+
+
 def render_summary(summary: dict[str, Any]) -> str:
-    """One screen: counts per verdict, untested MUSTs, report paths, how to rerun a failure."""
+    """One screen: counts per verdict, what is untested, each failure and warning with its whole
+    reason, how to rerun one, where the reports are, and one RESULT line."""
     counts = summary["counts"]
     shown = "  ".join(f"{v} {n}" for v, n in counts.items() if n)
+    unscored = set(summary.get("unscored_claims", ()))
+    capabilities = "; ".join(f"{name} {how.split(',')[0]}" + (" but not scored (its checks were skipped)"
+                                                              if name in unscored else "")
+                             for name, how in summary["capabilities"].items())
     lines = [
         "",
         f"===== {summary['title']} conformance (profile {summary['profile']}) against {summary['target']} =====",
         f"verdicts: {shown or 'none'}   requests: {summary['requests']}   seed: {summary['seed']}",
-        "capabilities: " + ("; ".join(f"{name} {how.split(',')[0]}" for name, how in summary["capabilities"].items())
-                            or "unknown"),
-        f"untested MUSTs (no check of theirs ran): {', '.join(summary['untested_musts']) or 'none'}",
-        f"not scored MUSTs (capability unclaimed or identities unavailable): "
-        f"{', '.join(summary['not_scored_musts']) or 'none'}",
+        *_wrapped(f"capabilities: {capabilities or 'unknown'}", ""),
+        *_listed("untested MUSTs (no check exists)", summary["untested_musts"]),
+        *_listed("not scored MUSTs (capability unclaimed or identities unavailable)", summary["not_scored_musts"]),
     ]
     if summary.get("untested_clauses"):
-        lines.append(f"MUST clauses no scored check read: {', '.join(summary['untested_clauses'])}")
+        lines += _listed("MUST clauses no scored check read", summary["untested_clauses"])
+    if summary.get("not_selected_musts"):
+        lines.append(f"MUSTs whose checks this run did not select: {len(summary['not_selected_musts'])} "
+                     "(traceability.json lists them)")
     if summary["unmatched_baseline"]:
-        lines.append(f"baseline entries naming no check of this run: {', '.join(summary['unmatched_baseline'])}")
+        lines += _listed("baseline entries naming no check of this run", summary["unmatched_baseline"])
+    if summary.get("stale_baseline"):
+        lines += _listed("stale baseline entries (their checks pass now: remove them)", summary["stale_baseline"])
     failures: list[VerdictRecord] = [f for f in summary["failures"] if not f.ok]
-    for failure in failures[:_SHOWN_FAILURES]:
-        lines.append(f"  {failure.verdict:<10} {failure.requirement:<13} {failure.check}")
-        lines.append(f"             {failure.reason.splitlines()[0][:150] if failure.reason else ''}")
+    warnings: list[VerdictRecord] = [f for f in summary["failures"] if f.ok]
+    for record in failures[:_SHOWN_FAILURES]:
+        lines.append(f"  {record.verdict:<10} {record.requirement:<13} {record.check}")
+        lines += _wrapped(record.reason, " " * 13)
     if len(failures) > _SHOWN_FAILURES:
         lines.append(f"  ... and {len(failures) - _SHOWN_FAILURES} more (see the report)")
+    for record in warnings[:_SHOWN_FAILURES]:
+        known = " (expected by the baseline)" if record.baseline else ""
+        lines.append(f"  {record.verdict:<10} {record.requirement:<13} {record.check}{known}")
+        lines += _wrapped(record.reason, " " * 13)
+    if len(warnings) > _SHOWN_FAILURES:
+        lines.append(f"  ... and {len(warnings) - _SHOWN_FAILURES} more warnings (see the report)")
     if failures:
         lines.append(f"rerun one: {failures[0].rerun}")
     report_dir = Path(summary["report_dir"])
     lines.append(f"reports: {report_dir / 'report.html'}  {report_dir / 'results.json'}  "
-                 f"{report_dir / 'traceability.json'}")
-    lines.append("RESULT: " + ("every scored MUST holds" if summary["ok"] else "a scored MUST does not hold"))
+                 f"{report_dir / 'traceability.json'}  {report_dir / 'junit.xml'}")
+    lines.append(f"RESULT: {summary['result']}")
     return "\n".join(lines) + "\n"
+
+
+def result_line(summary: dict[str, Any], failures: list[VerdictRecord]) -> str:
+    """What the run's outcome means, by the verdicts that made it fail (``failures``: the records that are not ok)."""
+    if summary["ok"]:
+        return "every scored MUST holds"
+    verdicts = {r.verdict for r in failures}
+    if Verdict.FAIL in verdicts:
+        return "a scored MUST does not hold"
+    parts = []
+    if verdicts & {Verdict.UNTESTABLE, Verdict.UNKNOWN}:
+        parts.append("some checks could not reach their point (UNTESTABLE or UNKNOWN): nothing is proven either way")
+    if Verdict.ERROR in verdicts:
+        parts.append("the kit itself broke in some checks (ERROR): a bug to report, not a verdict on the target")
+    if Verdict.XPASS in verdicts:
+        parts.append("stale baseline entries (XPASS): the checks they excuse pass now; remove the entries")
+    return "; ".join(parts) or "the run failed"

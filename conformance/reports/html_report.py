@@ -12,6 +12,7 @@ from collections import Counter, defaultdict
 from html import escape
 from typing import Any
 
+from conformance.reports.modes import explain_mode
 from conformance.verdicts import VerdictRecord
 
 __all__ = ["render_html"]
@@ -26,6 +27,8 @@ table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ddd;padding:
 pre{background:#f6f6f6;padding:.6em;overflow-x:auto;white-space:pre-wrap;word-break:break-all;font-size:12px}
 details{margin:.5em 0}.case{border:1px solid #ccc;border-radius:4px;padding:.3em 1em;margin:1em 0}
 .req{font-style:italic}.muted{color:#666}
+.failed-step{border-left:4px solid #c0392b;padding-left:.5em}.failed{color:#c0392b}
+.vs td{font-family:monospace}
 """
 
 _JS = """
@@ -38,10 +41,29 @@ def _verdict(v: str | None) -> str:
     return f'<span class="v {escape(v or "")}">{escape(v or "-")}</span>'
 
 
-def _entry(number: int, entry: dict[str, Any]) -> str:
+def _received(entry: dict[str, Any]) -> str:
+    if entry.get("kind", "http") == "http":
+        return f"HTTP {entry.get('status') or 'no answer'}"
+    return f"exit {entry.get('exit_code')}"
+
+
+def _entry(number: int, entry: dict[str, Any], record: VerdictRecord) -> str:
+    """One step: what was sent, what came back; the step that departed is marked, its expected
+    answer beside the received one."""
+    failed = record.failed_step == number
+    expected = str(entry.get("expected") or "")
+    head = f"#{number + 1} {escape(str(entry.get('summary', '')))}"
+    if failed:
+        head = f"<b class='failed'>&#9654; the check failed here</b> {head}"
+    elif expected:
+        head += f" <span class='muted'>(expected {escape(expected)})</span>"
+    beside = ""
+    if failed:
+        beside = (f"<table class='vs'><tr><th>expected</th><th>received</th></tr><tr><td>{escape(record.expected)}</td>"
+                  f"<td>{escape(_received(entry))}</td></tr></table>")
     return (
-        f"<details{' open' if number < 12 else ''}><summary>#{number + 1} {escape(str(entry.get('summary', '')))}"
-        f"</summary><pre>{escape(str(entry.get('request', '')))}</pre>"
+        f"<details{' open' if number < 12 or failed else ''} class='step{' failed-step' if failed else ''}'>"
+        f"<summary>{head}</summary>{beside}<pre>{escape(str(entry.get('request', '')))}</pre>"
         f"<pre>{escape(str(entry.get('response', '')))}</pre></details>"
     )
 
@@ -60,7 +82,7 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         "</title>",
         f"<style>{_CSS}</style><script>{_JS}</script></head><body>",
         f"<h1>{escape(summary['title'])} conformance: {escape(summary['target'])}</h1>",
-        f"<p>profile <b>{escape(summary['profile'])}</b>, mode {escape(summary['mode'])}, seed "
+        f"<p>profile <b>{escape(summary['profile'])}</b>, mode {escape(explain_mode(summary['mode']))}, seed "
         f"<code>{summary['seed']}</code>, run tag <code>{escape(summary['run_tag'])}</code>, "
         f"{summary['requests']} requests, {escape(summary['kit'])}.</p>",
         f"<p><b>{'Every scored MUST holds.' if summary['ok'] else 'A scored MUST does not hold.'}</b></p>",
@@ -91,7 +113,7 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
                      f"Not scored MUSTs: {escape(', '.join(summary['not_scored_musts']) or 'none')}</p>")
     parts.append("<h2>Requirements</h2><p>Show: <a href='#' onclick=\"only('');return false\">all</a> "
                  + " ".join(f"<a href='#' onclick=\"only('{s}');return false\">{s}</a>"
-                            for s in ("tested", "partly tested", "not scored", "untested", "excluded"))
+                            for s in ("tested", "partly tested", "not scored", "not selected", "untested", "excluded"))
                  + "</p><table id='reqs'><thead><tr><th>id</th><th>level</th><th>capability</th><th>status</th>"
                  "<th>verdict</th><th>requirement</th></tr></thead><tbody>")
     for row in rows:
@@ -104,22 +126,29 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
     parts.append("</tbody></table><h2>Failures and warnings</h2>")
     if not failures:
         parts.append("<p>None.</p>")
-    for record in failures:
-        row = texts.get(record.requirement, {})
-        parts.append(
-            f"<div class='case' id='{escape(record.nodeid)}'><h3>{_verdict(record.verdict)} "
-            f"{escape(record.requirement)} ({record.level}) &mdash; "
-            f"{escape(record.nodeid.rsplit('::', 1)[-1])}</h3>"
-            f"<p class='req'>{escape(row.get('text', ''))}</p>"
-            f"<p><b>Why:</b></p><pre>{escape(record.reason)}</pre>"
-            f"<p><b>pytest node id:</b> <code>{escape(record.nodeid)}</code><br>"
-            f"<b>Rerun:</b> <code>{escape(record.rerun)}</code></p>")
-        parts.append(f"<p><b>Transcript</b> ({len(record.transcript)} steps, tokens redacted):</p>")
-        parts.extend(_entry(i, dict(entry)) for i, entry in enumerate(record.transcript))
-        if record.replay:
-            parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
-        for note in record.notes:
-            parts.append(f"<p class='muted'>{escape(note)}</p>")
-        parts.append("</div>")
+    parts.extend(_case(record, texts.get(record.requirement, {})) for record in failures)
     parts.append("</body></html>\n")
+    return "".join(parts)
+
+
+def _case(record: VerdictRecord, row: dict[str, Any]) -> str:
+    """The case file of one failure or warning."""
+    parts = [
+        f"<div class='case' id='{escape(record.nodeid)}'><h3>{_verdict(record.verdict)} "
+        f"{escape(record.requirement)} ({record.level}) &mdash; "
+        f"{escape(record.nodeid.rsplit('::', 1)[-1])}</h3>"
+        f"<p class='req'>{escape(row.get('text', ''))}</p>"
+        f"<p><b>Why:</b></p><pre>{escape(record.reason)}</pre>"
+        + (f"<p><b>Baseline:</b> {escape(record.baseline)}</p>" if record.baseline else "") +
+        f"<p><b>pytest node id:</b> <code>{escape(record.nodeid)}</code><br>"
+        f"<b>Rerun:</b> <code>{escape(record.rerun)}</code></p>",
+        f"<p><b>Transcript</b> ({len(record.transcript)} steps, tokens redacted):</p>"]
+    if record.failed_step is None and record.transcript and not record.ok:
+        parts.append("<p class='muted'>The check's own assertion judged the steps below (no single step is "
+                     "marked); the Why text says what it found.</p>")
+    parts.extend(_entry(i, dict(entry), record) for i, entry in enumerate(record.transcript))
+    if record.replay:
+        parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
+    parts.extend(f"<p class='muted'>{escape(note)}</p>" for note in record.notes)
+    parts.append("</div>")
     return "".join(parts)

@@ -2,8 +2,9 @@
 
 A requirement is *tested* when at least one of its checks produced a scored verdict, *not
 scored* when all its checks were skipped (capability unclaimed, identities unavailable),
-*untested* when no check exists or none was selected, *excluded* when the registry says why
-it is deliberately unchecked. An untested or not-scored MUST is listed in every summary.
+*not selected* when it has checks but the run selected none of them (a rerun of one check),
+*untested* when no check exists for it, *excluded* when the registry says why it is
+deliberately unchecked. An untested or not-scored MUST is listed in every summary.
 
 A requirement with clauses gets the same status per clause, from the checks that read that
 clause: a sentence is only as tested as its least-read promise.
@@ -12,6 +13,7 @@ clause: a sentence is only as tested as its least-read promise.
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable
 from typing import cast
 
 from conformance.registry import Registry, Requirement
@@ -22,12 +24,12 @@ __all__ = ["render_listing", "trace", "unread_clauses", "unscored_clauses"]
 Collected = tuple[str, str, tuple[str, ...]]  # (node id, requirement id, the clauses the check reads)
 
 
-def _status(excluded: str | None, mine: list[VerdictRecord]) -> tuple[str, Verdict | None]:
+def _status(excluded: str | None, mine: list[VerdictRecord], has_checks: bool) -> tuple[str, Verdict | None]:
     scored = [r.verdict for r in mine if r.verdict.scored]
     if excluded:
         status = "excluded"
     elif not mine:
-        status = "untested"
+        status = "not selected" if has_checks else "untested"
     elif not scored:
         status = "not scored"
     else:
@@ -36,27 +38,36 @@ def _status(excluded: str | None, mine: list[VerdictRecord]) -> tuple[str, Verdi
     return status, worst
 
 
-def _clause_rows(requirement: Requirement, mine: list[VerdictRecord]) -> list[dict[str, object]]:
+def _clause_rows(requirement: Requirement, mine: list[VerdictRecord], has_checks: bool) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for clause in requirement.clauses:
         readers = [r for r in mine if clause.id in r.clauses]
-        status, worst = _status(requirement.excluded, readers)
+        status, worst = _status(requirement.excluded, readers, has_checks and not mine)
         rows.append({"id": clause.id, "text": clause.text, "status": status,
                      "verdict": str(worst) if worst is not None else None, "checks": [r.nodeid for r in readers]})
     return rows
 
 
-def trace(registry: Registry, records: list[VerdictRecord]) -> list[dict[str, object]]:
-    """One row per requirement with its status, worst verdict and checks."""
+def trace(registry: Registry, records: list[VerdictRecord],
+          checked: Callable[[], frozenset[str]] | None = None) -> list[dict[str, object]]:
+    """One row per requirement with its status, worst verdict, checks and clauses.
+
+    Args:
+        checked: the ids that have checks at all (asked only when some requirement ran no check);
+            without it, every requirement that ran no check is untested.
+    """
     by_requirement: dict[str, list[VerdictRecord]] = defaultdict(list)
     for record in records:
         by_requirement[record.requirement].append(record)
     rows: list[dict[str, object]] = []
+    idle = any(r.id not in by_requirement and not r.excluded for r in registry)
+    has_checks = checked() if checked is not None and idle else frozenset()
     for requirement in registry:
         mine = by_requirement.get(requirement.id, [])
         scored = [r.verdict for r in mine if r.verdict.scored]
-        status, worst = _status(requirement.excluded, mine)
-        clauses = _clause_rows(requirement, mine)
+        selectable = requirement.id in has_checks
+        status, worst = _status(requirement.excluded, mine, selectable)
+        clauses = _clause_rows(requirement, mine, selectable)
         if status == "tested" and any(c["status"] != "tested" for c in clauses):
             status = "partly tested"  # some promise of the sentence had no scored check
         rows.append({

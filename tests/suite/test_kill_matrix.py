@@ -117,21 +117,32 @@ def test_a_claimed_capability_is_scored(tmp_path):
 
 
 def _run_with_factory(factory: str | None, report_dir: Path, extra: list[str]) -> list[dict]:
+    return _results(factory, report_dir, extra)["records"]
+
+
+def _results(factory: str | None, report_dir: Path, extra: list[str]) -> dict:
     args = [sys.executable, "-m", "conformance.cli", "run", "--seed", SEED, "--report-dir", str(report_dir),
             *(["--embedded-factory", f"mutants:{factory}"] if factory else []), *extra]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")])}
     subprocess.run(args, capture_output=True, text=True, timeout=300, env=env)
-    return json.loads((report_dir / "results.json").read_text())["records"]
+    return json.loads((report_dir / "results.json").read_text())
 
 
 def test_a_seed_replays_the_same_requests(tmp_path):
-    # Failing checks carry transcripts; the same seed must send byte-identical requests.
-    runs = [_run_with_factory("wrong_actor_allowed", tmp_path / f"run{i}", ["--requirement", "AM-HO-1"])
-            for i in range(2)]
+    # Failing checks carry transcripts. The same seed sends the same requests, in a namespace of its
+    # own each run (the run tag inside every id); with the run tag fixed too, byte for byte.
+    extra = ["--requirement", "AM-HO-1"]
+    runs = [_results("wrong_actor_allowed", tmp_path / f"run{i}", extra) for i in range(2)]
+    exact = [_results("wrong_actor_allowed", tmp_path / f"exact{i}", [*extra, "--run-tag", "exact"]) for i in range(2)]
 
-    def requests(records):
-        return {r["nodeid"]: [(e["method"], e["url"].split("/", 3)[-1], e["request_body"]) for e in r["transcript"]]
-                for r in records if r.get("transcript")}
+    def requests(results, rebase=True):
+        tag = results["run_tag"] if rebase else "\0"
+        return {r["nodeid"]: [(e["method"], e["url"].split("/", 3)[-1].replace(tag, "RUN"),
+                               e["request_body"].replace(tag, "RUN")) for e in r["transcript"]]
+                for r in results["records"] if r.get("transcript")}
 
     first, second = map(requests, runs)
     assert first and first == second
+    assert runs[0]["run_tag"] != runs[1]["run_tag"], "each run gets a namespace of its own"
+    assert requests(exact[0], rebase=False) == requests(exact[1], rebase=False)
+    assert requests(exact[0]) == first

@@ -12,6 +12,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from conformance.errors import ConfigError, Untestable
 from conformance.profile import resolve_run
 from conformance.profiles.aidememo.leases import Arranged, Lease, LeaseWait, margin_after, margin_before
 from conformance.profiles.aidememo.settings import REAL_TIME_LEASES, configure
+from conformance.schedule import LATE_MARKER, LateScheduling
 from conformance.settings import SettingsInput
 from tests.suite.mutants import REAL_TIME_MUTANTS, SHORT_LEASE_MS
 from tests.targetfile import token_entry, write_target
@@ -67,11 +69,11 @@ def test_without_the_test_clock_expiry_is_scored_by_one_real_wait_shared_under_x
     assert len(verdicts) > len(EXPIRY_CHECKS) + 20, "the other checks ran too"
     # A short lease departs from the 120 s a renewal must grant (AM-HL-HB-1); nothing else fails.
     assert {name: v for name, v in verdicts.items() if v != "PASS"} == {"test_heartbeat_renews_the_lease_only": "FAIL"}
-    # One wait for all six leases on one worker, saying what it waits for, and how it ended.
-    starts = [line for line in done.stderr.splitlines() if "lease wait: " in line and "lease(s)" in line]
+    # All six leases set up ahead on one worker (gw0, which runs them last), one wait, and how it ended.
+    starts = [line for line in done.stderr.splitlines() if "leases set up ahead: " in line]
     assert len(starts) == 1 and f"6 lease(s) of up to {SHORT_LEASE_MS} ms (read from the server)" in starts[0], (
         done.stderr)
-    assert "Ctrl-C stops the wait" in starts[0] and "lease wait over after" in done.stderr
+    assert starts[0].startswith("aidememo [gw0]: ") and done.stderr.count("lease wait over after") == 1
 
 
 def test_forced_real_time_gives_the_verdicts_of_the_test_clock(tmp_path):
@@ -80,7 +82,7 @@ def test_forced_real_time_gives_the_verdicts_of_the_test_clock(tmp_path):
     done, real = _run(tmp_path / "real", *args, "--real-time-leases")
     assert virtual == dict.fromkeys(EXPIRY_CHECKS, "PASS")
     assert real == virtual
-    assert "lease wait: 6 lease(s)" in done.stderr, "the wait was forced although the test clock is served"
+    assert "leases set up ahead: 6 lease(s)" in done.stderr, "the wait was forced although the test clock is served"
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +147,7 @@ def test_ctrl_c_during_the_wait_reads_untestable_and_stops_cleanly(tmp_path, wor
     assert reasons <= {"interrupted", "collected"}, reasons
     if not workers:
         assert any("interrupted (Ctrl-C)" in r["reason"] for r in expiry.values())
-    assert "RESULT: a scored MUST does not hold" in out
+    assert "RESULT: some checks could not reach their point (UNTESTABLE or UNKNOWN)" in out
 
 
 # -- the wait itself, on an injected clock ---------------------------------------------------------
@@ -279,8 +281,8 @@ def test_a_bad_value_names_its_origin(tmp_path):
 class _Config:
     """What ``configure`` reads of a pytest config."""
 
-    def __init__(self, dist: str, real_time: bool | None) -> None:
-        self.option = type("Option", (), {"dist": dist})()
+    def __init__(self, real_time: bool | None) -> None:
+        self.stash = pytest.Stash()
         self._values = {"aidememo_config": None, "aidememo_real_time_leases": real_time}
 
     def getoption(self, name: str) -> object:
@@ -290,13 +292,74 @@ class _Config:
         return None
 
 
-@pytest.mark.parametrize(("dist", "real_time", "after"), [
-    ("load", True, "loadfile"), ("load", None, "load"), ("no", True, "no"), ("loadscope", True, "loadscope"),
-])
-def test_under_xdist_real_time_keeps_each_module_on_one_worker(monkeypatch, dist, real_time, after):
+@pytest.mark.parametrize(("real_time", "late"), [(True, "lease_expiry"), (None, None)])
+def test_real_time_makes_the_lease_checks_late(monkeypatch, real_time, late):
     monkeypatch.delenv("AIDEMEMO_REAL_TIME_LEASES", raising=False)
     monkeypatch.delenv("AIDEMEMO_CONFIG", raising=False)
-    config = _Config(dist, real_time)
+    config = _Config(real_time)
     configure(config)
-    assert config.option.dist == after
+    assert config.stash.get(LATE_MARKER, None) == late
 
+
+def test_leases_set_up_ahead_expire_while_other_checks_run():
+    # Real time, a short lease: begin() sets up and returns at once; the live step runs on its own
+    # thread at its moment; finish() sleeps only what is left.
+    wait = LeaseWait()
+    worlds = [FakeWorld(_RealTime(), 400), FakeWorld(_RealTime(), 400, before=True)]
+    lines: list[str] = []
+    wait.begin(worlds, lambda world: world.arrange, lines.append)
+    assert wait.begun and worlds[1].steps == [], "the step waits for its moment"
+    assert lines and lines[0].startswith("leases set up ahead: 2 lease(s) of up to 400 ms (read from the server)")
+    arranged = wait.finish(worlds[1], lines.append, lambda reason: None)
+    assert arranged.before_answer() == "heartbeat receipt" and len(worlds[1].steps) == 1
+    assert worlds[1].steps[0] < arranged.lease.sent_at + 0.4, "the step ran while the lease was surely live"
+    assert time.monotonic() >= arranged.lease.surely_expired_at, "finish returns once the lease surely expired"
+    assert wait.finish(worlds[0], lines.append, lambda reason: None).value is worlds[0]
+    assert sum(line.startswith("lease wait over after") for line in lines) == 1, "one wait for all"
+
+
+class _RealTime(FakeTime):
+    def clock(self) -> float:
+        return time.monotonic()
+
+    @property  # type: ignore[override]
+    def now(self) -> float:
+        return time.monotonic()
+
+    @now.setter
+    def now(self, value: float) -> None:
+        pass
+
+
+class _Node:
+    def __init__(self, name: str) -> None:
+        self.gateway = type("Gateway", (), {"id": name})()
+        self.shutting_down = False
+        self.sent: list[int] = []
+
+    def send_runtest_some(self, indices) -> None:
+        self.sent.extend(indices)
+
+    def shutdown(self) -> None:
+        self.shutting_down = True
+
+
+def test_the_scheduler_sends_every_late_check_to_gw0_after_its_other_work(tmp_path):
+    collection = [f"test_m.py::test_{i}" for i in range(40)]
+    late = set(collection[-6:])
+    (tmp_path / "late-gw1.json").write_text(json.dumps({"late": sorted(late), "collected": []}))
+    config = type("Config", (), {"getvalue": lambda self, name: ["2*popen"]})()
+    scheduler = LateScheduling(config, lambda *a: None, str(tmp_path))
+    nodes = [_Node("gw1"), _Node("gw0")]
+    for node in nodes:
+        scheduler.add_node(node)
+        scheduler.add_node_collection(node, collection)
+    scheduler.schedule()
+    while not scheduler.tests_finished:
+        busy = [n for n in nodes if len(scheduler.node2pending[n]) >= (1 if n.shutting_down else 2)]
+        node = busy[0]
+        scheduler.mark_test_complete(node, scheduler.node2pending[node][0])
+    ran = {n.gateway.id: [collection[i] for i in n.sent] for n in nodes}
+    assert sorted(ran["gw0"] + ran["gw1"]) == sorted(collection), "every check runs once"
+    assert set(ran["gw0"][-6:]) == late and not late & set(ran["gw1"]), "the late checks, last, on gw0"
+    assert len(ran["gw0"]) > 6 and len(ran["gw1"]) > 6, "both workers share the other checks"

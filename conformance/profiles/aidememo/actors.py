@@ -33,6 +33,7 @@ MCP_VERSION = "2026-07-28"
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
     """The JSON of a successful prerequisite step; anything else makes the check untestable."""
+    exchange.expect(f"HTTP 200 (set-up step '{step}')")
     if exchange.status != 200:
         raise Untestable(f"setup step '{step}' answered {exchange.status} {exchange.body[:160]!r}")
     try:
@@ -273,7 +274,9 @@ class Project:
         try:
             return self.actors[name]
         except KeyError:
-            raise AttributeError(name) from None
+            # A misspelt actor is the check's bug: AttributeError reads ERROR, never FAIL.
+            raise AttributeError(f"the project has no actor {name!r} (it has {', '.join(self.actors) or 'none'})"
+                                 ) from None
 
 
 @dataclass(slots=True)
@@ -286,8 +289,21 @@ class World(BaseWorld):
 
     @classmethod
     def build(cls, context: CheckContext) -> World:
-        return cls(**cls.context_fields(context), runtime=context.target, context=context,
-                   fresh_project="fresh_project" in context.markers)
+        world = cls(**cls.context_fields(context), runtime=context.target, context=context,
+                    fresh_project="fresh_project" in context.markers)
+        if world.runtime.lease_mode is LeaseMode.REAL and not world.runtime.lease_wait.begun:
+            world._lease_ahead()
+        return world
+
+    def _lease_ahead(self) -> None:
+        """At the process's first check, set up the lease of every lease-expiry check it will run
+        (they run last, so their one wait overlaps the rest of the run: ``leases``)."""
+        wait = self.runtime.lease_wait
+        wait.begun = True  # before the siblings' worlds are built: they come through here too
+        own = [self] if MARKER in self.context.markers else []
+        worlds = own + [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
+        if worlds:
+            wait.begin(worlds, lambda world: world.context.markers[MARKER][0], self.context.progress)
 
     def require(self, capability: str) -> None:
         self.runtime.require(capability)
@@ -326,13 +342,20 @@ class World(BaseWorld):
                 self.advance_clock(lease.lease_ms)
             return arranged
         wait = self.runtime.lease_wait
-        if not wait.covers(self):
-            siblings = [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
-            waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
-                              self.context.progress, self.context.stop)
-            for world in (self, *siblings):
-                world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
-                                              f"{1 + len(siblings)} check(s)")
+        if wait.covers(self):
+            arranged = wait.finish(self, self.context.progress, self.context.stop)
+            self.transcript.notes.append("lease set up at the process's first check; the real-time wait was "
+                                         "shared by every lease-expiry check of the process")
+            return arranged
+        # Nobody set this lease up ahead (its process learnt of it late): set up the leases of the
+        # siblings not set up yet, and wait one whole lease for them.
+        siblings = [s.world() for s in self.context.siblings(MARKER)
+                    if s.check != self.context.check and not wait.covers(s.world())]
+        waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
+                          self.context.progress, self.context.stop)
+        for world in (self, *siblings):
+            world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
+                                          f"{1 + len(siblings)} check(s)")
         return wait.result(self)
 
     def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:
@@ -344,23 +367,15 @@ class World(BaseWorld):
         """
         if self.runtime.provisioner is None:
             return self._fixed_project(writers, readers)
-        tenant = f"t-{self.run_tag}"
+        tenant = f"t-{self.run_tag}"  # one tenant per run: the run's namespace
+        self.transcript.minted(tenant, self.run_tag)
         project_id = self.new_id("p")
         project = Project(self, tenant, project_id)
         for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
-            actor_id = self.new_id(name)
-            token = f"tok-{self.rng.getrandbits(128):032x}"
-            self.transcript.secret(token, name)
-            identity = {"tenant": tenant, "project": project_id, "actor": actor_id, "role": role}
-            try:
-                token = self.runtime.provisioner.provision(identity, token)
-            except Untestable:
-                raise
-            except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
-                raise Untestable(f"provisioning {name} ({role}) failed: {exc}") from exc
-            self.transcript.secret(token, name)
-            project.actors[name] = Actor(name, actor_id, role, token, project)
-            self.transcript.notes.append(f"{name}: tenant {tenant}, project {project_id}, actor {actor_id}, role {role}")
+            identity = {"tenant": tenant, "project": project_id, "actor": self.new_id(name), "role": role}
+            self._provisioned(project, name, identity)
+            self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}, "
+                                         f"actor {identity['actor']}, role {role}")
         return project
 
     def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
@@ -375,19 +390,32 @@ class World(BaseWorld):
             raise NotScored("the target claims mcp-bindings but its provisioning cannot bind a token to a source")
         actor_id = self.new_id(name)
         bound_to = as_actor.actor_id if as_actor is not None else actor_id
-        token = f"tok-{self.rng.getrandbits(128):032x}"
-        self.transcript.secret(token, name)
         identity = {"tenant": project.tenant_id, "project": project.project_id, "actor": actor_id, "role": "writer",
                     "bind_source": source_id, "bind_actor": bound_to}
+        actor = self._provisioned(project, name, identity)
+        self.transcript.notes.append(f"{actor.name}: actor {actor_id}, token bound to source {source_id}, "
+                                     f"actor {bound_to}")
+        return actor
+
+    def _provisioned(self, project: Project, name: str, identity: dict[str, str]) -> Actor:
+        """Provision ``identity`` with a new credential; the actor ``name`` of ``project``.
+
+        Its credential label is unique in the transcript (a second project's writer is ``writer-2``),
+        so reports and replays never mix up two actors' tokens.
+        """
+        assert self.runtime.provisioner is not None
+        label = self.transcript.label(name)
+        token = self.fresh_credential("tok-")
+        self.transcript.secret(token, label)
+        self.transcript.identity(label, identity)
         try:
             token = self.runtime.provisioner.provision(identity, token)
         except Untestable:
             raise
-        except Exception as exc:
-            raise Untestable(f"provisioning bound {name} failed: {exc}") from exc
-        self.transcript.secret(token, name)
-        project.actors[name] = Actor(name, actor_id, "writer", token, project)
-        self.transcript.notes.append(f"{name}: actor {actor_id}, token bound to source {source_id}, actor {bound_to}")
+        except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
+            raise Untestable(f"provisioning {name} ({identity['role']}) failed: {exc}") from exc
+        self.transcript.secret(token, label)
+        project.actors[name] = Actor(label, identity["actor"], identity["role"], token, project)
         return project.actors[name]
 
     def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
@@ -400,8 +428,11 @@ class World(BaseWorld):
                 project = Project(self, "(fixed)", project_id)
                 pairs: list[tuple[str, FixedIdentity]] = [*zip(writers, writer_pool), *zip(readers, reader_pool)]
                 for name, identity in pairs:
-                    self.transcript.secret(identity.token, name)
-                    project.actors[name] = Actor(name, identity["actor"], identity["role"], identity.token, project)
+                    label = self.transcript.label(name)
+                    self.transcript.secret(identity.token, label)
+                    self.transcript.identity(label, {"project": project_id, "actor": identity["actor"],
+                                                     "role": identity["role"]})
+                    project.actors[name] = Actor(label, identity["actor"], identity["role"], identity.token, project)
                 return project
         raise NotScored(
             f"the fixed token list has no project with {len(writers)} writer(s) and {len(readers)} reader(s)"

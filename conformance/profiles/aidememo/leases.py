@@ -6,9 +6,13 @@ then asks its world for the state after expiry. How expiry comes depends on the 
 * ``virtual``: the target serves the kit's test-clock extension; the check's own lease is set up
   and the clock moved by the lease length read from the server's answer;
 * ``real`` (``--real-time-leases``, also forced where the test clock is served): the first
-  lease-expiry check of the process sets up the leases of all of them, the process sleeps once
-  until the last of them has expired (plus a margin), and every check then finds its lease
-  expired. A run costs about one lease length more, not one per check;
+  check the process runs, whatever it is, sets up the leases of every lease-expiry check the
+  process will run (``LeaseWait.begin``); those checks run last (``conformance.schedule``), and
+  the steps that need a live lease run at their moment on a thread of their own meanwhile. The
+  first lease-expiry check sleeps whatever is left until the last lease has expired (plus a
+  margin), and every check then finds its lease expired. The wait overlaps the rest of the run,
+  serially and under ``-n`` alike; a lease check nobody set up ahead sets up its siblings and
+  sleeps a whole lease (``LeaseWait.run``);
 * neither: the checks are not scored.
 
 Timing never trusts the server's clock, only its lease length (``claim_expires_at_ms -
@@ -23,6 +27,7 @@ cleanly after the current check (reports are written).
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -134,7 +139,12 @@ class LeaseWait:
     clock: Callable[[], float] = time.monotonic
     interrupted: str | None = None
     waits: list[float] = field(default_factory=list)  # seconds slept, one entry per wait
+    begun: bool = False  # the leases of this process were set up ahead (``begin``)
     _arranged: dict[int, Arranged | BaseException] = field(default_factory=dict)  # id(world) -> result
+    _deadline: float | None = None  # when every lease set up ahead has surely expired; None once waited
+    _started: float = 0.0
+    _steps: threading.Thread | None = None
+    _halt: threading.Event = field(default_factory=threading.Event)  # set: the steps thread stops
 
     def covers(self, world: Any) -> bool:
         """The world's lease was set up by a wait (or the waits were interrupted)."""
@@ -151,6 +161,60 @@ class LeaseWait:
             raise arranged
         return arranged
 
+    def begin(self, worlds: list[Any], arrange_of: Callable[[Any], Callable[[Any], Arranged]],
+              progress: Callable[[str], None]) -> None:
+        """Set up the lease of every world now, ahead of its check; run each step that needs a
+        live lease at its moment on a thread of its own, while the process runs other checks."""
+        self.begun = True
+        pending = [w for w in worlds if id(w) not in self._arranged]
+        leases = self._arrange_all(pending, arrange_of, None)
+        if not leases:
+            return
+        self._started = self.clock()
+        self._deadline = max(a.lease.surely_expired_at for a in leases)
+        longest = max(a.lease.lease_ms for a in leases)
+        progress(f"leases set up ahead: {len(leases)} lease(s) of up to {longest} ms (read from the server) "
+                 f"expire in {self._deadline - self._started:.1f} s while the other checks run; the lease checks "
+                 "run last")
+        steps = sorted(((a.lease.surely_live_until, index) for index, a in enumerate(leases) if a.before_expiry),
+                       key=lambda step: step[0])
+        if steps:
+            self._steps = threading.Thread(target=self._run_steps, args=(steps, leases), daemon=True,
+                                           name="lease-steps")
+            self._steps.start()
+
+    def finish(self, world: Any, progress: Callable[[str], None], stop: Callable[[str], None]) -> Arranged:
+        """The world's arrangement once every lease set up ahead has surely expired; the first
+        caller sleeps what is left of the wait (none, when the rest of the run took longer)."""
+        if self._deadline is not None and self.interrupted is None:
+            deadline, self._deadline = self._deadline, None
+            waited_from = self.clock()
+            try:
+                if deadline > waited_from:
+                    progress(f"lease wait: the last lease expires in {deadline - waited_from:.1f} s; Ctrl-C stops "
+                             "the wait and its checks read UNTESTABLE")
+                self._sleep_until(deadline, [], [], progress)
+            except KeyboardInterrupt:
+                self.interrupted = (f"interrupted (Ctrl-C) {self.clock() - self._started:.1f} s into the lease "
+                                    "wait; lease expiry was not observed")
+                progress(self.interrupted)
+                stop("interrupted during the lease wait")
+            self.waits.append(self.clock() - waited_from)
+            if self.interrupted is None:
+                progress(f"lease wait over after {self.clock() - self._started:.1f} s "
+                         f"({self.waits[-1]:.1f} s of it after the other checks)")
+        if self._steps is not None:
+            if self.interrupted is not None:
+                self._halt.set()  # the steps still ahead are never taken
+            self._steps.join()  # otherwise its steps came before their leases expired: at once
+        return self.result(world)
+
+    def _run_steps(self, steps: list[tuple[float, int]], leases: list[Arranged]) -> None:
+        for at, index in steps:
+            if self._halt.wait(max(0.0, at - self.clock())):
+                return
+            self._take_step(leases[index], self.clock())
+
     def run(self, worlds: list[Any], arrange_of: Callable[[Any], Callable[[Any], Arranged]],
             progress: Callable[[str], None], stop: Callable[[str], None]) -> float:
         """Set up the lease of every world not set up yet, then sleep once until all have surely expired.
@@ -161,16 +225,7 @@ class LeaseWait:
             The seconds slept.
         """
         pending = [w for w in worlds if id(w) not in self._arranged]
-        for world in pending:
-            self._arrange(world, arrange_of, first=world is worlds[0])
-        # A lease set up early may be too close to expiry for its step once every other lease is
-        # set up (provisioning through a bootstrap command takes a while): set it up again, last.
-        for world in pending:
-            arranged = self._arranged[id(world)]
-            if isinstance(arranged, Arranged) and arranged.before_expiry is not None:
-                if self.clock() > arranged.lease.surely_live_until:
-                    self._arrange(world, arrange_of, first=world is worlds[0])
-        leases = [a for w in pending if isinstance(a := self._arranged[id(w)], Arranged)]
+        leases = self._arrange_all(pending, arrange_of, worlds[0] if worlds else None)
         if not leases:
             return 0.0
         steps = sorted((a.lease.surely_live_until, index) for index, a in enumerate(leases) if a.before_expiry)
@@ -191,6 +246,20 @@ class LeaseWait:
             progress(f"lease wait over after {self.waits[-1]:.1f} s")
         return self.waits[-1]
 
+    def _arrange_all(self, pending: list[Any], arrange_of: Callable[[Any], Callable[[Any], Arranged]],
+                     first: Any) -> list[Arranged]:
+        """Set up each pending world's lease (``first``'s own failure is raised); the leases set up."""
+        for world in pending:
+            self._arrange(world, arrange_of, first=world is first)
+        # A lease set up early may be too close to expiry for its step once every other lease is
+        # set up (provisioning through a bootstrap command takes a while): set it up again, last.
+        for world in pending:
+            arranged = self._arranged[id(world)]
+            if isinstance(arranged, Arranged) and arranged.before_expiry is not None:
+                if self.clock() > arranged.lease.surely_live_until:
+                    self._arrange(world, arrange_of, first=world is first)
+        return [a for w in pending if isinstance(a := self._arranged[id(w)], Arranged)]
+
     def _arrange(self, world: Any, arrange_of: Callable[[Any], Callable[[Any], Arranged]], *, first: bool) -> None:
         try:
             self._arranged[id(world)] = arrange_of(world)(world)
@@ -209,16 +278,7 @@ class LeaseWait:
         while True:
             now = self.clock()
             while steps and steps[0][0] <= now:
-                arranged = leases[steps.pop(0)[1]]
-                assert arranged.before_expiry is not None
-                if now > arranged.lease.surely_live_until + margin_before(arranged.lease.lease_s) / 2:
-                    arranged.before = Untestable("setting up the other leases took so long that this lease may "
-                                                 "have expired before the step that needs it live")
-                    continue
-                try:
-                    arranged.before = arranged.before_expiry()
-                except Exception as exc:  # judged by its check, not by the one that waits
-                    arranged.before = exc
+                self._take_step(leases[steps.pop(0)[1]], now)
             if now >= deadline:
                 return
             if now >= next_note:
@@ -226,6 +286,20 @@ class LeaseWait:
                 next_note = now + PROGRESS_EVERY_S
             wake = min([deadline, next_note] + ([steps[0][0]] if steps else []))
             self.sleep(max(0.0, wake - now))
+
+
+    @staticmethod
+    def _take_step(arranged: Arranged, now: float) -> None:
+        """The step that needs ``arranged``'s lease live, unless it is too late for it."""
+        assert arranged.before_expiry is not None
+        if now > arranged.lease.surely_live_until + margin_before(arranged.lease.lease_s) / 2:
+            arranged.before = Untestable("setting up the other leases took so long that this lease may "
+                                         "have expired before the step that needs it live")
+            return
+        try:
+            arranged.before = arranged.before_expiry()
+        except Exception as exc:  # judged by its check, not by the one that waits
+            arranged.before = exc
 
 
 def not_observable() -> NotScored:

@@ -109,10 +109,26 @@ def validate(settings: Settings, config: Any) -> None:
             f"({settings.flag_name(PROVISION_COMMAND)} or [provision] command) or [[provision.tokens]]")
 
 
+# A replay of an embedded run needs a reference of its own: this one, provisioned through its bootstrap.
+REPLAY_DATABASE = "./replay.sqlite"
+REPLAY_TEMPLATE = ("aidememo-ref bootstrap --database " + REPLAY_DATABASE + " --tenant-id {tenant} "
+                   "--project-id {project} --actor-id {actor} --token-file {token_file} --role {role}")
+
+
 def describe(settings: Settings, config: Any) -> TargetDescription:
     view = AideMemoSettings.of(settings, config)
     mode = f"{view.mode}, real-time leases" if view.real_time_leases else view.mode
-    return TargetDescription(target=view.url or "embedded reference", mode=mode)
+    # Tokens bound to a source (mcp-bindings) only the embedded reference can make: no template fits them.
+    if view.embedded:
+        return TargetDescription(
+            target="embedded reference", mode=mode, templates=(("bind_source", ""), ("", REPLAY_TEMPLATE)),
+            credential_prefix="tok-",
+            replay_hint=f"The run's embedded reference is gone: start one, `aidememo-ref serve --database "
+                        f"{REPLAY_DATABASE} --test-clock` (127.0.0.1:3030), then BASE_URL=http://127.0.0.1:3030 "
+                        "sh this-script.")
+    templates = (("bind_source", ""), ("", view.provision_command)) if view.provision_command else ()
+    return TargetDescription(target=view.url or "", mode=mode, url=view.url, templates=templates,
+                             credential_prefix="tok-")
 
 
 def target_settings(config_path: str, environ: Mapping[str, str] | None = None) -> AideMemoSettings:
@@ -129,18 +145,18 @@ def target_settings(config_path: str, environ: Mapping[str, str] | None = None) 
 
 
 def configure(config: Any) -> None:
-    """Under ``-n``, real-time lease checks share one worker: switch xdist's ``load`` to ``loadfile``.
+    """With real-time leases, the lease-expiry checks are this run's late checks (``conformance.schedule``).
 
-    Their shared wait needs every lease set up in the process that waits (see ``leases``), and
-    ``loadfile`` keeps each check module on one worker. (``loadgroup`` would move only them, but
-    pytest-xdist 3.8 cannot group under pytest 9.) Bad values are left for the run's own
+    Each process sets up every lease it will observe at its first check and runs those checks
+    last, so one wait of about a lease length overlaps the rest of the run; under ``-n`` the
+    plugin's scheduler sends them all to one worker. Bad values are left for the run's own
     resolution to report.
     """
-    if getattr(config.option, "dist", "no") != "load":
-        return
     from conformance.errors import ConformanceError
     from conformance.plugin import settings_input
     from conformance.profile import CONFIG
+    from conformance.profiles.aidememo.leases import MARKER
+    from conformance.schedule import LATE_MARKER
     from conformance.settings import load_target_file, resolve
 
     try:
@@ -152,4 +168,4 @@ def configure(config: Any) -> None:
     except ConformanceError:
         return
     if wanted:
-        config.option.dist = "loadfile"
+        config.stash[LATE_MARKER] = MARKER

@@ -20,7 +20,7 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from conformance.errors import TargetError, Untestable
+from conformance.errors import Departure, ShapeError, TargetError, Untestable
 from conformance.process import CommandExchange
 
 if TYPE_CHECKING:
@@ -109,12 +109,11 @@ class TwoAccounts:
     def json(self, account: str, *words: str) -> Any:
         """A step of the flow under test: it must succeed with JSON on stdout (else the check fails)."""
         done = self.run(account, "--json", *words)
-        assert done.exit_code == 0, (f"`{' '.join(words)}` exited {done.exit_code}: "
-                                     f"{done.stderr.decode(errors='replace').strip()}")
-        try:
-            return json.loads(done.stdout)
-        except ValueError as exc:
-            raise AssertionError(f"`{' '.join(words)}` printed no JSON: {done.text()[:200]!r}") from exc
+        expected = done.expect("exit 0 with JSON on stdout")
+        if done.exit_code != 0:
+            raise Departure(f"`{' '.join(words)}` exited {done.exit_code}: "
+                            f"{done.stderr.decode(errors='replace').strip()}", entry=done, expected=expected)
+        return done.json()
 
     def remote(self, account: str, *words: str) -> Any:
         """``handoff --remote-profile ACCOUNT WORDS...`` in ACCOUNT's store."""
@@ -151,7 +150,10 @@ class TwoAccounts:
         if done.exit_code != 0:
             raise Untestable(f"`{' '.join(words)}` exited {done.exit_code}: "
                              f"{done.stderr.decode(errors='replace').strip()}")
-        return json.loads(done.stdout)
+        try:
+            return done.json()
+        except ShapeError as exc:
+            raise Untestable(f"setup step: {exc}") from None
 
     # -- the server, read directly ------------------------------------------------------------
     def server_get(self, path: str, **params: Any) -> Any:

@@ -9,12 +9,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from conformance.errors import Untestable
+from conformance.answers import parse
+from conformance.errors import ShapeError, Untestable
 from conformance.process import CommandExchange, run_command
 from conformance.profiles.aidememo_local.target import LocalTarget
 from conformance.world import BaseWorld
 
-__all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER"]
+__all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER", "tool_answer"]
 
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
               "params": {"clientInfo": {"name": "aidememo-conformance", "version": "0"}}}
@@ -54,12 +55,13 @@ class LocalWorld(BaseWorld):
     def json(self, *words: str, env: Mapping[str, str] | None = None) -> Any:
         """A setup step that must succeed with JSON on stdout (else the check is untestable)."""
         done = self.run("--json", *words, env=env)
+        done.expect("exit 0 with JSON on stdout (a set-up step)")
         if done.exit_code != 0:
             raise Untestable(f"`{' '.join(words)}` exited {done.exit_code}: {done.stderr.decode(errors='replace').strip()}")
         try:
-            return json.loads(done.stdout)
-        except ValueError as exc:
-            raise Untestable(f"`{' '.join(words)}` printed no JSON: {done.text()[:200]!r}") from exc
+            return done.json()
+        except ShapeError:
+            raise Untestable(f"`{' '.join(words)}` printed no JSON: {done.text()[:200]!r}") from None
 
     def mcp(self, tool: str, arguments: Mapping[str, Any], env: Mapping[str, str] | None = None,
             actor: str | None = None) -> tuple[Any, bool]:
@@ -67,14 +69,7 @@ class LocalWorld(BaseWorld):
         call = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": dict(arguments)}}
         done = self.run("mcp", env=env, actor=actor,
                         stdin=f"{json.dumps(INITIALIZE)}\n{json.dumps(call)}\n".encode())
-        try:
-            responses = [json.loads(line) for line in done.stdout.splitlines() if line.strip()]
-            response = next(r for r in responses if r.get("id") == 1)
-            result = response["result"]
-            answer = json.loads(result["content"][0]["text"])
-        except (ValueError, StopIteration, KeyError, IndexError, TypeError) as exc:
-            raise AssertionError(f"`mcp` gave no tools/call answer for {tool}: {done.text()[:300]!r}") from exc
-        return answer, bool(result.get("isError"))
+        return tool_answer(done, tool)
 
     def concurrently(self, commands: Sequence[Sequence[str]]) -> list[CommandExchange]:
         """Start every command at once and wait for all (the CAS checks' writers)."""
@@ -114,3 +109,21 @@ class LocalWorld(BaseWorld):
     def show(self, handoff: Assignment) -> dict[str, Any]:
         record: dict[str, Any] = self.json("handoff", "show", handoff.handoff_id)
         return record
+
+
+def tool_answer(done: CommandExchange, tool: str) -> tuple[Any, bool]:
+    """(the decoded answer of the ``tools/call`` with id 1 that ``done`` printed, whether it is an error).
+
+    Raises:
+        ShapeError: no such answer, or one without the text content upstream's SDK reads.
+    """
+    step = f"`mcp` {tool}"
+    try:
+        responses = [parse(line, step, done) for line in done.stdout.splitlines() if line.strip()]
+        response = next(r for r in responses if isinstance(r, dict) and r.get("id") == 1)
+        result = response["result"]
+        answer = parse(result["content"][0]["text"], f"{step} (its text content)", done)
+    except (ShapeError, StopIteration) as exc:
+        raise ShapeError(f"`mcp` gave no tools/call answer for {tool} ({exc or 'no answer with id 1'}): "
+                         f"{done.text()[:300]!r}", entry=done) from None
+    return answer, bool(result.get("isError"))

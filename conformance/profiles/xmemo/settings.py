@@ -80,4 +80,7 @@ def validate(settings: Settings, config: Any) -> None:
 
 def describe(settings: Settings, config: Any) -> TargetDescription:
     view = XMemoSettings.of(settings)
-    return TargetDescription(target=view.url or "embedded XMemo reference", mode=view.mode)
+    templates = tuple((key, template) for key, template in (("agent", view.provision_bound_command),
+                                                            ("", view.provision_command)) if template)
+    return TargetDescription(target=view.url or "embedded XMemo reference", mode=view.mode, url=view.url,
+                             templates=templates, credential_prefix="xmc-")

@@ -7,13 +7,13 @@ Keys are registered with the transcript as secrets: reports show ``<redacted:lab
 
 from __future__ import annotations
 
-import json
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.answers import parse, wrap
 from conformance.errors import NotScored, Untestable
-from conformance.expect import shown
+from conformance.expect import depart, shown
 from conformance.http import Exchange
 from conformance.profile import CheckContext
 from conformance.profiles.xmemo.settings import READ_WRITE
@@ -21,7 +21,8 @@ from conformance.profiles.xmemo.target import XMemoTarget
 from conformance.provisioning import FixedIdentity
 from conformance.world import BaseWorld
 
-__all__ = ["XMemoWorld", "Owner", "Key", "BOUNDARY_FIELDS", "TOKEN_BYTES", "estimate_tokens", "is_uuid", "items_of"]
+__all__ = ["XMemoWorld", "Owner", "Key", "BOUNDARY_FIELDS", "TOKEN_BYTES", "estimate_tokens", "identity_fields", "is_uuid",
+           "items_of"]
 
 # The seed's object, in its order.
 BOUNDARY_FIELDS = ("relation", "ownership", "current_agent_id", "current_agent_trust", "boundary_authority",
@@ -72,6 +73,7 @@ class Key:
         if route.endswith("remember"):
             body.setdefault("path", f"conformance/{self.world.check_tag}")
         exchange = self.request("POST", route, json_body=body, agent=agent, instance=instance, headers=headers)
+        exchange.expect("HTTP 2xx with a UUID id (a set-up capture)")
         if not 200 <= exchange.status < 300:
             raise Untestable(f"setup capture failed: {shown(exchange)}")
         data = exchange.json()
@@ -99,8 +101,8 @@ class Key:
         exchange = self.request("POST", "/mcp", json_body=message, agent=agent, headers=headers)
         assert exchange.status == 200, f"MCP {method}: {shown(exchange)}"
         if (exchange.header("content-type") or "").startswith("text/event-stream"):
-            events = [json.loads(line[6:]) for line in exchange.body.decode("utf-8", "replace").splitlines()
-                      if line.startswith("data: ")]
+            events = [parse(line[6:], f"MCP {method} (an SSE event)", exchange)
+                      for line in exchange.body.decode("utf-8", "replace").splitlines() if line.startswith("data: ")]
             answers = [e for e in events if isinstance(e, dict) and e.get("id") == message["id"]]
             assert len(answers) == 1, f"MCP {method}: no single SSE event answers id {message['id']}: {shown(exchange)}"
             return exchange, answers[0]
@@ -134,11 +136,12 @@ class Owner:
         if provisioner is None:
             raise NotScored("no way to bootstrap a key bound to an agent on this target" if agent
                             else "no way to bootstrap keys on this target")
-        secret = f"xmc-{world.rng.getrandbits(160):040x}"
+        secret = world.fresh_credential("xmc-")
         world.transcript.secret(secret, label)
         # The owner's own id is the reference's default project; another project is a second tenant.
         project = f"{self.owner_id}-side" if other_project else self.owner_id
         identity = {"owner": self.owner_id, "project": project, "agent": agent or "", "scopes": scopes}
+        world.transcript.identity(label, identity)
         credential = provisioner.provision(identity, secret)
         if credential != secret:
             world.transcript.secret(credential, label)
@@ -171,8 +174,10 @@ class XMemoWorld(BaseWorld):
     @classmethod
     def build(cls, context: CheckContext) -> XMemoWorld:
         tag = context.run_tag.replace(".", "-")
-        return cls(**BaseWorld.context_fields(context), target=context.target,
-                   scope=f"conformance-{tag}-{context.check_tag}")
+        world = cls(**BaseWorld.context_fields(context), target=context.target,
+                    scope=f"conformance-{tag}-{context.check_tag}")
+        world.transcript.minted(world.scope, tag)
+        return world
 
     def owner(self) -> Owner:
         """The next fresh owner of this check (the first, second, ... listed owner with a key list)."""
@@ -184,7 +189,9 @@ class XMemoWorld(BaseWorld):
             owner_id, listed = groups[self._owners - 1]
             return Owner(world=self, owner_id=owner_id, listed=listed)
         tag = self.run_tag.replace(".", "-")
-        return Owner(world=self, owner_id=f"own-{tag}-{self.check_tag}-{self._owners}")
+        owner_id = f"own-{tag}-{self.check_tag}-{self._owners}"
+        self.transcript.minted(owner_id, tag)
+        return Owner(world=self, owner_id=owner_id)
 
     def pair(self) -> tuple[Key, Key]:
         """Two read-write keys of one owner: Claude's and Codex's in the seed."""
@@ -194,7 +201,16 @@ class XMemoWorld(BaseWorld):
 
 def items_of(exchange: Exchange) -> list[dict[str, Any]]:
     """The items of a recall answer, which must be 200 with an ``items`` list."""
-    assert exchange.status == 200, f"recall: {shown(exchange)}"
+    expected = exchange.expect("HTTP 200 with an items list")
+    if exchange.status != 200:
+        raise depart(exchange, expected, f"recall: {shown(exchange)}")
     data = exchange.json()
-    assert isinstance(data, dict) and isinstance(data.get("items"), list), f"recall answered no items list: {shown(exchange)}"
+    if not (isinstance(data, dict) and isinstance(data.get("items"), list)):
+        raise depart(exchange, expected, f"recall answered no items list: {shown(exchange)}")
     return [item for item in data["items"] if isinstance(item, dict)]
+
+
+def identity_fields(text: str, step: str = "get_mcp_identity") -> dict[str, str]:
+    """The ``Name: value`` lines of an identity text, read like an answer (a missing line raises ShapeError)."""
+    fields: dict[str, str] = wrap(dict(line.split(": ", 1) for line in text.splitlines() if ": " in line), step)
+    return fields

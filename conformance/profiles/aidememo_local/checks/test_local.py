@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo_local.world import RECEIVER, SENDER, SOURCE, LocalWorld
+from conformance.profiles.aidememo_local.world import RECEIVER, SENDER, SOURCE, LocalWorld, tool_answer
 
 CONFLICT = "transaction conflict (concurrent write): retry needed"
 
@@ -50,14 +50,14 @@ def test_concurrent_accepts_have_one_winner(world: LocalWorld) -> None:
         thread.start()
     for thread in threads:
         thread.join()
-    results = [json.loads([line for line in a.stdout.splitlines() if b'"id":1' in line][0])["result"] for a in answers]
-    winners = [r for r in results if not r.get("isError")]
+    results = [tool_answer(a, "aidememo_handoff_inbox") for a in answers]
+    winners = [answer for answer, failed in results if not failed]
     assert len(winners) == 1, f"{len(winners)} of 4 concurrent accepts won: {results!r}"
-    for loser in (r for r in results if r.get("isError")):
-        message = json.loads(loser["content"][0]["text"])["message"]
+    for answer, _ in (r for r in results if r[1]):
+        message = answer["message"]
         assert "already claimed by another worker" in message or message == CONFLICT, message
     record = world.show(handoff)
-    winner_claim = json.loads(winners[0]["content"][0]["text"])["assignment"]["claim_id"]
+    winner_claim = winners[0]["assignment"]["claim_id"]
     assert (record["claim_id"], record["attempt_count"], record["revision"]) == (winner_claim, 1, 1), record
 
 

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from conformance.answers import parse
 from conformance.marks import reads
-from conformance.profiles.xmemo.world import XMemoWorld
+from conformance.profiles.xmemo.world import XMemoWorld, identity_fields
 
 pytestmark = pytest.mark.capability("mcp")
 
@@ -46,10 +45,10 @@ def test_get_mcp_identity_has_the_lines_maf_parses(world: XMemoWorld) -> None:
     for scopes in ("memory:read,memory:write", "memory:read"):
         key = owner.key(f"agent-{scopes}", scopes=scopes)
         text = key.tool_text("get_mcp_identity", agent="claude")
-        fields = dict(line.split(": ", 1) for line in text.splitlines() if ": " in line)
+        fields = identity_fields(text)
         for name in ("Owner ID", "Agent ID", "Tenant", "Scopes"):
             assert fields.get(name, "").strip() not in ("", "none") or name == "Agent ID", f"{name} missing: {text!r}"
-        tenant = json.loads(fields["Tenant"])
+        tenant = parse(fields["Tenant"], "get_mcp_identity's Tenant line")
         assert {"organization_id", "workspace_id", "project_id"} <= set(tenant), f"Tenant is {tenant}"
         assert fields["Agent ID"] == "claude", f"Agent ID is {fields['Agent ID']!r} for header claude"
         assert set(fields["Scopes"].split(", ")) == set(scopes.split(",")), f"Scopes is {fields['Scopes']!r}"

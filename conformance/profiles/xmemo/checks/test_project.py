@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 
+from conformance.answers import parse
 from conformance.errors import NotScored
 from conformance.expect import expect_status
-from conformance.profiles.xmemo.world import Key, XMemoWorld
+from conformance.profiles.xmemo.world import Key, XMemoWorld, identity_fields
 
 pytestmark = pytest.mark.capability("project-context")
 
@@ -16,8 +15,8 @@ pytestmark = pytest.mark.capability("project-context")
 def project_and_owner(world: XMemoWorld, key: Key) -> tuple[str, str | None]:
     """The key's project (from get_mcp_identity when MCP is served, else from the target file) and Owner ID."""
     if world.target.claims.claimed("mcp"):
-        fields = dict(line.split(": ", 1) for line in key.tool_text("get_mcp_identity").splitlines() if ": " in line)
-        return json.loads(fields["Tenant"])["project_id"], fields["Owner ID"]
+        fields = identity_fields(key.tool_text("get_mcp_identity"))
+        return parse(fields["Tenant"], "get_mcp_identity's Tenant line")["project_id"], fields["Owner ID"]
     if key.project_id:
         return key.project_id, None
     raise NotScored("the key's project id is unknown: serve MCP or list the key's project in the target file")
