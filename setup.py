@@ -1,4 +1,4 @@
-"""The optional compiled checker kernel (simulations/_native.c and _native_scan.c).
+"""The optional compiled checker kernel (simulations/linearizability/_native.c and _native_scan.c).
 
 Built when a C compiler is present; without one the install goes on and the checker uses its
 pure-Python path, which gives the same verdicts (tests/sim/test_native.py holds them equal).
@@ -6,7 +6,7 @@ pure-Python path, which gives the same verdicts (tests/sim/test_native.py holds 
 
 from setuptools import Extension, setup
 
-KERNEL = Extension("simulations._native", ["simulations/_native.c", "simulations/_native_scan.c"],
+KERNEL = Extension("simulations.linearizability._native", ["simulations/linearizability/_native.c", "simulations/linearizability/_native_scan.c"],
                    optional=True, extra_compile_args=["-O2"])
 
 setup(ext_modules=[KERNEL])

@@ -12,15 +12,15 @@ from importlib import import_module
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ._canonical import canonical_json, fingerprint
-    from ._clock import Clock, ManualClock, OffsetClock, SystemClock
-    from ._errors import ErrorCode, LedgerError
-    from ._ids import bearer_digest, stable_claim_id, stable_operation_id
+    from aidememo_wire.canonical import canonical_json, fingerprint
+    from refkit.clock import Clock, ManualClock, OffsetClock, SystemClock
+    from aidememo_wire.errors import ErrorCode, LedgerError
+    from aidememo_wire.ids import bearer_digest, stable_claim_id, stable_operation_id
     from ._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
     from ._service import Response
     from ._sqlite import ProvisionError
-    from .process import ReferenceProcess, ServerStartError
-    from .client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
+    from refkit.process import ReferenceProcess, ServerStartError
+    from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
 __all__ = [
     "ReferenceLedger",

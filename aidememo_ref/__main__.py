@@ -1,5 +1,5 @@
 """``python -m aidememo_ref`` is ``aidememo-ref``."""
 
-from aidememo_ref._cli import main
+from aidememo_cli import main
 
 raise SystemExit(main())

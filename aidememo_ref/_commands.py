@@ -13,10 +13,10 @@ import re
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
-from ._canonical import Json, canonical_json, envelope_digest
+from aidememo_wire.canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
-from ._errors import LedgerError
-from ._ids import ID_PATTERN, NAME_PATTERN
+from aidememo_wire.errors import LedgerError
+from aidememo_wire.ids import ID_PATTERN, NAME_PATTERN
 from ._records import CONTEXT, FACT, HANDOFF, SESSION, Outcome
 
 __all__ = [

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
-from ._canonical import Json
-from ._errors import LedgerError
-from ._ids import id_problem, name_problem, valid_id, valid_name
+from aidememo_wire.canonical import Json
+from aidememo_wire.errors import LedgerError
+from aidememo_wire.ids import id_problem, name_problem, valid_id, valid_name
 
 __all__ = ["Field", "decode_struct", "decode_query", "BODY_PREFIX", "QUERY_PREFIX"]
 

@@ -25,7 +25,7 @@ from ._commands import (
     ResourcePayload,
     SessionCreatePayload,
 )
-from ._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from ._records import (
     CONTEXT,
     FACT,

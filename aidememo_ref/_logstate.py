@@ -24,7 +24,7 @@ from collections import Counter
 from typing import NamedTuple
 
 from ._records import FACT, Change, Fact, Resource
-from ._search import term_counts
+from refkit.search import term_counts
 
 __all__ = ["LogState", "Project", "Row", "MailboxEntry"]
 

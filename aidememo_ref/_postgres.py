@@ -27,10 +27,10 @@ import psycopg_pool
 from psycopg import errors as pg_errors
 
 from ._commands import Command
-from ._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from ._ledger import Write
 from ._records import FACT, Change, Fact, Handoff, Membership, Receipt, Resource, Role
-from ._search import term_counts
+from refkit.search import term_counts
 from ._store import (
     Denied,
     FeedRead,

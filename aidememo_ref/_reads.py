@@ -12,11 +12,11 @@ from dataclasses import dataclass
 from typing import Final
 
 from . import _visibility
-from ._errors import ErrorCode, LedgerError
+from aidememo_wire.errors import ErrorCode, LedgerError
 from ._records import Change, Fact, Membership, Resource
-from ._search import bm25, tokenize
+from refkit.search import bm25, tokenize
 from ._store import FeedRead, MailboxQuery, MailboxRow, SearchIndex
-from ._text import ascii_lower, trim
+from refkit.text import ascii_lower, trim
 
 __all__ = [
     "MAX_SNAPSHOT_RESOURCES",

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
-from ._canonical import Json, canonical_json
-from ._status import Outcome, Status
+from aidememo_wire.canonical import Json, canonical_json
+from aidememo_wire.status import Outcome, Status
 
 __all__ = [
     "Status",

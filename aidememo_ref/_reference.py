@@ -11,18 +11,18 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, Unpack
 
-from ._clock import AdvancingClock, Clock, SystemClock
+from refkit.clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
-from ._ids import bearer_digest, id_problem, new_ulid
+from aidememo_wire.ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
-from ._served import Served
+from refkit.served import Served
 from ._service import Response, Service
 from ._sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
-from .wire import ROLES
+from aidememo_wire.shapes import ROLES
 
 if TYPE_CHECKING:
-    from ._asgi import ASGIApp
+    from refkit.asgi import ASGIApp
     from ._postgres import PostgresSettings
 
 __all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
 from typing import TypeAlias
 
-from ._canonical import format_float
+from aidememo_wire.canonical import format_float
 from ._reads import FeedPage, SearchHit
 from ._records import Handoff, Membership, Resource
 from ._store import MailboxRow

@@ -20,13 +20,13 @@ from typing import Final, NamedTuple
 from urllib.parse import unquote_to_bytes
 
 from . import _ledger, _reads, _render, _store
-from ._canonical import Json, JsonError, parse_json
-from ._clock import AdvancingClock, Clock
+from aidememo_wire.canonical import Json, JsonError, parse_json
+from refkit.clock import AdvancingClock, Clock
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
-from ._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from ._gateway import Bindings, Gateway, internal_dispatch
-from ._ids import bearer_digest, check_id, check_name
+from aidememo_wire.ids import bearer_digest, check_id, check_name
 from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 

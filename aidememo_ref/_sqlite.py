@@ -47,11 +47,11 @@ from types import TracebackType
 from typing import Final, TypeAlias
 
 from ._commands import Command
-from ._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
 from ._records import FACT, HANDOFF, Fact, Handoff, Membership, Receipt, RecordError, Resource, Role
-from ._sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
+from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
     FeedRead,

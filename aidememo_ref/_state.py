@@ -23,9 +23,9 @@ from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from ._commands import Op
-from ._errors import ErrorCode, LedgerError
+from aidememo_wire.errors import ErrorCode, LedgerError
 from ._records import Fact, Handoff, Outcome, Status
-from ._text import trim
+from refkit.text import trim
 
 __all__ = [
     "Status",

@@ -37,13 +37,13 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from aidememo_ref._local import _assignments as assignments  # noqa: E402
-from aidememo_ref._local import _memory as memory  # noqa: E402
-from aidememo_ref._local._facttypes import FactType  # noqa: E402
-from aidememo_ref._local._records import AgentProfile, AgentType  # noqa: E402
-from aidememo_ref._local._store import LocalStore  # noqa: E402
+from aidememo_cli._local import _assignments as assignments  # noqa: E402
+from aidememo_cli._local import _memory as memory  # noqa: E402
+from aidememo_cli._local._facttypes import FactType  # noqa: E402
+from aidememo_cli._local._records import AgentProfile, AgentType  # noqa: E402
+from aidememo_cli._local._store import LocalStore  # noqa: E402
 
-ENTRY = "import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))"
+ENTRY = "import sys; from aidememo_cli import main; sys.exit(main(sys.argv[1:]))"
 RECEIVER = "bench-receiver"
 SOURCE = "bench-team"
 

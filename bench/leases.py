@@ -21,7 +21,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 
 TEMPLATE = ("aidememo-ref bootstrap --database {database} --tenant-id {{tenant}} --project-id {{project}} "
             "--actor-id {{actor}} --token-file {{token_file}} --role {{role}}")

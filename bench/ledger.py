@@ -46,7 +46,7 @@ if TYPE_CHECKING:
     from aidememo_ref._commands import Command
     from aidememo_ref._records import Membership
     from aidememo_ref._store import Execute
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 
 TOKEN = "bench-token-0123456789"
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
@@ -118,9 +118,9 @@ def open_seconds(path: Path, commands: int) -> tuple[float, float]:
 
 def store_path_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
     """The store's write path (``_store.execute``) for commands decoded before the clock starts."""
-    from aidememo_ref._canonical import parse_json
+    from aidememo_wire.canonical import parse_json
     from aidememo_ref._commands import check_raw, raw_command
-    from aidememo_ref._ids import bearer_digest
+    from aidememo_wire.ids import bearer_digest
     from aidememo_ref._ledger import decide
     from aidememo_ref._records import Membership
     from aidememo_ref._store import NO_SCHEDULER, execute

@@ -33,7 +33,7 @@ from typing import Any, Final
 import httpx
 from faker import Faker
 
-from aidememo_ref.wire import error_detail
+from aidememo_wire.shapes import error_detail
 
 PROJECT: Final = "p-load"
 SESSION: Final = "s-load"
@@ -263,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
               f"--seconds {args.seconds:g} --seed {seed}")
     print(f"seed={seed}  (replay: {replay}; thread interleaving is not replayed, only every choice)", flush=True)
     from aidememo_ref import provision
-    from aidememo_ref.process import ReferenceProcess, ServerStartError
+    from refkit.process import ReferenceProcess, ServerStartError
 
     actors = [f"actor-{i}" for i in range(args.actors)]
     tokens = {actor: f"load-token-{actor}-0123456789" for actor in actors}

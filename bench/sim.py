@@ -34,9 +34,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from simulations import native  # noqa: E402
-from simulations.history import Header, Operation, dump_history  # noqa: E402
-from simulations.register import Plant, generate_history  # noqa: E402
+from simulations.linearizability import native  # noqa: E402
+from simulations.linearizability.history import Header, Operation, dump_history  # noqa: E402
+from simulations.linearizability.register import Plant, generate_history  # noqa: E402
 
 # Porcupine on the issue's histories (issue 13, an idle machine of this kind): seconds per history.
 PORCUPINE_QUOTED = {

@@ -29,7 +29,7 @@ from pathlib import Path
 
 from ledger import interleaved, raw_sqlite_step
 
-from aidememo_ref.xmemo import XMemoReference
+from xmemo_ref import XMemoReference
 
 KEY = "xmemo-bench-key-0123456789abcdef"
 RATE_KEY = "xmemo-bench-rate-0123456789abcdef"  # another owner: the capture-rate memories stay out of recall

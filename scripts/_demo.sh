@@ -13,7 +13,7 @@
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PY="${PYTHON:-python3}"
 export PYTHONPATH="$REPO${PYTHONPATH:+:$PYTHONPATH}"
-KIT=("$PY" -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))')
+KIT=("$PY" -c 'import sys; from aidememo_cli import main; sys.exit(main(sys.argv[1:]))')
 SERVER_PID=""
 URL=""
 STEP="setup"

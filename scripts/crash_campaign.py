@@ -32,7 +32,7 @@ from pathlib import Path
 
 import httpx
 
-from aidememo_ref.process import ReferenceProcess, ServerStartError
+from refkit.process import ReferenceProcess, ServerStartError
 
 TOKENS = {"sender": "crash-sender-token-0123456789", "receiver": "crash-receiver-token-0123456789"}
 

@@ -220,8 +220,8 @@ STEP="remote round trip"
 import sys
 from pathlib import Path
 
-from aidememo_ref._local._ids import new_ulid
-from aidememo_ref.client import AideMemoClient, AideMemoHTTPError, ClientRefusal
+from aidememo_cli._local._ids import new_ulid
+from aidememo_client.client import AideMemoClient, AideMemoHTTPError, ClientRefusal
 
 url, tmp, session_id, packet = sys.argv[1], Path(sys.argv[2]), sys.argv[3], Path(sys.argv[4]).read_text()
 step = "remote setup"

@@ -36,7 +36,7 @@ import json
 import sys
 from pathlib import Path
 
-from aidememo_ref.xmemo.client import XMemoClient
+from xmemo_ref.client import XMemoClient
 
 url, tmp = sys.argv[1], Path(sys.argv[2])
 step = "setup"

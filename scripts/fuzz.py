@@ -36,7 +36,7 @@ from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
 
 from aidememo_ref import ErrorCode, ManualClock, OffsetClock, ReferenceLedger
-from aidememo_ref.process import ReferenceProcess, ServerStartError
+from refkit.process import ReferenceProcess, ServerStartError
 
 TENANT: Final = "t-fuzz"
 PROJECT: Final = "p-fuzz"

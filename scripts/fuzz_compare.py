@@ -46,7 +46,8 @@ fuzz = _load("scripts/fuzz.py", "fuzz")
 contract = _load("tests/hardening/contract.py", "contract")
 
 from aidememo_ref import ManualClock, ReferenceLedger, serve_in_thread  # noqa: E402
-from aidememo_ref import _canonical, _service  # noqa: E402
+from aidememo_ref import _service
+from aidememo_wire import canonical as _canonical  # noqa: E402
 
 # -- planted defects: each bends the reference the way a real bug would -------------------------
 Bend = Callable[[Callable[..., Any], str, bytes, list[tuple[bytes, bytes]], bytes], Any]

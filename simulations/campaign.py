@@ -14,10 +14,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from simulations.checker import Checker, Verdict
+from simulations.linearizability.checker import Checker, Verdict
 from simulations.errors import SimulationError
 from simulations.execution import execute_batch
-from simulations.history import Operation, Recorder
+from simulations.linearizability.history import Operation, Recorder
 from simulations.ledger import LEDGER
 from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup

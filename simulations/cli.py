@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from simulations.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
+from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
 
 if TYPE_CHECKING:
@@ -86,8 +86,8 @@ def _seed(text: str) -> int:
 # Named models for ``check``, imported on first use so that checking a register never loads
 # the ledger model. A new model is one line here.
 MODELS: dict[str, str] = {
-    "cas-register": "simulations.register:CAS_REGISTER",
-    "kv": "simulations.kv:KV",
+    "cas-register": "simulations.linearizability.register:CAS_REGISTER",
+    "kv": "simulations.linearizability.kv:KV",
     "ledger": "simulations.ledger:LEDGER",
 }
 
@@ -147,7 +147,7 @@ def _add_replay(sub: Any) -> None:
 
 
 def _build_parser() -> argparse.ArgumentParser:
-    from simulations.porcupine import FORMATS
+    from simulations.linearizability.porcupine import FORMATS
 
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -209,8 +209,8 @@ def _build_parser() -> argparse.ArgumentParser:
 
 
 def _check(args: argparse.Namespace) -> int:
-    from simulations.checker import check
-    from simulations.porcupine import load
+    from simulations.linearizability.checker import check
+    from simulations.linearizability.porcupine import load
 
     header, history = load(args.file, args.format)
     name = args.model or header.model
@@ -232,7 +232,7 @@ def _check(args: argparse.Namespace) -> int:
         if not violation.minimal:
             print("(the shrinking budget ran out: the set above may not be the smallest)")
     if args.html:
-        from simulations.timeline import write_timeline
+        from simulations.linearizability.timeline import write_timeline
 
         write_timeline(
             args.html,
@@ -434,11 +434,11 @@ def _exported(paths: dict[str, Path], replay_words: Sequence[str] = ()) -> int:
     return EXIT_VIOLATION
 
 
-XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo_races.AGENTS, named here so --help needs no import
+XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo.races.AGENTS, named here so --help needs no import
 
 
 def _is_xmemo_replay(path: Path) -> bool:
-    from simulations.xmemo_races import FORMAT
+    from simulations.xmemo.races import FORMAT
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
@@ -459,7 +459,7 @@ def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
 
 def _xmemo_run(args: argparse.Namespace) -> int:
     from simulations.targets import load_factory
-    from simulations.xmemo_races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
+    from simulations.xmemo.races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
 
     seed = _seed_of(args)
     target = None
@@ -503,7 +503,7 @@ def _xmemo_run(args: argparse.Namespace) -> int:
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:
-    from simulations.xmemo_races import reproduce
+    from simulations.xmemo.races import reproduce
 
     reproduced = reproduce(args.file, times=args.times)
     print(f"reproduced {reproduced}/{args.times}")

@@ -27,11 +27,11 @@ from typing import Any
 
 import httpx
 
-from aidememo_ref._ids import stable_claim_id
-from aidememo_ref.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, OutcomeUnknown
+from aidememo_wire.ids import stable_claim_id
+from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, OutcomeUnknown
 from simulations.campaign import Finding, batch_seed, check_history
 from simulations.execution import output_of
-from simulations.history import Operation, Recorder
+from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import SESSION_ID, SOURCE, PlannedOp
 from simulations.planner import setup
 from simulations.targets import Lost, Target

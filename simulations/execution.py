@@ -21,9 +21,9 @@ import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
-from aidememo_ref.wire import error_detail
+from aidememo_wire.shapes import error_detail
 from simulations.errors import SimulationError
-from simulations.history import Recorder
+from simulations.linearizability.history import Recorder
 from simulations.plan import Batch, PlannedOp
 from simulations.scheduler import SeededScheduler
 from simulations.targets import Lost, Reply, Target

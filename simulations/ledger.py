@@ -20,7 +20,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
-from simulations.checker import Input, Model, Output
+from simulations.linearizability.checker import Input, Model, Output
 from simulations.model import (
     HANDOFF,
     Answer,

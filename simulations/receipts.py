@@ -24,7 +24,7 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from simulations.history import Operation
+from simulations.linearizability.history import Operation
 
 __all__ = ["FeedEntry", "ReceiptChecks", "Violation", "receipt_violations"]
 

@@ -21,11 +21,11 @@ from typing import Any
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
 from simulations.exports import curl_text, pytest_text
-from simulations.history import Header, Operation, dump_history
+from simulations.linearizability.history import Header, Operation, dump_history
 from simulations.ledger import LEDGER
 from simulations.plan import Plan
 from simulations.targets import HttpTarget, load_factory, target_from_config, token_variable
-from simulations.timeline import write_timeline
+from simulations.linearizability.timeline import write_timeline
 
 __all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce"]
 

@@ -17,7 +17,7 @@ import stat
 import threading
 from dataclasses import dataclass
 
-from aidememo_ref._ids import bearer_digest, id_problem
+from aidememo_wire.ids import bearer_digest, id_problem
 
 __all__ = ["Binding", "Bindings", "BindingsError", "load_bindings"]
 

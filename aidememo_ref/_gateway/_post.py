@@ -15,10 +15,10 @@ from collections.abc import Callable, Mapping
 from contextvars import ContextVar
 from typing import Any, Final, Protocol
 
-from aidememo_ref._canonical import Json, canonical_json
+from aidememo_wire.canonical import Json, canonical_json
 from aidememo_ref._decode import _type_name  # serde's wording of a value's type
-from aidememo_ref._errors import ErrorCode, LedgerError
-from aidememo_ref._ids import id_problem
+from aidememo_wire.errors import ErrorCode, LedgerError
+from aidememo_wire.ids import id_problem
 
 from ._bindings import Binding, Bindings
 from ._tools import ParamsError, RestCall, ensure_only, rest_call, tool_list

@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from aidememo_ref._ids import id_problem
+from aidememo_wire.ids import id_problem
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "ParamsError", "RestCall", "ensure_only", "rest_call", "tool_list"]
 

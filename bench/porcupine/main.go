@@ -4,7 +4,7 @@
 // Usage: go run . HISTORY.jsonl TIMEOUT_SECONDS
 // Prints one JSON line: {"verdict": "Ok"|"Illegal"|"Unknown", "seconds": s, "cpu_seconds": s,
 // "operations": n}: the check's wall time, and the process's CPU time over it (all threads).
-// The model is the compare-and-swap register of simulations/register.py: read/write/cas per
+// The model is the compare-and-swap register of simulations/linearizability/register.py: read/write/cas per
 // "key", starting at the header's "init" (0 when absent), values compared as JSON numbers.
 package main
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlencode
 
-from aidememo_ref.wire import error_detail
+from aidememo_wire.shapes import error_detail
 from simulations.plan import READER
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Lost, Target, reference_factory
 

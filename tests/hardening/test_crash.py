@@ -10,7 +10,7 @@ from pathlib import Path
 
 import httpx
 
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 
 from .conftest import load_script
 

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from aidememo_ref._cli.local import main
+from aidememo_cli._commands import main
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,7 +46,7 @@ class Result:
 
 
 class Cli:
-    """Runs ``aidememo_ref._cli.local.main`` against one store file."""
+    """Runs ``aidememo_cli._commands.main`` against one store file."""
 
     def __init__(self, store: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
         self.store = store
@@ -130,7 +130,7 @@ def run_cli(*argv: str, env: dict[str, str] | None = None, cwd: Path | None = No
     child_env["PYTHONPATH"] = str(REPO) + os.pathsep + child_env.get("PYTHONPATH", "")
     child_env.update(env or {})
     return subprocess.run(
-        [sys.executable, "-m", "aidememo_ref._cli.local", *argv],
+        [sys.executable, "-m", "aidememo_cli._commands", *argv],
         capture_output=True,
         text=True,
         env=child_env,

@@ -11,10 +11,10 @@ import sys
 import time
 from typing import Any
 
-from aidememo_ref._local import _assignments as assignments
-from aidememo_ref._local import _rules as rules
-from aidememo_ref._local import _store, _worker
-from aidememo_ref._local._records import AgentType, Status
+from aidememo_cli._local import _assignments as assignments
+from aidememo_cli._local import _rules as rules
+from aidememo_cli._local import _store, _worker
+from aidememo_cli._local._records import AgentType, Status
 
 
 def no_cas() -> None:
@@ -143,7 +143,7 @@ def status_open() -> None:
 
 
 def mcp_fact_add_drops_session() -> None:
-    from aidememo_ref._mcp import _local
+    from aidememo_cli._mcp import _local
 
     original = _local.LocalTools._fact_add
 
@@ -158,6 +158,6 @@ MUTANTS = {name: func for name, func in globals().items() if callable(func) and 
 
 if __name__ == "__main__":
     MUTANTS[sys.argv[1]]()
-    from aidememo_ref._cli import main
+    from aidememo_cli import main
 
     sys.exit(main(sys.argv[2:]))

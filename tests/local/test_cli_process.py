@@ -13,26 +13,26 @@ import pytest
 from .conftest import REPO, run_cli
 
 # Modules the local path must never load: the server, the HTTP stack, the remote ledger.
-HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "aidememo_ref._asgi", "aidememo_ref._client",
-         "aidememo_ref._service", "aidememo_ref._sqlite", "aidememo_ref._ledger", "aidememo_ref.client")
+HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "refkit.asgi", "aidememo_ref._client",
+         "aidememo_ref._service", "aidememo_ref._sqlite", "aidememo_ref._ledger", "aidememo_client.client")
 
 
 def test_a_local_command_through_the_entry_point_loads_nothing_of_the_server_or_http_stack(tmp_path: Path) -> None:
     code = (
-        "import sys; from aidememo_ref._cli import main; "
+        "import sys; from aidememo_cli import main; "
         f"rc = main(['--store', {str(tmp_path / 's.sqlite')!r}, 'handoff', 'inbox', '--actor-id', 'x']); "
         "print('\\n'.join(sorted(sys.modules)))"
     )
     loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True).stdout.split()
     assert "(no" in loaded  # the command really ran
-    assert "aidememo_ref._local._rules" in loaded  # the probe really imported the CLI
+    assert "aidememo_cli._local._rules" in loaded  # the probe really imported the CLI
     assert [name for name in HEAVY if name in loaded] == []
     assert "subprocess" not in loaded  # only `handoff run` needs it
 
 
 def test_the_seeds_manual_flow_through_a_shell_with_eval(tmp_path: Path) -> None:
     store = tmp_path / "it's a store.sqlite"  # a quote in the path must survive the exports
-    cli = f"{shlex.quote(sys.executable)} -m aidememo_ref._cli.local --store {shlex.quote(str(store))}"
+    cli = f"{shlex.quote(sys.executable)} -m aidememo_cli._commands --store {shlex.quote(str(store))}"
     jget = f"{shlex.quote(sys.executable)} -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])'"
     script = f"""
 set -eu
@@ -115,7 +115,7 @@ def test_json_flag_is_accepted_after_the_command_words(tmp_path: Path) -> None:
 def test_undecodable_bytes_are_refused_in_one_line(tmp_path: Path) -> None:
     store = str(tmp_path / "s.sqlite")
     done = subprocess.run(
-        [sys.executable, "-m", "aidememo_ref._cli.local", "--store", store, "fact", "add", b"bad \xff byte"],
+        [sys.executable, "-m", "aidememo_cli._commands", "--store", store, "fact", "add", b"bad \xff byte"],
         capture_output=True, text=True, cwd=REPO,
     )
     assert done.returncode == 1 and done.stderr == "Error: invalid input: arguments and variables must be valid UTF-8\n"

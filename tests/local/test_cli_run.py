@@ -171,7 +171,7 @@ def test_builtin_checks_before_accepting_and_keeps_a_workers_own_evidence(cli: C
         "invalid input: executable 'definitely-not-a-binary-xyz' was not found; install it or fix the agent profile")
     assert cli.j("handoff", "show", handoff_id)["status"] == "pending"
     code = ("import json, os, subprocess, sys\n"
-            "cli = [sys.executable, '-m', 'aidememo_ref._cli.local', '--json']\n"
+            "cli = [sys.executable, '-m', 'aidememo_cli._commands', '--json']\n"
             "fact = json.loads(subprocess.run([*cli, 'fact', 'add', 'worker wrote this', '--session-id',"
             " os.environ['AIDEMEMO_SESSION_ID'], '--source-id', os.environ['AIDEMEMO_SOURCE_ID']], check=True,"
             " capture_output=True, text=True).stdout)\n"

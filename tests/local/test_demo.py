@@ -57,7 +57,7 @@ def test_demo_takes_aidememo_bin_and_says_which_steps_another_cli_skips(tmp_path
     wrapper = tmp_path / "aidememo"
     wrapper.write_text(f"""#!/bin/sh
 [ "$1" = shim ] && exit 2
-exec {sys.executable} -c 'import sys; from aidememo_ref._cli import main; sys.exit(main(sys.argv[1:]))' "$@"
+exec {sys.executable} -c 'import sys; from aidememo_cli import main; sys.exit(main(sys.argv[1:]))' "$@"
 """)
     wrapper.chmod(0o755)
     env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}

@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
-from aidememo_ref._cli.local import main
+from aidememo_cli._commands import main
 from .conftest import _CLI_ENV
 
 SENDER, SOURCE = "sender", "team"

@@ -16,9 +16,9 @@ from typing import Any
 
 import pytest
 
-from aidememo_ref._mcp._local import LocalTools
-from aidememo_ref._mcp._protocol import classify_error, serve
-from aidememo_ref._mcp._schemas import TOOLS, UPSTREAM_ONLY
+from aidememo_cli._mcp._local import LocalTools
+from aidememo_cli._mcp._protocol import classify_error, serve
+from aidememo_cli._mcp._schemas import TOOLS, UPSTREAM_ONLY
 
 from .conftest import REPO, RECEIVER, SENDER, SOURCE, _CLI_ENV, Cli, Handoff
 

@@ -15,7 +15,7 @@ def test_concurrent_accepts_with_different_claims_have_exactly_one_winner(cli: C
     env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
     workers = [
         subprocess.Popen(
-            [sys.executable, "-m", "aidememo_ref._cli.local", "--store", str(cli.store), "--json", "handoff", "accept",
+            [sys.executable, "-m", "aidememo_cli._commands", "--store", str(cli.store), "--json", "handoff", "accept",
              "--actor-id", RECEIVER, "--claim-id", f"worker-{index}", sent.handoff_id],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
         )

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from aidememo_ref._local import _rules as rules
-from aidememo_ref._local._errors import LocalError, LocalErrorCode
-from aidememo_ref._local._records import Assignment, Fact, FactType, Outcome, Status
+from aidememo_cli._local import _rules as rules
+from aidememo_cli._local._errors import LocalError, LocalErrorCode
+from aidememo_cli._local._records import Assignment, Fact, FactType, Outcome, Status
 
 FACT_ID = "01HZZZZZZZZZZZZZZZZZZZZZZZ"
 

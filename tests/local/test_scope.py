@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from aidememo_ref._local._errors import LocalError
-from aidememo_ref._local._scope import (
+from aidememo_cli._local._errors import LocalError
+from aidememo_cli._local._scope import (
     HermesSource,
     Settings,
     hermes_source,

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from aidememo_ref._local import _assignments as assignments
-from aidememo_ref._local import _memory as memory
-from aidememo_ref._local._store import LocalStore
+from aidememo_cli._local import _assignments as assignments
+from aidememo_cli._local import _memory as memory
+from aidememo_cli._local._store import LocalStore
 
 # Run one command in a fresh interpreter, then list every module it had loaded.
 _PROBE = (
     "import sys\n"
-    "from aidememo_ref._cli import main\n"
+    "from aidememo_cli import main\n"
     "code = main(sys.argv[2:])\n"
     "with open(sys.argv[1], 'w') as out:\n"
     "    out.write('\\n'.join(sorted(sys.modules)))\n"
@@ -32,9 +32,9 @@ _PROBE = (
 
 # The kit's modules a local command may load: the local flow, its command line and MCP
 # server, and the few small modules the remote core shares with it.
-_LOCAL_PREFIXES = ("aidememo_ref._local", "aidememo_ref._cli.local", "aidememo_ref._mcp")
-_SHARED = {"aidememo_ref", "aidememo_ref._cli", "aidememo_ref._cli._args", "aidememo_ref._status",
-           "aidememo_ref._ulid", "aidememo_ref._version"}
+_LOCAL_PREFIXES = ("aidememo_cli._local", "aidememo_cli._commands", "aidememo_cli._mcp")
+_SHARED = {"aidememo_ref", "aidememo_cli", "refkit.args", "aidememo_wire.status",
+           "refkit.ulid", "refkit.version"}
 
 # Modules no local command needs. The servers' stack; dataclasses (with inspect) because
 # defining dataclasses was most of a start (the local flow's values are NamedTuples); shutil,
@@ -92,7 +92,7 @@ def _check(modules: set[str], *, extra_never: tuple[str, ...] = ()) -> None:
 def test_a_read_loads_only_the_local_flow(store: tuple[Path, str, str], tmp_path: Path) -> None:
     path, _, _ = store
     modules = _loaded(tmp_path, ["--store", str(path), "handoff", "inbox", "--actor-id", "bob"])
-    assert "aidememo_ref._local._store" in modules  # the probe saw the command run
+    assert "aidememo_cli._local._store" in modules  # the probe saw the command run
     _check(modules, extra_never=("hashlib",))  # only writes hash fact content
 
 
@@ -111,13 +111,13 @@ def test_the_stdio_mcp_server_loads_only_the_local_flow(store: tuple[Path, str, 
         f'"arguments":{{"action":"list","actor_id":"bob","source_id":"{SOURCE}"}}}}}}\n'
     )
     modules = _loaded(tmp_path, ["--store", str(path), "mcp"], stdin=requests)
-    assert "aidememo_ref._mcp._local" in modules
+    assert "aidememo_cli._mcp._local" in modules
     _check(modules, extra_never=("hashlib",))
 
 
 def test_the_guard_names_what_it_refuses() -> None:
     with pytest.raises(AssertionError, match=r"outside the local flow: \['aidememo_ref._records'\]"):
-        _check({"aidememo_ref", "aidememo_ref._local._store", "aidememo_ref._records"})
+        _check({"aidememo_ref", "aidememo_cli._local._store", "aidememo_ref._records"})
     with pytest.raises(AssertionError, match=r"does not need: \['dataclasses', 'httpx._client'\]"):
         _check({"aidememo_ref", "dataclasses", "httpx._client", "json"})
     with pytest.raises(AssertionError, match=r"does not need: \['hashlib'\]"):

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from aidememo_ref._local import _rules as rules
-from aidememo_ref._local._errors import LocalError, LocalErrorCode
-from aidememo_ref._local import _assignments as assignments
-from aidememo_ref._local._records import Assignment, Entity, Status
-from aidememo_ref._local._store import LocalStore
+from aidememo_cli._local import _rules as rules
+from aidememo_cli._local._errors import LocalError, LocalErrorCode
+from aidememo_cli._local import _assignments as assignments
+from aidememo_cli._local._records import Assignment, Entity, Status
+from aidememo_cli._local._store import LocalStore
 
 
 def _seed(path: Path) -> None:

@@ -10,11 +10,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aidememo_ref.process import ReferenceProcess, ServerStartError
+from refkit.process import ReferenceProcess, ServerStartError
 from tests.checkout import secret_file
 
 ROOT = Path(__file__).resolve().parents[2]
-CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+CLI = [sys.executable, "-c", "from aidememo_cli import main; raise SystemExit(main())"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

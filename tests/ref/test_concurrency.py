@@ -135,7 +135,7 @@ def test_compare_and_swap_increments_lose_no_update(tmp_path: Path) -> None:
 
 
 def test_two_server_processes_on_one_database_grant_one_claim(tmp_path: Path) -> None:
-    from aidememo_ref.process import ReferenceProcess
+    from refkit.process import ReferenceProcess
 
     path = tmp_path / "shared.sqlite"
     _prepare(path)

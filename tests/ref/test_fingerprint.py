@@ -8,7 +8,7 @@ import json
 import pytest
 
 from aidememo_ref import canonical_json, stable_claim_id, stable_operation_id
-from aidememo_ref._canonical import JsonError, format_float, parse_json
+from aidememo_wire.canonical import JsonError, format_float, parse_json
 
 VECTORS = [
     ("9413b2a5c2fb757a08ae01ef397c94a533a2fa8c4b63884006bd4e0a0f29e43f",

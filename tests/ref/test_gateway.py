@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from aidememo_ref import ManualClock, ReferenceLedger
-from aidememo_ref._cli import main
+from aidememo_cli import main
 from aidememo_ref._gateway import Bindings, BindingsError, load_bindings
 
 V = "2026-07-28"

@@ -14,7 +14,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+CLI = [sys.executable, "-c", "from aidememo_cli import main; raise SystemExit(main())"]
 PG = ["--canonical-backend", "postgres", "--postgres-transport", "insecure-no-tls"]
 SENDER, RECEIVER = "pg-sender-token-0123456789", "pg-receiver-token-0123456789"
 

@@ -38,7 +38,7 @@ def test_type_checkers_see_the_same_names_the_lazy_import_serves() -> None:
 def test_the_wire_role_literal_is_the_cores_role_list() -> None:
     from typing import get_args
 
-    from aidememo_ref import wire
+    from aidememo_wire import shapes as wire
     from aidememo_ref._records import WRITABLE_ROLES, Role
 
     assert get_args(wire.Role) == wire.ROLES == tuple(role.value for role in Role)
@@ -47,7 +47,7 @@ def test_the_wire_role_literal_is_the_cores_role_list() -> None:
 
 def test_the_wire_handoff_shape_is_the_cores_field_list() -> None:
     # wire.HandoffRecord describes the JSON for clients; the core's record is the one field list.
-    from aidememo_ref import wire
+    from aidememo_wire import shapes as wire
     from aidememo_ref._records import HANDOFF_FIELDS, Handoff
 
     assert tuple(wire.HandoffRecord.__annotations__) == HANDOFF_FIELDS == tuple(Handoff.__dataclass_fields__)

@@ -21,9 +21,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from aidememo_ref import ReferenceLedger
-from aidememo_ref._canonical import Json, _encode, canonical_json, envelope_digest, fingerprint, parse_json
+from aidememo_wire.canonical import Json, _encode, canonical_json, envelope_digest, fingerprint, parse_json
 from aidememo_ref._commands import RawCommand, _decoded_raw, _plain_raw, raw_command
-from aidememo_ref._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from aidememo_ref._records import Receipt
 
 BASE: dict[str, Json] = {

@@ -27,7 +27,7 @@ from .fixtures import make_layout3 as fixture
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 TOKEN = "l" * 48
 AUTH = [(b"authorization", f"Bearer {TOKEN}".encode()), (b"content-type", b"application/json")]
-CLI = [sys.executable, "-c", "from aidememo_ref._cli import main; raise SystemExit(main())"]
+CLI = [sys.executable, "-c", "from aidememo_cli import main; raise SystemExit(main())"]
 OLD_TABLES = {"changes", "resources", "handoff_index", "search_docs", "search_terms"}
 
 

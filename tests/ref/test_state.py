@@ -232,7 +232,7 @@ def test_text_rules_trim_with_rusts_whitespace_set() -> None:
     import sys
 
     from aidememo_ref._state import text_problem
-    from aidememo_ref._text import RUST_WHITESPACE, ascii_lower, trim
+    from refkit.text import RUST_WHITESPACE, ascii_lower, trim
 
     python_space = {chr(c) for c in range(sys.maxunicode + 1) if chr(c).isspace()}
     assert python_space - set(RUST_WHITESPACE) == set("\x1c\x1d\x1e\x1f")  # the only disagreement

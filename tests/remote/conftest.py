@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from aidememo_ref import ManualClock, ReferenceLedger, serve_in_thread
-from aidememo_ref._cli.local import main
+from aidememo_cli._commands import main
 from tests.local.conftest import Result
 from tests.remote.proxy import DroppingProxy, dropping_proxy
 

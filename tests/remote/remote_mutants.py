@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script 
 
 def outbox_reads_inbox() -> None:
     """The sender's remote outbox asks the server for its inbox."""
-    from aidememo_ref._remote import _handoffs
+    from aidememo_cli._remote import _handoffs
 
     original = _handoffs.RemoteHandoffs.mailbox
 
@@ -30,21 +30,21 @@ def outbox_reads_inbox() -> None:
 
 def accept_no_materialize() -> None:
     """Accept claims on the server but writes nothing into the receiver's store."""
-    from aidememo_ref._remote import _handoffs
+    from aidememo_cli._remote import _handoffs
 
     _handoffs.materialize_context = lambda *args, **kwargs: "01HZZZZZZZZZZZZZZZZZZZZZZZ"  # type: ignore[assignment]
 
 
 def actor_override_ignored() -> None:
     """--actor-id and --from are silently ignored instead of refused."""
-    from aidememo_ref._cli.local import remote
+    from aidememo_cli._commands import remote
 
     remote.reject_actor_override = lambda actor_id: None  # type: ignore[assignment]
 
 
 def no_recovery() -> None:
     """An applied accept is never recognised: the rerun posts it again."""
-    from aidememo_ref._remote import _handoffs
+    from aidememo_cli._remote import _handoffs
 
     original = _handoffs.plan_accept
 
@@ -56,7 +56,7 @@ def no_recovery() -> None:
 
 def no_send_outbox() -> None:
     """Every send is a brand-new intent (the durable send outbox forgets)."""
-    from aidememo_ref._remote import _send
+    from aidememo_cli._remote import _send
 
     original = _send.send_keys
 
@@ -73,6 +73,6 @@ MUTANTS = {name: func for name, func in globals().items() if callable(func) and 
 
 if __name__ == "__main__":
     MUTANTS[sys.argv[1]]()
-    from aidememo_ref._cli import main
+    from aidememo_cli import main
 
     sys.exit(main(sys.argv[2:]))

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from aidememo_ref._cli import main
+from aidememo_cli import main
 
 V = "2026-07-28"
 TOKENS = {"gate": "gate-token-0123456789", "owner": "owner-token-0123456789"}

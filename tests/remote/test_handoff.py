@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import subprocess
 
-from aidememo_ref._ids import stable_claim_id, stable_operation_id
+from aidememo_wire.ids import stable_claim_id, stable_operation_id
 from tests.remote.conftest import PROJECT, SOURCE, World
 
 

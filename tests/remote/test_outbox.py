@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from aidememo_ref._remote._errors import RemoteError
-from aidememo_ref._remote._outbox import Outbox, SendPlan, SendState, failure_state
-from aidememo_ref._remote._profiles import RemoteProfile
+from aidememo_cli._remote._errors import RemoteError
+from aidememo_cli._remote._outbox import Outbox, SendPlan, SendState, failure_state
+from aidememo_cli._remote._profiles import RemoteProfile
 
 META = RemoteProfile(name="codex-p1", url="http://server.test", project_id="project", token="t", added_at=42)
 

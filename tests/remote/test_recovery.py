@@ -6,9 +6,9 @@ from typing import Any
 
 import pytest
 
-from aidememo_ref._ids import stable_claim_id, stable_operation_id
-from aidememo_ref._remote._errors import RemoteRefusal
-from aidememo_ref._remote._recovery import plan_accept, plan_heartbeat, plan_return
+from aidememo_wire.ids import stable_claim_id, stable_operation_id
+from aidememo_cli._remote._errors import RemoteRefusal
+from aidememo_client.recovery import plan_accept, plan_heartbeat, plan_return
 
 P, A, H = "project_cli_remote", "codex-p2", "handoff_test"
 

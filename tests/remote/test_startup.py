@@ -7,7 +7,7 @@ import sys
 
 PROBE = """
 import importlib.util, sys
-import aidememo_ref._cli.local.remote
+import aidememo_cli._commands.remote
 loaded = sorted(name for name in ("click", "pygments", "rich", "httpx._main") if name in sys.modules)
 print(",".join(loaded) or "-", importlib.util.find_spec("click") is not None)
 """
@@ -21,7 +21,7 @@ def test_the_remote_route_never_loads_httpxs_cli_dependencies() -> None:
 
 
 def test_httpxs_cli_stays_importable_afterwards() -> None:
-    probe = "import aidememo_ref._remote._http, httpx, sys; import httpx._main\n"
+    probe = "import aidememo_cli._remote._http, httpx, sys; import httpx._main\n"
     done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
     # httpx._main needs rich, which the kit does not install: the real import ran and said so.
     assert "halted; None in sys.modules" not in done.stderr, done.stderr

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from simulations.checker import Checker, Model, Verdict, check
+from simulations.linearizability.checker import Checker, Model, Verdict, check
 from simulations.cli import main
-from simulations.history import Header, Operation, dump_history
-from simulations.kv import KV
-from simulations.register import CAS_REGISTER, Plant, generate_history
+from simulations.linearizability.history import Header, Operation, dump_history
+from simulations.linearizability.kv import KV
+from simulations.linearizability.register import CAS_REGISTER, Plant, generate_history
 
 ZERO = CAS_REGISTER.with_init(0)
 SEARCH_ONLY = replace(ZERO, refute=None)

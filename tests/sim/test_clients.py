@@ -7,8 +7,8 @@ from collections.abc import Mapping
 
 import pytest
 
-from aidememo_ref.client import AideMemoClient, OutcomeUnknown
-from aidememo_ref.wire import JSON
+from aidememo_client.client import AideMemoClient, OutcomeUnknown
+from aidememo_wire.shapes import JSON
 from simulations.clients import run_client_campaign
 from simulations.targets import EmbeddedTarget, HttpTarget
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import random
 
 from simulations.campaign import check_history
-from simulations.checker import Verdict
+from simulations.linearizability.checker import Verdict
 from simulations.execution import execute_batch
-from simulations.history import Operation, Recorder
+from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import workers_for
 from simulations.planner import Planner, setup
 from simulations.receipts import receipt_violations

@@ -60,7 +60,7 @@ def test_the_pure_parts_never_import_the_machinery() -> None:
 
 
 def test_the_model_imports_nothing_from_the_reference() -> None:
-    code = ("import sys, simulations.model, simulations.ledger, simulations.checker, simulations.register, simulations.kv; "
+    code = ("import sys, simulations.model, simulations.ledger, simulations.linearizability.checker, simulations.linearizability.register, simulations.linearizability.kv; "
             "bad = sorted(m for m in sys.modules if m.split('.')[0] == 'aidememo_ref'); "
             "print(bad); sys.exit(1 if bad else 0)")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=PACKAGE.parent)

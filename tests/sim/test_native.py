@@ -1,4 +1,4 @@
-"""The compiled kernel (``simulations/_native.c``) against the pure path it accelerates.
+"""The compiled kernel (``simulations/linearizability/_native.c``) against the pure path it accelerates.
 
 Every comparison runs both: the pure path by taking the kernel away (``native._NATIVE = None``,
 what an install without a C compiler, or ``AIDEMEMO_SIM_PURE=1``, gets). Verdicts, failing
@@ -22,13 +22,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simulations import native
-from simulations.checker import Update, Verdict, check
+from simulations.linearizability import native
+from simulations.linearizability.checker import Update, Verdict, check
 from simulations.errors import SimulationError
-from simulations.history import Header, Operation, dump_history, parse_history
-from simulations.porcupine import load
-from simulations.register import CAS_REGISTER, Plant, generate_history
-from simulations.search import OutOfBudget, feed, linearizable, prepare, Frontier
+from simulations.linearizability.history import Header, Operation, dump_history, parse_history
+from simulations.linearizability.porcupine import load
+from simulations.linearizability.register import CAS_REGISTER, Plant, generate_history
+from simulations.linearizability.search import OutOfBudget, feed, linearizable, prepare, Frontier
 
 from .test_checker import _brute
 
@@ -276,7 +276,7 @@ def test_the_command_prints_the_same_with_and_without_the_kernel(tmp_path: Path)
 
 
 def test_the_pure_path_is_what_aidememo_sim_pure_gives() -> None:
-    code = "from simulations import native; print(native.available())"
+    code = "from simulations.linearizability import native; print(native.available())"
     for env, expected in (({}, "True"), ({"AIDEMEMO_SIM_PURE": "1"}, "False")):
         done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60,
                               env={**os.environ, **env})

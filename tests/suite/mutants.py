@@ -23,9 +23,10 @@ from pathlib import Path
 from typing import Any
 
 import aidememo_ref
-from aidememo_ref import _canonical, _commands, _ledger, _reads, _service, _state, _store, _visibility
+from aidememo_ref import _commands, _ledger, _reads, _service, _state, _store, _visibility
+from aidememo_wire import canonical as _canonical
 from aidememo_ref._commands import Command, Op, RawCommand, ResourcePayload
-from aidememo_ref._errors import LedgerError
+from aidememo_wire.errors import LedgerError
 from aidememo_ref._records import Role, Status
 
 Factory = Callable[[str], Any]

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 from tests.targetfile import token_entry, write_target
 
 OK = {"PASS", "SKIP"}

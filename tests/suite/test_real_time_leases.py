@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 from conformance.errors import ConfigError, Untestable
 from conformance.profile import resolve_run
 from conformance.profiles.aidememo.leases import Arranged, Lease, LeaseWait, margin_after, margin_before

@@ -9,7 +9,7 @@ import httpx
 import pytest
 
 from aidememo_ref import ManualClock
-from aidememo_ref.xmemo import XMemoReference
+from xmemo_ref import XMemoReference
 
 START_MS = 1_767_225_600_000
 
@@ -75,7 +75,7 @@ class World:
 
     def count(self, who: str) -> int:
         """Rows stored for ``who``'s tenant, read from the store (not through the API under test)."""
-        from aidememo_ref.xmemo._keys import key_digest
+        from xmemo_ref._keys import key_digest
 
         principal = self.ref.store.principal(key_digest(KEYS[who][0]))
         assert principal is not None

@@ -14,13 +14,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from aidememo_ref.xmemo import Rules, XMemoReference
-from aidememo_ref.xmemo import _boundary, _recall, _writes
-from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._records import Boundary, Caller, Kind, Memory, MemoryType, Relation, Trust
-from aidememo_ref.xmemo._service import XMemoService
-from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
-from aidememo_ref.xmemo._store import ReadFilter
+from xmemo_ref import Rules, XMemoReference
+from xmemo_ref import _boundary, _recall, _writes
+from xmemo_ref._errors import RequestError
+from xmemo_ref._records import Boundary, Caller, Kind, Memory, MemoryType, Relation, Trust
+from xmemo_ref._service import XMemoService
+from xmemo_ref._sqlite import SQLiteXMemoStore
+from xmemo_ref._store import ReadFilter
 
 
 def _ref(database: str | Path, **kwargs: Any) -> XMemoReference:
@@ -116,7 +116,7 @@ def boundary_unexplained(database: str) -> XMemoReference:
 class _RawInstance(XMemoService):
     @staticmethod
     def _attribute(principal: Any, request: Any, agent_id: str | None, instance_id: str | None) -> Caller:
-        from aidememo_ref.xmemo._http import INSTANCE_HEADER, agent_header
+        from xmemo_ref._http import INSTANCE_HEADER, agent_header
 
         caller = XMemoService._attribute(principal, request, agent_id, instance_id)
         return replace(caller, agent_instance_id_hash=instance_id or agent_header(request.headers, INSTANCE_HEADER))
@@ -130,7 +130,7 @@ def raw_instance_echoed(database: str) -> XMemoReference:
 class _HeaderWins(XMemoService):
     @staticmethod
     def _attribute(principal: Any, request: Any, agent_id: str | None, instance_id: str | None) -> Caller:
-        from aidememo_ref.xmemo._http import AGENT_HEADER, agent_header
+        from xmemo_ref._http import AGENT_HEADER, agent_header
 
         caller = XMemoService._attribute(principal, request, agent_id, instance_id)
         asserted = agent_id or agent_header(request.headers, AGENT_HEADER)
@@ -233,8 +233,8 @@ def content_kept(database: str) -> XMemoReference:
 
 class _LiteralWildcards(XMemoService):
     def _recall(self, request: Any) -> Any:
-        from aidememo_ref.xmemo._decode import decode_recall, parse_body
-        from aidememo_ref.xmemo._http import json_response
+        from xmemo_ref._decode import decode_recall, parse_body
+        from xmemo_ref._http import json_response
 
         caller = self._caller(request)
         self.ops.require(caller, "memory:read")
@@ -252,7 +252,7 @@ def wildcards_literal(database: str) -> XMemoReference:
 
 def recall_logged(database: str) -> XMemoReference:
     """Records every recall as a timeline event, so a repeated recall answers more than the first."""
-    from aidememo_ref.xmemo._decode import decode_event
+    from xmemo_ref._decode import decode_event
 
     def change(answer: dict[str, Any], caller: Caller, request: Any) -> dict[str, Any]:
         event = decode_event({"content": f"recalled: {request.query}", "scope": request.filters.scope})
@@ -265,7 +265,7 @@ def recall_logged(database: str) -> XMemoReference:
 
 def heading_missing(database: str) -> XMemoReference:
     """Answers the MCP recall_context text without its ``### XMemo Context`` heading."""
-    from aidememo_ref.xmemo._mcp import CONTEXT_HEADING
+    from xmemo_ref._mcp import CONTEXT_HEADING
 
     return _after(database, _mcp, "_run", lambda text, name, *_: text.removeprefix(CONTEXT_HEADING + "\n")
                   if name == "recall_context" else text)
@@ -330,7 +330,7 @@ def events_deduped(database: str) -> XMemoReference:
 
 def empty_accepted(database: str) -> XMemoReference:
     """Stores a remember whose content is blank."""
-    from aidememo_ref.xmemo import _decode
+    from xmemo_ref import _decode
 
     reference = _ref(database)
     original = _decode.decode_remember
@@ -464,7 +464,7 @@ def health_needs_key(database: str) -> XMemoReference:
 
 class _NoAlias(XMemoService):
     def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
-        from aidememo_ref.xmemo._http import json_response
+        from xmemo_ref._http import json_response
 
         if path.startswith("/api/"):
             return json_response({"detail": "Not Found"}, 404)
@@ -478,7 +478,7 @@ def no_api_alias(database: str) -> XMemoReference:
 
 class _PlainInvalid(XMemoService):
     def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes, deferred: bool = True) -> Any:
-        from aidememo_ref.xmemo._http import json_response
+        from xmemo_ref._http import json_response
 
         answer = super()._dispatch(method, path, query, headers, body, deferred)
         return json_response({"detail": "Invalid request"}, 422) if answer.status == 422 else answer

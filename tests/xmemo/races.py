@@ -5,9 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from aidememo_ref.xmemo import Rules, XMemoReference
-from aidememo_ref.xmemo._recall import pack
-from aidememo_ref.xmemo._sqlite import SQLiteXMemoStore
+from xmemo_ref import Rules, XMemoReference
+from xmemo_ref._recall import pack
+from xmemo_ref._sqlite import SQLiteXMemoStore
 
 
 class CheckThenActStore(SQLiteXMemoStore):

@@ -11,7 +11,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from aidememo_ref.process import ReferenceProcess
+from refkit.process import ReferenceProcess
 from tests.checkout import secret_file
 
 KEY = "xm-cli-key-0123456789abcdefgh"
@@ -19,7 +19,7 @@ KEY = "xm-cli-key-0123456789abcdefgh"
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
     """``aidememo-ref xmemo ARGS`` in this process (the command line is a function; serve runs as a process)."""
-    from aidememo_ref._cli import main
+    from aidememo_cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with redirect_stdout(out), redirect_stderr(err):

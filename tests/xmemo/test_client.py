@@ -7,8 +7,8 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from aidememo_ref.xmemo.client import Reason, XMemoClient, XMemoProtocolError, is_read
-from aidememo_ref.xmemo._errors import XMemoHTTPError, XMemoTransportError
+from xmemo_ref.client import Reason, XMemoClient, XMemoProtocolError, is_read
+from xmemo_ref._errors import XMemoHTTPError, XMemoTransportError
 
 from .conftest import World, key
 

@@ -15,11 +15,11 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aidememo_ref.xmemo import _decode
-from aidememo_ref.xmemo._codec import answer_text, canonical_json, compact_json, memory_from_json, memory_json
-from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._records import Kind, Memory, MemoryType, Tenant, Trust
-from aidememo_ref.xmemo._schemas import REST
+from xmemo_ref import _decode
+from xmemo_ref._codec import answer_text, canonical_json, compact_json, memory_from_json, memory_json
+from xmemo_ref._errors import RequestError
+from xmemo_ref._records import Kind, Memory, MemoryType, Tenant, Trust
+from xmemo_ref._schemas import REST
 
 TENANT = Tenant(owner_id="acme", organization_id="org-acme", workspace_id="ws-acme", project_id="acme")
 texts = st.text(st.characters(blacklist_categories=("Cs",)), max_size=40)  # no lone surrogates: not UTF-8

@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref import ManualClock
-from aidememo_ref.xmemo import XMemoReference
-from aidememo_ref.xmemo._errors import StoreError
-from aidememo_ref.xmemo._keys import key_digest
-from aidememo_ref.xmemo._log import LAYOUT_VERSION
+from xmemo_ref import XMemoReference
+from xmemo_ref._errors import StoreError
+from xmemo_ref._keys import key_digest
+from xmemo_ref._log import LAYOUT_VERSION
 
 from .fixtures import make_layout1 as fixture
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from aidememo_ref import serve_in_thread
-from aidememo_ref.xmemo import XMemoReference
+from xmemo_ref import XMemoReference
 from conformance.profile import resolve_run
 from conformance.profiles.xmemo.settings import PROVISION_BOUND_COMMAND, PROVISION_COMMAND, PROVISION_TOKENS
 from conformance.settings import SettingsInput

@@ -1,11 +1,11 @@
-"""aidememo_ref.xmemo's public names are pinned, resolve, and load nothing heavy until asked for."""
+"""xmemo_ref's public names are pinned, resolve, and load nothing heavy until asked for."""
 
 from __future__ import annotations
 
 import subprocess
 import sys
 
-import aidememo_ref.xmemo as xmemo
+import xmemo_ref as xmemo
 
 
 def test_public_names_are_pinned_and_resolve() -> None:
@@ -22,7 +22,7 @@ def test_public_names_are_pinned_and_resolve() -> None:
 
 
 def test_importing_the_package_or_bootstrapping_loads_no_server_stack() -> None:
-    code = ("import sys, aidememo_ref.xmemo, aidememo_ref.xmemo._provision; "
+    code = ("import sys, xmemo_ref, xmemo_ref._provision; "
             "print(sorted(m for m in ('httpx', 'uvicorn', 'jsonschema', 'aidememo_ref._service') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

@@ -23,7 +23,7 @@ from typing import Any
 import pytest
 
 from aidememo_ref import serve_in_thread
-from aidememo_ref.xmemo import XMemoReference
+from xmemo_ref import XMemoReference
 
 from .conftest import KEYS, key
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from simulations.history import Operation
-from simulations.xmemo_model import violations
-from simulations.xmemo_races import export_failure, reproduce, run_campaign, shrink
+from simulations.linearizability.history import Operation
+from simulations.xmemo.model import violations
+from simulations.xmemo.races import export_failure, reproduce, run_campaign, shrink
 
 from . import races
 

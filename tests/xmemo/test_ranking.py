@@ -18,12 +18,12 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aidememo_ref.xmemo._index import RecallIndex
-from aidememo_ref.xmemo._ranking import Ranking, View
-from aidememo_ref.xmemo._recall import rank
-from aidememo_ref.xmemo._records import Kind, Memory, MemoryType, Tenant, Trust
-from aidememo_ref.xmemo._state import TenantMemories
-from aidememo_ref.xmemo._store import ReadFilter
+from xmemo_ref._index import RecallIndex
+from xmemo_ref._ranking import Ranking, View
+from xmemo_ref._recall import rank
+from xmemo_ref._records import Kind, Memory, MemoryType, Tenant, Trust
+from xmemo_ref._state import TenantMemories
+from xmemo_ref._store import ReadFilter
 
 TENANT = Tenant(owner_id="acme", organization_id="org-acme", workspace_id="ws-acme", project_id="acme")
 NOW = 1_000_000

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref import serve_in_thread
-from aidememo_ref.xmemo import XMemoReference
+from xmemo_ref import XMemoReference
 
 README = Path(__file__).resolve().parents[2] / "README.md"
 
@@ -24,7 +24,7 @@ def blocks() -> tuple[str, str]:
 
 
 def test_readme_xmemo_example_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from aidememo_ref._cli import main
+    from aidememo_cli import main
 
     shell, python = blocks()
     monkeypatch.chdir(tmp_path)

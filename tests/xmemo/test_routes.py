@@ -67,7 +67,7 @@ def test_both_credential_forms_work_and_agree(world: World) -> None:
 
 
 def test_an_inactive_key_is_403(world: World) -> None:
-    from aidememo_ref.xmemo._keys import key_digest
+    from xmemo_ref._keys import key_digest
 
     world.ref.store.deactivate(key_digest(key("shared")))
     assert world.call("shared", "GET", "/v1/auth/token/validate").status_code == 403

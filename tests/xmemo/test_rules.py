@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from aidememo_ref.xmemo._boundary import boundary, instance_hash, resolve_caller
-from aidememo_ref.xmemo._errors import RequestError
-from aidememo_ref.xmemo._recall import estimate_tokens, pack, rank
-from aidememo_ref.xmemo._records import Kind, Memory, MemoryType, Principal, Relation, Tenant, Trust
-from aidememo_ref.xmemo._writes import Outcome, RecordEvent, Remember, UpdateState, decide
+from xmemo_ref._boundary import boundary, instance_hash, resolve_caller
+from xmemo_ref._errors import RequestError
+from xmemo_ref._recall import estimate_tokens, pack, rank
+from xmemo_ref._records import Kind, Memory, MemoryType, Principal, Relation, Tenant, Trust
+from xmemo_ref._writes import Outcome, RecordEvent, Remember, UpdateState, decide
 
 TENANT = Tenant(owner_id="acme", organization_id="org-acme", workspace_id="ws-acme", project_id="acme")
 UNBOUND = Principal(tenant=TENANT, scopes=("memory:read", "memory:write"))

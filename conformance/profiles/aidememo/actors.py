@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from aidememo_ref.wire import WRITER_ROLES
+from aidememo_wire.shapes import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
 from conformance.http import Exchange
 from conformance.profile import CheckContext

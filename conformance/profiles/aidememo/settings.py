@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo_ref.wire import ROLES
+from aidememo_wire.shapes import ROLES
 from conformance.capabilities import CAPABILITIES, Claim
 from conformance.errors import ConfigError
 from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription, resolve_run

@@ -60,7 +60,7 @@ class XMemoTarget:
 
 def _start_embedded(settings: XMemoSettings, stack: ExitStack) -> tuple[str, Provisioner]:
     from aidememo_ref import serve_in_thread
-    from aidememo_ref.xmemo import XMemoReference
+    from xmemo_ref import XMemoReference
 
     workdir = tempfile.mkdtemp(prefix="xmemo-embedded-")
     stack.callback(shutil.rmtree, workdir, True)

@@ -1,0 +1,43 @@
+"""``aidememo-ref``: the reference server's command line, and the token-free local flow.
+
+``bootstrap`` and ``serve`` mirror ``aidememo-server``; ``xmemo bootstrap|serve`` run the XMemo
+reference; every other command group (session, fact, workflow, agent, handoff, mcp, ...)
+belongs to the local flow in ``local``, which mirrors upstream ``aidememo``. Nothing heavy is
+imported here: agents call the local commands many times per task.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+
+__all__ = ["main"]
+
+SERVER_COMMANDS = ("bootstrap", "serve")
+
+
+def _server(run: Callable[[list[str]], int], argv: list[str]) -> int:
+    """The server commands print bad syntax as ``error: …`` and exit 2."""
+    from refkit.args import UsageError, fail
+
+    try:
+        return run(argv)
+    except UsageError as exc:
+        fail(str(exc), code=2)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if args and args[0] == "xmemo":
+        from xmemo_ref._verbs import run as xmemo_run
+
+        return _server(xmemo_run, args[1:])
+    if args and args[0] in SERVER_COMMANDS:
+        if args[0] == "bootstrap":
+            from aidememo_ref._verbs.bootstrap import run
+        else:
+            from aidememo_ref._verbs.serve import run
+        return _server(run, args[1:])
+    from ._commands import main as local_main
+
+    return local_main(args)

@@ -1,0 +1,269 @@
+"""The local backend of ``aidememo-ref mcp``: upstream's tool arguments, defaults and answers,
+run through the same operations as the CLI verbs (``aidememo_cli._local``).
+
+Defaults are upstream's MCP ones: ``source_id`` falls back to ``AIDEMEMO_SOURCE_ID`` and
+``actor_id`` to ``AIDEMEMO_ACTOR_ID`` for every tool. Each call is one store transaction.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from aidememo_cli._local import _assignments as assignments
+from aidememo_cli._local import _memory as memory
+from aidememo_cli._local._errors import LocalError
+from aidememo_cli._local._facttypes import FactType, parse_fact_type
+from aidememo_cli._local._packet import Route, resolve_endpoint, resume_command
+from aidememo_cli._local._rules import parse_duration_ms
+from aidememo_cli._local._store import LocalStore
+
+from ._protocol import ToolError, ToolResult
+from ._schemas import TOOLS
+
+__all__ = ["LocalTools"]
+
+
+def _text(value: object) -> str | None:
+    return value.strip() or None if isinstance(value, str) else None
+
+
+def _raw(value: object) -> str | None:
+    return value if isinstance(value, str) else None
+
+
+def _uint(value: object, default: int) -> int:
+    # serde's as_u64: only non-negative integers count; anything else takes the default.
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
+
+
+def _flag(value: object, default: bool) -> bool:
+    return value if isinstance(value, bool) else default
+
+
+def _strings(value: object) -> list[str]:
+    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
+
+
+def _sorted(value: object) -> ToolResult:
+    return ToolResult(json.dumps(value, ensure_ascii=False, sort_keys=True, separators=(",", ":")))
+
+
+class LocalTools:
+    """Tools on one store file."""
+
+    def __init__(self, store_path: str, env: Mapping[str, str], clock: Callable[[], int]) -> None:
+        self._store_path = store_path
+        self._environ = env
+        self._clock = clock
+        self._handlers: dict[str, Callable[[LocalStore, Mapping[str, Any], int], ToolResult]] = {
+            "aidememo_session_start": self._session_start,
+            "aidememo_fact_get": self._fact_get,
+            "aidememo_fact_add": self._fact_add,
+            "aidememo_workflow_start": self._workflow_start,
+            "aidememo_handoff": self._handoff,
+            "aidememo_handoff_inbox": self._inbox,
+            "aidememo_profile_export": self._profile_export,
+        }
+        self._store: LocalStore | None = None
+
+    def tools(self) -> list[dict[str, Any]]:
+        return TOOLS
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+
+    def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
+        handler = self._handlers.get(name)
+        if handler is None:
+            raise ToolError(f"Unknown tool: {name}")
+        try:
+            if self._store is None:
+                self._store = LocalStore(self._store_path)
+            with self._store.transaction(write=name not in ("aidememo_fact_get", "aidememo_session_start",
+                                                            "aidememo_profile_export")) as store:
+                return handler(store, arguments, self._clock())
+        except LocalError as exc:
+            raise ToolError(str(exc)) from exc
+
+    # defaults
+
+    def _source(self, args: Mapping[str, Any]) -> str | None:
+        return _text(args.get("source_id")) or _text(self._environ.get("AIDEMEMO_SOURCE_ID"))
+
+    def _actor(self, args: Mapping[str, Any]) -> str | None:
+        return _text(args.get("actor_id")) or _text(self._environ.get("AIDEMEMO_ACTOR_ID"))
+
+    # tools
+
+    def _session_start(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        return _sorted(memory.session_start(store, self._source(args), _uint(args.get("recent_limit"), 10),
+                                            _uint(args.get("recent_days"), 7),
+                                            _uint(args.get("top_entities_limit"), 10), now))
+
+    def _fact_get(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        fact_id = _raw(args.get("id"))
+        if fact_id is None:
+            raise ToolError("id required")
+        fact = memory.fact_get(store, fact_id, self._source(args), bad_id="invalid fact ID")
+        slim: dict[str, Any] = {"id": fact.id, "content": fact.content, "type": str(fact.fact_type),
+                                "entities": list(fact.entity_names)}
+        age_days = max(0, now - fact.created_at) // 86_400_000
+        if age_days >= 1:
+            slim["age_days"] = age_days
+        durable = fact.fact_type in (FactType.DECISION, FactType.CONVENTION, FactType.PATTERN, FactType.PREFERENCE,
+                                     FactType.LESSON, FactType.ERROR)
+        if not durable and age_days >= 60:
+            slim["freshness_warning"] = f"fact is {age_days} days old; consider re-verifying"
+        for key in ("observed_at", "source", "source_id", "actor_id"):
+            if getattr(fact, key) is not None:
+                slim[key] = getattr(fact, key)
+        if fact.tags:
+            slim["tags"] = list(fact.tags)
+        return _sorted(slim)
+
+    def _fact_add(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        content = _raw(args.get("content"))
+        if content is None:
+            raise ToolError("content required")
+        source_id = self._source(args)
+        kind = args.get("fact_type")
+        fact_type: FactType | None = None
+        if kind is not None:
+            if not isinstance(kind, str):
+                raise ToolError("fact_type must be a string")
+            fact_type = parse_fact_type(kind)
+            if fact_type is FactType.UNKNOWN and kind.lower() != "unknown":
+                raise ToolError(f"invalid fact_type {json.dumps(kind)}; accepted: " + ", ".join(t for t in FactType))
+        session = None
+        if (session_id := _text(args.get("session_id"))) is not None:
+            try:
+                session = memory.resolve_session(store, session_id, source_id)
+            except LocalError as exc:
+                raise ToolError(f"session_id {json.dumps(session_id)} does not resolve to an entity: {exc}") from exc
+        added = memory.add_fact(store, content=content, fact_type=fact_type, entities=_strings(args.get("entities")),
+                                tags=_strings(args.get("tags")), source_id=source_id, actor_id=self._actor(args),
+                                now_ms=now, session=session)
+        fact, write = added.fact, added.write_type
+        hint = None if write.hint is None else {
+            "suggested_fact_type": str(write.hint),
+            "message": f'content has a strong {write.hint} cue; use fact_type="{write.hint}" to activate'
+                       " type-aware ranking",
+        }
+        return _sorted({
+            "id": fact.id, "content": fact.content, "fact_type": str(fact.fact_type), "fact_type_source": write.source,
+            "fact_type_hint": hint, "entity_names": list(fact.entity_names), "created_at": fact.created_at,
+            "source_id": fact.source_id, "actor_id": fact.actor_id, "auto_created_entities": added.auto_created,
+            "entity_name_alternatives": None, "existing_similar": None, "shadow_corpus": None,
+        })
+
+    def _workflow_start(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        title = _raw(args.get("title"))
+        if title is None or not title.strip():
+            raise ToolError("title required")
+        pack = memory.workflow_start(
+            store, title=title, body=_raw(args.get("body")), source=_raw(args.get("source")),
+            source_id=self._source(args), actor_id=self._actor(args),
+            parent_session_id=_raw(args.get("parent_session_id")), limit=_uint(args.get("limit"), 8),
+            recent_limit=_uint(args.get("recent_limit"), 5), now_ms=now,
+        )
+        # Upstream serialises this pack as a struct: declaration order, not sorted.
+        return ToolResult(json.dumps(pack, ensure_ascii=False, separators=(",", ":")))
+
+    def _handoff(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        session = _text(args.get("session")) or _text(args.get("session_id"))
+        source_id = self._source(args)
+        from_agent, from_profile = resolve_endpoint("from", _text(args.get("from")) or _text(args.get("from_route")),
+                                                    _text(args.get("from_agent")), _text(args.get("from_profile")))
+        to_agent, to_profile = resolve_endpoint("to", _text(args.get("to")) or _text(args.get("to_route")),
+                                                _text(args.get("to_agent")), _text(args.get("to_profile")))
+        from_actor = _text(args.get("from_actor")) or _text(self._environ.get("AIDEMEMO_ACTOR_ID"))
+        to_actor = _text(args.get("to_actor"))
+        focus, done_when = _text(args.get("focus")), _text(args.get("done_when"))
+        task = _text(args.get("kanban_task")) or _text(self._environ.get("HERMES_KANBAN_TASK"))
+        board = _text(args.get("kanban_board")) or _text(self._environ.get("HERMES_KANBAN_BOARD"))
+        route = Route(from_actor=from_actor, from_agent=from_agent, from_profile=from_profile, to_actor=to_actor,
+                      to_agent=to_agent, to_profile=to_profile, focus=focus, done_when=done_when, source_id=source_id)
+        built = memory.packet(store, session or self._environ.get("AIDEMEMO_SESSION_ID"), route,
+                              _uint(args.get("limit"), 40))
+        record = None
+        if _flag(args.get("dispatch"), False):
+            if from_actor is None:
+                raise ToolError("dispatch requires from_actor or AIDEMEMO_ACTOR_ID")
+            if to_actor is None:
+                raise ToolError("dispatch requires to_actor")
+            record = assignments.dispatch(store, assignments.NewAssignment(
+                session_id=built.session.name, source_id=source_id, from_actor=from_actor, to_actor=to_actor,
+                from_agent=from_agent, from_profile=from_profile, to_agent=to_agent, to_profile=to_profile,
+                focus=focus, done_when=done_when, upstream_task_id=task, upstream_board_id=board), now)
+        return _sorted({
+            "artifact": "agent_handoff", "handoff_id": None if record is None else record.handoff_id,
+            "status": None if record is None else str(record.status), "dispatched": record is not None,
+            "session_id": built.session.name, "topic": built.session.source_page, "source_id": source_id,
+            "from_actor": from_actor, "from_agent": from_agent, "from_profile": from_profile, "to_agent": to_agent,
+            "to_profile": to_profile, "to_actor": to_actor, "focus": focus, "done_when": done_when,
+            "fact_count": len(built.facts), "bytes": len(built.content.encode("utf-8")),
+            "resume": {"command": resume_command(built.session.name, source_id),
+                       "env": {"AIDEMEMO_SESSION_ID": built.session.name, "AIDEMEMO_SOURCE_ID": source_id}},
+            "content": built.content,
+        })
+
+    def _inbox(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        actor = self._actor(args)
+        action = args.get("action") if isinstance(args.get("action"), str) else "list"
+
+        def need_actor() -> str:
+            if actor is None:
+                raise ToolError("actor_id required (or set AIDEMEMO_ACTOR_ID)")
+            return actor
+
+        def need(field: str) -> str:
+            value = _raw(args.get(field))
+            if value is None:
+                raise ToolError(f"{field} required for action={action}")
+            return value
+
+        if action in ("list", "outbox"):
+            sent = action == "outbox"
+            who, source_id = need_actor(), self._source(args)
+            records = assignments.mailbox(store, who, source_id, _flag(args.get("include_completed"), sent),
+                                          _uint(args.get("limit"), 20), sent=sent)
+            return _sorted({"actor_id": who, "source_id": source_id, "assignments": [r.to_json() for r in records]})
+        if action == "show":
+            record, _ = assignments.load(store, need("handoff_id"))
+        elif action == "heartbeat":
+            who = need_actor()
+            record = assignments.heartbeat(store, need("handoff_id"), who, now)
+        elif action == "board":
+            given = args.get("stale_after")
+            stale = given if isinstance(given, str) else "1h"
+            return _sorted(assignments.board(store, actor, self._source(args), parse_duration_ms(stale),
+                                             _flag(args.get("include_completed"), False),
+                                             _uint(args.get("limit"), 50), now))
+        elif action == "status":
+            who = need_actor()
+            record = assignments.status(store, need("handoff_id"), who)
+        elif action == "accept":
+            who = need_actor()
+            accepted = assignments.accept(store, need("handoff_id"), who, _raw(args.get("claim_id")), now)
+            return _sorted(accepted.to_json())
+        elif action == "complete":
+            who = need_actor()
+            record = assignments.complete(store, need("handoff_id"), who, now)
+        elif action == "return":
+            who = need_actor()
+            handoff_id, fact_id, outcome = need("handoff_id"), need("result_fact_id"), need("outcome")
+            record, _ = assignments.return_result(store, handoff_id, who, fact_id, outcome, now)
+        else:
+            raise ToolError(f"unknown handoff inbox action {json.dumps(action)}; expected list, outbox, show, heartbeat,"
+                            " board, status, accept, return, or complete")
+        return _sorted({"assignment": record.to_json()})
+
+    def _profile_export(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
+        source_id = self._source(args)
+        content, facts, entities = memory.profile_export(store, source_id, _uint(args.get("limit"), 80),
+                                                         _flag(args.get("include_sessions"), False))
+        return _sorted({"artifact": "project_profile", "source_id": source_id, "fact_count": facts,
+                        "entity_count": entities, "bytes": len(content.encode("utf-8")), "content": content})

@@ -1,0 +1,1 @@
+"""aidememo_client: an httpx client for any AideMemo server, and its recovery planner."""

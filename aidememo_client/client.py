@@ -1,0 +1,376 @@
+"""An httpx client for any AideMemo server that behaves like upstream's remote CLI.
+
+It knows only wire shapes, never the reference's internals, so it works against servers we
+did not write. Like ``cmd/remote_handoff.rs``: command ids and claim ids are derived (wire
+spec §7.3), a POST is retried once with the identical body after a transport failure (the
+server's receipt replay makes that safe), and an accept or return that turns out to be applied
+already is reported with ``recovered: True`` instead of being sent again.
+
+Everything it raises derives from one root, split the way h11 splits local from remote
+protocol errors, so a caller can tell what to do next::
+
+    AideMemoClientError        anything this client raises
+    ├── ClientRefusal          refused here, before sending: nothing reached the server
+    ├── AideMemoHTTPError      the server answered with an error status (.status, .code)
+    └── OutcomeUnknown         no usable answer: a write may or may not have been applied
+
+After ``OutcomeUnknown``, *resume*: call the same method again. Ids are derived from the
+request, so a repeated ``accept``/``return_result`` recovers and a repeated create replays its
+receipt; never resend the change under a new command id. No message carries the token.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Literal, TypedDict, TypeVar, cast
+
+import httpx
+
+from aidememo_wire.ids import stable_operation_id
+from aidememo_cli._remote._errors import RemoteError
+from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
+from aidememo_wire.shapes import (
+    JSON,
+    ChangeBatch,
+    HandoffOutcome,
+    HandoffPage,
+    Health,
+    Identity,
+    JSONObject,
+    Mailbox,
+    MaterializedChangeBatch,
+    Receipt,
+    ResourceAnswer,
+    SearchAnswer,
+    SearchMode,
+    Snapshot,
+    TypedHandoff,
+    error_detail,
+)
+
+__all__ = [
+    "AideMemoClient",
+    "AideMemoClientError",
+    "ClientRefusal",
+    "AideMemoHTTPError",
+    "OutcomeUnknown",
+    "AcceptResult",
+    "HeartbeatResult",
+    "ReturnResult",
+]
+
+QueryValue = str | int | bool | None
+Transition = Literal["accept", "heartbeat", "return"]
+_P = TypeVar("_P")
+
+
+class AideMemoClientError(Exception):
+    """The root of every error ``AideMemoClient`` raises."""
+
+
+class ClientRefusal(AideMemoClientError):
+    """Refused before sending: the input is invalid, or going on would be unsafe. Nothing was sent."""
+
+
+class AideMemoHTTPError(AideMemoClientError):
+    """The server answered with a non-2xx status; ``code`` is the wire error code, if it sent one."""
+
+    def __init__(self, status: int, code: str | None, message: str, body: bytes) -> None:
+        super().__init__(f"HTTP {status} {code or '-'}: {message}")
+        self.status = status
+        self.code = code
+        self.message = message
+        self.body = body
+
+
+class OutcomeUnknown(AideMemoClientError):
+    """No usable answer arrived, so a write may or may not have been applied.
+
+    Raised after the one identical retry of a POST also failed in transport, when a GET failed
+    in transport, or when a 2xx answer was not JSON. Resume by calling the same method again;
+    ``cause`` is the underlying error.
+    """
+
+    def __init__(self, method: str, path: str, reason: str, cause: Exception | None = None) -> None:
+        super().__init__(f"{method} {path}: outcome unknown: {reason}")
+        self.method = method
+        self.path = path
+        self.cause = cause
+
+
+class AcceptResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    claim_id: str
+    recovered: bool
+    receipt: Receipt | None  # None when recovered: nothing was sent
+
+
+class HeartbeatResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    claim_id: str
+    expected_revision: int
+    receipt: Receipt
+
+
+class ReturnResult(TypedDict):
+    handoff_id: str
+    command_id: str
+    result_fact_id: str
+    outcome: HandoffOutcome
+    recovered: bool
+    receipt: Receipt | None  # None when recovered: nothing was sent
+
+
+def _decode(method: str, path: str, response: httpx.Response) -> JSON:
+    """The one place an answer becomes JSON or an error of this module's tree."""
+    if 200 <= response.status_code < 300:
+        try:
+            return cast(JSON, response.json())
+        except ValueError as exc:
+            raise OutcomeUnknown(method, path, f"HTTP {response.status_code} answer is not JSON", exc) from exc
+    try:
+        detail = error_detail(response.json())
+    except ValueError:
+        detail = None
+    code = detail["code"] if detail else None
+    message = detail["message"] if detail and detail["message"] else response.text
+    raise AideMemoHTTPError(response.status_code, code, message, response.content)
+
+
+def _token_header(token: str) -> str:
+    # Checked here so a bad token is a refusal, not an encoding error deep in httpx.
+    if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
+        raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
+    return f"Bearer {token}"
+
+
+class AideMemoClient:
+    """One actor's view of one project on one server.
+
+    Args:
+        base_url: server root, e.g. ``http://127.0.0.1:3030``.
+        token: bearer token (sent only in the Authorization header, never shown in an error).
+        project_id: the project every call addresses.
+        transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket).
+        timeout: seconds for every request.
+
+    Raises:
+        ClientRefusal: the token is not visible ASCII, or the URL is not http(s).
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        token: str,
+        project_id: str,
+        *,
+        transport: httpx.BaseTransport | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        self.project_id = project_id
+        try:
+            self._http = httpx.Client(
+                base_url=base_url,
+                transport=transport,
+                timeout=timeout,
+                headers={"Authorization": _token_header(token)},
+            )
+        except httpx.InvalidURL as exc:
+            raise ClientRefusal(f"invalid server URL: {exc}") from None
+        self._actor_id: str | None = None
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> AideMemoClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the seam: every request goes through here ------------------------------------------
+    def _send(self, method: str, path: str, *, params: Mapping[str, QueryValue] | None = None,
+              body: Mapping[str, object] | None = None, retries: int = 0) -> JSON:
+        query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in (params or {}).items() if v is not None}
+        while True:
+            try:
+                response = self._http.request(method, path, params=query, json=body)
+            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
+                raise ClientRefusal(f"{method} {path}: {exc}") from None
+            except httpx.TransportError as exc:
+                if retries > 0:
+                    retries -= 1
+                    continue
+                raise OutcomeUnknown(method, path, f"{type(exc).__name__}: {exc}", exc) from exc
+            return _decode(method, path, response)
+
+    def get(self, path: str, params: Mapping[str, QueryValue] | None = None) -> JSON:
+        """GET ``path`` (absolute, e.g. ``/health``); ``None`` parameters are left out."""
+        return self._send("GET", path, params=params)
+
+    def post(self, path: str, body: Mapping[str, object]) -> JSON:
+        """POST once, and once more with the identical body after a transport failure."""
+        return self._send("POST", path, body=body, retries=1)
+
+    @property
+    def _base(self) -> str:
+        return f"/v1/projects/{self.project_id}"
+
+    # -- identity and reads -----------------------------------------------------------------
+    def health(self) -> Health:
+        return cast(Health, self.get("/health"))
+
+    def identity(self) -> Identity:
+        identity = cast(Identity, self.get(f"{self._base}/identity"))
+        self._actor_id = identity["actor_id"]
+        return identity
+
+    @property
+    def actor_id(self) -> str:
+        """The token's actor, asked of the server once."""
+        if self._actor_id is None:
+            return self.identity()["actor_id"]
+        return self._actor_id
+
+    def resource(self, kind: str, resource_id: str) -> ResourceAnswer:
+        return cast(ResourceAnswer, self.get(f"{self._base}/resources/{kind}/{resource_id}"))
+
+    def snapshot(self) -> Snapshot:
+        return cast(Snapshot, self.get(f"{self._base}/snapshot"))
+
+    def changes(self, project_epoch: str, after_seq: int, limit: int | None = None) -> ChangeBatch:
+        params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
+        return cast(ChangeBatch, self.get(f"{self._base}/changes", params))
+
+    def materialized_changes(self, project_epoch: str, after_seq: int,
+                             limit: int | None = None) -> MaterializedChangeBatch:
+        params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
+        return cast(MaterializedChangeBatch, self.get(f"{self._base}/changes/materialized", params))
+
+    def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
+               at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
+        params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
+        return cast(SearchAnswer, self.get(f"{self._base}/search", params))
+
+    def mailbox(self, box: Mailbox, *, source_id: str | None = None, include_completed: bool | None = None,
+                before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        params = {"box": box, "source_id": source_id, "include_completed": include_completed,
+                  "before_seq": before_seq, "limit": limit}
+        return cast(HandoffPage, self.get(f"{self._base}/handoffs", params))
+
+    def inbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
+              before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        return self.mailbox("inbox", source_id=source_id, include_completed=include_completed,
+                            before_seq=before_seq, limit=limit)
+
+    def outbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
+               before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        return self.mailbox("outbox", source_id=source_id, include_completed=include_completed,
+                            before_seq=before_seq, limit=limit)
+
+    def status(self, handoff_id: str) -> TypedHandoff:
+        return cast(TypedHandoff, self.get(f"{self._base}/handoffs/{handoff_id}"))
+
+    # -- raw extension resources ------------------------------------------------------------
+    def _command(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None,
+                 command_id: str, delete: bool) -> Receipt:
+        return cast(Receipt, self.post("/v1/commands", {
+            "command_id": command_id, "project_id": self.project_id, "expected_revision": expected_revision,
+            "operation": "resource.delete" if delete else "resource.put", "payload": payload,
+            "resource": {"kind": kind, "id": resource_id}, "change": "delete" if delete else "upsert",
+        }))
+
+    def put(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None = None,
+            command_id: str) -> Receipt:
+        return self._command(kind, resource_id, payload, expected_revision=expected_revision,
+                             command_id=command_id, delete=False)
+
+    def delete(self, kind: str, resource_id: str, *, expected_revision: int | None = None,
+               command_id: str) -> Receipt:
+        return self._command(kind, resource_id, None, expected_revision=expected_revision,
+                             command_id=command_id, delete=True)
+
+    # -- typed creates (command ids derived as upstream's CLI does) -------------------------
+    def _create(self, segment: str, prefix: str, resource_id: str, payload: JSONObject,
+                command_id: str | None) -> Receipt:
+        derived = command_id or stable_operation_id(prefix, [self.project_id, resource_id])
+        return cast(Receipt, self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
+
+    def create_session(self, session_id: str, topic: str, source_id: str | None = None,
+                       command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"session_id": session_id, "source_id": source_id, "topic": topic}
+        return self._create("sessions", "command_session", session_id, payload, command_id)
+
+    def create_fact(self, fact_id: str, session_id: str, content: str, command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"fact_id": fact_id, "session_id": session_id, "content": content}
+        return self._create("facts", "command_fact", fact_id, payload, command_id)
+
+    def create_context(self, context_id: str, handoff_id: str, session_id: str, to_actor: str, content: str,
+                       command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"context_id": context_id, "handoff_id": handoff_id, "session_id": session_id,
+                               "to_actor": to_actor, "content": content}
+        return self._create("handoff-contexts", "command_context", context_id, payload, command_id)
+
+    def send(self, handoff_id: str, session_id: str, to_actor: str, *, focus: str | None = None,
+             done_when: str | None = None, context_id: str | None = None, command_id: str | None = None) -> Receipt:
+        payload: JSONObject = {"handoff_id": handoff_id, "session_id": session_id, "to_actor": to_actor,
+                               "focus": focus, "done_when": done_when, "context_id": context_id}
+        return self._create("handoffs", "command_send", handoff_id, payload, command_id)
+
+    def transition(self, handoff_id: str, operation: Transition, *, expected_revision: int,
+                   payload: JSONObject, command_id: str) -> Receipt:
+        """Send one accept/heartbeat/return body exactly as given (no derivation, no recovery)."""
+        return cast(Receipt, self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
+            "command_id": command_id, "expected_revision": expected_revision, "payload": payload,
+        }))
+
+    # -- transitions with the remote CLI's recovery -----------------------------------------
+    # The rules (derived ids, retry state, `recovered`) are the remote flow's pure planner, so the
+    # CLI, the MCP server, the simulator and this client decide alike.
+    @staticmethod
+    def _plan(decide: Callable[[], _P]) -> _P:
+        try:
+            return decide()
+        except RemoteError as exc:
+            raise ClientRefusal(exc.detail) from None
+
+    def _addressed(self, handoff_id: str) -> TypedHandoff:
+        current = self.status(handoff_id)
+        actor = self.actor_id
+        if current["record"]["to_actor"] != actor:
+            raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {actor}")
+        return current
+
+    def accept(self, handoff_id: str) -> AcceptResult:
+        """Claim with the derived claim id; ``recovered`` when this claim already holds it."""
+        current = self.status(handoff_id)
+        plan = self._plan(lambda: plan_accept(self.project_id, self.actor_id, handoff_id, current))
+        receipt = None if plan.recovered else self.transition(
+            handoff_id, "accept", expected_revision=plan.revision, payload={"claim_id": plan.claim_id},
+            command_id=plan.command_id)
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "claim_id": plan.claim_id,
+                "recovered": plan.recovered, "receipt": receipt}
+
+    def heartbeat(self, handoff_id: str) -> HeartbeatResult:
+        current = self.status(handoff_id)
+        plan = self._plan(lambda: plan_heartbeat(self.project_id, self.actor_id, handoff_id, current))
+        receipt = self.transition(handoff_id, "heartbeat", expected_revision=plan.revision,
+                                  payload={"claim_id": plan.claim_id}, command_id=plan.command_id)
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "claim_id": plan.claim_id,
+                "expected_revision": plan.revision, "receipt": receipt}
+
+    def return_result(self, handoff_id: str, result_fact_id: str, outcome: str) -> ReturnResult:
+        """Return evidence for the current claim; ``recovered`` when exactly this is stored."""
+        self._plan(lambda: normalize_outcome(outcome))
+        current = self._addressed(handoff_id)  # stricter than the CLI: a non-receiver never gets as far as a POST
+        if current["record"]["claim_id"] is None:
+            raise ClientRefusal("remote handoff must be accepted before returning a result")
+        plan = self._plan(lambda: plan_return(self.project_id, self.actor_id, handoff_id, current, result_fact_id,
+                                              outcome))
+        receipt = None if plan.recovered else self.transition(
+            handoff_id, "return", expected_revision=plan.revision, command_id=plan.command_id,
+            payload={"claim_id": plan.claim_id, "result_fact_id": result_fact_id, "outcome": plan.outcome})
+        return {"handoff_id": handoff_id, "command_id": plan.command_id, "result_fact_id": result_fact_id,
+                "outcome": cast(HandoffOutcome, plan.outcome), "recovered": plan.recovered, "receipt": receipt}

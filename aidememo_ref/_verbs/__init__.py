@@ -1,0 +1,1 @@
+"""``aidememo-ref bootstrap`` and ``aidememo-ref serve``: the reference server's command line."""

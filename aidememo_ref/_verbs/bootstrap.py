@@ -1,0 +1,76 @@
+"""``aidememo-ref bootstrap``: provision tenant, project, actor, membership and token binding.
+
+Same flags, rules and success line as ``aidememo-server bootstrap`` (wire spec §4.3), on SQLite
+(``--database``) or PostgreSQL (``--canonical-backend postgres --postgres-transport
+insecure-no-tls``, URL from ``$AIDEMEMO_POSTGRES_URL`` or ``--postgres-url-env``): the token
+file must be a regular file no one else can read (mode & 0o077 == 0), trailing CR/LF are
+stripped, re-running with the same arguments is a no-op, a conflicting re-run is refused.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+
+from aidememo_wire.shapes import ROLES
+from refkit.args import Parser, fail
+from ._backend import add_backend_flags, check_backend, postgres_url, settings
+
+__all__ = ["run"]
+
+
+def read_token_file(path: str, *, label: str = "token file") -> str:
+    """The secret in ``path`` (trailing CR/LF stripped); ``label`` names the file in errors."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        fail(f"cannot read {label} {path}: {exc.strerror}")
+    if not stat.S_ISREG(info.st_mode):
+        fail(f"{label} {path} is not a regular file")
+    if info.st_mode & 0o077:
+        fail(f"{label} {path} must not be readable by group or others (chmod 600)")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(8192)
+    except OSError as exc:
+        fail(f"cannot read {label} {path}: {exc.strerror}")
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        fail(f"{label} {path} is not UTF-8")
+
+
+def run(argv: list[str]) -> int:
+    parser = Parser(prog="aidememo-ref bootstrap", description="Provision one actor with a bearer token.")
+    add_backend_flags(parser, serve=False)
+    parser.add_argument("--tenant-id", required=True)
+    parser.add_argument("--project-id", required=True)
+    parser.add_argument("--actor-id", required=True)
+    parser.add_argument("--token-file", required=True)
+    parser.add_argument("--tenant-name")
+    parser.add_argument("--project-name")
+    parser.add_argument("--actor-name")
+    parser.add_argument("--project-epoch")
+    parser.add_argument("--role", choices=ROLES, default="writer")
+    parser.add_argument("--actor-kind", choices=["human", "agent", "service"], default="agent")
+    args = parser.parse_args(argv)
+    check_backend(args, serve=False)
+    token = read_token_file(args.token_file)
+    url = postgres_url(args) if args.canonical_backend == "postgres" else None
+
+    from aidememo_wire.errors import LedgerError
+    from .._reference import provision
+    from .._store import ProvisionError, StoreError
+
+    try:
+        epoch = provision(
+            args.database, postgres_url=url, postgres=settings(args) if url else None, tenant_id=args.tenant_id, project_id=args.project_id, actor_id=args.actor_id,
+            token=token, role=args.role, actor_kind=args.actor_kind, project_epoch=args.project_epoch,
+            tenant_name=args.tenant_name, project_name=args.project_name, actor_name=args.actor_name,
+        )
+    except (ProvisionError, StoreError) as exc:
+        fail(str(exc))
+    except LedgerError as exc:
+        fail(f"storage failure: {exc.message}")
+    print(f"bootstrapped tenant={args.tenant_id} project={args.project_id} actor={args.actor_id} epoch={epoch}")
+    return 0

@@ -1,0 +1,1 @@
+"""refkit: the serving pieces both reference servers share, and no protocol."""

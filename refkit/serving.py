@@ -1,0 +1,95 @@
+"""What every ``... serve`` command shares: the listen flags and their checks, the socket, the
+one-line banner, and a uvicorn server that stops cleanly on SIGINT and SIGTERM.
+
+Loopback by default; any other address needs ``--allow-insecure-http`` (upstream's rule and
+refusal text). ``--bind HOST:0`` picks a free port: the banner, printed once the socket is bound,
+names the port actually taken, so scripts and tests read the URL from it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import signal
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+from .args import fail
+
+if TYPE_CHECKING:
+    from .asgi import ASGIApp
+
+__all__ = ["add_listen_flags", "listen_address", "require_database_dir", "serve"]
+
+
+def add_listen_flags(parser: argparse.ArgumentParser, default_bind: str) -> None:
+    parser.add_argument("--bind", default=default_bind)
+    parser.add_argument("--allow-insecure-http", action="store_true")
+
+
+def _parse_bind(value: str) -> tuple[str, int]:
+    host, sep, port_text = value.rpartition(":")
+    if not sep or not port_text.isdigit() or int(port_text) > 65535:
+        fail(f"--bind must be IP:PORT, got {value!r}")
+    host = host.strip("[]")
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        fail(f"--bind needs an IP literal, not a hostname: {host!r}")
+    return host, int(port_text)
+
+
+def listen_address(args: argparse.Namespace) -> tuple[str, int]:
+    """``--bind`` checked: an IP literal and a port, loopback unless ``--allow-insecure-http``."""
+    host, port = _parse_bind(args.bind)
+    if not ipaddress.ip_address(host).is_loopback and not args.allow_insecure_http:
+        fail("non-loopback plaintext HTTP requires --allow-insecure-http; prefer a TLS ingress")
+    return host, port
+
+
+def require_database_dir(database: str) -> None:
+    """A missing directory is the caller's typo; SQLite would only say it cannot open the file."""
+    parent = os.path.dirname(os.path.abspath(database))
+    if not os.path.isdir(parent):
+        fail(f"database directory does not exist: {parent}")
+
+
+def serve(app: ASGIApp, *, host: str, port: int, bind: str, name: str, where: str) -> None:
+    """Serve ``app`` on ``host:port`` until SIGINT or SIGTERM, after printing the banner
+    ``<name> serving http://HOST:PORT <where>`` (``where`` names the store, never a secret)."""
+    import uvicorn
+
+    from aidememo_ref._reference import bind_socket
+
+    try:
+        sock = bind_socket(host, port)
+    except OSError as exc:
+        fail(f"cannot bind {bind}: {exc.strerror}")
+    bound_host, bound_port = sock.getsockname()[:2]
+    shown = f"[{bound_host}]" if ":" in bound_host else bound_host
+    print(f"{name} serving http://{shown}:{bound_port} {where}", flush=True)
+    config = uvicorn.Config(app, log_level="warning", lifespan="off", access_log=False)
+    _graceful_server_class()(config).run(sockets=[sock])
+
+
+def _graceful_server_class() -> type:
+    import uvicorn
+
+    class GracefulServer(uvicorn.Server):
+        """Stops on SIGINT/SIGTERM and exits 0 (uvicorn re-raises the signal after shutdown)."""
+
+        @contextmanager
+        def capture_signals(self) -> Iterator[None]:
+            def stop(signum: int, frame: object) -> None:
+                self.should_exit = True
+
+            previous = {sig: signal.signal(sig, stop) for sig in (signal.SIGINT, signal.SIGTERM)}
+            try:
+                yield
+            finally:
+                for sig, handler in previous.items():
+                    signal.signal(sig, handler)
+
+    return GracefulServer

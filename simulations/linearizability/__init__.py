@@ -1,0 +1,1 @@
+"""The protocol-free linearizability library: histories, models, the checker and its pictures."""

@@ -1,0 +1,678 @@
+/* The checker's optional compiled inner loop: the frontier search of search.py over models whose
+ * steps are guarded updates on interned states (this file), and a reader of this kit's JSON-lines
+ * histories (_native_scan.c).
+ *
+ * Built at install time when a C compiler is present (setup.py marks it optional); the pure
+ * Python path is always there and is what every verdict here is tested against
+ * (tests/sim/test_native.py). Nothing here knows a model or a protocol:
+ *
+ *   search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts,
+ *          nstates, until, deadline, max_configs) -> (status, failed, pos)
+ *       One partition, as search.prepare and search.feed do it: the operations `index` names
+ *       (int32; empty: all). Per operation: call and return times (int64; INT64_MIN: no return)
+ *       and its kind (int32); per kind: its rule, whether its output is known, its twin group
+ *       (-1: none). A rule r is three int32s of `table` (g, a, b): in state s the next state is a
+ *       when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
+ *       States are 0 .. nstates-1. status: 0 ok, 1 illegal (failed: the partition's operation
+ *       whose return no configuration survived; pos: the event after it), 2 out of time,
+ *       3 out of room, 4 more than 64 operations open at once (the caller falls back to the
+ *       pure path, whose bitsets have no width).
+ *
+ *   search_many(..., indexes: list of index bytes, ...) -> (done, status, failed, pos)
+ *       search() over partitions in order until one is not OK: how many were, and its answer.
+ *
+ *   scan(data, key_field[, min_split]) -> None | (header, clients, calls, rets, sigs, keys, sig_texts,
+ *        key_texts)
+ *       A strict subset of the JSON-lines format (ASCII, integers, '\n' line ends); None for
+ *       anything else, so that the pure reader reads it, or names the line that is wrong. A text
+ *       of min_split bytes or more (default 256 KiB) is read in two halves on two threads.
+ *       An operation's signature is its input without the key_field member, a NUL byte, and
+ *       its output: distinct texts are interned, so the caller decodes each once.
+ *
+ *   split(keys, part_of_key) -> list of int32 index arrays, one per partition, in the order
+ *       of their first operation.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#define KEEP (-2)
+#define REFUSE (-1)
+#define NO_RETURN INT64_MIN
+#define TICK 1023
+
+/* -- a set of configurations (mask, state), dense entries with an open-addressing index -- */
+
+typedef struct {
+    uint64_t mask;
+    int32_t state;
+} Config;
+
+typedef struct {
+    Config *items;
+    Py_ssize_t count, cap;
+    int32_t *index; /* slot -> entry, -1 empty */
+    size_t slots;   /* a power of two */
+} ConfigSet;
+
+static uint64_t mix(uint64_t mask, int32_t state) {
+    uint64_t h = mask * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
+    h ^= h >> 29;
+    h *= 0xBF58476D1CE4E5B9ULL;
+    return h ^ (h >> 32);
+}
+
+static int set_init(ConfigSet *set) {
+    set->count = 0;
+    set->cap = 16;
+    set->slots = 32;
+    set->items = malloc(sizeof(Config) * set->cap);
+    set->index = malloc(sizeof(int32_t) * set->slots);
+    if (!set->items || !set->index) return -1;
+    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    return 0;
+}
+
+static void set_free(ConfigSet *set) {
+    free(set->items);
+    free(set->index);
+}
+
+static void set_clear(ConfigSet *set) {
+    if ((size_t)set->count * 8 < set->slots) {
+        for (Py_ssize_t k = 0; k < set->count; k++) {
+            size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
+            while (set->index[slot] != -1) {
+                set->index[slot] = -1;
+                slot = (slot + 1) & (set->slots - 1);
+            }
+        }
+    } else {
+        memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    }
+    set->count = 0;
+}
+
+/* The index rebuilt in place, after masks changed. */
+static void set_rebuild(ConfigSet *set) {
+    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
+        while (set->index[slot] != -1) slot = (slot + 1) & (set->slots - 1);
+        set->index[slot] = (int32_t)k;
+    }
+}
+
+static int set_reindex(ConfigSet *set, size_t slots) {
+    int32_t *index = malloc(sizeof(int32_t) * slots);
+    if (!index) return -1;
+    memset(index, 0xff, sizeof(int32_t) * slots);
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        size_t slot = mix(set->items[k].mask, set->items[k].state) & (slots - 1);
+        while (index[slot] != -1) slot = (slot + 1) & (slots - 1);
+        index[slot] = (int32_t)k;
+    }
+    free(set->index);
+    set->index = index;
+    set->slots = slots;
+    return 0;
+}
+
+/* 1: added, 0: already there, -1: out of memory */
+static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
+    size_t slot = mix(mask, state) & (set->slots - 1);
+    int32_t at;
+    while ((at = set->index[slot]) != -1) {
+        if (set->items[at].mask == mask && set->items[at].state == state) return 0;
+        slot = (slot + 1) & (set->slots - 1);
+    }
+    if (set->count == set->cap) {
+        Py_ssize_t cap = set->cap * 2;
+        Config *items = realloc(set->items, sizeof(Config) * cap);
+        if (!items) return -1;
+        set->items = items;
+        set->cap = cap;
+    }
+    set->items[set->count] = (Config){mask, state};
+    set->index[slot] = (int32_t)set->count;
+    set->count++;
+    if ((size_t)set->count * 2 > set->slots) return set_reindex(set, set->slots * 2) ? -1 : 1;
+    return 1;
+}
+
+/* -- the frontier of one partition ------------------------------------------------------------- */
+
+typedef struct {
+    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
+    int32_t rule;
+} Open;
+
+typedef struct {
+    const int32_t *table;
+    ConfigSet configs, next, seen;
+    Config *stack;
+    Py_ssize_t stack_cap;
+    Open effectful[64], inert[64];
+    int n_effectful, n_inert;
+    uint64_t free_bits, used_bits, forever;
+    int64_t *bit_of;     /* operation -> its bit while open */
+    uint64_t *twin_bits; /* twin group -> the bits of its members called so far */
+    uint64_t *memo_gen, *memo_bits, gen;
+    int32_t nstates;
+    uint64_t work;
+    double deadline;
+    Py_ssize_t max_configs;
+    PyThreadState *released; /* the search runs without the GIL; it is taken back to look at signals */
+} Frontier;
+
+static int32_t apply(const int32_t *table, int32_t rule, int32_t state) {
+    const int32_t *r = table + 3 * (Py_ssize_t)rule;
+    int32_t next = state == r[0] ? r[1] : r[2];
+    return next == KEEP ? state : next;
+}
+
+static double monotonic(void) {
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now); /* the clock of Python's time.monotonic() */
+    return (double)now.tv_sec + (double)now.tv_nsec * 1e-9;
+}
+
+/* The bits of the open effect-free operations other than `except` legal in `state`: they take
+ * effect as soon as they are legal, and that depends on the state alone (asked once per state
+ * and return). */
+static uint64_t legal_inert(Frontier *f, int32_t state, uint64_t except) {
+    if (state < f->nstates && f->memo_gen[state] == f->gen) return f->memo_bits[state];
+    uint64_t bits = 0;
+    for (int k = 0; k < f->n_inert; k++) {
+        if (f->inert[k].bit != except && apply(f->table, f->inert[k].rule, state) >= 0) bits |= f->inert[k].bit;
+    }
+    if (state < f->nstates) {
+        f->memo_gen[state] = f->gen;
+        f->memo_bits[state] = bits;
+    }
+    return bits;
+}
+
+/* 0 ok, 4 too wide, -1 out of memory */
+static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin) {
+    uint64_t bit;
+    if (f->free_bits) {
+        bit = f->free_bits & (~f->free_bits + 1);
+        f->free_bits ^= bit;
+    } else {
+        if (f->used_bits == UINT64_MAX) return 4;
+        bit = (f->used_bits + 1) & ~f->used_bits;
+        f->used_bits |= bit;
+    }
+    f->bit_of[op] = (int64_t)bit;
+    uint64_t lower = 0;
+    if (!returns) {
+        f->forever |= bit;
+        if (twin >= 0) {
+            lower = f->twin_bits[twin];
+            f->twin_bits[twin] |= bit;
+        }
+    }
+    if (!is_inert) {
+        f->effectful[f->n_effectful++] = (Open){bit, lower, rule};
+        return 0;
+    }
+    f->inert[f->n_inert++] = (Open){bit, lower, rule};
+    ConfigSet *set = &f->configs;
+    for (Py_ssize_t k = 0; k < set->count; k++) {
+        if (apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
+    }
+    set_rebuild(set);
+    return 0;
+}
+
+static void frontier_commit(Frontier *f, int64_t op) {
+    uint64_t bit = (uint64_t)f->bit_of[op];
+    ConfigSet swap = f->configs;
+    f->configs = f->next;
+    f->next = swap;
+    f->free_bits |= bit;
+    for (int k = 0; k < f->n_effectful; k++) {
+        if (f->effectful[k].bit == bit) {
+            f->effectful[k] = f->effectful[--f->n_effectful];
+            return;
+        }
+    }
+    for (int k = 0; k < f->n_inert; k++) {
+        if (f->inert[k].bit == bit) {
+            f->inert[k] = f->inert[--f->n_inert];
+            return;
+        }
+    }
+}
+
+static int push(Frontier *f, Py_ssize_t *depth, uint64_t mask, int32_t state) {
+    if (*depth == f->stack_cap) {
+        Py_ssize_t cap = f->stack_cap * 2;
+        Config *stack = realloc(f->stack, sizeof(Config) * cap);
+        if (!stack) return -1;
+        f->stack = stack;
+        f->stack_cap = cap;
+    }
+    f->stack[(*depth)++] = (Config){mask, state};
+    return 0;
+}
+
+typedef struct {
+    uint64_t base, part; /* the mask without the unanswered operations' bits, and those bits */
+    int32_t state;
+} Grouped;
+
+static int compare_grouped(const void *x, const void *y) {
+    const Grouped *a = x, *b = y;
+    if (a->base != b->base) return a->base < b->base ? -1 : 1;
+    if (a->state != b->state) return a->state < b->state ? -1 : 1;
+    return (a->part > b->part) - (a->part < b->part);
+}
+
+/* Drop configurations that used an unanswered operation where another, equal in all else, did
+ * not: the one that still may apply it can do everything the other can (search._prune_unused). */
+static int prune_unused(Frontier *f) {
+    ConfigSet *set = &f->next;
+    Py_ssize_t n = set->count;
+    Grouped *rows = malloc(sizeof(Grouped) * (size_t)n);
+    if (!rows) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Config c = set->items[k];
+        rows[k] = (Grouped){c.mask & ~f->forever, c.mask & f->forever, c.state};
+    }
+    qsort(rows, (size_t)n, sizeof(Grouped), compare_grouped);
+    set_clear(set);
+    int status = 0;
+    for (Py_ssize_t lo = 0; lo < n && status >= 0;) {
+        Py_ssize_t hi = lo + 1;
+        while (hi < n && rows[hi].base == rows[lo].base && rows[hi].state == rows[lo].state) hi++;
+        for (Py_ssize_t k = lo; k < hi && status >= 0; k++) {
+            int dominated = 0;
+            for (Py_ssize_t j = lo; j < hi && !dominated; j++) {
+                dominated = rows[j].part != rows[k].part && (rows[j].part & rows[k].part) == rows[j].part;
+            }
+            if (!dominated) status = set_add(set, rows[k].base | rows[k].part, rows[k].state);
+        }
+        lo = hi;
+    }
+    free(rows);
+    return status < 0 ? -1 : 0;
+}
+
+/* -4 when a signal handler raised (Ctrl-C: KeyboardInterrupt), which needs the GIL to find out. */
+static int interrupted(Frontier *f) {
+    PyEval_RestoreThread(f->released);
+    int raised = PyErr_CheckSignals();
+    f->released = PyEval_SaveThread();
+    return raised ? -4 : 0;
+}
+
+/* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory, -4 interrupted */
+static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
+    uint64_t bit = (uint64_t)f->bit_of[op];
+    ConfigSet *configs = &f->configs, *next = &f->next;
+    set_clear(next);
+    if (configs->count == 1) {
+        /* one way to explain everything so far: no search when the operation already took
+         * effect, or when nothing else that changes the state is open */
+        Config c = configs->items[0];
+        int others = f->n_effectful;
+        for (int k = 0; k < f->n_effectful; k++) others -= f->effectful[k].bit == bit;
+        if (c.mask & bit) {
+            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+            frontier_commit(f, op);
+            return 0;
+        }
+        if (!others) {
+            int32_t s2 = apply(f->table, rule, c.state);
+            if (s2 >= 0) {
+                uint64_t m2 = c.mask;
+                for (int k = 0; k < f->n_inert; k++) {
+                    Open *o = &f->inert[k];
+                    if (o->bit != bit && !(m2 & o->bit) && apply(f->table, o->rule, s2) >= 0) m2 |= o->bit;
+                }
+                if (set_add(next, m2, s2) < 0) return -1;
+            }
+            frontier_commit(f, op);
+            return f->configs.count ? 0 : 1;
+        }
+    }
+    f->gen++;
+    ConfigSet *seen = &f->seen;
+    set_clear(seen);
+    Py_ssize_t depth = 0;
+    for (Py_ssize_t k = 0; k < configs->count; k++) {
+        Config c = configs->items[k];
+        if (c.mask & bit) {
+            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+        } else if (set_add(seen, c.mask, c.state) < 0 || push(f, &depth, c.mask, c.state) < 0) {
+            return -1;
+        }
+    }
+    while (depth) {
+        f->work++;
+        if (!(f->work & TICK)) {
+            if (monotonic() > f->deadline) return 2;
+            if (seen->count + next->count > f->max_configs) return 3;
+            if (!(f->work & (TICK << 6)) && interrupted(f)) return -4;
+        }
+        Config c = f->stack[--depth];
+        int32_t s2 = apply(f->table, rule, c.state);
+        if (s2 >= 0 && set_add(next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
+        for (int k = 0; k < f->n_effectful; k++) {
+            Open *o = &f->effectful[k];
+            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->lower) != o->lower) continue;
+            s2 = apply(f->table, o->rule, c.state);
+            if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
+                                                                                  came changing nothing */
+            uint64_t m2 = c.mask | o->bit | legal_inert(f, s2, bit);
+            int added = set_add(seen, m2, s2);
+            if (added < 0 || (added && push(f, &depth, m2, s2) < 0)) return -1;
+        }
+    }
+    if (f->forever && next->count > 1 && prune_unused(f) < 0) return -1;
+    frontier_commit(f, op);
+    return f->configs.count ? 0 : 1;
+}
+
+typedef struct {
+    int64_t time;
+    int32_t kind; /* 0 call, 1 return */
+    int32_t op;
+} Event;
+
+static int compare_events(const void *x, const void *y) {
+    const Event *a = x, *b = y;
+    if (a->time != b->time) return a->time < b->time ? -1 : 1;
+    if (a->kind != b->kind) return a->kind - b->kind;
+    return (a->op > b->op) - (a->op < b->op);
+}
+
+typedef struct {
+    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts;
+} Buffers;
+
+static void release(Buffers *b) {
+    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->kind_twin,
+                        &b->table, &b->inert, &b->starts};
+    for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
+        if (all[k]->obj) PyBuffer_Release(all[k]);
+    }
+}
+
+/* The partition's operations as search.prepare makes them; op k is global operation index[k]. */
+typedef struct {
+    Py_ssize_t n;
+    int64_t *calls, *rets;
+    int32_t *rules, *twins;
+    int8_t *known, *returns;
+} Ops;
+
+static void ops_free(Ops *ops) {
+    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->twins); free(ops->known); free(ops->returns);
+}
+
+static void sort_run(Event *run, Py_ssize_t n) {
+    for (Py_ssize_t k = 1; k < n; k++) {
+        if (compare_events(&run[k - 1], &run[k]) > 0) {
+            qsort(run, (size_t)n, sizeof(Event), compare_events);
+            return;
+        }
+    }
+}
+
+/* The partition's events in (time, call before return, operation) order, as search.prepare
+ * sorts them; calls and returns are sorted apart (a history is usually in call order, and its
+ * returns nearly so), then merged. Returns how many, or -1 out of memory. */
+static Py_ssize_t sort_events(const Ops *ops, const int8_t *inert, int64_t until, Event *events) {
+    Py_ssize_t n = ops->n, nc = 0, nr = 0;
+    Event *rets = malloc(sizeof(Event) * (size_t)(n + 1));
+    if (!rets) return -1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        /* an effect-free operation with an unknown answer constrains nothing */
+        if ((inert[ops->rules[i]] && !ops->known[i]) || (until != NO_RETURN && ops->calls[i] > until)) continue;
+        events[nc++] = (Event){ops->calls[i], 0, (int32_t)i};
+        if (ops->returns[i]) rets[nr++] = (Event){ops->rets[i], 1, (int32_t)i};
+    }
+    sort_run(events, nc);
+    sort_run(rets, nr);
+    memmove(events + nr, events, sizeof(Event) * (size_t)nc); /* merge from the back of the buffer */
+    Py_ssize_t a = nr, b = 0, w = 0;
+    while (a < nr + nc && b < nr) events[w++] = compare_events(&events[a], &rets[b]) <= 0 ? events[a++] : rets[b++];
+    while (b < nr) events[w++] = rets[b++];
+    free(rets);
+    return nc + nr; /* the calls left over are already in place */
+}
+
+static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t until, Ops *ops) {
+    Py_ssize_t total = b->calls.len / 8;
+    Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
+    const int64_t *calls = b->calls.buf, *rets = b->rets.buf;
+    const int32_t *kinds = b->kinds.buf, *kind_rule = b->kind_rule.buf;
+    const int32_t *kind_twin = b->kind_twin.buf;
+    const int8_t *kind_known = b->kind_known.buf;
+    Py_ssize_t n = nindex ? nindex : total;
+    ops->n = n;
+    ops->calls = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ops->rets = malloc(sizeof(int64_t) * (size_t)(n + 1));
+    ops->rules = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    ops->twins = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    ops->known = malloc((size_t)n + 1);
+    ops->returns = malloc((size_t)n + 1);
+    if (!ops->calls || !ops->rets || !ops->rules || !ops->twins || !ops->known || !ops->returns) return -1;
+    for (Py_ssize_t k = 0; k < n; k++) {
+        Py_ssize_t i = nindex ? index[k] : k;
+        if (i < 0 || i >= total || kinds[i] < 0 || kinds[i] >= nkinds) return -2;
+        int32_t kind = kinds[i], rule = kind_rule[kind];
+        if (rule < 0 || rule >= nrules) return -2;
+        ops->calls[k] = calls[i];
+        ops->rets[k] = rets[i];
+        ops->rules[k] = rule;
+        ops->known[k] = kind_known[kind];
+        ops->twins[k] = kind_twin[kind];
+        ops->returns[k] = rets[i] != NO_RETURN && (until == NO_RETURN || rets[i] <= until);
+    }
+    return 0;
+}
+
+static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until, Frontier *f, Py_ssize_t *failed,
+                      Py_ssize_t *pos_out) {
+    Py_ssize_t n = ops->n;
+    const int8_t *inert = b->inert.buf;
+    const int32_t *starts = b->starts.buf;
+    Py_ssize_t ngroups = 0;
+    for (Py_ssize_t i = 0; i < n; i++) if (ops->twins[i] + 1 > ngroups) ngroups = ops->twins[i] + 1;
+    Event *events = malloc(sizeof(Event) * (size_t)(2 * n + 1));
+    f->bit_of = calloc((size_t)n + 1, sizeof(int64_t));
+    f->twin_bits = calloc((size_t)ngroups + 1, sizeof(uint64_t));
+    f->memo_gen = calloc((size_t)nstates + 1, sizeof(uint64_t));
+    f->memo_bits = calloc((size_t)nstates + 1, sizeof(uint64_t));
+    f->stack_cap = 64;
+    f->stack = malloc(sizeof(Config) * (size_t)f->stack_cap);
+    if (!events || !f->bit_of || !f->twin_bits || !f->memo_gen || !f->memo_bits || !f->stack) {
+        free(events);
+        return -1;
+    }
+    Py_ssize_t ne = sort_events(ops, inert, until, events);
+    if (ne < 0) return -1;
+    for (Py_ssize_t k = 0; k < b->starts.len / 4; k++) {
+        if (set_add(&f->configs, 0, starts[k]) < 0) { free(events); return -1; }
+    }
+    int status = 0;
+    Py_ssize_t pos = 0;
+    *failed = -1;
+    for (; pos < ne; pos++) {
+        Event e = events[pos];
+        int32_t i = e.op, rule = ops->rules[i];
+        if (e.kind == 0) {
+            /* twins: unanswered operations that change the state, with the same input */
+            int32_t twin = (!ops->returns[i] && !ops->known[i]) ? ops->twins[i] : -1;
+            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin);
+            if (status) break;
+            continue;
+        }
+        status = frontier_ret(f, i, rule);
+        if (status == 1) {
+            *failed = i;
+            pos++;
+            break;
+        }
+        if (status) break;
+    }
+    *pos_out = pos;
+    free(events);
+    return status;
+}
+
+/* One partition, the operations `index` names (all when nindex is 0), searched without the GIL
+ * (`released` holds the thread state). Statuses as search() returns them; < 0 an error. */
+static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex, int nstates, int64_t until,
+                            double deadline, Py_ssize_t max_configs, PyThreadState **released, Py_ssize_t *failed,
+                            Py_ssize_t *pos) {
+    Frontier f;
+    memset(&f, 0, sizeof(f));
+    f.table = b->table.buf;
+    f.nstates = nstates;
+    f.deadline = deadline;
+    f.max_configs = max_configs;
+    f.released = *released;
+    int status = -1;
+    Ops ops;
+    memset(&ops, 0, sizeof(ops));
+    *failed = -1;
+    *pos = 0;
+    if (!set_init(&f.configs) && !set_init(&f.next) && !set_init(&f.seen)) {
+        status = gather(b, index, nindex, until, &ops);
+        if (!status) status = run_search(b, &ops, nstates, until, &f, failed, pos);
+    }
+    *released = f.released;
+    ops_free(&ops);
+    set_free(&f.configs);
+    set_free(&f.next);
+    set_free(&f.seen);
+    free(f.stack);
+    free(f.bit_of);
+    free(f.twin_bits);
+    free(f.memo_gen);
+    free(f.memo_bits);
+    return status;
+}
+
+/* The arguments both entry points share, after the index (or list of them). */
+static int parse_shared(PyObject *args, Buffers *b, PyObject **index, int *nstates, long long *until,
+                        double *deadline, Py_ssize_t *max_configs) {
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
+                          &b->kind_known, &b->kind_twin, &b->table, &b->inert, &b->starts, nstates, until, deadline,
+                          max_configs)) {
+        return -1;
+    }
+    Py_ssize_t total = b->calls.len / 8, nkinds = b->kind_rule.len / 4;
+    if (b->calls.len % 8 || b->rets.len != total * 8 || b->kinds.len != total * 4 || b->kind_known.len != nkinds
+        || b->kind_twin.len != nkinds * 4 || b->table.len != b->inert.len * 12 || *nstates < 0) {
+        PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
+        return -1;
+    }
+    return 0;
+}
+
+static PyObject *search_error(int status) {
+    if (status == -4) return NULL; /* the signal handler's exception */
+    if (status == -2) {
+        PyErr_SetString(PyExc_ValueError, "search: an index, kind or rule out of range");
+        return NULL;
+    }
+    return PyErr_NoMemory();
+}
+
+static PyObject *native_search(PyObject *self, PyObject *args) {
+    (void)self;
+    Buffers b;
+    memset(&b, 0, sizeof(b));
+    PyObject *index;
+    int nstates;
+    long long until;
+    double deadline;
+    Py_ssize_t max_configs, failed, pos;
+    if (parse_shared(args, &b, &index, &nstates, &until, &deadline, &max_configs)
+        || PyObject_GetBuffer(index, &b.index, PyBUF_SIMPLE)) {
+        release(&b);
+        return NULL;
+    }
+    PyThreadState *released = PyEval_SaveThread();
+    int status = search_partition(&b, b.index.buf, b.index.len / 4, nstates, until, deadline, max_configs,
+                                  &released, &failed, &pos);
+    PyEval_RestoreThread(released);
+    release(&b);
+    if (status < 0) return search_error(status);
+    return Py_BuildValue("(inn)", status, failed, pos);
+}
+
+/* search() over a list of partitions (int32 index bytes) in order, until one is not OK:
+ * (how many were OK before it, its status, failed, pos); all OK: (len, 0, -1, 0). */
+static PyObject *native_search_many(PyObject *self, PyObject *args) {
+    (void)self;
+    Buffers b;
+    memset(&b, 0, sizeof(b));
+    PyObject *indexes;
+    int nstates;
+    long long until;
+    double deadline;
+    Py_ssize_t max_configs, failed = -1, pos = 0;
+    if (parse_shared(args, &b, &indexes, &nstates, &until, &deadline, &max_configs)) {
+        release(&b);
+        return NULL;
+    }
+    if (!PyList_Check(indexes)) {
+        release(&b);
+        PyErr_SetString(PyExc_TypeError, "search_many: a list of index bytes");
+        return NULL;
+    }
+    Py_ssize_t count = PyList_GET_SIZE(indexes), done = 0;
+    for (Py_ssize_t k = 0; k < count; k++) {
+        PyObject *item = PyList_GET_ITEM(indexes, k);
+        if (!PyBytes_Check(item) || PyBytes_GET_SIZE(item) % 4 || !PyBytes_GET_SIZE(item)) {
+            release(&b);
+            PyErr_SetString(PyExc_TypeError, "search_many: each index is non-empty int32 bytes");
+            return NULL;
+        }
+    }
+    Py_INCREF(indexes); /* its items stay alive while the GIL is released */
+    PyThreadState *released = PyEval_SaveThread();
+    int status = 0;
+    for (; done < count; done++) {
+        PyObject *item = PyList_GET_ITEM(indexes, done);
+        status = search_partition(&b, (const int32_t *)PyBytes_AS_STRING(item), PyBytes_GET_SIZE(item) / 4, nstates,
+                                  until, deadline, max_configs, &released, &failed, &pos);
+        if (status) break;
+    }
+    PyEval_RestoreThread(released);
+    Py_DECREF(indexes);
+    release(&b);
+    if (status < 0) return search_error(status);
+    return Py_BuildValue("(ninn)", done, status, failed, pos);
+}
+
+/* In _native_scan.c: reading the kit's JSON lines, and splitting them into partitions. */
+PyObject *native_scan(PyObject *self, PyObject *args);
+PyObject *native_split(PyObject *self, PyObject *args);
+
+static PyMethodDef methods[] = {
+    {"search", native_search, METH_VARARGS, "One partition's frontier search (see the module comment)."},
+    {"search_many", native_search_many, METH_VARARGS, "search() over partitions in order until one is not OK."},
+    {"scan", native_scan, METH_VARARGS, "Read a JSON-lines history into columns, or None."},
+    {"split", native_split, METH_VARARGS, "Operation indices per partition, in order of appearance."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "simulations.linearizability._native", NULL, -1, methods};
+
+void init_scan(void);
+
+PyMODINIT_FUNC PyInit__native(void) {
+    init_scan();
+    return PyModule_Create(&module);
+}

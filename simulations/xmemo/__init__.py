@@ -1,0 +1,1 @@
+"""The XMemo race campaign: its model and its runs."""
