@@ -1,9 +1,12 @@
 """aidememo_ref: a reference AideMemo ledger that speaks the real remote wire protocol.
 
-The rules are a pure core (``_state``, ``_ledger``, ``_visibility``); SQLite storage, the
-request service, the ASGI adapter and the httpx client are thin layers around it. Names are
-imported lazily so that the token-free local command line starts without the server stack;
-type checkers read the real definitions through the ``TYPE_CHECKING`` imports below.
+The rules are a pure core (``_state``, ``_ledger``, ``_visibility``); SQLite and PostgreSQL
+storage, the request service and the HTTP MCP gateway are thin layers around it. This package is
+also the kit's documented facade: the names below come from the server and from the packages it
+stands on (``refkit``, ``aidememo_wire``) and beside it (``aidememo_client``). They are imported
+lazily, so that importing one server module, ``python -m aidememo_ref`` or the documented alias
+modules (``aidememo_ref.client``, ``aidememo_ref.wire``, ``aidememo_ref.process``) loads nothing
+else; type checkers read the real definitions through the ``TYPE_CHECKING`` imports below.
 """
 
 from __future__ import annotations
@@ -16,9 +19,9 @@ if TYPE_CHECKING:
     from refkit.clock import Clock, ManualClock, OffsetClock, SystemClock
     from aidememo_wire.errors import ErrorCode, LedgerError
     from aidememo_wire.ids import bearer_digest, stable_claim_id, stable_operation_id
-    from ._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
-    from ._service import Response
-    from ._sqlite import ProvisionError
+    from aidememo_ref._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
+    from aidememo_ref._service import Response
+    from aidememo_ref._sqlite import ProvisionError
     from refkit.process import ReferenceProcess, ServerStartError
     from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
@@ -50,30 +53,30 @@ __all__ = [
 ]
 
 _WHERE = {
-    "ReferenceLedger": "_reference",
-    "provision": "_reference",
-    "Provisioning": "_reference",
-    "serve_in_thread": "_reference",
-    "ReferenceProcess": "process",
-    "ServerStartError": "process",
-    "ProvisionError": "_sqlite",
-    "Clock": "_clock",
-    "SystemClock": "_clock",
-    "ManualClock": "_clock",
-    "OffsetClock": "_clock",
-    "ErrorCode": "_errors",
-    "LedgerError": "_errors",
-    "Response": "_service",
-    "canonical_json": "_canonical",
-    "fingerprint": "_canonical",
-    "stable_operation_id": "_ids",
-    "stable_claim_id": "_ids",
-    "bearer_digest": "_ids",
-    "AideMemoClient": "client",
-    "AideMemoClientError": "client",
-    "AideMemoHTTPError": "client",
-    "ClientRefusal": "client",
-    "OutcomeUnknown": "client",
+    "ReferenceLedger": "aidememo_ref._reference",
+    "provision": "aidememo_ref._reference",
+    "Provisioning": "aidememo_ref._reference",
+    "serve_in_thread": "aidememo_ref._reference",
+    "ReferenceProcess": "refkit.process",
+    "ServerStartError": "refkit.process",
+    "ProvisionError": "aidememo_ref._sqlite",
+    "Clock": "refkit.clock",
+    "SystemClock": "refkit.clock",
+    "ManualClock": "refkit.clock",
+    "OffsetClock": "refkit.clock",
+    "ErrorCode": "aidememo_wire.errors",
+    "LedgerError": "aidememo_wire.errors",
+    "Response": "aidememo_ref._service",
+    "canonical_json": "aidememo_wire.canonical",
+    "fingerprint": "aidememo_wire.canonical",
+    "stable_operation_id": "aidememo_wire.ids",
+    "stable_claim_id": "aidememo_wire.ids",
+    "bearer_digest": "aidememo_wire.ids",
+    "AideMemoClient": "aidememo_client.client",
+    "AideMemoClientError": "aidememo_client.client",
+    "AideMemoHTTPError": "aidememo_client.client",
+    "ClientRefusal": "aidememo_client.client",
+    "OutcomeUnknown": "aidememo_client.client",
 }
 
 
@@ -81,7 +84,7 @@ def __getattr__(name: str) -> object:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module 'aidememo_ref' has no attribute {name!r}")
-    value = getattr(import_module(f"{__name__}.{module}"), name)
+    value = getattr(import_module(module), name)
     globals()[name] = value
     return value
 

@@ -19,13 +19,19 @@ def secret_file(folder: Path, name: str, secret: str, mode: int = 0o600) -> Path
     return path
 
 
+# The packages a demo runs (the command line and everything under it).
+PACKAGES = ("aidememo_cli", "aidememo_client", "aidememo_ref", "aidememo_wire", "refkit", "xmemo_ref")
+
+
 def sabotaged_checkout(tmp_path: Path, module: str, guard: str, replacement: str = "    if False:\n") -> Path:
-    """A copy of ``aidememo_ref`` and ``scripts`` under ``tmp_path/checkout`` whose ``module`` (a path
-    inside ``aidememo_ref``) has the line ``guard`` replaced; fails when the guard is no longer there."""
+    """A copy of the kit's packages and ``scripts`` under ``tmp_path/checkout`` whose ``module`` (a
+    path from the repository root) has the line ``guard`` replaced; fails when the guard is no
+    longer there."""
     copy = tmp_path / "checkout"
-    shutil.copytree(REPO / "aidememo_ref", copy / "aidememo_ref", ignore=shutil.ignore_patterns("__pycache__"))
+    for package in PACKAGES:
+        shutil.copytree(REPO / package, copy / package, ignore=shutil.ignore_patterns("__pycache__"))
     shutil.copytree(REPO / "scripts", copy / "scripts")
-    rules = copy / "aidememo_ref" / module
+    rules = copy / module
     source = rules.read_text()
     assert source.count(guard) == 1, f"{module} no longer has the guard {guard.strip()!r}"
     rules.write_text(source.replace(guard, replacement))

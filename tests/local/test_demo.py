@@ -40,7 +40,7 @@ def test_demo_script_passes_every_step_and_never_prints_a_token(tmp_path: Path) 
 
 def test_demo_names_the_step_when_the_flow_deviates(tmp_path: Path) -> None:
     # A sabotaged copy whose return no longer checks the author: the demo must catch it.
-    copy = sabotaged_checkout(tmp_path, "_local/_rules.py", "    if fact.actor_id != actor:\n")
+    copy = sabotaged_checkout(tmp_path, "aidememo_cli/_local/_rules.py", "    if fact.actor_id != actor:\n")
     env = {k: v for k, v in os.environ.items() if k not in _CLI_ENV}
     env |= {"PYTHON": sys.executable, "TMPDIR": str(tmp_path), "AIDEMEMO_DEMO_LOCAL_ONLY": "1"}
     done = subprocess.run(["bash", str(copy / "scripts" / "demo-agent-handoff.sh")], capture_output=True, text=True,

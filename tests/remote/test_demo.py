@@ -43,7 +43,7 @@ def test_the_demo_names_the_step_when_recovery_breaks(tmp_path: Path) -> None:
     # A sabotaged copy whose accept never recognises its own applied claim.
     held = '''    elif (state, outcome) in (("accepted", None), ("completed", "succeeded")):
         attempt, recovered = attempts, True'''
-    copy = sabotaged_checkout(tmp_path, "_remote/_recovery.py", held,
+    copy = sabotaged_checkout(tmp_path, "aidememo_client/recovery.py", held,
                               held.replace("recovered = attempts, True", "recovered = attempts, False"))
     done = _run(copy / "scripts" / "demo-remote-handoff.sh", tmp_path)
     assert done.returncode != 0

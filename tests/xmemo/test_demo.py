@@ -43,7 +43,7 @@ def test_demo_plays_the_six_steps_and_prints_each_boundary_object(tmp_path: Path
 
 
 def test_demo_names_the_step_when_a_boundary_rule_breaks(tmp_path: Path) -> None:
-    copy = sabotaged_checkout(tmp_path, "xmemo/_boundary.py", "    if memory.agent_id != caller.agent_id:\n")
+    copy = sabotaged_checkout(tmp_path, "xmemo_ref/_boundary.py", "    if memory.agent_id != caller.agent_id:\n")
     done = run(copy / "scripts" / "demo-xmemo-handoff.sh", tmp_path)
     assert done.returncode != 0
     assert done.stderr.strip().splitlines() == [
