@@ -19,8 +19,9 @@ if TYPE_CHECKING:
     from refkit.clock import Clock, ManualClock, OffsetClock, SystemClock
     from aidememo_wire.errors import ErrorCode, LedgerError
     from aidememo_wire.ids import bearer_digest, stable_claim_id, stable_operation_id
-    from aidememo_ref._reference import Provisioning, ReferenceLedger, provision, serve_in_thread
-    from aidememo_ref._service import Response
+    from aidememo_ref._reference import Provisioning, ReferenceLedger, provision
+    from refkit.serving import serve_in_thread
+    from refkit.response import Response
     from aidememo_ref._sqlite import ProvisionError
     from refkit.process import ReferenceProcess, ServerStartError
     from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
@@ -56,7 +57,7 @@ _WHERE = {
     "ReferenceLedger": "aidememo_ref._reference",
     "provision": "aidememo_ref._reference",
     "Provisioning": "aidememo_ref._reference",
-    "serve_in_thread": "aidememo_ref._reference",
+    "serve_in_thread": "refkit.serving",
     "ReferenceProcess": "refkit.process",
     "ServerStartError": "refkit.process",
     "ProvisionError": "aidememo_ref._sqlite",
@@ -66,7 +67,7 @@ _WHERE = {
     "OffsetClock": "refkit.clock",
     "ErrorCode": "aidememo_wire.errors",
     "LedgerError": "aidememo_wire.errors",
-    "Response": "aidememo_ref._service",
+    "Response": "refkit.response",
     "canonical_json": "aidememo_wire.canonical",
     "fingerprint": "aidememo_wire.canonical",
     "stable_operation_id": "aidememo_wire.ids",

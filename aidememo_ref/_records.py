@@ -15,11 +15,10 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
 from aidememo_wire.canonical import Json, canonical_json
-from aidememo_wire.status import Outcome, Status
+from aidememo_wire.status import WRITABLE_ROLES, Outcome, Role, Status
 
 __all__ = [
     "Status",
@@ -48,18 +47,6 @@ SESSION: Final = "session"
 FACT: Final = "fact"
 CONTEXT: Final = "handoff_context"
 HANDOFF: Final = "handoff"
-
-
-class Role(StrEnum):
-    """Project membership role (upstream ``MembershipRole``)."""
-
-    OWNER = "owner"
-    ADMIN = "admin"
-    WRITER = "writer"
-    READER = "reader"
-
-
-WRITABLE_ROLES: Final = frozenset({Role.OWNER, Role.ADMIN, Role.WRITER})
 
 
 class RecordError(ValueError):

@@ -3,29 +3,26 @@
 from __future__ import annotations
 
 import os
-import socket
-import threading
 import unicodedata
-from collections.abc import Iterable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, Protocol, TypedDict, Unpack
+from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
 from refkit.clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
 from aidememo_wire.ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from refkit.served import Served
-from ._service import Response, Service
+from refkit.response import Response
+from ._service import Service
 from ._sqlite import BUSY_TIMEOUT_MS, SQLiteStore
 from ._store import Execute, ProvisionError, Scheduler, Store
 from aidememo_wire.shapes import ROLES
 
 if TYPE_CHECKING:
-    from refkit.asgi import ASGIApp
     from ._postgres import PostgresSettings
 
-__all__ = ["ReferenceLedger", "Provisioning", "Servable", "provision", "serve_in_thread", "ProvisionError", "token_problem"]
+__all__ = ["ReferenceLedger", "Provisioning", "provision", "ProvisionError", "token_problem"]
 
 HeaderPairs = Mapping[str, str] | Mapping[bytes, bytes] | Iterable[tuple[str | bytes, str | bytes]]
 
@@ -189,49 +186,3 @@ def provision(database: str | Path | None = None, *, postgres_url: str | None = 
         return _provision_store(store, SystemClock().now_ms(), fields)
     finally:
         store.close()
-
-
-def bind_socket(host: str, port: int) -> socket.socket:
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the proto
-    # says TCP, and without it a kept-alive client waits ~40 ms per answer (errata 9).
-    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.bind((host, port))
-    sock.listen(1024)
-    sock.set_inheritable(True)
-    return sock
-
-
-class Servable(Protocol):
-    """Anything with an ASGI app: a ``ReferenceLedger``, or a test's wrapper around one."""
-
-    @property
-    def asgi(self) -> ASGIApp: ...
-
-
-@contextmanager
-def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
-    """Serve ``ledger`` (a ``ReferenceLedger``, or anything with an ``asgi`` app) with uvicorn
-    on a background thread; yields the base URL."""
-    import uvicorn
-
-    sock = bind_socket(host, port)
-    config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    try:
-        while not server.started:
-            if not thread.is_alive():
-                raise RuntimeError("the reference server thread stopped during start-up")
-            threading.Event().wait(0.005)
-        bound = sock.getsockname()
-        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
-        yield f"http://{shown}:{bound[1]}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
-

@@ -10,11 +10,9 @@ storage only through the ``Store`` protocol; write rules live in ``_ledger``, re
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
 from functools import partial
 from typing import Final, NamedTuple
 from urllib.parse import unquote_to_bytes
@@ -22,6 +20,7 @@ from urllib.parse import unquote_to_bytes
 from . import _ledger, _reads, _render, _store
 from aidememo_wire.canonical import Json, JsonError, parse_json
 from refkit.clock import AdvancingClock, Clock
+from refkit.response import MAX_BODY_BYTES, Response
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
@@ -32,7 +31,6 @@ from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 
 __all__ = ["Response", "Service", "Clock", "MAX_BODY_BYTES"]
 
-MAX_BODY_BYTES: Final = 1_048_576  # srv/lib.rs MAX_COMMAND_BODY_BYTES
 MAX_BEARER_BYTES: Final = 4_096
 MAX_CLOCK_MS: Final = 1 << 62  # leaves room for now + lease in an i64 column
 
@@ -58,28 +56,6 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
-
-
-
-@dataclass(frozen=True, slots=True, init=False)
-class Response:
-    status: int
-    headers: tuple[tuple[str, str], ...] = ()
-    body: bytes = b""
-
-    def __init__(self, status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> None:
-        # The generated __init__'s work through the slots' own setters, a third cheaper than its
-        # object.__setattr__ calls: every request builds one.
-        _SET_STATUS(self, status)
-        _SET_HEADERS(self, headers)
-        _SET_BODY(self, body)
-
-    def json(self) -> Json:
-        value: Json = json.loads(self.body)
-        return value
-
-
-_SET_STATUS, _SET_HEADERS, _SET_BODY = (vars(Response)[name].__set__ for name in ("status", "headers", "body"))
 
 
 class _Request(NamedTuple):

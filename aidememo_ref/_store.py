@@ -26,11 +26,12 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol, TypeAlias
+from typing import Protocol, TypeAlias
 
 from ._commands import Command
 from ._ledger import Decide, View, Write
 from ._records import Change, Membership, Receipt, Resource
+from refkit.scheduler import NO_SCHEDULER, Scheduler
 
 __all__ = [
     "Scheduler",
@@ -65,21 +66,6 @@ class MembershipChanged(Exception):
     """A membership the store answered from memory (``authenticate(..., deferred=True)``) was no
     longer current when the store checked it; nothing was written, and the service answers the
     request again with a full check."""
-
-
-class Scheduler(Protocol):
-    """Called at a write's boundaries (``begin``, ``decided``, ``commit``) so a simulation can
-    force an interleaving."""
-
-    def point(self, name: str) -> None: ...
-
-
-class _NoScheduler:
-    def point(self, name: str) -> None:
-        return None
-
-
-NO_SCHEDULER: Final[Scheduler] = _NoScheduler()
 
 
 class Denied(StrEnum):

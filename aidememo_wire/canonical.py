@@ -13,13 +13,12 @@ import re
 from decimal import Decimal
 from json.encoder import c_make_encoder  # type: ignore[attr-defined]  # None without the C accelerator
 from json.encoder import encode_basestring as _quote  # json.dumps(str, ensure_ascii=False)
-from typing import NoReturn, TypeAlias
+from typing import NoReturn
+
+from refkit.jsonvalue import Json as Json
 
 __all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "envelope_digest", "format_float",
            "MAX_DEPTH"]
-
-# A parsed JSON value, as json.loads returns it (serde_json's Value).
-Json: TypeAlias = None | bool | int | float | str | list["Json"] | dict[str, "Json"]
 
 MAX_DEPTH = 128  # serde_json's recursion limit (errata 3)
 _U64_MAX = (1 << 64) - 1

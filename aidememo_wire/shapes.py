@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Final, Literal, NotRequired, TypeAlias, TypedDict, cast
 
-from aidememo_ref._records import WRITABLE_ROLES as _WRITABLE
-from aidememo_ref._records import Role as _Role
+from .status import WRITABLE_ROLES as _WRITABLE
+from .status import Role as _Role
 
 __all__ = [
     "JSON",
@@ -49,7 +49,7 @@ JSON: TypeAlias = "dict[str, JSON] | list[JSON] | str | int | float | bool | Non
 JSONObject: TypeAlias = "dict[str, JSON]"
 
 Role = Literal["owner", "admin", "writer", "reader"]
-# The core's Role enum is the one list; a test keeps the Literal above equal to it.
+# The Role enum of .status is the one list; a test keeps the Literal above equal to it.
 ROLES: Final = cast(tuple[Role, ...], tuple(role.value for role in _Role))  # strongest first
 WRITER_ROLES: Final = cast(frozenset[Role], frozenset(role.value for role in _WRITABLE))  # all but reader
 HandoffStatus = Literal["pending", "accepted", "completed"]

@@ -1,14 +1,16 @@
-"""The handoff's wire enums, shared by the remote core (``_records``) and the local flow.
+"""The wire's enums: a handoff's status and outcome, a membership's role.
 
-Kept apart from ``_records`` so the token-free local command line can name a status without
-loading the remote core's records and canonical JSON (agents start it dozens of times a task).
+Shared by the server's records, the wire shapes and the local flow, and kept apart from the
+records so the token-free local command line can name a status without loading the server's
+records and canonical JSON (agents start it dozens of times a task).
 """
 
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Final
 
-__all__ = ["Status", "Outcome"]
+__all__ = ["Status", "Outcome", "Role", "WRITABLE_ROLES"]
 
 
 class Status(StrEnum):
@@ -24,3 +26,15 @@ class Outcome(StrEnum):
 
     SUCCEEDED = "succeeded"
     FAILED = "failed"
+
+
+class Role(StrEnum):
+    """Project membership role (upstream ``MembershipRole``)."""
+
+    OWNER = "owner"
+    ADMIN = "admin"
+    WRITER = "writer"
+    READER = "reader"
+
+
+WRITABLE_ROLES: Final = frozenset({Role.OWNER, Role.ADMIN, Role.WRITER})

@@ -1,14 +1,16 @@
-"""One argparse subclass for every ``aidememo-ref`` command: bad syntax raises ``UsageError``
-(one line, no usage block, no traceback); each command line decides how to print it."""
+"""What every ``aidememo-ref`` command line shares: one argparse subclass whose bad syntax raises
+``UsageError`` (one line, no usage block, no traceback; each command line decides how to print
+it), the one-line ``error:`` exit, and the secret files (token, key) read with their mode rules."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import stat
 import sys
 from typing import Any, NoReturn
 
-__all__ = ["Parser", "UsageError", "fail"]
+__all__ = ["Parser", "UsageError", "fail", "read_token_file"]
 
 
 class UsageError(Exception):
@@ -52,3 +54,24 @@ class Parser(argparse.ArgumentParser):
 def fail(message: str, *, code: int = 1) -> NoReturn:
     sys.stderr.write(f"error: {message}\n")
     sys.exit(code)
+
+
+def read_token_file(path: str, *, label: str = "token file") -> str:
+    """The secret in ``path`` (trailing CR/LF stripped); ``label`` names the file in errors."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        fail(f"cannot read {label} {path}: {exc.strerror}")
+    if not stat.S_ISREG(info.st_mode):
+        fail(f"{label} {path} is not a regular file")
+    if info.st_mode & 0o077:
+        fail(f"{label} {path} must not be readable by group or others (chmod 600)")
+    try:
+        with open(path, "rb") as handle:
+            raw = handle.read(8192)
+    except OSError as exc:
+        fail(f"cannot read {label} {path}: {exc.strerror}")
+    try:
+        return raw.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        fail(f"{label} {path} is not UTF-8")

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any, Protocol
 
-from aidememo_ref._service import MAX_BODY_BYTES, Response
+from .response import MAX_BODY_BYTES, Response
 
 __all__ = ["ASGIApp", "Handles", "create_asgi"]
 

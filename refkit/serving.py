@@ -1,5 +1,6 @@
-"""What every ``... serve`` command shares: the listen flags and their checks, the socket, the
-one-line banner, and a uvicorn server that stops cleanly on SIGINT and SIGTERM.
+"""Serving either reference over a socket: what every ``... serve`` command shares (the listen
+flags and their checks, the socket, the one-line banner, a uvicorn server that stops cleanly on
+SIGINT and SIGTERM) and ``serve_in_thread`` for tests and campaigns.
 
 Loopback by default; any other address needs ``--allow-insecure-http`` (upstream's rule and
 refusal text). ``--bind HOST:0`` picks a free port: the banner, printed once the socket is bound,
@@ -12,16 +13,19 @@ import argparse
 import ipaddress
 import os
 import signal
+import socket
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .args import fail
 
 if TYPE_CHECKING:
     from .asgi import ASGIApp
 
-__all__ = ["add_listen_flags", "listen_address", "require_database_dir", "serve"]
+__all__ = ["add_listen_flags", "listen_address", "require_database_dir", "serve", "bind_socket", "Servable",
+           "serve_in_thread"]
 
 
 def add_listen_flags(parser: argparse.ArgumentParser, default_bind: str) -> None:
@@ -61,8 +65,6 @@ def serve(app: ASGIApp, *, host: str, port: int, bind: str, name: str, where: st
     ``<name> serving http://HOST:PORT <where>`` (``where`` names the store, never a secret)."""
     import uvicorn
 
-    from aidememo_ref._reference import bind_socket
-
     try:
         sock = bind_socket(host, port)
     except OSError as exc:
@@ -93,3 +95,49 @@ def _graceful_server_class() -> type:
                     signal.signal(sig, handler)
 
     return GracefulServer
+
+
+def bind_socket(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (port 0: a free one), inheritable by a child process."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the proto
+    # says TCP, and without it a kept-alive client waits ~40 ms per answer (errata 9).
+    sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.bind((host, port))
+    sock.listen(1024)
+    sock.set_inheritable(True)
+    return sock
+
+
+class Servable(Protocol):
+    """Anything with an ASGI app: either reference, or a test's wrapper around one."""
+
+    @property
+    def asgi(self) -> ASGIApp: ...
+
+
+@contextmanager
+def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``ledger`` (a ``ReferenceLedger``, an ``XMemoReference``, or anything with an ``asgi``
+    app) with uvicorn on a background thread; yields the base URL."""
+    import uvicorn
+
+    sock = bind_socket(host, port)
+    config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    try:
+        while not server.started:
+            if not thread.is_alive():
+                raise RuntimeError("the reference server thread stopped during start-up")
+            threading.Event().wait(0.005)
+        bound = sock.getsockname()
+        shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
+        yield f"http://{shown}:{bound[1]}"
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()

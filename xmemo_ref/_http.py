@@ -12,7 +12,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
-from aidememo_ref._service import Response
+from refkit.response import Response
+
 from ._codec import compact_json
 from ._errors import RequestError
 from ._records import quick_init

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
 from typing import Final
-
-from aidememo_wire.ids import bearer_digest
 
 __all__ = ["key_digest", "key_problem", "MIN_KEY_CHARS", "MAX_KEY_CHARS"]
 
@@ -14,7 +13,7 @@ MAX_KEY_CHARS: Final = 4_096
 
 def key_digest(key: str) -> bytes:
     """SHA-256 of the key's bytes, as the AideMemo reference stores bearer tokens."""
-    return bearer_digest(key)
+    return hashlib.sha256(key.encode("utf-8")).digest()
 
 
 def key_problem(key: str) -> str | None:

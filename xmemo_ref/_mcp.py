@@ -23,7 +23,7 @@ from dataclasses import replace
 from functools import cache
 from typing import Any, Final
 
-from aidememo_ref._service import Response
+from refkit.response import Response
 from ._decode import decode_event, decode_recall, decode_remember, decode_search, decode_update_state
 from ._errors import RequestError
 from ._http import HttpRequest, json_response

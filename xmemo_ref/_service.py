@@ -16,7 +16,7 @@ from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
-from aidememo_ref._service import MAX_BODY_BYTES, Response
+from refkit.response import MAX_BODY_BYTES, Response
 from ._boundary import resolve_caller
 from ._decode import (
     decode_event,

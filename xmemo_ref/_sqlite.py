@@ -54,7 +54,7 @@ from ._store import IdempotencyClaim, Plan, ReadFilter
 from ._writes import Outcome
 
 if TYPE_CHECKING:
-    from aidememo_ref._store import Scheduler
+    from refkit.scheduler import Scheduler
 
 __all__ = ["SQLiteXMemoStore", "LAYOUT_VERSION"]
 

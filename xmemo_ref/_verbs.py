@@ -8,9 +8,8 @@ owner, tenant, scope set or agent is refused. The key is never printed.
 
 from __future__ import annotations
 
-from refkit.args import Parser, fail
+from refkit.args import Parser, fail, read_token_file
 from refkit.serving import add_listen_flags, listen_address, require_database_dir, serve
-from aidememo_ref._verbs.bootstrap import read_token_file
 
 __all__ = ["run"]
 

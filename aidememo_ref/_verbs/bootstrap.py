@@ -9,35 +9,11 @@ stripped, re-running with the same arguments is a no-op, a conflicting re-run is
 
 from __future__ import annotations
 
-import os
-import stat
-
 from aidememo_wire.shapes import ROLES
-from refkit.args import Parser, fail
+from refkit.args import Parser, fail, read_token_file
 from ._backend import add_backend_flags, check_backend, postgres_url, settings
 
 __all__ = ["run"]
-
-
-def read_token_file(path: str, *, label: str = "token file") -> str:
-    """The secret in ``path`` (trailing CR/LF stripped); ``label`` names the file in errors."""
-    try:
-        info = os.stat(path)
-    except OSError as exc:
-        fail(f"cannot read {label} {path}: {exc.strerror}")
-    if not stat.S_ISREG(info.st_mode):
-        fail(f"{label} {path} is not a regular file")
-    if info.st_mode & 0o077:
-        fail(f"{label} {path} must not be readable by group or others (chmod 600)")
-    try:
-        with open(path, "rb") as handle:
-            raw = handle.read(8192)
-    except OSError as exc:
-        fail(f"cannot read {label} {path}: {exc.strerror}")
-    try:
-        return raw.decode("utf-8").rstrip("\r\n")
-    except UnicodeDecodeError:
-        fail(f"{label} {path} is not UTF-8")
 
 
 def run(argv: list[str]) -> int:

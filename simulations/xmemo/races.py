@@ -81,7 +81,7 @@ class XMemoEmbeddedTarget:
     """The XMemo reference (or a planted variant) in-process, with a seeded scheduler and seeded ids."""
 
     def __init__(self, *, seed: int, factory: XMemoFactory = reference_factory) -> None:
-        from aidememo_ref import ManualClock
+        from refkit.clock import ManualClock
 
         self._dir = tempfile.TemporaryDirectory(prefix="xmemo-sim-")
         self.scheduler = SeededScheduler(seed)
