@@ -6,14 +6,7 @@ spec §7.3), a POST is retried once with the identical body after a transport fa
 server's receipt replay makes that safe), and an accept or return that turns out to be applied
 already is reported with ``recovered: True`` instead of being sent again.
 
-Everything it raises derives from one root, split the way h11 splits local from remote
-protocol errors, so a caller can tell what to do next::
-
-    AideMemoClientError        anything this client raises
-    ├── ClientRefusal          refused here, before sending: nothing reached the server
-    ├── AideMemoHTTPError      the server answered with an error status (.status, .code)
-    └── OutcomeUnknown         no usable answer: a write may or may not have been applied
-
+Everything it raises derives from ``AideMemoClientError`` (the tree is drawn in ``errors``).
 After ``OutcomeUnknown``, *resume*: call the same method again. Ids are derived from the
 request, so a repeated ``accept``/``return_result`` recovers and a repeated create replays its
 receipt; never resend the change under a new command id. No message carries the token.
@@ -21,13 +14,13 @@ receipt; never resend the change under a new command id. No message carries the 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import Literal, TypedDict, TypeVar, cast
+from collections.abc import Mapping
+from typing import Literal, TypedDict, cast
 
 import httpx
 
 from aidememo_wire.ids import stable_operation_id
-from aidememo_cli._remote._errors import RemoteError
+from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
 from aidememo_wire.shapes import (
     JSON,
@@ -52,6 +45,7 @@ __all__ = [
     "AideMemoClient",
     "AideMemoClientError",
     "ClientRefusal",
+    "MalformedAnswer",
     "AideMemoHTTPError",
     "OutcomeUnknown",
     "AcceptResult",
@@ -61,41 +55,6 @@ __all__ = [
 
 QueryValue = str | int | bool | None
 Transition = Literal["accept", "heartbeat", "return"]
-_P = TypeVar("_P")
-
-
-class AideMemoClientError(Exception):
-    """The root of every error ``AideMemoClient`` raises."""
-
-
-class ClientRefusal(AideMemoClientError):
-    """Refused before sending: the input is invalid, or going on would be unsafe. Nothing was sent."""
-
-
-class AideMemoHTTPError(AideMemoClientError):
-    """The server answered with a non-2xx status; ``code`` is the wire error code, if it sent one."""
-
-    def __init__(self, status: int, code: str | None, message: str, body: bytes) -> None:
-        super().__init__(f"HTTP {status} {code or '-'}: {message}")
-        self.status = status
-        self.code = code
-        self.message = message
-        self.body = body
-
-
-class OutcomeUnknown(AideMemoClientError):
-    """No usable answer arrived, so a write may or may not have been applied.
-
-    Raised after the one identical retry of a POST also failed in transport, when a GET failed
-    in transport, or when a 2xx answer was not JSON. Resume by calling the same method again;
-    ``cause`` is the underlying error.
-    """
-
-    def __init__(self, method: str, path: str, reason: str, cause: Exception | None = None) -> None:
-        super().__init__(f"{method} {path}: outcome unknown: {reason}")
-        self.method = method
-        self.path = path
-        self.cause = cause
 
 
 class AcceptResult(TypedDict):
@@ -327,15 +286,8 @@ class AideMemoClient:
         }))
 
     # -- transitions with the remote CLI's recovery -----------------------------------------
-    # The rules (derived ids, retry state, `recovered`) are the remote flow's pure planner, so the
-    # CLI, the MCP server, the simulator and this client decide alike.
-    @staticmethod
-    def _plan(decide: Callable[[], _P]) -> _P:
-        try:
-            return decide()
-        except RemoteError as exc:
-            raise ClientRefusal(exc.detail) from None
-
+    # The rules (derived ids, retry state, `recovered`) are the planner's (``recovery``), so the
+    # CLI, the MCP server, the simulator and this client decide alike; it raises this tree's errors.
     def _addressed(self, handoff_id: str) -> TypedHandoff:
         current = self.status(handoff_id)
         actor = self.actor_id
@@ -346,7 +298,7 @@ class AideMemoClient:
     def accept(self, handoff_id: str) -> AcceptResult:
         """Claim with the derived claim id; ``recovered`` when this claim already holds it."""
         current = self.status(handoff_id)
-        plan = self._plan(lambda: plan_accept(self.project_id, self.actor_id, handoff_id, current))
+        plan = plan_accept(self.project_id, self.actor_id, handoff_id, current)
         receipt = None if plan.recovered else self.transition(
             handoff_id, "accept", expected_revision=plan.revision, payload={"claim_id": plan.claim_id},
             command_id=plan.command_id)
@@ -355,7 +307,7 @@ class AideMemoClient:
 
     def heartbeat(self, handoff_id: str) -> HeartbeatResult:
         current = self.status(handoff_id)
-        plan = self._plan(lambda: plan_heartbeat(self.project_id, self.actor_id, handoff_id, current))
+        plan = plan_heartbeat(self.project_id, self.actor_id, handoff_id, current)
         receipt = self.transition(handoff_id, "heartbeat", expected_revision=plan.revision,
                                   payload={"claim_id": plan.claim_id}, command_id=plan.command_id)
         return {"handoff_id": handoff_id, "command_id": plan.command_id, "claim_id": plan.claim_id,
@@ -363,12 +315,12 @@ class AideMemoClient:
 
     def return_result(self, handoff_id: str, result_fact_id: str, outcome: str) -> ReturnResult:
         """Return evidence for the current claim; ``recovered`` when exactly this is stored."""
-        self._plan(lambda: normalize_outcome(outcome))
+        normalize_outcome(outcome)
         current = self._addressed(handoff_id)  # stricter than the CLI: a non-receiver never gets as far as a POST
         if current["record"]["claim_id"] is None:
             raise ClientRefusal("remote handoff must be accepted before returning a result")
-        plan = self._plan(lambda: plan_return(self.project_id, self.actor_id, handoff_id, current, result_fact_id,
-                                              outcome))
+        plan = plan_return(self.project_id, self.actor_id, handoff_id, current, result_fact_id,
+                           outcome)
         receipt = None if plan.recovered else self.transition(
             handoff_id, "return", expected_revision=plan.revision, command_id=plan.command_id,
             payload={"claim_id": plan.claim_id, "result_fact_id": result_fact_id, "outcome": plan.outcome})

@@ -1,4 +1,4 @@
-"""The remote CLI's rules as pure functions: derived ids, retry state, ``recovered``.
+"""Upstream's remote-CLI rules as pure functions: derived ids, retry state, ``recovered``.
 
 Each ``plan_*`` takes the typed status a client just read (``{"revision", "record"}``) and
 decides, without I/O, what the next write must be: the claim derived from project, bearer actor,
@@ -7,6 +7,9 @@ and whether the write is already applied (``recovered``: nothing is sent, nothin
 The refusals are upstream's (``cmd/remote_handoff.rs``), in its order. Because the ids depend only
 on the request and the canonical state, a rerun after a lost answer converges instead of
 duplicating, and the next accept after a failed outcome advances to a new attempt on purpose.
+
+Refusals raise ``ClientRefusal``, an answer missing what a rule needs ``MalformedAnswer``; the
+command line maps both to upstream's wording at its own boundary.
 """
 
 from __future__ import annotations
@@ -15,9 +18,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from aidememo_wire.ids import id_problem, stable_claim_id, stable_operation_id
+from aidememo_wire.ids import stable_claim_id, stable_operation_id
 
-from aidememo_cli._remote._errors import internal, refusal
+from .errors import ClientRefusal, MalformedAnswer
 
 __all__ = [
     "AcceptPlan",
@@ -30,28 +33,15 @@ __all__ = [
     "plan_heartbeat",
     "plan_return",
     "record_of",
-    "reject_actor_override",
     "required_str",
     "required_u64",
-    "validate_id",
 ]
-
-def validate_id(label: str, value: str) -> str:
-    if id_problem(value) is not None:
-        raise refusal(f"{label} is not a valid remote identifier")
-    return value
-
-
-def reject_actor_override(value: str | None) -> None:
-    """Remote identity comes only from the bearer binding."""
-    if value is not None:
-        raise refusal("--actor-id/--from cannot override actor identity for a remote profile")
 
 
 def required_str(value: Mapping[str, Any], key: str) -> str:
     found = value.get(key)
     if not isinstance(found, str):
-        raise internal(f"remote response omitted string field {key}")
+        raise MalformedAnswer(f"remote response omitted string field {key}")
     return found
 
 
@@ -60,40 +50,40 @@ def optional_str(value: Mapping[str, Any], key: str) -> str | None:
     if found is None:
         return None
     if not isinstance(found, str):
-        raise internal(f"remote response field {key} is not a string")
+        raise MalformedAnswer(f"remote response field {key} is not a string")
     return found
 
 
 def required_u64(value: Mapping[str, Any], key: str) -> int:
     found = value.get(key)
     if not isinstance(found, int) or isinstance(found, bool) or found < 0:
-        raise internal(f"remote response omitted integer field {key}")
+        raise MalformedAnswer(f"remote response omitted integer field {key}")
     return found
 
 
 def record_of(status: Mapping[str, Any]) -> Mapping[str, Any]:
     record = status.get("record")
     if not isinstance(record, dict):
-        raise internal("remote handoff response omitted record")
+        raise MalformedAnswer("remote handoff response omitted record")
     return record
 
 
 def ensure_fields_match(existing: Mapping[str, Any], expected: Mapping[str, Any], fields: Sequence[str]) -> None:
     """An existing canonical resource must carry exactly the evidence this client would write."""
     if any(existing.get(field) != expected.get(field) for field in fields):
-        raise refusal("remote canonical resource already exists with different evidence")
+        raise ClientRefusal("remote canonical resource already exists with different evidence")
 
 
 def normalize_outcome(outcome: str) -> str:
     normal = outcome.strip().lower()
     if normal not in ("succeeded", "failed"):
-        raise refusal("outcome must be succeeded or failed")
+        raise ClientRefusal("outcome must be succeeded or failed")
     return normal
 
 
 def _addressed(record: Mapping[str, Any], actor_id: str) -> None:
     if required_str(record, "to_actor") != actor_id:
-        raise refusal(f"remote handoff is not addressed to authenticated actor {actor_id}")
+        raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {actor_id}")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -130,10 +120,10 @@ def plan_accept(project_id: str, actor_id: str, handoff_id: str, status: Mapping
     elif (state, outcome) in (("accepted", None), ("completed", "succeeded")):
         attempt, recovered = attempts, True
     else:
-        raise refusal(f"remote handoff has inconsistent retry state: status={state}, outcome={outcome or 'none'}")
+        raise ClientRefusal(f"remote handoff has inconsistent retry state: status={state}, outcome={outcome or 'none'}")
     claim_id = stable_claim_id(project_id, actor_id, handoff_id, attempt)
     if recovered and optional_str(record, "claim_id") != claim_id:
-        raise refusal("remote handoff was accepted with a legacy or different claim; automatic retry recovery is unsafe")
+        raise ClientRefusal("remote handoff was accepted with a legacy or different claim; automatic retry recovery is unsafe")
     command_id = stable_operation_id("command_accept", [project_id, actor_id, handoff_id, claim_id])
     return AcceptPlan(handoff_id=handoff_id, revision=revision, attempt=attempt, claim_id=claim_id,
                       command_id=command_id, recovered=recovered, session_id=required_str(record, "session_id"),
@@ -158,9 +148,9 @@ def plan_heartbeat(project_id: str, actor_id: str, handoff_id: str, status: Mapp
     record = record_of(status)
     _addressed(record, actor_id)
     if required_str(record, "status") != "accepted":
-        raise refusal("remote handoff must be accepted before heartbeat")
+        raise ClientRefusal("remote handoff must be accepted before heartbeat")
     if optional_str(record, "outcome") is not None:
-        raise refusal("remote handoff with result evidence cannot be heartbeated")
+        raise ClientRefusal("remote handoff with result evidence cannot be heartbeated")
     claim_id = required_str(record, "claim_id")
     revision = required_u64(status, "revision")
     command_id = stable_operation_id("command_heartbeat", [project_id, actor_id, handoff_id, claim_id, str(revision)])
@@ -198,7 +188,7 @@ def plan_return(project_id: str, actor_id: str, handoff_id: str, status: Mapping
     stored_fact, stored_outcome = optional_str(record, "result_fact_id"), optional_str(record, "outcome")
     recovered = stored_fact == result_fact_id and stored_outcome == normal
     if not recovered and (stored_fact is not None or stored_outcome is not None):
-        raise refusal("remote handoff already contains different result evidence; automatic retry recovery is unsafe")
+        raise ClientRefusal("remote handoff already contains different result evidence; automatic retry recovery is unsafe")
     command_id = stable_operation_id("command_return",
                                      [project_id, actor_id, handoff_id, claim_id, result_fact_id, normal])
     return ReturnPlan(handoff_id=handoff_id, revision=revision, claim_id=claim_id, command_id=command_id,

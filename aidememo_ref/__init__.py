@@ -24,7 +24,8 @@ if TYPE_CHECKING:
     from refkit.response import Response
     from aidememo_ref._sqlite import ProvisionError
     from refkit.process import ReferenceProcess, ServerStartError
-    from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
+    from aidememo_client.client import AideMemoClient
+    from aidememo_client.errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
 __all__ = [
     "ReferenceLedger",
@@ -74,10 +75,10 @@ _WHERE = {
     "stable_claim_id": "aidememo_wire.ids",
     "bearer_digest": "aidememo_wire.ids",
     "AideMemoClient": "aidememo_client.client",
-    "AideMemoClientError": "aidememo_client.client",
-    "AideMemoHTTPError": "aidememo_client.client",
-    "ClientRefusal": "aidememo_client.client",
-    "OutcomeUnknown": "aidememo_client.client",
+    "AideMemoClientError": "aidememo_client.errors",
+    "AideMemoHTTPError": "aidememo_client.errors",
+    "ClientRefusal": "aidememo_client.errors",
+    "OutcomeUnknown": "aidememo_client.errors",
 }
 
 

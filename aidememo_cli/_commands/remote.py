@@ -21,7 +21,7 @@ from aidememo_cli._remote._handoffs import RemoteHandoffs
 from aidememo_cli._remote._http import Remote
 from aidememo_cli._remote._outbox import Outbox, outbox_dir
 from aidememo_cli._remote._profiles import load_profile
-from aidememo_client.recovery import reject_actor_override
+from aidememo_cli._remote._input import reject_actor_override
 from aidememo_cli._remote._send import Sender
 
 from ._context import Context, clean, dumps

@@ -20,7 +20,7 @@ from aidememo_cli._local._store import LocalStore
 from aidememo_cli._remote._handoffs import RemoteHandoffs
 from aidememo_cli._remote._http import Remote
 from aidememo_cli._remote._outbox import Outbox
-from aidememo_client.recovery import reject_actor_override
+from aidememo_cli._remote._input import reject_actor_override
 from aidememo_cli._remote._send import Sender
 
 from ._local import LocalTools, _flag, _text

@@ -9,14 +9,21 @@ where the local CLI catches its root::
     ├── RemoteHTTPError      the server answered an error status (.status, .wire_code)
     └── RemoteUnavailable    no answer, even after the one identical retry: outcome unknown
 
+The kit's client (``aidememo_client``) raises its own tree; ``client_errors`` is the one place
+its errors become these, wherever the flow calls into it (the request seam and the planner).
 No message ever carries a token.
 """
 
 from __future__ import annotations
 
-from aidememo_cli._local._errors import LocalError, LocalErrorCode
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["RemoteError", "RemoteRefusal", "RemoteHTTPError", "RemoteUnavailable", "refusal", "internal"]
+from aidememo_cli._local._errors import LocalError, LocalErrorCode
+from aidememo_client.errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
+
+__all__ = ["RemoteError", "RemoteRefusal", "RemoteHTTPError", "RemoteUnavailable", "refusal", "internal",
+           "client_errors"]
 
 
 class RemoteError(LocalError):
@@ -53,3 +60,26 @@ def refusal(detail: str) -> RemoteRefusal:
 def internal(detail: str) -> RemoteRefusal:
     """An ``internal error`` refusal (upstream's ``Internal``: a malformed answer, a local I/O failure)."""
     return RemoteRefusal(LocalErrorCode.INTERNAL, detail)
+
+
+def _converted(exc: AideMemoClientError) -> RemoteError:
+    if isinstance(exc, AideMemoHTTPError):
+        return RemoteHTTPError(exc.status, exc.code, exc.message or "remote request failed")
+    if isinstance(exc, MalformedAnswer):
+        return internal(str(exc))
+    if isinstance(exc, ClientRefusal):
+        return refusal(str(exc))
+    if isinstance(exc, OutcomeUnknown):
+        # The client's message names method and path; upstream's names the transport's failure.
+        cause = exc.cause if exc.cause is not None else exc
+        return RemoteUnavailable(f"{type(cause).__name__}: {cause}")
+    raise AssertionError(f"unmapped client error {type(exc).__name__}")  # the client tree has four leaves
+
+
+@contextmanager
+def client_errors() -> Iterator[None]:
+    """Turn what ``aidememo_client`` raises into this tree with upstream's wording (also a decorator)."""
+    try:
+        yield
+    except AideMemoClientError as exc:
+        raise _converted(exc) from None

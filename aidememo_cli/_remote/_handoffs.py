@@ -1,6 +1,6 @@
 """The remote handoff verbs of ``aidememo handoff --remote-profile NAME …``, as upstream runs them.
 
-Every verb reads what it needs from the server, decides with ``_recovery`` and writes at most
+Every verb reads what it needs from the server, decides with ``aidememo_client.recovery`` and writes at most
 once (plus the POST's one identical retry inside ``_http``). Accept and return touch the
 receiver's embedded store (``_receiver``); ``send`` and ``replica publish`` are ``_send``'s. The
 answers are upstream's JSON objects, key for key.
@@ -15,8 +15,9 @@ from aidememo_wire.ids import stable_operation_id
 from aidememo_cli._local._packet import resume_command
 from aidememo_cli._local._store import LocalStore
 
-from ._errors import internal
+from ._errors import client_errors, internal
 from ._http import Remote
+from ._input import validate_id
 from ._outbox import SendPlan
 from ._receiver import materialize_context, result_evidence
 from aidememo_client.recovery import (
@@ -27,7 +28,6 @@ from aidememo_client.recovery import (
     plan_return,
     record_of,
     required_str,
-    validate_id,
 )
 
 __all__ = ["RemoteHandoffs"]
@@ -54,6 +54,7 @@ class RemoteHandoffs:
         return self._identity
 
     @property
+    @client_errors()
     def actor_id(self) -> str:
         return required_str(self.identity(), "actor_id")
 
@@ -70,6 +71,7 @@ class RemoteHandoffs:
         return self._status(handoff_id)
 
     # -- accept ------------------------------------------------------------------------------
+    @client_errors()
     def accept(self, handoff_id: str, store: LocalStore | None) -> dict[str, Any]:
         """Claim (or recover the claim of) a handoff and materialize its context into ``store``."""
         actor = self.actor_id
@@ -107,6 +109,7 @@ class RemoteHandoffs:
         }
 
     # -- heartbeat ---------------------------------------------------------------------------
+    @client_errors()
     def heartbeat(self, handoff_id: str) -> dict[str, Any]:
         """Renew the lease of the stored claim at the revision just read."""
         actor = self.actor_id
@@ -117,6 +120,7 @@ class RemoteHandoffs:
                 "receipt": receipt}
 
     # -- return ------------------------------------------------------------------------------
+    @client_errors()
     def return_result(self, handoff_id: str, result_fact_id: str, outcome: str,
                       store: LocalStore | None) -> dict[str, Any]:
         """Upload the receiver's local evidence and return it under the current claim."""
@@ -135,6 +139,7 @@ class RemoteHandoffs:
                 "receipt": receipt}
 
     # -- canonical creates, each compared with what exists first -----------------------------
+    @client_errors()
     def _ensure(self, kind: str, resource_id: str, expected: dict[str, Any], route: str, prefix: str,
                 payload: dict[str, Any]) -> None:
         existing = self.remote.resource_body(kind, resource_id)

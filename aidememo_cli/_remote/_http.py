@@ -2,8 +2,8 @@
 
 Everything goes through the kit's httpx client, so the one identical retry of a POST after a
 transport failure (the server's receipt replay makes it safe) is the client's, and a test or the
-simulator can hand in any httpx transport. Failures are translated once, here, into the remote
-flow's tree with upstream's wording (``remote server returned HTTP 409: …``).
+simulator can hand in any httpx transport. The client's failures become the remote flow's tree
+with upstream's wording (``remote server returned HTTP 409: …``) through ``client_errors``.
 """
 
 from __future__ import annotations
@@ -25,9 +25,9 @@ if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
 else:
     import httpx
 
-from aidememo_client import client as _client
+from aidememo_client.client import AideMemoClient
 
-from ._errors import RemoteHTTPError, RemoteUnavailable, refusal
+from ._errors import RemoteHTTPError, client_errors, refusal
 from ._profiles import RemoteProfile
 
 __all__ = ["Remote", "MAILBOX_LIMIT"]
@@ -45,11 +45,9 @@ class Remote:
             # A plain-HTTP base never performs a TLS handshake (redirects are not followed), so
             # skip loading the CA bundle: it is most of a command's start-up time.
             transport = httpx.HTTPTransport(verify=False)
-        try:
-            self._client = _client.AideMemoClient(profile.url, profile.token, profile.project_id,
-                                                  transport=transport, timeout=timeout)
-        except _client.ClientRefusal as exc:
-            raise refusal(str(exc)) from None
+        with client_errors():
+            self._client = AideMemoClient(profile.url, profile.token, profile.project_id, transport=transport,
+                                          timeout=timeout)
 
     def close(self) -> None:
         self._client.close()
@@ -66,19 +64,11 @@ class Remote:
 
     def _call(self, method: str, path: str, body: dict[str, Any] | None = None,
               params: dict[str, Any] | None = None) -> Any:
-        try:
+        with client_errors():
             if method == "POST":
                 assert body is not None
                 return self._client.post(path, body)
             return self._client.get(path, params)
-        except _client.AideMemoHTTPError as exc:
-            raise RemoteHTTPError(exc.status, exc.code, exc.message or "remote request failed") from None
-        except _client.ClientRefusal as exc:
-            raise refusal(str(exc)) from None
-        except _client.OutcomeUnknown as exc:
-            # The client's message names method and path; upstream's names the transport's failure.
-            cause = exc.cause if exc.cause is not None else exc
-            raise RemoteUnavailable(f"{type(cause).__name__}: {cause}") from None
 
     def get(self, path: str, params: dict[str, Any] | None = None) -> Any:
         return self._call("GET", f"{self.base}{path}", params=params)

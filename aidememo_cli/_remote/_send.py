@@ -19,7 +19,7 @@ from aidememo_cli._local._store import LocalStore
 from ._errors import RemoteError, refusal
 from ._handoffs import RemoteHandoffs
 from ._outbox import Outbox, QueuedSend, Reservation, SendPlan, SendState, failure_state, send_keys
-from aidememo_client.recovery import validate_id
+from ._input import validate_id
 
 __all__ = ["Sender", "PACKET_LIMIT", "MAX_CONTEXT_BYTES"]
 

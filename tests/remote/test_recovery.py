@@ -7,7 +7,11 @@ from typing import Any
 import pytest
 
 from aidememo_wire.ids import stable_claim_id, stable_operation_id
-from aidememo_cli._remote._errors import RemoteRefusal
+import httpx
+
+from aidememo_cli._local._errors import LocalError
+from aidememo_cli._remote._errors import RemoteError, client_errors
+from aidememo_client.errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from aidememo_client.recovery import plan_accept, plan_heartbeat, plan_return
 
 P, A, H = "project_cli_remote", "codex-p2", "handoff_test"
@@ -56,7 +60,7 @@ def test_accept_attempts_and_recovery_follow_the_table() -> None:
     (_status("pending", "succeeded"), "inconsistent retry state: status=pending, outcome=succeeded"),
 ])
 def test_accept_refuses_unsafe_states(status: dict[str, Any], message: str) -> None:
-    with pytest.raises(RemoteRefusal, match=message):
+    with pytest.raises(ClientRefusal, match=message):
         plan_accept(P, A, H, status)
 
 
@@ -68,9 +72,9 @@ def test_return_recovers_exactly_the_stored_evidence() -> None:
     stored = _status("completed", "succeeded", attempts=1, claim=one, revision=3, fact="01HZZZZZZZZZZZZZZZZZZZZZZZ")
     again = plan_return(P, A, H, stored, "01HZZZZZZZZZZZZZZZZZZZZZZZ", "succeeded")
     assert again.recovered and again.command_id == new.command_id
-    with pytest.raises(RemoteRefusal, match="different result evidence"):
+    with pytest.raises(ClientRefusal, match="different result evidence"):
         plan_return(P, A, H, stored, "01HZZZZZZZZZZZZZZZZZZZZZZZ", "failed")
-    with pytest.raises(RemoteRefusal, match="outcome must be succeeded or failed"):
+    with pytest.raises(ClientRefusal, match="outcome must be succeeded or failed"):
         plan_return(P, A, H, stored, "x", "maybe")
 
 
@@ -79,5 +83,37 @@ def test_heartbeat_names_the_revision() -> None:
     beat = plan_heartbeat(P, A, H, _status("accepted", attempts=1, claim=one, revision=7))
     assert beat.command_id == stable_operation_id("command_heartbeat", [P, A, H, one, "7"])
     assert beat.body()["expected_revision"] == 7
-    with pytest.raises(RemoteRefusal, match="must be accepted before heartbeat"):
+    with pytest.raises(ClientRefusal, match="must be accepted before heartbeat"):
         plan_heartbeat(P, A, H, _status())
+
+
+def test_an_answer_without_what_the_rules_need_is_a_malformed_answer() -> None:
+    with pytest.raises(MalformedAnswer, match="remote handoff response omitted record"):
+        plan_accept(P, A, H, {"revision": 1})
+    with pytest.raises(MalformedAnswer, match="remote response omitted integer field revision"):
+        plan_heartbeat(P, A, H, {"record": _status("accepted", claim="c")["record"]})
+
+
+def test_the_planner_raises_the_clients_errors_and_never_the_command_lines() -> None:
+    assert not issubclass(AideMemoClientError, LocalError)
+    assert all(cls.__module__.startswith(("aidememo_client", "builtins")) for cls in MalformedAnswer.__mro__)
+
+
+@pytest.mark.parametrize(("raised", "text", "kind"), [
+    (ClientRefusal("outcome must be succeeded or failed"), "invalid input: outcome must be succeeded or failed",
+     "RemoteRefusal"),
+    (MalformedAnswer("remote response omitted string field claim_id"),
+     "internal error: remote response omitted string field claim_id", "RemoteRefusal"),
+    (AideMemoHTTPError(409, "stale_revision", "stale revision", b"{}"),
+     "invalid input: remote server returned HTTP 409: stale revision", "RemoteHTTPError"),
+    (OutcomeUnknown("POST", "/v1/x", "no answer", httpx.ConnectError("connection refused")),
+     "internal error: remote server request failed: ConnectError: connection refused", "RemoteUnavailable"),
+])
+def test_the_command_line_converts_each_client_error_once_with_upstreams_words(
+        raised: AideMemoClientError, text: str, kind: str) -> None:
+    with pytest.raises(RemoteError) as caught:
+        with client_errors():
+            raise raised
+    assert str(caught.value) == text and type(caught.value).__name__ == kind
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__  # no second wrapper inside
+
