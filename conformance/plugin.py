@@ -101,7 +101,8 @@ class _RunState:
         if self.target is None:
             from conformance.profile import StartContext
 
-            self.target = self.profile.start(StartContext(settings=self.settings, config=self.config))
+            self.target = self.profile.start(StartContext(settings=self.settings, capabilities=self.profile.capabilities,
+                                                          config=self.config))
         return self.target
 
 

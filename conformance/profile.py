@@ -116,9 +116,11 @@ class TargetDescription:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class StartContext:
-    """What ``Profile.start`` gets: the resolved settings and the pytest config (for a profile's hooks)."""
+    """What ``Profile.start`` gets: the resolved settings, the profile's declared capabilities (the
+    target settles its claims against them) and the pytest config (for a profile's hooks)."""
 
     settings: Settings
+    capabilities: tuple[Capability, ...] = ()
     config: pytest.Config | None = None
 
 

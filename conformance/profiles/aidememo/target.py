@@ -151,14 +151,12 @@ def start(context: StartContext) -> AideMemoTarget:
     binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
                             fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, _stack=stack)
-    from conformance.profiles.aidememo import CAPABILITIES
-
     def detect(name: str) -> tuple[bool, str]:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
             return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"
         return _detect(wire, name)
 
-    target.claims = settle(settings.capabilities, CAPABILITIES, detect)
+    target.claims = settle(settings.capabilities, context.capabilities, detect)
     if settings.real_time_leases:
         target.lease_mode = LeaseMode.REAL
     elif target.claims.claimed("test-clock"):

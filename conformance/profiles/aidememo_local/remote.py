@@ -16,17 +16,15 @@ import os
 import secrets
 import shutil
 import tempfile
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from conformance.errors import Departure, ShapeError, TargetError, Untestable
 from conformance.process import CommandExchange
 
-if TYPE_CHECKING:
-    from conformance.profiles.aidememo_local.world import LocalWorld
-
-__all__ = ["RemoteServer", "TwoAccounts", "REMOTE_SOURCE", "P1", "P2"]
+__all__ = ["RemoteServer", "TwoAccounts", "AccountsWorld", "REMOTE_SOURCE", "P1", "P2"]
 
 TENANT = "conformance"
 REMOTE_SOURCE = "project:aidememo"  # the guide's source
@@ -67,18 +65,39 @@ def start_server() -> RemoteServer:
     return RemoteServer(url=url, _ledger=ledger, _stack=stack, _workdir=workdir)
 
 
+class _ServerHost(Protocol):
+    root: str
+
+    def remote_server(self) -> RemoteServer: ...
+
+
+class AccountsWorld(Protocol):
+    """What ``TwoAccounts`` needs of a check's world (``LocalWorld`` is one): its target, fresh
+    ids and texts, and CLI runs."""
+
+    @property
+    def target(self) -> _ServerHost: ...
+
+    def new_id(self, prefix: str) -> str: ...
+
+    def text(self, what: str) -> str: ...
+
+    def run(self, *words: str, env: Mapping[str, str] | None = None, stdin: bytes = b"",
+            actor: str | None = None, store: str | None = None) -> CommandExchange: ...
+
+
 @dataclass(slots=True)
 class TwoAccounts:
     """One check's two remote accounts: the profiles, their stores and the server's view."""
 
-    world: LocalWorld
+    world: AccountsWorld
     server: RemoteServer
     project: str
     home: str
     _tokens: dict[str, str] = field(default_factory=dict)
 
     @classmethod
-    def open(cls, world: LocalWorld) -> TwoAccounts:
+    def open(cls, world: AccountsWorld) -> TwoAccounts:
         server = world.target.remote_server()
         home = os.path.join(world.target.root, world.new_id("home"))
         os.makedirs(os.path.join(home, ".config", "aidememo"))

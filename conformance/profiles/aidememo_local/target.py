@@ -7,21 +7,20 @@ import shutil
 import sys
 import tempfile
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
-
 from conformance.capabilities import CAPABILITIES as CLAIMS
-from conformance.capabilities import Capability, Claims, settle
+from conformance.capabilities import Claims, settle
 from conformance.errors import TargetError
 from conformance.process import run_command
 from conformance.profile import CLI, MAX_BODY_BYTES, TIMEOUT, StartContext
+from conformance.profiles.aidememo_local.remote import RemoteServer, start_server
 
-if TYPE_CHECKING:
-    from conformance.profiles.aidememo_local.remote import RemoteServer
-
-__all__ = ["LocalTarget", "start", "EMBEDDED"]
+__all__ = ["LocalTarget", "start", "EMBEDDED", "INITIALIZE"]
 
 # This kit's CLI, run from the installed package.
 EMBEDDED = (sys.executable, "-m", "aidememo_ref")
+# What upstream's SDK sends first to an ``mcp`` server; the ``mcp`` capability is detected with it.
+INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
+              "params": {"clientInfo": {"name": "aidememo-conformance", "version": "0"}}}
 
 
 @dataclass(slots=True)
@@ -36,8 +35,6 @@ class LocalTarget:
     def remote_server(self) -> RemoteServer:
         """The reference server the remote checks talk to, started on first use."""
         if self._server is None:
-            from conformance.profiles.aidememo_local.remote import start_server
-
             self._server = start_server()
         return self._server
 
@@ -56,8 +53,6 @@ def start(context: StartContext) -> LocalTarget:
     def detect(name: str) -> tuple[bool, str]:
         if name == "remote":
             return _detect_remote(target)
-        from conformance.profiles.aidememo_local.world import INITIALIZE
-
         probe = f"{target.root}/probe.sqlite"
         try:
             done = run_command(None, [*target.argv, "--store", probe, "mcp"], stdin=(json.dumps(INITIALIZE) + "\n").encode(),
@@ -71,7 +66,7 @@ def start(context: StartContext) -> LocalTarget:
         return True, f"`mcp` answered initialize with protocolVersion {version}"
 
     declared: dict[str, bool | None] = settings[CLAIMS]
-    target.claims = settle(declared, _capabilities(), detect)
+    target.claims = settle(declared, context.capabilities, detect)
     return target
 
 
@@ -87,9 +82,3 @@ def _detect_remote(target: LocalTarget) -> tuple[bool, str]:
     if done.exit_code != 0:
         return False, f"`auth list` exited {done.exit_code}"
     return True, "`auth list` answered in an empty HOME"
-
-
-def _capabilities() -> tuple[Capability, ...]:
-    from conformance.profiles.aidememo_local import CAPABILITIES
-
-    return CAPABILITIES

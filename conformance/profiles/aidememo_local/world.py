@@ -12,13 +12,11 @@ from typing import Any
 from conformance.answers import parse
 from conformance.errors import ShapeError, Untestable
 from conformance.process import CommandExchange, run_command
-from conformance.profiles.aidememo_local.target import LocalTarget
+from conformance.profiles.aidememo_local.target import INITIALIZE, LocalTarget
 from conformance.world import BaseWorld
 
 __all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER", "tool_answer"]
 
-INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
-              "params": {"clientInfo": {"name": "aidememo-conformance", "version": "0"}}}
 SOURCE = "conformance-team"
 SENDER = "sender-one"
 RECEIVER = "receiver-two"

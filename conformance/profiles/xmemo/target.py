@@ -116,9 +116,7 @@ def start(context: StartContext) -> XMemoTarget:
         raise
     target = XMemoTarget(settings=settings, wire=wire, provisioner=provisioner, bound_provisioner=bound,
                          fixed_tokens=settings.fixed_tokens, base_url=base_url, _stack=stack)
-    from conformance.profiles.xmemo import CAPABILITIES
-
-    target.claims = settle(settings.capabilities, CAPABILITIES, lambda name: _detect(target, name))
+    target.claims = settle(settings.capabilities, context.capabilities, lambda name: _detect(target, name))
     return target
 
 
