@@ -5,8 +5,7 @@ from __future__ import annotations
 import warnings
 
 import xmemo_ref
-
-__all__ = list(xmemo_ref.__all__)
+from xmemo_ref import __all__ as __all__
 
 warnings.warn("aidememo_ref.xmemo is deprecated: import xmemo_ref instead", DeprecationWarning, stacklevel=2)
 

@@ -31,10 +31,13 @@ _PROBE = (
 )
 
 # The kit's modules a local command may load: the local flow, its command line and MCP
-# server, and the few small modules the remote core shares with it.
+# server, and the few small modules it shares with the rest of the kit. Nothing of the server
+# package (aidememo_ref), the client or the XMemo reference.
+_KIT = ("refkit", "aidememo_wire", "aidememo_client", "aidememo_cli", "aidememo_ref", "xmemo_ref", "conformance",
+        "simulations")
 _LOCAL_PREFIXES = ("aidememo_cli._local", "aidememo_cli._commands", "aidememo_cli._mcp")
-_SHARED = {"aidememo_ref", "aidememo_cli", "refkit.args", "aidememo_wire.status",
-           "refkit.ulid", "refkit.version"}
+_SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.ulid", "refkit.version", "aidememo_wire",
+           "aidememo_wire.status"}
 
 # Modules no local command needs. The servers' stack; dataclasses (with inspect) because
 # defining dataclasses was most of a start (the local flow's values are NamedTuples); shutil,
@@ -82,7 +85,7 @@ def _loaded(tmp_path: Path, argv: list[str], stdin: str = "") -> set[str]:
 
 
 def _check(modules: set[str], *, extra_never: tuple[str, ...] = ()) -> None:
-    kit = {m for m in modules if m == "aidememo_ref" or m.startswith("aidememo_ref.")}
+    kit = {m for m in modules if m.split(".")[0] in _KIT}
     foreign = sorted(m for m in kit if m not in _SHARED and not m.startswith(_LOCAL_PREFIXES))
     assert not foreign, f"a local command loaded modules outside the local flow: {foreign}"
     heavy = sorted(m for m in modules if m.split(".")[0] in _NEVER + extra_never or m in _NEVER)
@@ -116,9 +119,11 @@ def test_the_stdio_mcp_server_loads_only_the_local_flow(store: tuple[Path, str, 
 
 
 def test_the_guard_names_what_it_refuses() -> None:
-    with pytest.raises(AssertionError, match=r"outside the local flow: \['aidememo_ref._records'\]"):
+    with pytest.raises(AssertionError, match=r"outside the local flow: \['aidememo_ref', 'aidememo_ref._records'\]"):
         _check({"aidememo_ref", "aidememo_cli._local._store", "aidememo_ref._records"})
+    with pytest.raises(AssertionError, match=r"outside the local flow: \['aidememo_cli._remote._http'\]"):
+        _check({"aidememo_cli", "aidememo_cli._local._store", "aidememo_cli._remote._http"})
     with pytest.raises(AssertionError, match=r"does not need: \['dataclasses', 'httpx._client'\]"):
-        _check({"aidememo_ref", "dataclasses", "httpx._client", "json"})
+        _check({"aidememo_cli", "dataclasses", "httpx._client", "json"})
     with pytest.raises(AssertionError, match=r"does not need: \['hashlib'\]"):
         _check({"hashlib"}, extra_never=("hashlib",))

@@ -59,7 +59,7 @@ class XMemoTarget:
 
 
 def _start_embedded(settings: XMemoSettings, stack: ExitStack) -> tuple[str, Provisioner]:
-    from aidememo_ref import serve_in_thread
+    from refkit.serving import serve_in_thread
     from xmemo_ref import XMemoReference
 
     workdir = tempfile.mkdtemp(prefix="xmemo-embedded-")
