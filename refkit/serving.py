@@ -13,8 +13,6 @@ import argparse
 import ipaddress
 import os
 import signal
-import socket
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Protocol
@@ -22,6 +20,8 @@ from typing import TYPE_CHECKING, Protocol
 from .args import fail
 
 if TYPE_CHECKING:
+    import socket
+
     from .asgi import ASGIApp
 
 __all__ = ["add_listen_flags", "listen_address", "require_database_dir", "serve", "bind_socket", "Servable",
@@ -99,6 +99,8 @@ def _graceful_server_class() -> type:
 
 def bind_socket(host: str, port: int) -> socket.socket:
     """A listening TCP socket on ``host:port`` (port 0: a free one), inheritable by a child process."""
+    import socket  # here, not at the top: every ``serve --help`` and ``xmemo bootstrap`` imports this module
+
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted sockets only when the proto
     # says TCP, and without it a kept-alive client waits ~40 ms per answer (errata 9).
@@ -122,6 +124,8 @@ class Servable(Protocol):
 def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
     """Serve ``ledger`` (a ``ReferenceLedger``, an ``XMemoReference``, or anything with an ``asgi``
     app) with uvicorn on a background thread; yields the base URL."""
+    import threading
+
     import uvicorn
 
     sock = bind_socket(host, port)
