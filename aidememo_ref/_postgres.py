@@ -17,6 +17,7 @@ size and acquire timeout).
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
 from contextlib import AbstractContextManager, contextmanager
 from types import TracebackType
@@ -34,6 +35,7 @@ from refkit.search import term_counts
 from ._store import (
     Denied,
     FeedRead,
+    MembershipChanged,
     MailboxQuery,
     MailboxRow,
     Posting,
@@ -129,6 +131,41 @@ _MEMBER_ROLE = (
     "WHERE m.tenant_id = %s AND m.project_id = %s AND m.actor_id = %s AND m.status = 'active' AND a.status = 'active'"
 )
 _PROJECT = "SELECT project_epoch, next_seq FROM ssot_projects WHERE tenant_id = %s AND project_id = %s"
+# The same, with a deferred membership checked in the same statement (``authenticate``).
+_PROJECT_AND_MEMBER = (
+    "SELECT p.project_epoch, p.next_seq, a.tenant_id, a.actor_id, a.role, a.project_epoch FROM ssot_projects p "
+    f"LEFT JOIN ({_AUTHENTICATE}) a ON TRUE WHERE p.tenant_id = %s AND p.project_id = %s")
+_MEMBERS_PER_THREAD: Final = 1024
+# A command's writes as one statement (one round trip, one parse once prepared): the resource's
+# upsert, then from its new revision the receipt, the change and (for a handoff) the mailbox index
+# row; the audit row and the project's next sequence.
+_APPLY_RESOURCE: Final = (
+    "WITH r AS (INSERT INTO ssot_resources (tenant_id, project_id, resource_kind, resource_id, revision, deleted, "
+    "body_json) VALUES (%(t)s, %(p)s, %(kind)s, %(rid)s, 1, %(deleted)s, %(body)s) "
+    "ON CONFLICT (tenant_id, project_id, resource_kind, resource_id) DO UPDATE SET "
+    "revision = ssot_resources.revision + 1, deleted = EXCLUDED.deleted, body_json = EXCLUDED.body_json "
+    "RETURNING revision), "
+    "rc AS (INSERT INTO ssot_receipts (tenant_id, project_id, command_id, fingerprint, actor_id, project_seq, "
+    "resource_kind, resource_id, revision, committed_at_ms) SELECT %(t)s::text, %(p)s::text, %(cmd)s::text, "
+    "%(fp)s::text, %(actor)s::text, %(seq)s::bigint, %(kind)s::text, %(rid)s::text, r.revision, %(now)s::bigint "
+    "FROM r), "
+    "ch AS (INSERT INTO ssot_changes (tenant_id, project_id, project_epoch, seq, resource_kind, resource_id, "
+    "operation, revision, actor_id, committed_at_ms, body_json) SELECT %(t)s::text, %(p)s::text, %(epoch)s::text, "
+    "%(seq)s::bigint, %(kind)s::text, %(rid)s::text, %(op)s::text, r.revision, %(actor)s::text, %(now)s::bigint, "
+    "%(body)s::bytea FROM r), "
+    "au AS (INSERT INTO ssot_audit (tenant_id, project_id, project_seq, command_id, operation, resource_kind, "
+    "resource_id, actor_id, committed_at_ms) VALUES (%(t)s, %(p)s, %(seq)s, %(cmd)s, %(command_op)s, %(kind)s, "
+    "%(rid)s, %(actor)s, %(now)s)), "
+    "pj AS (UPDATE ssot_projects SET next_seq = %(seq)s WHERE tenant_id = %(t)s AND project_id = %(p)s)"
+)
+_APPLY: Final = _APPLY_RESOURCE + " SELECT revision FROM r"
+_APPLY_HANDOFF: Final = _APPLY_RESOURCE + (
+    ", hi AS (INSERT INTO ssot_handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
+    "status, revision, updated_seq) SELECT %(t)s::text, %(p)s::text, %(rid)s::text, %(from)s::text, %(to)s::text, "
+    "%(source)s::text, %(status)s::text, r.revision, %(seq)s::bigint FROM r "
+    "ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET from_actor = EXCLUDED.from_actor, "
+    "to_actor = EXCLUDED.to_actor, source_id = EXCLUDED.source_id, status = EXCLUDED.status, "
+    "revision = EXCLUDED.revision, updated_seq = EXCLUDED.updated_seq) SELECT revision FROM r")
 _IDENTITY_TABLES: Final = {"tenants": "ssot_tenants", "projects": "ssot_projects", "actors": "ssot_actors",
                            "memberships": "ssot_memberships"}
 _UNAVAILABLE: Final = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled, pg_errors.SerializationFailure,
@@ -138,6 +175,26 @@ _UNAVAILABLE: Final = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled, pg_e
 def _map(exc: BaseException) -> LedgerError:
     """Storage faults on the wire: waits cut off by a timeout or a lost server are 503, the rest 500."""
     return LedgerError.storage_failure(unavailable=isinstance(exc, _UNAVAILABLE))
+
+
+def _membership(row: tuple[object, ...] | None, project_id: str) -> Membership | Denied:
+    """``_AUTHENTICATE``'s answer: no row is a bad token, no role or epoch no membership."""
+    if row is None or row[0] is None:
+        return Denied.BAD_TOKEN
+    tenant, actor, role, epoch = row
+    if role is None or epoch is None:
+        return Denied.NOT_MEMBER
+    return Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
+                      project_epoch=str(epoch))
+
+
+class _Thread(threading.local):
+    """Memberships this thread proved, and the one ``authenticate`` answered from them that no
+    statement has checked yet."""
+
+    def __init__(self) -> None:
+        self.members: dict[tuple[bytes, str], Membership] = {}
+        self.pending: tuple[bytes, str, Membership] | None = None
 
 
 def _text(body: bytes | memoryview | None) -> str | None:
@@ -163,30 +220,67 @@ class _Tx:
         self._tenant, self._project = member.tenant_id, member.project_id
         self._cm: AbstractContextManager[psycopg.Connection[tuple[object, ...]]] | None = None
         self._conn: psycopg.Connection[tuple[object, ...]] | None = None
+        self._pipeline: AbstractContextManager[psycopg.Pipeline] | None = None
         self._epoch = ""
         self._head = 0
 
     def __enter__(self) -> _Tx:
+        # One pipeline per transaction: statements whose answer is not needed yet (BEGIN, the
+        # writes but the last, COMMIT) travel with the next one that is, so a command costs a
+        # round trip per read it needs instead of one per statement.
         try:
             self._cm = self._store._pool.connection(timeout=self._store._acquire_s)
             conn = self._conn = self._cm.__enter__()
-            if self._write:
-                # The project row is the lock every writer of this project takes first.
-                row = conn.execute(_PROJECT + " FOR UPDATE", (self._tenant, self._project)).fetchone()
+            pipeline = self._pipeline = conn.pipeline()
+            pipeline.__enter__()
+            pending, self._store._local.pending = self._store._local.pending, None
+            conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if self._write
+                         else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+            # For a write, the project row is the lock every writer of this project takes first.
+            lock = " FOR UPDATE OF p" if self._write else ""
+            if pending is None:
+                row = conn.execute(_PROJECT + lock.replace(" OF p", ""), (self._tenant, self._project)).fetchone()
             else:
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                row = conn.execute(_PROJECT, (self._tenant, self._project)).fetchone()
+                row = conn.execute(_PROJECT_AND_MEMBER + lock,
+                                   (pending[1], pending[0], self._tenant, self._project)).fetchone()
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             self._release(exc)
             raise _map(exc) from exc
+        if pending is not None and (row is None or _membership(row[2:], pending[1]) != pending[2]):
+            self._release(None)
+            self._store._local.members.pop((pending[0], pending[1]), None)
+            raise MembershipChanged()  # nothing read or written: the caller checks afresh
         if row is None:
             self._release(None)
             raise LedgerError.unauthorized(self._project)
         self._epoch, self._head = str(row[0]), int(str(row[1]))
         return self
 
+    def _end(self, statement: str, exc: BaseException | None) -> psycopg.Error | None:
+        """Send ``statement`` (COMMIT or ROLLBACK) with whatever is queued, close the pipeline,
+        and leave the connection idle (rolled back) if that failed; returns the failure."""
+        conn, pipeline, self._pipeline = self._conn, self._pipeline, None
+        fault: psycopg.Error | None = None
+        if conn is None:
+            return None
+        if pipeline is not None:
+            try:
+                try:
+                    conn.execute(statement)
+                finally:
+                    pipeline.__exit__(type(exc) if exc else None, exc, None)
+            except psycopg.Error as error:
+                fault = error
+        if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+            try:
+                conn.execute("ROLLBACK")
+            except psycopg.Error:
+                pass  # the pool discards a connection it cannot reset
+        return fault
+
     def _release(self, exc: BaseException | None) -> None:
         cm, self._cm = self._cm, None
+        self._end("ROLLBACK", exc)
         if cm is not None:
             try:
                 cm.__exit__(type(exc) if exc else None, exc, None)
@@ -197,11 +291,13 @@ class _Tx:
                  tb: TracebackType | None) -> None:
         cm, self._cm = self._cm, None
         assert cm is not None
+        fault = self._end("COMMIT" if exc is None else "ROLLBACK", exc)
         try:
-            cm.__exit__(kind, exc, tb)  # commits when exc is None, rolls back otherwise
-        except psycopg.Error as fault:
-            if exc is None:
-                raise _map(fault) from fault
+            cm.__exit__(kind, exc, tb)  # back to the pool, idle
+        except psycopg.Error as error:
+            fault = fault or error
+        if fault is not None and exc is None:
+            raise _map(fault) from fault
         if isinstance(exc, (psycopg.Error, psycopg_pool.PoolTimeout)):
             raise _map(exc) from exc
 
@@ -243,49 +339,30 @@ class _Tx:
             raise LedgerError.storage_failure()  # a write in a read-only transaction is a bug
         kind, rid = write.kind, write.resource_id
         body = None if write.body is None else write.body.encode("utf-8")
-        row = conn.execute(
-            "INSERT INTO ssot_resources (tenant_id, project_id, resource_kind, resource_id, revision, deleted, body_json) "
-            "VALUES (%s, %s, %s, %s, 1, %s, %s) ON CONFLICT (tenant_id, project_id, resource_kind, resource_id) "
-            "DO UPDATE SET revision = ssot_resources.revision + 1, deleted = EXCLUDED.deleted, "
-            "body_json = EXCLUDED.body_json RETURNING revision",
-            (tenant, project, kind, rid, body is None, body)).fetchone()
-        assert row is not None
-        revision = int(str(row[0]))
         seq = self._head + 1
         self._head = seq
-        conn.execute(
-            "INSERT INTO ssot_receipts (tenant_id, project_id, command_id, fingerprint, actor_id, project_seq, "
-            "resource_kind, resource_id, revision, committed_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (tenant, project, command.command_id, command.fingerprint, actor, seq, kind, rid, revision, now_ms))
-        conn.execute(
-            "INSERT INTO ssot_changes (tenant_id, project_id, project_epoch, seq, resource_kind, resource_id, operation, "
-            "revision, actor_id, committed_at_ms, body_json) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (tenant, project, self._epoch, seq, kind, rid, "delete" if body is None else "upsert", revision, actor,
-             now_ms, body))
-        conn.execute(
-            "INSERT INTO ssot_audit (tenant_id, project_id, project_seq, command_id, operation, resource_kind, "
-            "resource_id, actor_id, committed_at_ms) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s)",
-            (tenant, project, seq, command.command_id, command.op.value, kind, rid, actor, now_ms))
         record = write.record
+        statement = _APPLY
+        params: dict[str, object] = {
+            "t": tenant, "p": project, "kind": kind, "rid": rid, "seq": seq, "actor": actor, "now": now_ms,
+            "cmd": command.command_id, "fp": command.fingerprint, "epoch": self._epoch, "deleted": body is None,
+            "body": body, "op": "delete" if body is None else "upsert", "command_op": command.op.value}
         if isinstance(record, Handoff):
-            conn.execute(
-                "INSERT INTO ssot_handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
-                "status, revision, updated_seq) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s) "
-                "ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET from_actor = EXCLUDED.from_actor, "
-                "to_actor = EXCLUDED.to_actor, source_id = EXCLUDED.source_id, status = EXCLUDED.status, "
-                "revision = EXCLUDED.revision, updated_seq = EXCLUDED.updated_seq",
-                (tenant, project, rid, record.from_actor, record.to_actor, record.source_id, record.status.value,
-                 revision, seq))
-        elif isinstance(record, Fact) and kind == FACT and revision == 1:
-            counts, length = term_counts(record.content)  # facts are create-only: indexed once
+            statement = _APPLY_HANDOFF
+            params |= {"from": record.from_actor, "to": record.to_actor, "source": record.source_id,
+                       "status": record.status.value}
+        row = conn.execute(statement, params).fetchone()
+        assert row is not None
+        revision = int(str(row[0]))
+        if isinstance(record, Fact) and kind == FACT and revision == 1:
+            # Facts are create-only: indexed once. Queued: sent with the COMMIT.
+            counts, length = term_counts(record.content)
             conn.execute("INSERT INTO aidememo_ref_search_docs (tenant_id, project_id, fact_id, length) "
                          "VALUES (%s, %s, %s, %s)", (tenant, project, rid, length))
             with conn.cursor() as cur:
                 cur.executemany("INSERT INTO aidememo_ref_search_terms (tenant_id, project_id, term, fact_id, tf) "
                                 "VALUES (%s, %s, %s, %s, %s)",
                                 [(tenant, project, term, rid, tf) for term, tf in counts.items()])
-        conn.execute("UPDATE ssot_projects SET next_seq = %s WHERE tenant_id = %s AND project_id = %s",
-                     (seq, tenant, project))
         return Receipt(command_id=command.command_id, fingerprint=command.fingerprint, tenant_id=tenant,
                        project_id=project, actor_id=actor, project_seq=seq, kind=kind, resource_id=rid,
                        revision=revision, committed_at_ms=now_ms)
@@ -297,12 +374,16 @@ class PostgresStore:
     def __init__(self, url: str, settings: PostgresSettings | None = None) -> None:
         self.settings = settings or PostgresSettings()
         self._acquire_s = self.settings.acquire_timeout_ms / 1000
+        self._local = _Thread()
         options = (f"-c statement_timeout={self.settings.statement_timeout_ms} "
                    f"-c lock_timeout={self.settings.lock_timeout_ms}")
         try:
             self._pool: psycopg_pool.ConnectionPool[psycopg.Connection[tuple[object, ...]]] = (
                 psycopg_pool.ConnectionPool(url, min_size=1, max_size=self.settings.pool_size, open=True,
-                                            kwargs={"options": options}, timeout=max(self._acquire_s, 5.0)))
+                                            # Autocommit: a one-statement read is its own
+                                            # transaction (no BEGIN and COMMIT round trips);
+                                            # ``_Tx`` and provisioning open theirs explicitly.
+                                            kwargs={"options": options, "autocommit": True}, timeout=max(self._acquire_s, 5.0)))
             self._pool.wait(timeout=10)
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             raise StoreError(f"cannot connect to PostgreSQL: {_first_line(exc)}") from exc
@@ -313,7 +394,7 @@ class PostgresStore:
             raise StoreError(f"cannot prepare the PostgreSQL schema: {_first_line(exc)}") from exc
 
     def _migrate(self) -> None:
-        with self._pool.connection() as conn:
+        with self._pool.connection() as conn, conn.transaction():
             # The advisory lock serializes first-start DDL across processes (as upstream).
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
             conn.execute("CREATE TABLE IF NOT EXISTS aidememo_schema (component TEXT PRIMARY KEY, "
@@ -345,24 +426,36 @@ class PostgresStore:
 
     # -- identity ---------------------------------------------------------------------------
     def authenticate(self, digest: bytes, project_id: str, *, deferred: bool = False) -> Membership | Denied:
-        # Always read (``deferred`` allows, never requires, an answer from memory).
+        local = self._local
+        if deferred:
+            member = local.members.get((digest, project_id))
+            if member is not None:
+                # Checked by the next transaction's first statement (``_Tx``), which saves this
+                # request a round trip of its own.
+                local.pending = (digest, project_id, member)
+                return member
+        local.pending = None
+        return self._read_membership(digest, project_id)
+
+    def _read_membership(self, digest: bytes, project_id: str) -> Membership | Denied:
         with self._connection() as conn:
-            row = conn.execute(_AUTHENTICATE, (project_id, digest)).fetchone()
-        if row is None:
-            return Denied.BAD_TOKEN
-        tenant, actor, role, epoch = row
-        if role is None or epoch is None:
-            return Denied.NOT_MEMBER
-        return Membership(tenant_id=str(tenant), project_id=project_id, actor_id=str(actor), role=Role(str(role)),
-                          project_epoch=str(epoch))
+            found = _membership(conn.execute(_AUTHENTICATE, (project_id, digest)).fetchone(), project_id)
+        members = self._local.members
+        if not isinstance(found, Membership):
+            members.pop((digest, project_id), None)
+        elif len(members) < _MEMBERS_PER_THREAD:
+            members[(digest, project_id)] = found
+        return found
 
     def confirm(self) -> None:
-        return None  # authenticate never defers here
+        pending, self._local.pending = self._local.pending, None
+        if pending is not None and self._read_membership(pending[0], pending[1]) != pending[2]:
+            raise MembershipChanged()
 
     def provision(self, *, tenant_id: str, project_id: str, actor_id: str, token_digest: bytes, role: str,
                   actor_kind: str, project_epoch: str | None, new_epoch: str, tenant_name: str, project_name: str,
                   actor_name: str, now_ms: int) -> str:
-        with self._connection() as conn:
+        with self._connection() as conn, conn.transaction():
             conn.execute("INSERT INTO ssot_tenants (tenant_id, display_name, status, created_at_ms, updated_at_ms) "
                          "VALUES (%s, %s, 'active', %s, %s) ON CONFLICT (tenant_id) DO NOTHING",
                          (tenant_id, tenant_name, now_ms, now_ms))

@@ -23,6 +23,7 @@ class World:
     def __init__(self, path: Path | None, postgres_url: str | None = None) -> None:
         self.clock = ManualClock(START_MS)
         self.backend = "postgres" if postgres_url else "sqlite"
+        self.postgres_url = postgres_url
         self.ledger = ReferenceLedger(path, postgres_url=postgres_url, clock=self.clock)
         for actor, (token, role) in TOKENS.items():
             self.ledger.provision(tenant_id="tenant_http", project_id="project_http", actor_id=actor,

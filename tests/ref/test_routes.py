@@ -383,6 +383,32 @@ def test_a_suspension_from_another_connection_applies_to_the_next_request(sqlite
     assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 403
 
 
+@pytest.mark.parametrize(("change", "expected"), [
+    ("memberships", 403), ("projects", 403), ("actors", 401), ("tenants", 401), ("token", 401)])
+def test_a_write_is_refused_once_another_process_suspends_its_writer(world: World, change: str,
+                                                                      expected: int) -> None:
+    """A write may take its membership from what the last one proved (a deferred check, made by
+    its own transaction's first statement); a suspension or revocation committed by another
+    process in between is still the answer, and the write is not applied."""
+    from aidememo_ref import ReferenceLedger, bearer_digest
+
+    assert world.call("codex-p1", "POST", "/v1/commands", raw("c1")).status_code == 200
+    other = ReferenceLedger(world.ledger.database, postgres_url=world.postgres_url)
+    try:
+        if change == "token":
+            other.store.revoke_token(bearer_digest("writer-token-0123456789"))
+        else:
+            key = {"memberships": {"project_id": "project_http", "actor_id": "codex-p1"},
+                   "projects": {"project_id": "project_http"}, "actors": {"actor_id": "codex-p1"},
+                   "tenants": {}}[change]
+            other.store.set_status(change, "suspended", tenant_id="tenant_http", **key)
+    finally:
+        other.close()
+    assert world.call("codex-p1", "POST", "/v1/commands", raw("c2", rid="n2")).status_code == expected
+    if change in ("memberships", "token"):  # the others' readers lose access too
+        assert world.call("codex-p2", "GET", world.p("/resources/custom.note/n2")).status_code == 404
+
+
 def test_revoked_token_is_401(world: World) -> None:
     from aidememo_ref import bearer_digest
 
