@@ -13,7 +13,7 @@ from typing import TypeAlias
 
 from aidememo_wire.canonical import format_float
 from ._reads import FeedPage, SearchHit
-from ._records import Handoff, Membership, Resource
+from ._records import Change, Handoff, Membership, Resource
 from ._store import MailboxRow
 
 __all__ = ["Raw", "Body", "dumps", "error_body", "identity", "resource", "snapshot", "status", "feed", "mailbox",
@@ -32,6 +32,8 @@ Body: TypeAlias = None | bool | int | float | str | Raw | list["Body"] | tuple["
 
 def dumps(value: Body) -> str:
     """Compact JSON in insertion order with serde's float format."""
+    if isinstance(value, str):
+        return _quote(value)
     if isinstance(value, Raw):
         return value.text
     if isinstance(value, dict):
@@ -76,20 +78,26 @@ def status(revision: int, record: Handoff) -> str:
     return f'{{"revision":{revision},"record":{record.in_order()}}}'
 
 
+def _change(m: Membership, epoch: str, c: Change) -> str:
+    # Written out rather than through ``dumps``: feeds are the longest answers the reference
+    # renders, and every field here is a str or an int.
+    return (f'{{"tenant_id":{_quote(m.tenant_id)},"project_id":{_quote(m.project_id)},'
+            f'"project_epoch":{_quote(epoch)},"seq":{int(c.seq)},'
+            f'"resource":{{"kind":{_quote(c.kind)},"id":{_quote(c.resource_id)}}},'
+            f'"operation":{_quote(c.operation)},"revision":{int(c.revision)},"actor_id":{_quote(c.actor_id)},'
+            f'"committed_at_ms":{int(c.committed_at_ms)}}}')
+
+
 def feed(m: Membership, cursor_epoch: str, after_seq: int, page: FeedPage) -> str:
     entries: list[Body] = []
     for entry in page.entries:
         c = entry.change
-        change: dict[str, Body] = {
-            "tenant_id": m.tenant_id, "project_id": m.project_id, "project_epoch": page.epoch, "seq": c.seq,
-            "resource": {"kind": c.kind, "id": c.resource_id}, "operation": c.operation, "revision": c.revision,
-            "actor_id": c.actor_id, "committed_at_ms": c.committed_at_ms,
-        }
+        change = _change(m, page.epoch, c)
         if entry.materialized:
-            entries.append({"change": change,
-                            "resource": Raw(_resource(m, c.kind, c.resource_id, c.revision, c.body))})
+            entries.append(Raw(f'{{"change":{change},'
+                               f'"resource":{_resource(m, c.kind, c.resource_id, c.revision, c.body)}}}'))
         else:
-            entries.append(change)
+            entries.append(Raw(change))
     return dumps({
         "scope": Raw(_scope(m)),
         "cursor": {"project_epoch": cursor_epoch, "after_seq": after_seq},

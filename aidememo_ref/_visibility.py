@@ -8,6 +8,7 @@ active member of the project, readers included.
 from __future__ import annotations
 
 import json
+from functools import lru_cache
 from typing import Final
 
 from ._records import CONTEXT, HANDOFF
@@ -24,5 +25,14 @@ def visible_to(kind: str, body: str | None, actor_id: str) -> bool:
         return True
     if body is None:
         return False
+    return actor_id in _participants(body)
+
+
+@lru_cache(maxsize=4096)
+def _participants(body: str) -> tuple[object, object]:
+    """A participant-scoped body's ``from_actor`` and ``to_actor``: bodies are immutable
+    strings, and a feed or snapshot asks about the same few again and again."""
     record = json.loads(body)
-    return isinstance(record, dict) and actor_id in (record.get("from_actor"), record.get("to_actor"))
+    if not isinstance(record, dict):
+        return (None, None)
+    return (record.get("from_actor"), record.get("to_actor"))
