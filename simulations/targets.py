@@ -122,7 +122,7 @@ def load_factory(spec: str | None) -> LedgerFactory:
     return factory  # type: ignore[no-any-return]
 
 
-_JSON = ("content-type", "application/json")
+_JSON = (b"content-type", b"application/json")  # bytes: handed to the ledger as they are
 
 
 class EmbeddedTarget:
@@ -143,7 +143,7 @@ class EmbeddedTarget:
         self.clock = ManualClock(START_MS)
         self.scheduler: SeededScheduler | None = SeededScheduler(seed)
         self.ledger = factory(Path(self._dir.name) / "ledger.sqlite", clock=self.clock, scheduler=self.scheduler)
-        self._headers: dict[str, list[tuple[str, str]]] = {}
+        self._headers: dict[str, list[tuple[bytes, bytes]]] = {}
         self._projects = 0
         self._provision(project)
 
@@ -154,7 +154,7 @@ class EmbeddedTarget:
             token = f"token-{actor}-{self._projects}"
             self.ledger.provision(tenant_id="tenant-sim", project_id=project, actor_id=actor,
                                   token=token, role="reader" if actor == READER else "writer")
-            self._headers[actor] = [("authorization", f"Bearer {token}"), _JSON]
+            self._headers[actor] = [(b"authorization", f"Bearer {token}".encode()), _JSON]
 
     def next_project(self) -> None:
         """Move to a fresh project on the same ledger: nothing written before is visible there."""
