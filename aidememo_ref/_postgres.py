@@ -228,23 +228,24 @@ class _Tx:
         # One pipeline per transaction: statements whose answer is not needed yet (BEGIN, the
         # writes but the last, COMMIT) travel with the next one that is, so a command costs a
         # round trip per read it needs instead of one per statement.
+        pending, self._store._local.pending = self._store._local.pending, None
         try:
             self._cm = self._store._pool.connection(timeout=self._store._acquire_s)
             conn = self._conn = self._cm.__enter__()
             pipeline = self._pipeline = conn.pipeline()
             pipeline.__enter__()
-            pending, self._store._local.pending = self._store._local.pending, None
             conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED" if self._write
                          else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             # For a write, the project row is the lock every writer of this project takes first.
-            lock = " FOR UPDATE OF p" if self._write else ""
             if pending is None:
-                row = conn.execute(_PROJECT + lock.replace(" OF p", ""), (self._tenant, self._project)).fetchone()
+                row = conn.execute(_PROJECT + (" FOR UPDATE" if self._write else ""),
+                                   (self._tenant, self._project)).fetchone()
             else:
-                row = conn.execute(_PROJECT_AND_MEMBER + lock,
+                row = conn.execute(_PROJECT_AND_MEMBER + (" FOR UPDATE OF p" if self._write else ""),
                                    (pending[1], pending[0], self._tenant, self._project)).fetchone()
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             self._release(exc)
+            self._store._local.pending = pending  # unchecked still: ``confirm`` checks it
             raise _map(exc) from exc
         if pending is not None and (row is None or _membership(row[2:], pending[1]) != pending[2]):
             self._release(None)
