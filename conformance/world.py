@@ -23,7 +23,17 @@ from typing import Any
 from conformance.profile import CheckContext
 from conformance.transcript import Transcript
 
-__all__ = ["BaseWorld"]
+__all__ = ["BaseWorld", "minted_id", "new_credential"]
+
+
+def new_credential(prefix: str) -> str:
+    """A new credential, from ``secrets``: never derived from the seed or the namespace, both printed."""
+    return f"{prefix}{secrets.token_hex(16)}"
+
+
+def minted_id(prefix: str, run_tag: str, check_tag: str, n: int) -> str:
+    """The ``n``-th id a check mints: what ``BaseWorld.new_id`` returns (and what a profile predicts)."""
+    return f"{prefix}-{run_tag}-{check_tag}-{n}"
 
 
 @dataclass(slots=True)
@@ -47,13 +57,13 @@ class BaseWorld:
     def new_id(self, prefix: str) -> str:
         """A new id in this run's namespace: ``PREFIX-RUNTAG-CHECKTAG-N`` (the same N-th id for the same check)."""
         self._counter += 1
-        minted = f"{prefix}-{self.run_tag}-{self.check_tag}-{self._counter}"
+        minted = minted_id(prefix, self.run_tag, self.check_tag, self._counter)
         self.transcript.minted(minted, self.run_tag)
         return minted
 
     def fresh_credential(self, prefix: str) -> str:
         """A new credential, from ``secrets``: never derived from the seed or the namespace, both printed."""
-        return f"{prefix}{secrets.token_hex(16)}"
+        return new_credential(prefix)
 
     def text(self, what: str) -> str:
         """A realistic, seeded sentence labelled ``what``."""

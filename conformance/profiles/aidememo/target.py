@@ -22,13 +22,17 @@ from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
 from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
+from conformance.pool import ProvisionPool
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
+from conformance.world import new_credential
 
 __all__ = ["AideMemoTarget", "advance_clock", "start"]
 
 CLOCK_PATH = "/__test__/clock"
+POOL_WORKERS = 3  # bootstrap processes at once
+POOL_AHEAD = 8  # identities provisioned ahead and not yet asked for (a few checks' worth)
 
 
 def storage_failure(exchange: Exchange) -> str | None:
@@ -51,6 +55,8 @@ class AideMemoTarget:
     claims: Claims = field(default_factory=Claims)
     lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
     lease_wait: LeaseWait = field(default_factory=LeaseWait)
+    pool: ProvisionPool | None = None  # a command provisioner's identities, provisioned ahead
+    pool_fed: bool = False  # the pool was told what this process's checks will ask for
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:
@@ -132,6 +138,7 @@ def start(context: StartContext) -> AideMemoTarget:
     """
     settings = AideMemoSettings.of(context.settings, context.config)
     stack = ExitStack()
+    pool: ProvisionPool | None = None
     try:
         provisioner: Provisioner | None = None
         if settings.embedded:
@@ -143,6 +150,11 @@ def start(context: StartContext) -> AideMemoTarget:
             elif settings.provision_command:
                 provisioner = CommandProvisioner(settings.provision_command)
                 stack.callback(provisioner.close)
+                # A process per identity: run them concurrently and ahead (closed before the
+                # token files go). Threads wait on processes, so more of them than cores helps.
+                pool = ProvisionPool(provisioner, lambda: new_credential("tok-"), workers=POOL_WORKERS,
+                                     ahead=POOL_AHEAD)
+                stack.callback(pool.close)
         wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
                     retryable=storage_failure)
     except BaseException:
@@ -150,7 +162,8 @@ def start(context: StartContext) -> AideMemoTarget:
         raise
     binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
-                            fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, _stack=stack)
+                            fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, pool=pool,
+                            _stack=stack)
     def detect(name: str) -> tuple[bool, str]:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
             return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"
