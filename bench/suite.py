@@ -153,15 +153,13 @@ def main() -> None:
             if name != "aidememo":
                 _suite(cached, scratch / f"warm-{name}", "--profile", name)
         for label, env in (("bytecode not cached", uncached), ("bytecode cached", cached)):
-            wall, cpu = _suite(env, scratch / f"aidememo-{label}")
-            print(_line(f"embedded, AideMemo profile ({label})", wall, cpu))
-            walls, cpus = [], []
-            for name in PROFILES:
-                wall, cpu = _suite(env, scratch / f"{name}-{label}", "--profile", name)
-                walls.append(wall)
-                cpus.append(cpu)
-            print(_line(f"embedded, all {len(PROFILES)} profiles ({', '.join(PROFILES)}) ({label})", sum(walls),
-                        sum(cpus)))
+            runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
+            print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
+            for name, (wall, cpu) in runs.items():
+                if name != "aidememo":
+                    print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+            print(_line(f"embedded, all {len(PROFILES)} profiles one after the other ({label})",
+                        sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
         if options.skip_served:
             return
         flags = ["-n", options.workers] if options.workers else []

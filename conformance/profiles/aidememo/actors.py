@@ -18,7 +18,7 @@ from typing import Any
 
 from aidememo_wire.shapes import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
-from conformance.http import Exchange
+from conformance.http import Exchange, Wire
 from conformance.profile import CheckContext
 from conformance.pool import Pending
 from conformance.profiles.aidememo.ahead import expected_identities, project_identities
@@ -31,6 +31,7 @@ from conformance.world import BaseWorld
 __all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "World", "setup_ok"]
 
 MCP_VERSION = "2026-07-28"
+REAL_HTTP = "real_http"  # the marker of checks whose answers depend on HTTP's bytes
 
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
@@ -83,7 +84,7 @@ class Actor:
 
     # -- plumbing --------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Exchange:
-        return self.project.world.runtime.wire.request(
+        return self.project.world.wire.request(
             self.project.world.transcript, method, path, token=self.token, actor=self.name, **kwargs
         )
 
@@ -313,12 +314,17 @@ class World(BaseWorld):
         if worlds:
             wait.begin(worlds, lambda world: world.context.markers[MARKER][0], self.context.progress)
 
+    @property
+    def wire(self) -> Wire:
+        """The wire this check speaks over (a ``real_http`` check: a socket, even to the embedded reference)."""
+        return self.runtime.wire_for(REAL_HTTP in self.context.markers)
+
     def require(self, capability: str) -> None:
         self.runtime.require(capability)
 
     def advance_clock(self, advance_ms: int) -> int:
         self.runtime.require("test-clock")
-        return advance_clock(self.runtime.wire, self.transcript, advance_ms)
+        return advance_clock(self.wire, self.transcript, advance_ms)
 
     @property
     def clock_is_virtual(self) -> bool:

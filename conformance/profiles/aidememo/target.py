@@ -48,6 +48,9 @@ class AideMemoTarget:
 
     settings: AideMemoSettings
     wire: Wire
+    # The embedded reference answers most checks in-process (``wire``); checks marked
+    # ``real_http`` go over its socket (``socket_wire``). None: ``wire`` is the socket already.
+    socket_wire: Wire | None = field(default=None, kw_only=True)
     provisioner: Provisioner | None  # None: identities come from the fixed token list
     fixed_tokens: TokenList
     base_url: str
@@ -65,8 +68,14 @@ class AideMemoTarget:
     def require(self, capability: str) -> None:
         self.claims.require(capability)
 
+    def wire_for(self, real_http: bool) -> Wire:
+        """The wire a check speaks over: the socket when its answers depend on HTTP's bytes."""
+        return self.socket_wire if real_http and self.socket_wire is not None else self.wire
+
     def close(self) -> None:
         self.wire.close()
+        if self.socket_wire is not None:
+            self.socket_wire.close()
         self._stack.close()
 
 
@@ -79,7 +88,7 @@ def _load_factory(spec: str) -> Callable[[str], Any]:
     return factory  # type: ignore[no-any-return]
 
 
-def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner]:
+def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner, Any]:
     try:
         import aidememo_ref
     except ImportError as exc:  # pragma: no cover - the kit ships the reference
@@ -118,7 +127,8 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
             bindings.bind(token, identity["bind_source"], identity["bind_actor"])
         return True
 
-    return base_url, FunctionProvisioner(provision, "the embedded reference")
+    transport = getattr(ledger, "transport", None)  # a factory's ledger may offer none: the socket then
+    return base_url, FunctionProvisioner(provision, "the embedded reference"), transport() if transport else None
 
 
 def _hook_provisioner(config: Any) -> Provisioner:
@@ -141,8 +151,9 @@ def start(context: StartContext) -> AideMemoTarget:
     pool: ProvisionPool | None = None
     try:
         provisioner: Provisioner | None = None
+        transport = None
         if settings.embedded:
-            base_url, provisioner = _start_embedded(settings, stack)
+            base_url, provisioner, transport = _start_embedded(settings, stack)
         else:
             base_url = settings.url or ""
             if settings.provision_hook:
@@ -156,14 +167,16 @@ def start(context: StartContext) -> AideMemoTarget:
                                      ahead=POOL_AHEAD)
                 stack.callback(pool.close)
         wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
-                    retryable=storage_failure)
+                    retryable=storage_failure, transport=transport)
+        socket_wire = None if transport is None else Wire(
+            base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes, retryable=storage_failure)
     except BaseException:
         stack.close()
         raise
     binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
                             fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, pool=pool,
-                            _stack=stack)
+                            socket_wire=socket_wire, _stack=stack)
     def detect(name: str) -> tuple[bool, str]:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
             return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"
