@@ -124,7 +124,7 @@ def _served(env: dict[str, str], scratch: Path, workers: str | None) -> tuple[fl
 
 def _line(label: str, wall: float, cpu: float, base: tuple[float, float] | None = None) -> str:
     ratio = f"   {wall / base[0]:.1f}x wall, {cpu / base[1]:.1f}x CPU of the embedded run" if base else ""
-    return f"{label:<58} {wall:7.2f} s wall {cpu:7.2f} s CPU{ratio}"
+    return f"{label:<68} {wall:7.2f} s wall {cpu:7.2f} s CPU{ratio}"
 
 
 def main() -> None:
@@ -158,7 +158,7 @@ def main() -> None:
             for name, (wall, cpu) in runs.items():
                 if name != "aidememo":
                     print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
-            print(_line(f"embedded, all {len(PROFILES)} profiles one after the other ({label})",
+            print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
                         sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
         if options.skip_served:
             return
