@@ -2,22 +2,19 @@
 
 from __future__ import annotations
 
-import os
-import unicodedata
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from refkit.clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
-from aidememo_wire.ids import bearer_digest, id_problem, new_ulid
 from ._ledger import Decide
 from refkit.served import Served
 from refkit.response import Response
 from ._service import Service
 from ._sqlite import BUSY_TIMEOUT_MS, SQLiteStore
-from ._store import Execute, ProvisionError, Scheduler, Store
-from aidememo_wire.shapes import ROLES
+from ._provision import ProvisionError, Provisioning, check, provision_current, token_problem
+from ._store import Execute, Scheduler, Store
 
 if TYPE_CHECKING:
     from ._postgres import PostgresSettings
@@ -25,45 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["ReferenceLedger", "Provisioning", "provision", "ProvisionError", "token_problem"]
 
 HeaderPairs = Mapping[str, str] | Mapping[bytes, bytes] | Iterable[tuple[str | bytes, str | bytes]]
-
-ACTOR_KINDS = ("human", "agent", "service")
-MAX_DISPLAY_NAME_BYTES = 256
-
-
-class Provisioning(TypedDict):
-    """What ``aidememo-ref bootstrap`` takes: an actor, its token and its role in a project."""
-
-    tenant_id: str
-    project_id: str
-    actor_id: str
-    token: str
-    role: NotRequired[str]  # owner | admin | writer (default) | reader
-    actor_kind: NotRequired[str]  # human | agent (default) | service
-    project_epoch: NotRequired[str | None]  # a fresh ULID when the project is new
-    tenant_name: NotRequired[str | None]  # names default to their ids
-    project_name: NotRequired[str | None]
-    actor_name: NotRequired[str | None]
-
-
-def token_problem(token: str) -> str | None:
-    """Why a bearer token would be refused (wire spec §4.1 step 4), or None."""
-    raw = token.encode("utf-8")
-    if not raw:
-        return "token must not be empty"
-    if len(raw) > 4096:
-        return "token must be at most 4096 bytes"
-    if any(b <= 0x20 or b >= 0x7F for b in raw):
-        return "token must be visible ASCII without whitespace or control characters"
-    return None
-
-
-def _name_problem(label: str, value: str) -> str | None:
-    if not value or len(value.encode("utf-8")) > MAX_DISPLAY_NAME_BYTES:
-        return f"{label} must contain 1 to 256 bytes"
-    if any(unicodedata.category(ch) == "Cc" for ch in value):
-        return f"{label} must not contain control characters"
-    return None
-
 
 class ReferenceLedger(Served):
     """The reference AideMemo server, without a socket.
@@ -132,33 +90,7 @@ def _latin1(value: str | bytes) -> bytes:
 
 
 def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
-    tenant_id, project_id, actor_id, token = fields["tenant_id"], fields["project_id"], fields["actor_id"], fields["token"]
-    role, actor_kind = fields.get("role", "writer"), fields.get("actor_kind", "agent")
-    project_epoch = fields.get("project_epoch")
-    for label, value in (("tenant_id", tenant_id), ("project_id", project_id), ("actor_id", actor_id)):
-        problem = id_problem(value)
-        if problem is not None:
-            raise ProvisionError(f"invalid {label}: {problem}")
-    if project_epoch is not None and (problem := id_problem(project_epoch)) is not None:
-        raise ProvisionError(f"invalid project_epoch: {problem}")
-    if role not in ROLES:
-        raise ProvisionError("role must be owner, admin, writer, or reader")
-    if actor_kind not in ACTOR_KINDS:
-        raise ProvisionError("actor kind must be human, agent, or service")
-    names = {"tenant name": fields.get("tenant_name") or tenant_id,
-             "project name": fields.get("project_name") or project_id,
-             "actor name": fields.get("actor_name") or actor_id}
-    for label, value in names.items():
-        if (problem := _name_problem(label, value)) is not None:
-            raise ProvisionError(problem)
-    if (problem := token_problem(token)) is not None:
-        raise ProvisionError(problem)
-    return store.provision(
-        tenant_id=tenant_id, project_id=project_id, actor_id=actor_id, token_digest=bearer_digest(token),
-        role=role, actor_kind=actor_kind, project_epoch=project_epoch,
-        new_epoch=new_ulid(now_ms, os.urandom(10)), tenant_name=names["tenant name"],
-        project_name=names["project name"], actor_name=names["actor name"], now_ms=now_ms,
-    )
+    return store.provision(**check(fields, now_ms)._asdict())
 
 
 def _open_store(database: str | Path | None, postgres_url: str | None, postgres: PostgresSettings | None,
@@ -181,8 +113,13 @@ def provision(database: str | Path | None = None, *, postgres_url: str | None = 
     """
     if (database is None) == (postgres_url is None):
         raise ValueError("provision needs a SQLite database path or a PostgreSQL URL (exactly one)")
+    now_ms = SystemClock().now_ms()
+    if database is not None:
+        epoch = provision_current(database, fields, now_ms, 5_000)
+        if epoch is not None:
+            return epoch
     store = _open_store(database, postgres_url, postgres, 5_000)
     try:
-        return _provision_store(store, SystemClock().now_ms(), fields)
+        return _provision_store(store, now_ms, fields)
     finally:
         store.close()

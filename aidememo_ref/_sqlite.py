@@ -50,6 +50,7 @@ from ._commands import Command
 from aidememo_wire.errors import LedgerError
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
+from ._provision import LAYOUT_VERSION, Checked, insert_identity
 from ._records import FACT, HANDOFF, Fact, Handoff, Membership, Receipt, RecordError, Resource, Role
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
@@ -69,7 +70,6 @@ from ._visibility import PARTICIPANT_KINDS
 __all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
-LAYOUT_VERSION: Final = 5  # this file's table layout (PRAGMA user_version); 4 was an earlier one
 _UPGRADED_LAYOUTS: Final = (2, 3)  # the change-table layouts (3 = 2 plus two triggers): upgraded on open
 
 _IDENTITY = """
@@ -494,49 +494,11 @@ class SQLiteStore:
     ) -> str:
         try:
             with self._exclusive() as conn:
-                return self._provision(conn, tenant_id, project_id, actor_id, token_digest, role, actor_kind,
-                                       project_epoch, new_epoch, tenant_name, project_name, actor_name, now_ms)
+                return insert_identity(conn, Checked(tenant_id, project_id, actor_id, token_digest, role, actor_kind,
+                                                     project_epoch, new_epoch, tenant_name, project_name, actor_name,
+                                                     now_ms))
         finally:
             self._generation += 1  # after the commit: this connection's own commits do not move data_version
-
-    @staticmethod
-    def _provision(conn: sqlite3.Connection, tenant_id: str, project_id: str, actor_id: str, token_digest: bytes,
-                   role: str, actor_kind: str, project_epoch: str | None, new_epoch: str, tenant_name: str,
-                   project_name: str, actor_name: str, now_ms: int) -> str:
-        conn.execute("INSERT OR IGNORE INTO tenants(tenant_id, display_name, created_at_ms) VALUES (?,?,?)",
-                     (tenant_id, tenant_name, now_ms))
-        row = conn.execute("SELECT project_epoch FROM projects WHERE tenant_id=? AND project_id=?",
-                           (tenant_id, project_id)).fetchone()
-        if row is None:
-            epoch = project_epoch or new_epoch
-            conn.execute("INSERT INTO projects(tenant_id, project_id, project_epoch, display_name, created_at_ms) "
-                         "VALUES (?,?,?,?,?)", (tenant_id, project_id, epoch, project_name, now_ms))
-        else:
-            epoch = str(row[0])
-            if project_epoch is not None and project_epoch != epoch:
-                raise ProvisionError(
-                    f"project epoch conflict: project {project_id} already has epoch {epoch}, not {project_epoch}")
-        row = conn.execute("SELECT kind FROM actors WHERE tenant_id=? AND actor_id=?", (tenant_id, actor_id)).fetchone()
-        if row is None:
-            conn.execute("INSERT INTO actors(tenant_id, actor_id, display_name, kind, created_at_ms) VALUES (?,?,?,?,?)",
-                         (tenant_id, actor_id, actor_name, actor_kind, now_ms))
-        elif row[0] != actor_kind:
-            raise ProvisionError(f"actor identity conflict: actor {actor_id} is a {row[0]}, not a {actor_kind}")
-        row = conn.execute("SELECT role FROM memberships WHERE tenant_id=? AND project_id=? AND actor_id=?",
-                           (tenant_id, project_id, actor_id)).fetchone()
-        if row is None:
-            conn.execute("INSERT INTO memberships(tenant_id, project_id, actor_id, role) VALUES (?,?,?,?)",
-                         (tenant_id, project_id, actor_id, role))
-        elif row[0] != role:
-            raise ProvisionError(f"membership conflict: actor {actor_id} is a {row[0]} of {project_id}, not a {role}")
-        row = conn.execute("SELECT tenant_id, actor_id FROM token_bindings WHERE token_sha256=?",
-                           (token_digest,)).fetchone()
-        if row is None:
-            conn.execute("INSERT INTO token_bindings(token_sha256, tenant_id, actor_id, created_at_ms) VALUES (?,?,?,?)",
-                         (token_digest, tenant_id, actor_id, now_ms))
-        elif (row[0], row[1]) != (tenant_id, actor_id):
-            raise ProvisionError("token binding conflicts: this token is already bound to another actor")
-        return epoch
 
     def _admin(self, sql: str, args: tuple[object, ...]) -> None:
         try:

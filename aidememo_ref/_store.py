@@ -30,6 +30,7 @@ from typing import Protocol, TypeAlias
 
 from ._commands import Command
 from ._ledger import Decide, View, Write
+from ._provision import ProvisionError, StoreError
 from ._records import Change, Membership, Receipt, Resource
 from refkit.scheduler import NO_SCHEDULER, Scheduler
 
@@ -52,14 +53,6 @@ __all__ = [
     "StoreError",
     "MembershipChanged",
 ]
-
-
-class ProvisionError(Exception):
-    """Bootstrap refused: the message is one line for the command line."""
-
-
-class StoreError(Exception):
-    """A database the reference cannot use (foreign layout, unreachable server); one line."""
 
 
 class MembershipChanged(Exception):

@@ -1,16 +1,29 @@
-"""Wall time and request count of the whole conformance suite against the embedded reference.
+"""Wall and CPU time of the conformance suite: embedded, every profile, and a served target provisioned by command.
 
-Prints figures, never asserts them. Baselines measured in the same run: the suite's start-up
-and collection alone (``--aidememo-list``) and the cost of N bare ``GET /health`` requests,
-so the ratios say how much of a run is the server answering and how much is the kit.
+Prints figures, never asserts them; every ratio is against a baseline measured in the same run.
 
-    python bench/suite.py [--runs 3] [--workers 2] [--health 500]
+* start-up: ``python -c pass``, a local ``aidememo-ref`` read, and ``aidememo-ref bootstrap`` on
+  a ledger file that exists (what the suite runs once per identity against a served reference);
+* the embedded AideMemo profile, and every installed profile one after the other, each without
+  cached bytecode (``PYTHONDONTWRITEBYTECODE=1``, as these machines run, so every module is
+  compiled and every check module assertion-rewritten) and with it (a private
+  ``PYTHONPYCACHEPREFIX`` filled by an untimed warm-up run, as an installed copy has);
+* the AideMemo suite against ``aidememo-ref serve`` provisioned by its bootstrap command, right
+  after the embedded run it is compared with (same checks, same seed, cached bytecode), with the
+  identities it provisioned (the served ledger's token bindings) and what their bootstraps cost.
+
+CPU time (user + system of the run and the processes it started) is printed beside wall time:
+on a machine other work loads, it is the steadier figure.
+
+    python bench/suite.py [--repeat 5] [--skip-served] [--workers N]
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import resource
+import sqlite3
 import statistics
 import subprocess
 import sys
@@ -18,83 +31,146 @@ import tempfile
 import time
 from pathlib import Path
 
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))
 
-def _timed(args: list[str]) -> tuple[float, subprocess.CompletedProcess[str]]:
-    start = time.perf_counter()
-    done = subprocess.run(args, capture_output=True, text=True, timeout=900)
-    return time.perf_counter() - start, done
+from conformance.profiles import PROFILES  # noqa: E402
+
+BOOTSTRAP = ("bootstrap --database {database} --tenant-id {tenant} --project-id {project} --actor-id {actor} "
+             "--token-file {token_file} --role {role}")
 
 
-def _suite(workers: str | None, report: Path) -> tuple[float, int, dict[str, int]]:
-    args = [sys.executable, "-m", "conformance.cli", "run", "--report-dir", str(report), "--seed", "1"]
-    if workers:
-        args += ["-n", workers]
-    wall, done = _timed(args)
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def _timed(argv: list[str], env: dict[str, str]) -> tuple[float, float, subprocess.CompletedProcess[str]]:
+    """(wall s, CPU s, the finished process) of one fresh process and its children."""
+    cpu = _children_cpu()
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=1800)
+    return time.perf_counter() - started, _children_cpu() - cpu, done
+
+
+def _ok(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
+    wall, cpu, done = _timed(argv, env)
     if done.returncode != 0:
-        raise SystemExit(f"suite run failed (exit {done.returncode}):\n{done.stdout[-2000:]}")
-    results = json.loads((report / "results.json").read_text())
-    return wall, results["requests"], results["counts"]
+        raise SystemExit(f"bench command failed (exit {done.returncode}): {' '.join(argv[:6])} ...\n"
+                         f"{(done.stdout + done.stderr)[-1500:]}")
+    return wall, cpu
 
 
-def _health_calls(count: int) -> float:
-    from aidememo_ref import OffsetClock, ReferenceLedger
-
-    from aidememo_ref import serve_in_thread
-    from conformance.http import Wire
-
-    with tempfile.TemporaryDirectory() as workdir:
-        ledger = ReferenceLedger(str(Path(workdir) / "ledger.sqlite"), clock=OffsetClock(), test_clock=True)
-        with serve_in_thread(ledger) as url:
-            wire = Wire(url, timeout_s=10, max_body_bytes=1 << 20)
-            wire.request(None, "GET", "/health")
-            start = time.perf_counter()
-            for _ in range(count):
-                wire.request(None, "GET", "/health")
-            elapsed = time.perf_counter() - start
-            wire.close()
-        ledger.close()
-    return elapsed
+def _env(cached: bool, scratch: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
+    if cached:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = str(scratch / "pycache")
+    else:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+    return env
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # type: ignore[override]
-        sys.stderr.write(f"bench/suite.py: {message}\n")
-        raise SystemExit(2)
+def _script(name: str) -> str:
+    """The console script beside this interpreter (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / name
+    return str(beside) if beside.exists() else name
 
 
-def _positive(text: str) -> int:
-    if not text.isdigit() or int(text) < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return int(text)
+def _suite(env: dict[str, str], report: Path, *flags: str) -> tuple[float, float]:
+    return _ok([sys.executable, "-m", "conformance.cli", "run", "--seed", "1", "--report-dir", str(report), *flags],
+               env)
+
+
+def _startups(env: dict[str, str], scratch: Path, repeat: int) -> dict[str, tuple[float, float]]:
+    """Median (wall ms, CPU ms) of each start-up, interleaved so noise hits all alike."""
+    ref = _script("aidememo-ref")
+    database = scratch / "startup.sqlite"
+    token = scratch / "startup.token"
+    token.write_text("tok-startup-bench\n")
+    token.chmod(0o600)
+    bootstrap = [ref, "bootstrap", "--database", str(database), "--tenant-id", "t", "--project-id", "p",
+                 "--actor-id", "a", "--token-file", str(token)]
+    _ok(bootstrap, env)  # creates the file: every later bootstrap meets an existing ledger, as in a run
+    commands = {
+        "python -c pass": [sys.executable, "-c", "pass"],
+        "aidememo-ref (local: session list)": [ref, "--store", str(scratch / "local.sqlite"), "session", "list"],
+        "aidememo-ref bootstrap": bootstrap,
+    }
+    for argv in commands.values():  # warm-up: fills the bytecode cache when there is one
+        _ok(argv, env)
+    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    for _ in range(repeat):
+        for name, argv in commands.items():
+            wall, cpu = _ok(argv, env)
+            samples[name].append((wall * 1000, cpu * 1000))
+    return {name: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s)) for name, s in samples.items()}
+
+
+def _served(env: dict[str, str], scratch: Path, workers: str | None) -> tuple[float, float, int]:
+    """(wall s, CPU s, identities provisioned) of the suite against ``aidememo-ref serve``."""
+    from refkit.process import ReferenceProcess
+
+    database = scratch / "served.sqlite"
+    template = f"{_script('aidememo-ref')} {BOOTSTRAP.replace('{database}', str(database))}"
+    with ReferenceProcess.start(database, test_clock=True) as server:
+        wall, cpu = _suite(env, scratch / "served-report", "--url", server.url, "--provision-command", template,
+                           *(["-n", workers] if workers else []))
+    with sqlite3.connect(database) as conn:
+        identities = int(conn.execute("SELECT count(*) FROM token_bindings").fetchone()[0])
+    return wall, cpu, identities
+
+
+def _line(label: str, wall: float, cpu: float, base: tuple[float, float] | None = None) -> str:
+    ratio = f"   {wall / base[0]:.1f}x wall, {cpu / base[1]:.1f}x CPU of the embedded run" if base else ""
+    return f"{label:<68} {wall:7.2f} s wall {cpu:7.2f} s CPU{ratio}"
 
 
 def main() -> None:
-    parser = _Parser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=_positive, default=3)
-    parser.add_argument("--workers", default="2")
-    parser.add_argument("--health", type=_positive, default=500)
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=5, help="start-up samples of each command (median)")
+    parser.add_argument("--skip-served", action="store_true", help="leave out the served-by-command run")
+    parser.add_argument("--workers", default=None, help="run the two AideMemo runs compared with -n N")
     options = parser.parse_args()
-    if not (options.workers.isdigit() or options.workers == "auto"):
-        parser.error(f"--workers: expected a number or 'auto', got {options.workers!r}")
-    with tempfile.TemporaryDirectory() as scratch:
-        base = Path(scratch)
-        listing, _ = _timed([sys.executable, "-m", "conformance.cli", "requirements"])
-        health = _health_calls(options.health)
-        per_request_ms = health / options.health * 1000
-        print(f"baseline: start-up + collection (aidememo-conformance requirements): {listing:.2f} s")
-        print(f"baseline: {options.health} GET /health on the embedded server: {health:.2f} s "
-              f"({per_request_ms:.2f} ms per request)")
-        for label, workers in (("serial", None), (f"-n {options.workers}", options.workers)):
-            walls = []
-            for run in range(options.runs):
-                wall, requests, counts = _suite(workers, base / f"{label}-{run}")
-                walls.append(wall)
-            median = statistics.median(walls)
-            shown = ", ".join(f"{v} {n}" for v, n in counts.items() if n)
-            print(f"suite {label:>5}: median {median:.2f} s over {options.runs} runs "
-                  f"(min {min(walls):.2f}, max {max(walls):.2f}); {requests} requests; {shown}")
-            print(f"    ratio to start-up baseline: {median / listing:.1f}x; "
-                  f"requests x /health cost = {requests * per_request_ms / 1000:.2f} s of the wall time")
+    if options.repeat < 1 or (options.workers is not None and not options.workers.isdigit()):
+        print("bench/suite.py: --repeat must be >= 1 and --workers a number", file=sys.stderr)
+        raise SystemExit(2)
+    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    with tempfile.TemporaryDirectory() as tmp:
+        scratch = Path(tmp)
+        cached, uncached = _env(True, scratch), _env(False, scratch)
+        startups = _startups(cached, scratch, options.repeat)
+        bare = startups["python -c pass"]
+        print(f"start-up (median of {options.repeat}, bytecode cached):")
+        for name, (wall, cpu) in startups.items():
+            print(f"  {name:<40} {wall:6.1f} ms wall {cpu:6.1f} ms CPU   {wall / bare[0]:.1f}x / {cpu / bare[1]:.1f}x "
+                  f"python -c pass")
+        local, boot = startups["aidememo-ref (local: session list)"], startups["aidememo-ref bootstrap"]
+        print(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, {boot[1] / local[1]:.2f}x CPU")
+        _suite(cached, scratch / "warm")  # untimed: fills the bytecode cache
+        for name in PROFILES:
+            if name != "aidememo":
+                _suite(cached, scratch / f"warm-{name}", "--profile", name)
+        for label, env in (("bytecode not cached", uncached), ("bytecode cached", cached)):
+            runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
+            print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
+            for name, (wall, cpu) in runs.items():
+                if name != "aidememo":
+                    print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+            print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
+                        sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
+        if options.skip_served:
+            return
+        flags = ["-n", options.workers] if options.workers else []
+        embedded = _suite(cached, scratch / "embedded-baseline", *flags)
+        wall, cpu, identities = _served(cached, scratch, options.workers)
+        shown = f" -n {options.workers}" if options.workers else ""
+        print(_line(f"embedded, AideMemo profile{shown} (baseline, bytecode cached)", *embedded))
+        print(_line(f"served by command, AideMemo profile{shown} (bytecode cached)", wall, cpu, embedded))
+        print(f"  {identities} identities provisioned, one bootstrap each: about {identities * boot[1] / 1000:.1f} s "
+              f"CPU of bootstraps, {identities * bare[1] / 1000:.1f} s of it interpreter start-up "
+              f"(python -c pass), {identities * (boot[1] - bare[1]) / 1000:.1f} s bootstrap's own imports and work")
 
 
 if __name__ == "__main__":

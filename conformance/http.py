@@ -160,6 +160,19 @@ class _Watchdog:
             self._timer.cancel()
 
 
+class _NoWatch(_Watchdog):
+    """The watchdog of an in-process request: never fires, starts no timer."""
+
+    def __init__(self) -> None:
+        super().__init__(0.0)
+
+    def __enter__(self) -> _Watchdog:
+        return self
+
+
+_NO_WATCH = _NoWatch()
+
+
 class _Breaker:
     """Counts consecutive transport failures across the whole run (shared by all checks)."""
 
@@ -188,11 +201,15 @@ class Wire:
         retryable: Callable[[Exchange], str | None] | None = None,
         retries: int = 3,
         breaker_limit: int = 3,
+        transport: httpx.BaseTransport | None = None,
     ) -> None:
         """
         Args:
             retryable: names why an answer is indeterminate and worth resending (None: it is not);
                 a profile's rule, e.g. AideMemo's ``503 storage_failure``.
+            transport: an in-process transport (an embedded reference's) instead of a socket to
+                ``base_url``: no framing of its own, so only for checks whose answers do not
+                depend on HTTP's bytes; the deadline watchdog has no socket to shut there.
         """
         self.base_url = base_url.rstrip("/")
         self.max_body_bytes = max_body_bytes
@@ -210,12 +227,15 @@ class Wire:
             # server's delayed ACK and every POST costs ~40 ms (ERRATA 9).
             # A fresh connection per request: the deadline watchdog must know the socket it may
             # shut, and a connection poisoned by a hostile answer must not serve the next check.
-            transport=httpx.HTTPTransport(
+            transport=transport or httpx.HTTPTransport(
+                # A plain-HTTP target never meets TLS (redirects are not followed): no CA bundle to load.
+                verify=not self.base_url.startswith("http://"),
                 socket_options=[(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)],
                 limits=httpx.Limits(max_keepalive_connections=0),
             ),
         )
         self.deadline_s = timeout_s
+        self._in_process = transport is not None
 
     def close(self) -> None:
         self._client.close()
@@ -280,7 +300,8 @@ class Wire:
             return Exchange(**base, status=0, error=detail), TargetError(f"{method} {url}: {detail}")
         # httpx timeouts bound each read, not the answer: a server trickling a byte per read would
         # hold a request for hours. A watchdog shuts the socket once the whole request overruns.
-        watch = _Watchdog(self.deadline_s)
+        # In-process, there is no socket to shut and no server to trickle: no watchdog thread.
+        watch = _Watchdog(self.deadline_s) if self._in_process is False else _NO_WATCH
         try:
             request = self._client.build_request(method, url, headers=headers, content=body or None,
                                                  extensions={"trace": watch.trace})
@@ -290,7 +311,9 @@ class Wire:
                     chunks: list[bytes] = []
                     size = 0
                     truncated = False
-                    for chunk in response.iter_raw():
+                    # An in-process transport hands its whole body over at once (already read).
+                    raw = [response.content] if response.is_stream_consumed else response.iter_raw()
+                    for chunk in raw:
                         size += len(chunk)
                         if size > self.max_body_bytes:
                             truncated = True

@@ -319,7 +319,7 @@ def _markers(item: pytest.Item) -> dict[str, tuple[object, ...]]:
 
 def _world_of(state: _RunState, item: pytest.Item, target: Any) -> Any:
     """The world of ``item``, built once: by its own ``world`` fixture, or ahead by a sibling."""
-    from conformance.profile import Sibling
+    from conformance.profile import Sibling, Upcoming
     from conformance.transcript import Transcript
 
     built = item.stash.get(_WORLD, None)
@@ -336,16 +336,30 @@ def _world_of(state: _RunState, item: pytest.Item, target: Any) -> Any:
                 if other.get_closest_marker(marker) is not None and _same_process(item, other)
                 and all(target.claims.claimed(name) for name in _needs(state, other))]
 
+    def ahead() -> list[Upcoming]:
+        items = item.session.items
+        start = next((n for n, other in enumerate(items) if other is item), len(items))
+        return [Upcoming(check=other.nodeid.rsplit("/", 1)[-1], check_tag=_check_tag(other.nodeid.rsplit("/", 1)[-1]),
+                         function=getattr(other, "function", None), markers=_markers(other))
+                for other in items[start:]
+                if _requirement_of(other) and _same_process(item, other)
+                and all(target.claims.claimed(name) for name in _needs(state, other))]
+
     def stop(reason: str) -> None:
         item.session.shouldstop = reason
 
     context = CheckContext(target=target, rng=random.Random(f"{state.seed}:{check}"), run_tag=state.run_tag,
-                           check_tag=f"{zlib.crc32(check.encode()):08x}", transcript=Transcript(),
-                           markers=_markers(item), check=check, siblings=siblings,
+                           check_tag=_check_tag(check), transcript=Transcript(),
+                           markers=_markers(item), check=check, siblings=siblings, ahead=ahead,
                            progress=lambda line: _progress(item.config, line), stop=stop)
     instance = state.profile.world(context)
     item.stash[_WORLD] = instance
     return instance
+
+
+def _check_tag(check: str) -> str:
+    """The short stable tag of a check's ids (its name's CRC-32)."""
+    return f"{zlib.crc32(check.encode()):08x}"
 
 
 def _progress(config: pytest.Config, line: str) -> None:

@@ -133,7 +133,21 @@ class Sibling:
     world: Callable[[], Any]  # the world that check will get (built once, on first call)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Upcoming:
+    """A check this process surely runs from now on, in the order it runs them."""
+
+    check: str  # test_module.py::test_name
+    check_tag: str  # the tag its world's ids carry
+    function: Callable[..., Any] | None  # the test function (None: not a Python function)
+    markers: Mapping[str, tuple[object, ...]]
+
+
 def _no_siblings(marker: str) -> list[Sibling]:
+    return []
+
+
+def _nothing_ahead() -> list[Upcoming]:
     return []
 
 
@@ -149,7 +163,8 @@ class CheckContext:
     texts whatever the order or the xdist split; ``check_tag`` is a short stable hash of the name.
     ``siblings(marker)`` lists the checks with that marker this process will run (itself
     included; under xdist only those sure to run here, see docs), so checks can share one slow
-    step; ``progress(line)`` shows a line on the user's terminal at once; ``stop(reason)`` ends
+    step; ``ahead()`` lists this check and those the process surely runs after it, in order
+    (a profile may prepare their identities in the background); ``progress(line)`` shows a line on the user's terminal at once; ``stop(reason)`` ends
     the run after the current check, as a clean stop.
     """
 
@@ -161,6 +176,7 @@ class CheckContext:
     markers: Mapping[str, tuple[object, ...]] = field(default_factory=dict)  # marker name -> args
     check: str = ""
     siblings: Callable[[str], list[Sibling]] = _no_siblings
+    ahead: Callable[[], list[Upcoming]] = _nothing_ahead
     progress: Callable[[str], None] = _silent
     stop: Callable[[str], None] = _silent
 

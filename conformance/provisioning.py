@@ -17,6 +17,7 @@ present. No token is ever printed: errors name the identity, never its credentia
 
 from __future__ import annotations
 
+import itertools
 import os
 import shlex
 import shutil
@@ -67,15 +68,14 @@ class CommandProvisioner:
         self.template = template
         self.timeout_s = timeout_s
         self._dir = tempfile.mkdtemp(prefix="conformance-tokens-")
-        self._count = 0
+        self._count = itertools.count(1)  # next() is atomic: a pool's threads provision concurrently
 
     def close(self) -> None:
         """Delete the token files: they hold live credentials of the target."""
         shutil.rmtree(self._dir, ignore_errors=True)
 
     def provision(self, identity: Mapping[str, str], token: str) -> str:
-        self._count += 1
-        token_file = Path(self._dir) / f"identity-{self._count}.token"
+        token_file = Path(self._dir) / f"identity-{next(self._count)}.token"
         fd = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "w") as handle:
             handle.write(token + "\n")

@@ -23,7 +23,28 @@ from typing import Any
 from conformance.profile import CheckContext
 from conformance.transcript import Transcript
 
-__all__ = ["BaseWorld"]
+__all__ = ["BaseWorld", "minted_id", "new_credential"]
+
+
+def new_credential(prefix: str) -> str:
+    """A new credential, from ``secrets``: never derived from the seed or the namespace, both printed."""
+    return f"{prefix}{secrets.token_hex(16)}"
+
+
+_FAKERS: list[Any] = []  # the process's one Faker: building one registers some 25 providers
+
+
+def _faker() -> Any:
+    if not _FAKERS:
+        from faker import Faker  # imported only when a check runs: the plugin must cost nothing idle
+
+        _FAKERS.append(Faker())
+    return _FAKERS[0]
+
+
+def minted_id(prefix: str, run_tag: str, check_tag: str, n: int) -> str:
+    """The ``n``-th id a check mints: what ``BaseWorld.new_id`` returns (and what a profile predicts)."""
+    return f"{prefix}-{run_tag}-{check_tag}-{n}"
 
 
 @dataclass(slots=True)
@@ -36,7 +57,7 @@ class BaseWorld:
     transcript: Transcript = field(default_factory=Transcript)
     warnings: list[str] = field(default_factory=list)
     _counter: int = 0
-    _faker: Any = None
+    _faker: random.Random | None = None  # this world's texts' randomness (Faker draws from it)
 
     @classmethod
     def context_fields(cls, context: CheckContext) -> dict[str, Any]:
@@ -47,22 +68,23 @@ class BaseWorld:
     def new_id(self, prefix: str) -> str:
         """A new id in this run's namespace: ``PREFIX-RUNTAG-CHECKTAG-N`` (the same N-th id for the same check)."""
         self._counter += 1
-        minted = f"{prefix}-{self.run_tag}-{self.check_tag}-{self._counter}"
+        minted = minted_id(prefix, self.run_tag, self.check_tag, self._counter)
         self.transcript.minted(minted, self.run_tag)
         return minted
 
     def fresh_credential(self, prefix: str) -> str:
         """A new credential, from ``secrets``: never derived from the seed or the namespace, both printed."""
-        return f"{prefix}{secrets.token_hex(16)}"
+        return new_credential(prefix)
 
     def text(self, what: str) -> str:
         """A realistic, seeded sentence labelled ``what``."""
+        faker = _faker()
         if self._faker is None:
-            from faker import Faker  # imported only when a check runs: the plugin must cost nothing idle
-
-            self._faker = Faker()
-            self._faker.seed_instance(self.rng.getrandbits(64))
-        return f"{what}: {self._faker.sentence(nb_words=6)}"
+            # What seed_instance does to a Faker of its own: a Random seeded so. Each world keeps
+            # its own, so worlds built ahead (and their interleaved texts) draw what they drew alone.
+            self._faker = random.Random(self.rng.getrandbits(64))
+        faker.random = self._faker
+        return f"{what}: {faker.sentence(nb_words=6)}"
 
     def warn(self, message: str) -> None:
         """Record a tolerated departure; a passing check with warnings reads as WARN."""

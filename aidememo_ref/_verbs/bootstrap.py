@@ -9,8 +9,9 @@ stripped, re-running with the same arguments is a no-op, a conflicting re-run is
 
 from __future__ import annotations
 
-from aidememo_wire.shapes import ROLES
 from refkit.args import Parser, fail, read_token_file
+from refkit.clock import SystemClock
+from .._provision import ROLES, ProvisionError, Provisioning, StoreError, provision_current
 from ._backend import add_backend_flags, check_backend, postgres_url, settings
 
 __all__ = ["run"]
@@ -34,16 +35,21 @@ def run(argv: list[str]) -> int:
     token = read_token_file(args.token_file)
     url = postgres_url(args) if args.canonical_backend == "postgres" else None
 
+    fields: Provisioning = {
+        "tenant_id": args.tenant_id, "project_id": args.project_id, "actor_id": args.actor_id, "token": token,
+        "role": args.role, "actor_kind": args.actor_kind, "project_epoch": args.project_epoch,
+        "tenant_name": args.tenant_name, "project_name": args.project_name, "actor_name": args.actor_name,
+    }
     from aidememo_wire.errors import LedgerError
-    from .._reference import provision
-    from .._store import ProvisionError, StoreError
 
     try:
-        epoch = provision(
-            args.database, postgres_url=url, postgres=settings(args) if url else None, tenant_id=args.tenant_id, project_id=args.project_id, actor_id=args.actor_id,
-            token=token, role=args.role, actor_kind=args.actor_kind, project_epoch=args.project_epoch,
-            tenant_name=args.tenant_name, project_name=args.project_name, actor_name=args.actor_name,
-        )
+        # A file at the current layout takes the light path; anything else loads the whole
+        # store, which creates, upgrades or refuses the file as the server does.
+        epoch = provision_current(args.database, fields, SystemClock().now_ms(), 5_000) if url is None else None
+        if epoch is None:
+            from .._reference import provision
+
+            epoch = provision(args.database, postgres_url=url, postgres=settings(args) if url else None, **fields)
     except (ProvisionError, StoreError) as exc:
         fail(str(exc))
     except LedgerError as exc:

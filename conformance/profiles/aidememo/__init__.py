@@ -46,7 +46,9 @@ PROFILE = Profile(
     describe=describe,
     validate=validate,
     markers=("fresh_project: the check needs a project nobody else writes to",
-             "lease_expiry(arrange): the check observes lease expiry after arrange(world) set up its lease"),
+             "lease_expiry(arrange): the check observes lease expiry after arrange(world) set up its lease",
+             "real_http: the check's answers depend on HTTP's bytes: it goes over a socket even to the embedded "
+             "reference"),
     configure=configure,
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),

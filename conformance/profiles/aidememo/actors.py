@@ -18,8 +18,10 @@ from typing import Any
 
 from aidememo_wire.shapes import WRITER_ROLES
 from conformance.errors import NotScored, Untestable
-from conformance.http import Exchange
+from conformance.http import Exchange, Wire
 from conformance.profile import CheckContext
+from conformance.pool import Pending
+from conformance.profiles.aidememo.ahead import expected_identities, project_identities
 from conformance.profiles.aidememo.leases import MARKER, Arranged, Lease, LeaseMode, lease_of, margin_before
 from conformance.profiles.aidememo.leases import not_observable
 from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
@@ -29,6 +31,7 @@ from conformance.world import BaseWorld
 __all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "World", "setup_ok"]
 
 MCP_VERSION = "2026-07-28"
+REAL_HTTP = "real_http"  # the marker of checks whose answers depend on HTTP's bytes
 
 
 def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
@@ -81,7 +84,7 @@ class Actor:
 
     # -- plumbing --------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Exchange:
-        return self.project.world.runtime.wire.request(
+        return self.project.world.wire.request(
             self.project.world.transcript, method, path, token=self.token, actor=self.name, **kwargs
         )
 
@@ -291,6 +294,12 @@ class World(BaseWorld):
     def build(cls, context: CheckContext) -> World:
         world = cls(**cls.context_fields(context), runtime=context.target, context=context,
                     fresh_project="fresh_project" in context.markers)
+        pool = world.runtime.pool
+        if pool is not None:
+            if not world.runtime.pool_fed:  # the process's first check: what the rest will ask for
+                world.runtime.pool_fed = True
+                pool.expect(expected_identities(context.ahead(), context.run_tag))
+            pool.begin(context.check)
         if world.runtime.lease_mode is LeaseMode.REAL and not world.runtime.lease_wait.begun:
             world._lease_ahead()
         return world
@@ -305,12 +314,17 @@ class World(BaseWorld):
         if worlds:
             wait.begin(worlds, lambda world: world.context.markers[MARKER][0], self.context.progress)
 
+    @property
+    def wire(self) -> Wire:
+        """The wire this check speaks over (a ``real_http`` check: a socket, even to the embedded reference)."""
+        return self.runtime.wire_for(REAL_HTTP in self.context.markers)
+
     def require(self, capability: str) -> None:
         self.runtime.require(capability)
 
     def advance_clock(self, advance_ms: int) -> int:
         self.runtime.require("test-clock")
-        return advance_clock(self.runtime.wire, self.transcript, advance_ms)
+        return advance_clock(self.wire, self.transcript, advance_ms)
 
     @property
     def clock_is_virtual(self) -> bool:
@@ -367,15 +381,21 @@ class World(BaseWorld):
         """
         if self.runtime.provisioner is None:
             return self._fixed_project(writers, readers)
-        tenant = f"t-{self.run_tag}"  # one tenant per run: the run's namespace
+        first = self._counter + 1  # the ids project_identities derives, minted here in the same order
+        project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers)
+        tenant = identities[0]["tenant"] if identities else f"t-{self.run_tag}"
         self.transcript.minted(tenant, self.run_tag)
-        project_id = self.new_id("p")
+        names = [*writers, *readers]
+        minted = [self.new_id("p"), *(self.new_id(name) for name in names)]
+        if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
+            raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
         project = Project(self, tenant, project_id)
-        for name, role in [(n, "writer") for n in writers] + [(n, "reader") for n in readers]:
-            identity = {"tenant": tenant, "project": project_id, "actor": self.new_id(name), "role": role}
-            self._provisioned(project, name, identity)
+        # The actors are provisioned together (a command provisioner runs them concurrently).
+        started = [self._start(identity) for identity in identities]
+        for name, identity, pending in zip(names, identities, started):
+            self._provisioned(project, name, identity, pending)
             self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}, "
-                                         f"actor {identity['actor']}, role {role}")
+                                         f"actor {identity['actor']}, role {identity['role']}")
         return project
 
     def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
@@ -397,19 +417,32 @@ class World(BaseWorld):
                                      f"actor {bound_to}")
         return actor
 
-    def _provisioned(self, project: Project, name: str, identity: dict[str, str]) -> Actor:
-        """Provision ``identity`` with a new credential; the actor ``name`` of ``project``.
+    def _start(self, identity: dict[str, str]) -> Pending | str:
+        """Start provisioning ``identity``: through the pool (a ``Pending``), or a new credential
+        to provision in ``_provisioned``."""
+        if self.runtime.pool is not None:
+            return self.runtime.pool.provision(identity)
+        return self.fresh_credential("tok-")
+
+    def _provisioned(self, project: Project, name: str, identity: dict[str, str],
+                     started: Pending | str | None = None) -> Actor:
+        """Provision ``identity`` with a new credential (or wait for ``started``); the actor ``name``
+        of ``project``.
 
         Its credential label is unique in the transcript (a second project's writer is ``writer-2``),
         so reports and replays never mix up two actors' tokens.
         """
         assert self.runtime.provisioner is not None
         label = self.transcript.label(name)
-        token = self.fresh_credential("tok-")
+        started = self._start(identity) if started is None else started
+        token = started if isinstance(started, str) else started.token
         self.transcript.secret(token, label)
         self.transcript.identity(label, identity)
         try:
-            token = self.runtime.provisioner.provision(identity, token)
+            if isinstance(started, str):
+                token = self.runtime.provisioner.provision(identity, token)
+            else:
+                token = started.result()[1]
         except Untestable:
             raise
         except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check

@@ -22,13 +22,17 @@ from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
 from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
+from conformance.pool import ProvisionPool
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
+from conformance.world import new_credential
 
 __all__ = ["AideMemoTarget", "advance_clock", "start"]
 
 CLOCK_PATH = "/__test__/clock"
+POOL_WORKERS = 3  # bootstrap processes at once
+POOL_AHEAD = 8  # identities provisioned ahead and not yet asked for (a few checks' worth)
 
 
 def storage_failure(exchange: Exchange) -> str | None:
@@ -44,6 +48,9 @@ class AideMemoTarget:
 
     settings: AideMemoSettings
     wire: Wire
+    # The embedded reference answers most checks in-process (``wire``); checks marked
+    # ``real_http`` go over its socket (``socket_wire``). None: ``wire`` is the socket already.
+    socket_wire: Wire | None = field(default=None, kw_only=True)
     provisioner: Provisioner | None  # None: identities come from the fixed token list
     fixed_tokens: TokenList
     base_url: str
@@ -51,6 +58,8 @@ class AideMemoTarget:
     claims: Claims = field(default_factory=Claims)
     lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
     lease_wait: LeaseWait = field(default_factory=LeaseWait)
+    pool: ProvisionPool | None = None  # a command provisioner's identities, provisioned ahead
+    pool_fed: bool = False  # the pool was told what this process's checks will ask for
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:
@@ -59,8 +68,14 @@ class AideMemoTarget:
     def require(self, capability: str) -> None:
         self.claims.require(capability)
 
+    def wire_for(self, real_http: bool) -> Wire:
+        """The wire a check speaks over: the socket when its answers depend on HTTP's bytes."""
+        return self.socket_wire if real_http and self.socket_wire is not None else self.wire
+
     def close(self) -> None:
         self.wire.close()
+        if self.socket_wire is not None:
+            self.socket_wire.close()
         self._stack.close()
 
 
@@ -73,7 +88,7 @@ def _load_factory(spec: str) -> Callable[[str], Any]:
     return factory  # type: ignore[no-any-return]
 
 
-def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner]:
+def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner, Any]:
     try:
         import aidememo_ref
     except ImportError as exc:  # pragma: no cover - the kit ships the reference
@@ -112,7 +127,8 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
             bindings.bind(token, identity["bind_source"], identity["bind_actor"])
         return True
 
-    return base_url, FunctionProvisioner(provision, "the embedded reference")
+    transport = getattr(ledger, "transport", None)  # a factory's ledger may offer none: the socket then
+    return base_url, FunctionProvisioner(provision, "the embedded reference"), transport() if transport else None
 
 
 def _hook_provisioner(config: Any) -> Provisioner:
@@ -132,10 +148,12 @@ def start(context: StartContext) -> AideMemoTarget:
     """
     settings = AideMemoSettings.of(context.settings, context.config)
     stack = ExitStack()
+    pool: ProvisionPool | None = None
     try:
         provisioner: Provisioner | None = None
+        transport = None
         if settings.embedded:
-            base_url, provisioner = _start_embedded(settings, stack)
+            base_url, provisioner, transport = _start_embedded(settings, stack)
         else:
             base_url = settings.url or ""
             if settings.provision_hook:
@@ -143,14 +161,22 @@ def start(context: StartContext) -> AideMemoTarget:
             elif settings.provision_command:
                 provisioner = CommandProvisioner(settings.provision_command)
                 stack.callback(provisioner.close)
+                # A process per identity: run them concurrently and ahead (closed before the
+                # token files go). Threads wait on processes, so more of them than cores helps.
+                pool = ProvisionPool(provisioner, lambda: new_credential("tok-"), workers=POOL_WORKERS,
+                                     ahead=POOL_AHEAD)
+                stack.callback(pool.close)
         wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
-                    retryable=storage_failure)
+                    retryable=storage_failure, transport=transport)
+        socket_wire = None if transport is None else Wire(
+            base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes, retryable=storage_failure)
     except BaseException:
         stack.close()
         raise
     binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
-                            fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, _stack=stack)
+                            fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, pool=pool,
+                            socket_wire=socket_wire, _stack=stack)
     def detect(name: str) -> tuple[bool, str]:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
             return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"

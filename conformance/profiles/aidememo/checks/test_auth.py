@@ -1,4 +1,8 @@
-"""Bearer authentication, project membership and roles (wire §4)."""
+"""Bearer authentication, project membership and roles (wire §4).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -12,6 +16,9 @@ from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 from conformance.profiles.aidememo.routes import TYPED_WRITES, typed
+
+# Over a socket even to the embedded reference: credentials and queries as the server's HTTP layer parses them.
+pytestmark = pytest.mark.real_http
 
 
 def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Callable[[], Exchange]]:
@@ -67,7 +74,7 @@ def _anonymous_write(world: World, project_id: str, route: str) -> tuple[str, di
     "commands", *(route.name for route in TYPED_WRITES)])
 def test_missing_authorization_is_refused(world: World, route: str) -> None:
     project = world.project()
-    wire, transcript = world.runtime.wire, world.transcript
+    wire, transcript = world.wire, world.transcript
     if route in _READS:
         path, _, query = f"{project.writer.base}/{_READS[route]}".partition("?")
         exchange = wire.request(transcript, "GET", path, raw_query=query or None)
@@ -91,7 +98,7 @@ def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None
     header = {"unknown-token": f"Bearer {world.new_id('nobody')}", "lowercase-scheme": f"bearer {token}",
               "double-space": f"Bearer  {token}", "oversized-token": "Bearer " + "a" * 4097,
               "scheme-only": "Bearer", "basic-scheme": f"Basic {token}"}[form]
-    exchange = world.runtime.wire.request(world.transcript, "GET", f"{project.writer.base}/identity",
+    exchange = world.wire.request(world.transcript, "GET", f"{project.writer.base}/identity",
                                           headers={"Authorization": header})
     expect_error(exchange, 401, "authentication_failed")
 

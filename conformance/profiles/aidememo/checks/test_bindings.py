@@ -3,6 +3,9 @@
 A bound token (wire Appendix B's binding, carried onto the typed server's gateway) acts only as
 its bound actor and sees and writes only its bound source, whatever the tool arguments say, and
 is refused on the REST routes, where nothing would confine it.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Compare-and-swap on handoff transitions and the revision/sequence discipline (handoff §3)."""
+"""Compare-and-swap on handoff transitions and the revision/sequence discipline (handoff §3).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 

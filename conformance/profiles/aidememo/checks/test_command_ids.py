@@ -5,6 +5,9 @@ route (``svc/lib.rs`` ``replay``): the same actor, fingerprint and resource answ
 receipt byte for byte and commit nothing; anything else is 409 ``command_conflict``, whatever the
 resource's state has become since. Each check drives one route of ``routes.TYPED_WRITES`` (or the
 raw route) on a resource set up so that its first request commits.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
 """
 
 from __future__ import annotations

@@ -6,6 +6,9 @@ break: a receipt names its own change-feed entry, one resource's revisions and `
 rise together, and a read after a write's answer sees the write even while other writes are in
 flight. Each check sends a few rounds of simultaneous commands (seconds, not minutes) and
 states what it saw. The simulator (``aidememo-sim run``) explores the same races at length.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
 """
 
 from __future__ import annotations

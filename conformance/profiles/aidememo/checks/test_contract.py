@@ -2,6 +2,9 @@
 
 Each check replays the fixture sequence up to its own step on a fresh project, so every step
 is its own verdict and the checks stay independent of order and xdist placement.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
 """
 
 from __future__ import annotations

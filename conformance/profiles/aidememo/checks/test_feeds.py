@@ -1,4 +1,8 @@
-"""Change feeds, materialization, snapshots and cursor rules (wire §5.2, §5.3)."""
+"""Change feeds, materialization, snapshots and cursor rules (wire §5.2, §5.3).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -75,7 +79,7 @@ def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
         seqs = [e["seq"] for e in batch["entries"]]
         assert all(s > after for s in seqs) and seqs == sorted(set(seqs)), f"seqs {seqs} after {after}"
         assert batch["cursor"] == {"project_epoch": epoch, "after_seq": after}, f"cursor echo {batch['cursor']!r}"
-        assert batch["next_cursor"]["project_epoch"] == epoch
+        assert batch["next_cursor"]["project_epoch"] == epoch, f"next_cursor {batch['next_cursor']!r}, epoch {epoch}"
         if seqs:
             assert batch["next_cursor"]["after_seq"] >= seqs[-1], "next_cursor behind the last entry"
         seen += seqs
@@ -107,7 +111,7 @@ def test_feeds_advance_across_hidden_entries(world: World) -> None:
     epoch = project.reader.setup_epoch()
     mailbox = expect_status(project.sender.mailbox("outbox"), 200)["assignments"]
     handoff_seq = next(e["project_seq"] for e in mailbox if e["record"]["handoff_id"] == ref.handoff_id)
-    assert sent["revision"] == 1
+    assert sent["revision"] == 1, f"send receipt revision {sent['revision']!r}"
     for materialized in (False, True):
         batch = expect_status(project.reader.changes(epoch, handoff_seq - 1, 1, materialized=materialized), 200)
         assert batch["entries"] == [], f"the reader sees the hidden handoff change: {batch['entries']!r}"

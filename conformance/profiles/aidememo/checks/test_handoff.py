@@ -1,4 +1,8 @@
-"""The handoff state machine over HTTP: send, accept, return, who may do what (handoff §2.2)."""
+"""The handoff state machine over HTTP: send, accept, return, who may do what (handoff §2.2).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -28,7 +32,8 @@ def test_send_creates_a_pending_handoff(world: World) -> None:
     assert receipt["revision"] == 1, f"send must be revision 1, got {receipt['revision']}"
     revision, record = record_of(project.receiver.status(handoff_id))
     assert revision == 1 and record.get("status") == "pending" and record.get("attempt_count") == 0, record
-    assert record.get("from_actor") == project.sender.actor_id and record.get("to_actor") == project.receiver.actor_id
+    assert record.get("from_actor") == project.sender.actor_id and record.get("to_actor") == project.receiver.actor_id, (
+        f"from_actor {record.get('from_actor')!r}, to_actor {record.get('to_actor')!r}")
     assert all(record.get(name, "absent") is None for name in NULL_ON_SEND), f"fields must be null on send: {record!r}"
 
 

@@ -3,6 +3,9 @@
 Expiry checks (``after_lease_expiry``) observe expiry on the ``test-clock`` extension or, with
 ``--real-time-leases``, by one real wait shared by all of them (see ``leases``); they read the
 lease length from the server's answers. Without either they are not scored.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
 """
 
 from __future__ import annotations

@@ -1,4 +1,8 @@
-"""Inbox and outbox: actor-relative, newest mutation first, paged by next_before_seq (wire §5.4)."""
+"""Inbox and outbox: actor-relative, newest mutation first, paged by next_before_seq (wire §5.4).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -75,7 +79,7 @@ def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_to
     if with_token:
         exchange = project.writer.mailbox("inbox", limit=limit)
     else:
-        exchange = world.runtime.wire.request(world.transcript, "GET", f"{project.writer.base}/handoffs",
+        exchange = world.wire.request(world.transcript, "GET", f"{project.writer.base}/handoffs",
                                               params={"box": "inbox", "limit": limit})
     expect_error(exchange, 400, "invalid_command")
 

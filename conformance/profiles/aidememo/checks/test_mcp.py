@@ -1,4 +1,8 @@
-"""The stateless MCP gateway (wire §1.18): protocol headers, role-scoped tools, tools as REST calls."""
+"""The stateless MCP gateway (wire §1.18): protocol headers, role-scoped tools, tools as REST calls.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -49,7 +53,7 @@ def test_missing_token_gets_the_rest_error(world: World) -> None:
     # With _meta: upstream checks the envelope, headers and _meta before it looks for a token.
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
             "params": {"_meta": {"io.modelcontextprotocol/protocolVersion": VERSION}}}
-    exchange = world.runtime.wire.request(world.transcript, "POST", f"{project.writer.base}/mcp", json_body=body,
+    exchange = world.wire.request(world.transcript, "POST", f"{project.writer.base}/mcp", json_body=body,
                                           headers={"Mcp-Protocol-Version": VERSION, "Mcp-Method": "tools/list"})
     expect_error(exchange, 401, "authentication_failed")
 

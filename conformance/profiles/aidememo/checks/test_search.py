@@ -1,4 +1,8 @@
-"""Lexical search over visible facts (wire §1.6, §5.5)."""
+"""Lexical search over visible facts (wire §1.6, §5.5).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,8 @@
-"""Participant-scoped visibility in every read path (wire §5.1, handoff §8.1)."""
+"""Participant-scoped visibility in every read path (wire §5.1, handoff §8.1).
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 

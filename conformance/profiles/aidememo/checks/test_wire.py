@@ -1,4 +1,8 @@
-"""Transport-level rules: health, error shape, framework answers, body decoding."""
+"""Transport-level rules: health, error shape, framework answers, body decoding.
+
+PYTEST_DONT_REWRITE: every assertion states its own evidence, so pytest's rewriting (redone on every
+run without cached bytecode) would add nothing to a verdict.
+"""
 
 from __future__ import annotations
 
@@ -8,10 +12,13 @@ from conformance.marks import reads
 from conformance.profiles.aidememo.actors import World, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
+# Over a socket even to the embedded reference: framework answers, bodies and headers are HTTP's bytes.
+pytestmark = pytest.mark.real_http
+
 
 @pytest.mark.requirement("AM-HEALTH-1")
 def test_health_answers_without_a_token(world: World) -> None:
-    exchange = world.runtime.wire.request(world.transcript, "GET", "/health")
+    exchange = world.wire.request(world.transcript, "GET", "/health")
     body = expect_status(exchange, 200)
     assert isinstance(body, dict), "health body must be a JSON object"
     assert body.get("status") == "ok" and body.get("mode") == "single_node", f"health body {body!r}"
@@ -47,7 +54,7 @@ def test_error_answers_have_the_wire_shape(world: World, case: str) -> None:
     elif case == "resource_not_found":
         exchange = writer.resource("custom.note", world.new_id("absent"))
     elif case == "authentication_failed":
-        exchange = world.runtime.wire.request(world.transcript, "GET", f"{writer.base}/identity")
+        exchange = world.wire.request(world.transcript, "GET", f"{writer.base}/identity")
     elif case == "project_unauthorized":
         exchange = writer.request("GET", f"/v1/projects/{world.new_id('elsewhere')}/identity")
     else:
@@ -77,7 +84,7 @@ def test_wrong_method_answers_405_with_allow(world: World) -> None:
 
 @reads("AM-WIRE-1", "head")
 def test_head_is_served_on_get_routes(world: World) -> None:
-    wire, transcript = world.runtime.wire, world.transcript
+    wire, transcript = world.wire, world.transcript
     got = expect_status(wire.request(transcript, "GET", "/health"), 200)
     assert isinstance(got, dict) and got.get("status") == "ok", f"GET /health answered {got!r}"
     head = wire.request(transcript, "HEAD", "/health")
@@ -112,7 +119,7 @@ def test_missing_content_type_is_invalid_command(world: World, with_token: bool)
     if with_token:
         exchange = project.writer.request("POST", path, content=content, headers=headers)
     else:
-        exchange = world.runtime.wire.request(world.transcript, "POST", path, content=content, headers=headers)
+        exchange = world.wire.request(world.transcript, "POST", path, content=content, headers=headers)
     expect_error(exchange, 400, "invalid_command")
 
 
@@ -122,7 +129,7 @@ def test_malformed_json_is_invalid_command_before_authentication(world: World, r
     project = world.project()
     path = {"commands": "/v1/commands", "sessions": f"{project.writer.base}/sessions",
             "accept": f"{project.writer.base}/handoffs/{world.new_id('h')}/accept"}[route]
-    exchange = world.runtime.wire.request(world.transcript, "POST", path, content=b'{"command_id": ',
+    exchange = world.wire.request(world.transcript, "POST", path, content=b'{"command_id": ',
                                           headers={"Content-Type": "application/json"})
     expect_error(exchange, 400, "invalid_command")
 
@@ -160,7 +167,7 @@ def test_bad_identifier_in_path_is_invalid_identifier(world: World) -> None:
     expect_error(exchange, 400, "invalid_identifier")
     exchange = project.writer.request("GET", f"{project.writer.base}/handoffs/bad%20id")
     expect_error(exchange, 400, "invalid_identifier")
-    assert is_error_shape(exchange)
+    assert is_error_shape(exchange), f"not the error shape: {exchange.body[:200]!r}"
 
 
 _FEEDS = pytest.mark.capability("replica-feeds")
