@@ -1,4 +1,4 @@
-"""An httpx client for any AideMemo server that behaves like upstream's remote CLI.
+"""A client for any AideMemo server that behaves like upstream's remote CLI.
 
 It knows only wire shapes, never the reference's internals, so it works against servers we
 did not write. Like ``cmd/remote_handoff.rs``: command ids and claim ids are derived (wire
@@ -10,16 +10,20 @@ Everything it raises derives from ``AideMemoClientError`` (the tree is drawn in 
 After ``OutcomeUnknown``, *resume*: call the same method again. Ids are derived from the
 request, so a repeated ``accept``/``return_result`` recovers and a repeated create replays its
 receipt; never resend the change under a new command id. No message carries the token.
+
+Requests go through a wire (``_wire``): httpx when a transport is handed in or the URL is
+``https://``, and a standard-library socket for ``http://`` otherwise (``_plain``), so a
+command line that makes two requests does not first spend most of its run importing httpx.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Literal, TypedDict, cast
-
-import httpx
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 from aidememo_wire.ids import stable_operation_id
+from ._wire import Answer, HttpxWire, NoAnswer, Wire
 from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
 from aidememo_wire.shapes import (
@@ -40,6 +44,9 @@ from aidememo_wire.shapes import (
     TypedHandoff,
     error_detail,
 )
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = [
     "AideMemoClient",
@@ -82,24 +89,24 @@ class ReturnResult(TypedDict):
     receipt: Receipt | None  # None when recovered: nothing was sent
 
 
-def _decode(method: str, path: str, response: httpx.Response) -> JSON:
+def _decode(method: str, path: str, answer: Answer) -> JSON:
     """The one place an answer becomes JSON or an error of this module's tree."""
-    if 200 <= response.status_code < 300:
+    if 200 <= answer.status < 300:
         try:
-            return cast(JSON, response.json())
+            return cast(JSON, json.loads(answer.content))
         except ValueError as exc:
-            raise OutcomeUnknown(method, path, f"HTTP {response.status_code} answer is not JSON", exc) from exc
+            raise OutcomeUnknown(method, path, f"HTTP {answer.status} answer is not JSON", exc) from exc
     try:
-        detail = error_detail(response.json())
+        detail = error_detail(json.loads(answer.content))
     except ValueError:
         detail = None
     code = detail["code"] if detail else None
-    message = detail["message"] if detail and detail["message"] else response.text
-    raise AideMemoHTTPError(response.status_code, code, message, response.content)
+    message = detail["message"] if detail and detail["message"] else answer.text
+    raise AideMemoHTTPError(answer.status, code, message, answer.content)
 
 
 def _token_header(token: str) -> str:
-    # Checked here so a bad token is a refusal, not an encoding error deep in httpx.
+    # Checked here so a bad token is a refusal, not an encoding error deep in a wire.
     if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
         raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
     return f"Bearer {token}"
@@ -112,7 +119,8 @@ class AideMemoClient:
         base_url: server root, e.g. ``http://127.0.0.1:3030``.
         token: bearer token (sent only in the Authorization header, never shown in an error).
         project_id: the project every call addresses.
-        transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket).
+        transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket); without
+            one, ``https://`` uses httpx's default and ``http://`` a plain socket (no proxy).
         timeout: seconds for every request.
 
     Raises:
@@ -129,19 +137,18 @@ class AideMemoClient:
         timeout: float = 30.0,
     ) -> None:
         self.project_id = project_id
-        try:
-            self._http = httpx.Client(
-                base_url=base_url,
-                transport=transport,
-                timeout=timeout,
-                headers={"Authorization": _token_header(token)},
-            )
-        except httpx.InvalidURL as exc:
-            raise ClientRefusal(f"invalid server URL: {exc}") from None
+        headers = {"Authorization": _token_header(token)}
+        self._wire: Wire
+        if transport is None and base_url.startswith("http://"):
+            from ._plain import PlainWire
+
+            self._wire = PlainWire(base_url, headers, timeout)
+        else:
+            self._wire = HttpxWire(base_url, headers, transport, timeout)
         self._actor_id: str | None = None
 
     def close(self) -> None:
-        self._http.close()
+        self._wire.close()
 
     def __enter__(self) -> AideMemoClient:
         return self
@@ -155,15 +162,14 @@ class AideMemoClient:
         query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in (params or {}).items() if v is not None}
         while True:
             try:
-                response = self._http.request(method, path, params=query, json=body)
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise ClientRefusal(f"{method} {path}: {exc}") from None
-            except httpx.TransportError as exc:
+                answer = self._wire.exchange(method, path, query, body)
+            except NoAnswer as lost:
                 if retries > 0:
                     retries -= 1
                     continue
+                exc = lost.cause
                 raise OutcomeUnknown(method, path, f"{type(exc).__name__}: {exc}", exc) from exc
-            return _decode(method, path, response)
+            return _decode(method, path, answer)
 
     def get(self, path: str, params: Mapping[str, QueryValue] | None = None) -> JSON:
         """GET ``path`` (absolute, e.g. ``/health``); ``None`` parameters are left out."""

@@ -9,7 +9,7 @@ baseline so machine noise hits both alike. Each figure is given twice: wall time
 time (user + system) the process used, which a machine loaded by other work disturbs less.
 `remote inbox` is the same inbox through a named remote profile (`handoff --remote-profile bench
 inbox`) against a reference server this script serves on loopback: the start-up of the remote
-route (httpx, the profile, two GETs).
+route (the profile, the client's plain-socket wire for http://, two GETs).
 
 Every process reads compiled bytecode from a private cache (``PYTHONPYCACHEPREFIX`` in the
 temporary directory, filled by the warm-up round), as any installed copy does after its first

@@ -15,20 +15,22 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from aidememo_cli._local._errors import invalid_input
-from aidememo_cli._local._packet import resume_exports
-from aidememo_cli._local._store import LocalStore
 from aidememo_cli._remote._handoffs import RemoteHandoffs
 from aidememo_cli._remote._http import Remote
-from aidememo_cli._remote._outbox import Outbox, outbox_dir
 from aidememo_cli._remote._profiles import load_profile
 from aidememo_cli._remote._input import reject_actor_override
-from aidememo_cli._remote._send import Sender
 
 from ._context import Context, clean, dumps
 
 if TYPE_CHECKING:
+    from aidememo_cli._local._store import LocalStore
     from aidememo_cli._mcp._local import LocalTools
     from aidememo_cli._mcp._remote import RemoteTools
+    from aidememo_cli._remote._outbox import Outbox
+    from aidememo_cli._remote._send import Sender
+
+# The reads (inbox, outbox, show) are most remote calls: the store, the outbox and the packet
+# renderer are imported by the verbs that use them, so a read starts like a local command.
 
 __all__ = ["run", "connect", "outbox", "remote_tools", "sender"]
 
@@ -36,6 +38,8 @@ LOCAL_ONLY = "remote profiles currently support handoff send, inbox, outbox, sho
 
 
 def outbox(ctx: Context) -> Outbox:
+    from aidememo_cli._remote._outbox import Outbox, outbox_dir
+
     return Outbox(outbox_dir(ctx.env), ctx.clock)
 
 
@@ -47,11 +51,15 @@ def connect(ctx: Context, name: str) -> Iterator[RemoteHandoffs]:
 
 
 def sender(ctx: Context, handoffs: RemoteHandoffs) -> Sender:
+    from aidememo_cli._remote._send import Sender
+
     return Sender(handoffs, outbox(ctx))
 
 
 @contextmanager
 def _store(ctx: Context) -> Iterator[LocalStore]:
+    from aidememo_cli._local._store import LocalStore
+
     store = LocalStore(ctx.store_path)
     try:
         yield store
@@ -62,6 +70,8 @@ def _store(ctx: Context) -> Iterator[LocalStore]:
 def _text(value: dict[str, Any]) -> str | None:
     """Upstream's text rendering (``render`` in cmd/remote_handoff.rs); None: pretty JSON."""
     if value.get("artifact") == "remote_handoff_accept":
+        from aidememo_cli._local._packet import resume_exports
+
         return (f"# aidememo remote handoff accepted: {value['handoff_id']}\n"
                 f"# local context fact: {value['local_context_fact_id']}\n"
                 f"{resume_exports(value['session_id'], value['source_id'])}\n"
