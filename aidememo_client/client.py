@@ -26,27 +26,27 @@ from aidememo_wire.ids import stable_operation_id
 from ._wire import Answer, HttpxWire, NoAnswer, Wire
 from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
-from aidememo_wire.shapes import (
-    JSON,
-    ChangeBatch,
-    HandoffOutcome,
-    HandoffPage,
-    Health,
-    Identity,
-    JSONObject,
-    Mailbox,
-    MaterializedChangeBatch,
-    Receipt,
-    ResourceAnswer,
-    SearchAnswer,
-    SearchMode,
-    Snapshot,
-    TypedHandoff,
-    error_detail,
-)
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the shapes only type answers; a command line need not import them
     import httpx
+
+    from aidememo_wire.shapes import (
+        JSON,
+        ChangeBatch,
+        HandoffOutcome,
+        HandoffPage,
+        Health,
+        Identity,
+        JSONObject,
+        Mailbox,
+        MaterializedChangeBatch,
+        Receipt,
+        ResourceAnswer,
+        SearchAnswer,
+        SearchMode,
+        Snapshot,
+        TypedHandoff,
+    )
 
 __all__ = [
     "AideMemoClient",
@@ -93,9 +93,11 @@ def _decode(method: str, path: str, answer: Answer) -> JSON:
     """The one place an answer becomes JSON or an error of this module's tree."""
     if 200 <= answer.status < 300:
         try:
-            return cast(JSON, json.loads(answer.content))
+            return cast("JSON", json.loads(answer.content))
         except ValueError as exc:
             raise OutcomeUnknown(method, path, f"HTTP {answer.status} answer is not JSON", exc) from exc
+    from aidememo_wire.shapes import error_detail
+
     try:
         detail = error_detail(json.loads(answer.content))
     except ValueError:
@@ -185,10 +187,10 @@ class AideMemoClient:
 
     # -- identity and reads -----------------------------------------------------------------
     def health(self) -> Health:
-        return cast(Health, self.get("/health"))
+        return cast("Health", self.get("/health"))
 
     def identity(self) -> Identity:
-        identity = cast(Identity, self.get(f"{self._base}/identity"))
+        identity = cast("Identity", self.get(f"{self._base}/identity"))
         self._actor_id = identity["actor_id"]
         return identity
 
@@ -200,30 +202,30 @@ class AideMemoClient:
         return self._actor_id
 
     def resource(self, kind: str, resource_id: str) -> ResourceAnswer:
-        return cast(ResourceAnswer, self.get(f"{self._base}/resources/{kind}/{resource_id}"))
+        return cast("ResourceAnswer", self.get(f"{self._base}/resources/{kind}/{resource_id}"))
 
     def snapshot(self) -> Snapshot:
-        return cast(Snapshot, self.get(f"{self._base}/snapshot"))
+        return cast("Snapshot", self.get(f"{self._base}/snapshot"))
 
     def changes(self, project_epoch: str, after_seq: int, limit: int | None = None) -> ChangeBatch:
         params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
-        return cast(ChangeBatch, self.get(f"{self._base}/changes", params))
+        return cast("ChangeBatch", self.get(f"{self._base}/changes", params))
 
     def materialized_changes(self, project_epoch: str, after_seq: int,
                              limit: int | None = None) -> MaterializedChangeBatch:
         params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
-        return cast(MaterializedChangeBatch, self.get(f"{self._base}/changes/materialized", params))
+        return cast("MaterializedChangeBatch", self.get(f"{self._base}/changes/materialized", params))
 
     def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
                at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
         params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
-        return cast(SearchAnswer, self.get(f"{self._base}/search", params))
+        return cast("SearchAnswer", self.get(f"{self._base}/search", params))
 
     def mailbox(self, box: Mailbox, *, source_id: str | None = None, include_completed: bool | None = None,
                 before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
         params = {"box": box, "source_id": source_id, "include_completed": include_completed,
                   "before_seq": before_seq, "limit": limit}
-        return cast(HandoffPage, self.get(f"{self._base}/handoffs", params))
+        return cast("HandoffPage", self.get(f"{self._base}/handoffs", params))
 
     def inbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
               before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
@@ -236,12 +238,12 @@ class AideMemoClient:
                             before_seq=before_seq, limit=limit)
 
     def status(self, handoff_id: str) -> TypedHandoff:
-        return cast(TypedHandoff, self.get(f"{self._base}/handoffs/{handoff_id}"))
+        return cast("TypedHandoff", self.get(f"{self._base}/handoffs/{handoff_id}"))
 
     # -- raw extension resources ------------------------------------------------------------
     def _command(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None,
                  command_id: str, delete: bool) -> Receipt:
-        return cast(Receipt, self.post("/v1/commands", {
+        return cast("Receipt", self.post("/v1/commands", {
             "command_id": command_id, "project_id": self.project_id, "expected_revision": expected_revision,
             "operation": "resource.delete" if delete else "resource.put", "payload": payload,
             "resource": {"kind": kind, "id": resource_id}, "change": "delete" if delete else "upsert",
@@ -261,7 +263,7 @@ class AideMemoClient:
     def _create(self, segment: str, prefix: str, resource_id: str, payload: JSONObject,
                 command_id: str | None) -> Receipt:
         derived = command_id or stable_operation_id(prefix, [self.project_id, resource_id])
-        return cast(Receipt, self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
+        return cast("Receipt", self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
 
     def create_session(self, session_id: str, topic: str, source_id: str | None = None,
                        command_id: str | None = None) -> Receipt:
@@ -287,7 +289,7 @@ class AideMemoClient:
     def transition(self, handoff_id: str, operation: Transition, *, expected_revision: int,
                    payload: JSONObject, command_id: str) -> Receipt:
         """Send one accept/heartbeat/return body exactly as given (no derivation, no recovery)."""
-        return cast(Receipt, self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
+        return cast("Receipt", self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
             "command_id": command_id, "expected_revision": expected_revision, "payload": payload,
         }))
 
@@ -331,4 +333,4 @@ class AideMemoClient:
             handoff_id, "return", expected_revision=plan.revision, command_id=plan.command_id,
             payload={"claim_id": plan.claim_id, "result_fact_id": result_fact_id, "outcome": plan.outcome})
         return {"handoff_id": handoff_id, "command_id": plan.command_id, "result_fact_id": result_fact_id,
-                "outcome": cast(HandoffOutcome, plan.outcome), "recovered": plan.recovered, "receipt": receipt}
+                "outcome": cast("HandoffOutcome", plan.outcome), "recovered": plan.recovered, "receipt": receipt}

@@ -19,8 +19,8 @@ from tests.remote.conftest import World
 REPO = Path(__file__).resolve().parents[2]
 # Heavy to import and not needed by a remote read over http://.
 HEAVY = ("httpx", "httpcore", "h11", "anyio", "http.client", "email.parser", "ssl", "dataclasses", "inspect",
-         "uvicorn", "aidememo_ref", "aidememo_cli._remote._outbox", "aidememo_cli._remote._send",
-         "aidememo_cli._remote._receiver", "subprocess")
+         "_hashlib", "aidememo_wire.shapes", "uvicorn", "aidememo_ref", "aidememo_cli._remote._outbox",
+         "aidememo_cli._remote._send", "aidememo_cli._remote._receiver", "subprocess")
 
 
 def loaded_by(world: World, *argv: str) -> tuple[str, list[str]]:
