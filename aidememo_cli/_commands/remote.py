@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from aidememo_cli._local._errors import invalid_input
+from aidememo_cli._local._packet import resume_exports
+from aidememo_cli._local._store import LocalStore
 from aidememo_cli._remote._handoffs import RemoteHandoffs
 from aidememo_cli._remote._http import Remote
 from aidememo_cli._remote._profiles import load_profile
@@ -23,14 +25,13 @@ from aidememo_cli._remote._input import reject_actor_override
 from ._context import Context, clean, dumps
 
 if TYPE_CHECKING:
-    from aidememo_cli._local._store import LocalStore
     from aidememo_cli._mcp._local import LocalTools
     from aidememo_cli._mcp._remote import RemoteTools
     from aidememo_cli._remote._outbox import Outbox
     from aidememo_cli._remote._send import Sender
 
-# The reads (inbox, outbox, show) are most remote calls: the store, the outbox and the packet
-# renderer are imported by the verbs that use them, so a read starts like a local command.
+# The reads (inbox, outbox, show) are most remote calls: the outbox and the sender (shutil,
+# dataclasses) are imported by the verbs that use them, so a read starts like a local command.
 
 __all__ = ["run", "connect", "outbox", "remote_tools", "sender"]
 
@@ -58,8 +59,6 @@ def sender(ctx: Context, handoffs: RemoteHandoffs) -> Sender:
 
 @contextmanager
 def _store(ctx: Context) -> Iterator[LocalStore]:
-    from aidememo_cli._local._store import LocalStore
-
     store = LocalStore(ctx.store_path)
     try:
         yield store
@@ -70,8 +69,6 @@ def _store(ctx: Context) -> Iterator[LocalStore]:
 def _text(value: dict[str, Any]) -> str | None:
     """Upstream's text rendering (``render`` in cmd/remote_handoff.rs); None: pretty JSON."""
     if value.get("artifact") == "remote_handoff_accept":
-        from aidememo_cli._local._packet import resume_exports
-
         return (f"# aidememo remote handoff accepted: {value['handoff_id']}\n"
                 f"# local context fact: {value['local_context_fact_id']}\n"
                 f"{resume_exports(value['session_id'], value['source_id'])}\n"

@@ -12,6 +12,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from aidememo_wire.ids import stable_operation_id
+from aidememo_cli._local._packet import resume_command
+from aidememo_cli._local._store import LocalStore
 
 from ._errors import client_errors, internal
 from ._input import validate_id
@@ -26,8 +28,6 @@ from aidememo_client.recovery import (
 )
 
 if TYPE_CHECKING:
-    from aidememo_cli._local._store import LocalStore
-
     from ._http import Remote
     from ._outbox import SendPlan
 
@@ -75,10 +75,10 @@ class RemoteHandoffs:
     @client_errors()
     def accept(self, handoff_id: str, store: LocalStore | None) -> dict[str, Any]:
         """Claim (or recover the claim of) a handoff and materialize its context into ``store``."""
-        # Here, not at the top: the reads (most remote calls) never touch the embedded store.
-        from aidememo_cli._local._packet import resume_command
-
+        # Here, not at the top: _receiver needs dataclasses, and the reads (most remote calls)
+        # never write the embedded store.
         from ._receiver import materialize_context
+
         actor = self.actor_id
         status = self._status(handoff_id)
         plan = plan_accept(self.profile.project_id, actor, handoff_id, status)
@@ -130,6 +130,7 @@ class RemoteHandoffs:
                       store: LocalStore | None) -> dict[str, Any]:
         """Upload the receiver's local evidence and return it under the current claim."""
         from ._receiver import result_evidence
+
         normalize_outcome(outcome)  # before any request, as upstream
         status = self._status(handoff_id)
         actor = self.actor_id
