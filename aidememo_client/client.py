@@ -1,4 +1,4 @@
-"""An httpx client for any AideMemo server that behaves like upstream's remote CLI.
+"""A client for any AideMemo server that behaves like upstream's remote CLI.
 
 It knows only wire shapes, never the reference's internals, so it works against servers we
 did not write. Like ``cmd/remote_handoff.rs``: command ids and claim ids are derived (wire
@@ -10,36 +10,43 @@ Everything it raises derives from ``AideMemoClientError`` (the tree is drawn in 
 After ``OutcomeUnknown``, *resume*: call the same method again. Ids are derived from the
 request, so a repeated ``accept``/``return_result`` recovers and a repeated create replays its
 receipt; never resend the change under a new command id. No message carries the token.
+
+Requests go through a wire (``_wire``): httpx when a transport is handed in or the URL is
+``https://``, and a standard-library socket for ``http://`` otherwise (``_plain``), so a
+command line that makes two requests does not first spend most of its run importing httpx.
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
-from typing import Literal, TypedDict, cast
-
-import httpx
+from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
 from aidememo_wire.ids import stable_operation_id
+from ._wire import Answer, HttpxWire, NoAnswer, Wire
 from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
-from aidememo_wire.shapes import (
-    JSON,
-    ChangeBatch,
-    HandoffOutcome,
-    HandoffPage,
-    Health,
-    Identity,
-    JSONObject,
-    Mailbox,
-    MaterializedChangeBatch,
-    Receipt,
-    ResourceAnswer,
-    SearchAnswer,
-    SearchMode,
-    Snapshot,
-    TypedHandoff,
-    error_detail,
-)
+
+if TYPE_CHECKING:  # the shapes only type answers; a command line need not import them
+    import httpx
+
+    from aidememo_wire.shapes import (
+        JSON,
+        ChangeBatch,
+        HandoffOutcome,
+        HandoffPage,
+        Health,
+        Identity,
+        JSONObject,
+        Mailbox,
+        MaterializedChangeBatch,
+        Receipt,
+        ResourceAnswer,
+        SearchAnswer,
+        SearchMode,
+        Snapshot,
+        TypedHandoff,
+    )
 
 __all__ = [
     "AideMemoClient",
@@ -82,24 +89,26 @@ class ReturnResult(TypedDict):
     receipt: Receipt | None  # None when recovered: nothing was sent
 
 
-def _decode(method: str, path: str, response: httpx.Response) -> JSON:
+def _decode(method: str, path: str, answer: Answer) -> JSON:
     """The one place an answer becomes JSON or an error of this module's tree."""
-    if 200 <= response.status_code < 300:
+    if 200 <= answer.status < 300:
         try:
-            return cast(JSON, response.json())
+            return cast("JSON", json.loads(answer.content))
         except ValueError as exc:
-            raise OutcomeUnknown(method, path, f"HTTP {response.status_code} answer is not JSON", exc) from exc
+            raise OutcomeUnknown(method, path, f"HTTP {answer.status} answer is not JSON", exc) from exc
+    from aidememo_wire.shapes import error_detail
+
     try:
-        detail = error_detail(response.json())
+        detail = error_detail(json.loads(answer.content))
     except ValueError:
         detail = None
     code = detail["code"] if detail else None
-    message = detail["message"] if detail and detail["message"] else response.text
-    raise AideMemoHTTPError(response.status_code, code, message, response.content)
+    message = detail["message"] if detail and detail["message"] else answer.text
+    raise AideMemoHTTPError(answer.status, code, message, answer.content)
 
 
 def _token_header(token: str) -> str:
-    # Checked here so a bad token is a refusal, not an encoding error deep in httpx.
+    # Checked here so a bad token is a refusal, not an encoding error deep in a wire.
     if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
         raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
     return f"Bearer {token}"
@@ -112,7 +121,8 @@ class AideMemoClient:
         base_url: server root, e.g. ``http://127.0.0.1:3030``.
         token: bearer token (sent only in the Authorization header, never shown in an error).
         project_id: the project every call addresses.
-        transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket).
+        transport: an httpx transport (e.g. ``ReferenceLedger.transport()`` for no socket); without
+            one, ``https://`` uses httpx's default and ``http://`` a plain socket (no proxy).
         timeout: seconds for every request.
 
     Raises:
@@ -129,19 +139,18 @@ class AideMemoClient:
         timeout: float = 30.0,
     ) -> None:
         self.project_id = project_id
-        try:
-            self._http = httpx.Client(
-                base_url=base_url,
-                transport=transport,
-                timeout=timeout,
-                headers={"Authorization": _token_header(token)},
-            )
-        except httpx.InvalidURL as exc:
-            raise ClientRefusal(f"invalid server URL: {exc}") from None
+        headers = {"Authorization": _token_header(token)}
+        self._wire: Wire
+        if transport is None and base_url.startswith("http://"):
+            from ._plain import PlainWire
+
+            self._wire = PlainWire(base_url, headers, timeout)
+        else:
+            self._wire = HttpxWire(base_url, headers, transport, timeout)
         self._actor_id: str | None = None
 
     def close(self) -> None:
-        self._http.close()
+        self._wire.close()
 
     def __enter__(self) -> AideMemoClient:
         return self
@@ -155,15 +164,14 @@ class AideMemoClient:
         query = {k: (str(v).lower() if isinstance(v, bool) else v) for k, v in (params or {}).items() if v is not None}
         while True:
             try:
-                response = self._http.request(method, path, params=query, json=body)
-            except (httpx.UnsupportedProtocol, httpx.InvalidURL) as exc:
-                raise ClientRefusal(f"{method} {path}: {exc}") from None
-            except httpx.TransportError as exc:
+                answer = self._wire.exchange(method, path, query, body)
+            except NoAnswer as lost:
                 if retries > 0:
                     retries -= 1
                     continue
+                exc = lost.cause
                 raise OutcomeUnknown(method, path, f"{type(exc).__name__}: {exc}", exc) from exc
-            return _decode(method, path, response)
+            return _decode(method, path, answer)
 
     def get(self, path: str, params: Mapping[str, QueryValue] | None = None) -> JSON:
         """GET ``path`` (absolute, e.g. ``/health``); ``None`` parameters are left out."""
@@ -179,10 +187,10 @@ class AideMemoClient:
 
     # -- identity and reads -----------------------------------------------------------------
     def health(self) -> Health:
-        return cast(Health, self.get("/health"))
+        return cast("Health", self.get("/health"))
 
     def identity(self) -> Identity:
-        identity = cast(Identity, self.get(f"{self._base}/identity"))
+        identity = cast("Identity", self.get(f"{self._base}/identity"))
         self._actor_id = identity["actor_id"]
         return identity
 
@@ -194,30 +202,30 @@ class AideMemoClient:
         return self._actor_id
 
     def resource(self, kind: str, resource_id: str) -> ResourceAnswer:
-        return cast(ResourceAnswer, self.get(f"{self._base}/resources/{kind}/{resource_id}"))
+        return cast("ResourceAnswer", self.get(f"{self._base}/resources/{kind}/{resource_id}"))
 
     def snapshot(self) -> Snapshot:
-        return cast(Snapshot, self.get(f"{self._base}/snapshot"))
+        return cast("Snapshot", self.get(f"{self._base}/snapshot"))
 
     def changes(self, project_epoch: str, after_seq: int, limit: int | None = None) -> ChangeBatch:
         params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
-        return cast(ChangeBatch, self.get(f"{self._base}/changes", params))
+        return cast("ChangeBatch", self.get(f"{self._base}/changes", params))
 
     def materialized_changes(self, project_epoch: str, after_seq: int,
                              limit: int | None = None) -> MaterializedChangeBatch:
         params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
-        return cast(MaterializedChangeBatch, self.get(f"{self._base}/changes/materialized", params))
+        return cast("MaterializedChangeBatch", self.get(f"{self._base}/changes/materialized", params))
 
     def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
                at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
         params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
-        return cast(SearchAnswer, self.get(f"{self._base}/search", params))
+        return cast("SearchAnswer", self.get(f"{self._base}/search", params))
 
     def mailbox(self, box: Mailbox, *, source_id: str | None = None, include_completed: bool | None = None,
                 before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
         params = {"box": box, "source_id": source_id, "include_completed": include_completed,
                   "before_seq": before_seq, "limit": limit}
-        return cast(HandoffPage, self.get(f"{self._base}/handoffs", params))
+        return cast("HandoffPage", self.get(f"{self._base}/handoffs", params))
 
     def inbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
               before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
@@ -230,12 +238,12 @@ class AideMemoClient:
                             before_seq=before_seq, limit=limit)
 
     def status(self, handoff_id: str) -> TypedHandoff:
-        return cast(TypedHandoff, self.get(f"{self._base}/handoffs/{handoff_id}"))
+        return cast("TypedHandoff", self.get(f"{self._base}/handoffs/{handoff_id}"))
 
     # -- raw extension resources ------------------------------------------------------------
     def _command(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None,
                  command_id: str, delete: bool) -> Receipt:
-        return cast(Receipt, self.post("/v1/commands", {
+        return cast("Receipt", self.post("/v1/commands", {
             "command_id": command_id, "project_id": self.project_id, "expected_revision": expected_revision,
             "operation": "resource.delete" if delete else "resource.put", "payload": payload,
             "resource": {"kind": kind, "id": resource_id}, "change": "delete" if delete else "upsert",
@@ -255,7 +263,7 @@ class AideMemoClient:
     def _create(self, segment: str, prefix: str, resource_id: str, payload: JSONObject,
                 command_id: str | None) -> Receipt:
         derived = command_id or stable_operation_id(prefix, [self.project_id, resource_id])
-        return cast(Receipt, self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
+        return cast("Receipt", self.post(f"{self._base}/{segment}", {"command_id": derived, "payload": payload}))
 
     def create_session(self, session_id: str, topic: str, source_id: str | None = None,
                        command_id: str | None = None) -> Receipt:
@@ -281,7 +289,7 @@ class AideMemoClient:
     def transition(self, handoff_id: str, operation: Transition, *, expected_revision: int,
                    payload: JSONObject, command_id: str) -> Receipt:
         """Send one accept/heartbeat/return body exactly as given (no derivation, no recovery)."""
-        return cast(Receipt, self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
+        return cast("Receipt", self.post(f"{self._base}/handoffs/{handoff_id}/{operation}", {
             "command_id": command_id, "expected_revision": expected_revision, "payload": payload,
         }))
 
@@ -325,4 +333,4 @@ class AideMemoClient:
             handoff_id, "return", expected_revision=plan.revision, command_id=plan.command_id,
             payload={"claim_id": plan.claim_id, "result_fact_id": result_fact_id, "outcome": plan.outcome})
         return {"handoff_id": handoff_id, "command_id": plan.command_id, "result_fact_id": result_fact_id,
-                "outcome": cast(HandoffOutcome, plan.outcome), "recovered": plan.recovered, "receipt": receipt}
+                "outcome": cast("HandoffOutcome", plan.outcome), "recovered": plan.recovered, "receipt": receipt}

@@ -5,7 +5,6 @@ Pure functions: no I/O, no randomness except ``new_ulid``, which takes its input
 
 from __future__ import annotations
 
-import hashlib
 import re
 
 from .errors import ErrorCode, LedgerError
@@ -83,6 +82,8 @@ def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
     Each piece is preceded by its UTF-8 byte length as a big-endian u64, so ``["ab","c"]`` and
     ``["a","bc"]`` differ.
     """
+    import hashlib  # here: loading OpenSSL is a tenth of a remote read's start-up, and most need no id
+
     digest = hashlib.sha256()
     for piece in (prefix, *parts):
         raw = piece.encode("utf-8")
@@ -98,5 +99,7 @@ def stable_claim_id(project_id: str, actor_id: str, handoff_id: str, attempt: in
 
 def bearer_digest(token: str) -> bytes:
     """SHA-256 of the token's UTF-8 bytes: the only form in which tokens are stored (§7.1)."""
+    import hashlib
+
     return hashlib.sha256(token.encode("utf-8")).digest()
 

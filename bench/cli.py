@@ -9,7 +9,12 @@ baseline so machine noise hits both alike. Each figure is given twice: wall time
 time (user + system) the process used, which a machine loaded by other work disturbs less.
 `remote inbox` is the same inbox through a named remote profile (`handoff --remote-profile bench
 inbox`) against a reference server this script serves on loopback: the start-up of the remote
-route (httpx, the profile, two GETs).
+route (the profile, the client's plain-socket wire for http://, two GETs).
+
+``--local-profile`` times the ``aidememo-local`` conformance profile against this kit's CLI
+instead (the whole ``aidememo-conformance run --profile aidememo-local``, serial and with
+``-n 2``), interleaved with its baseline: as many ``python -c pass`` starts, one after another,
+as the profile ran commands (each of its steps is a CLI process).
 
 Every process reads compiled bytecode from a private cache (``PYTHONPYCACHEPREFIX`` in the
 temporary directory, filled by the warm-up round), as any installed copy does after its first
@@ -17,12 +22,14 @@ run; ``--no-bytecode-cache`` times the interpreter compiling the kit's modules o
 instead (what ``PYTHONDONTWRITEBYTECODE=1`` without ``.pyc`` files gives).
 
     python bench/cli.py [--repeat 15] [--facts 10000] [--handoffs 1000] [--seed N] [--no-bytecode-cache]
+    python bench/cli.py --local-profile [--repeat 3] [--seed N] [--no-bytecode-cache]
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import random
 import resource
@@ -119,6 +126,59 @@ def timed(argv: list[str], env: dict[str, str], stdin: str | None = None) -> tup
     return elapsed * 1000, cpu * 1000
 
 
+def _profile_run(env: dict[str, str], report: str, seed: int, workers: str | None) -> tuple[float, int, int]:
+    """(wall s, commands run, checks) of one whole aidememo-local profile run; exits unless every check passed."""
+    argv = [sys.executable, "-m", "conformance.cli", "run", "--profile", "aidememo-local", "--seed", str(seed),
+            "--report-dir", report, *(["-n", workers] if workers else [])]
+    started = time.perf_counter()
+    done = subprocess.run(argv, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - started
+    results = json.loads(Path(report, "results.json").read_text()) if done.returncode == 0 else None
+    if results is None or results["counts"]["PASS"] != sum(results["counts"].values()):
+        raise SystemExit(f"profile run failed (exit {done.returncode}): {done.stdout[-1500:]}")
+    return wall, int(results["requests"]), sum(results["counts"].values())
+
+
+def local_profile(env: dict[str, str], repeat: int, seed: int) -> None:
+    """The aidememo-local profile, serial and on two workers, beside its commands' bare starts."""
+    runs: dict[str, list[float]] = {"serial": [], "-n 2": [], "baseline": []}
+    commands = checks = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        _profile_run(env, os.path.join(tmp, "warm"), seed, None)  # bytecode, page cache
+        for i in range(repeat):
+            for name, workers in (("serial", None), ("-n 2", "2")):
+                wall, commands, checks = _profile_run(env, os.path.join(tmp, f"{name}-{i}"), seed, workers)
+                runs[name].append(wall)
+            started = time.perf_counter()
+            for _ in range(commands):
+                subprocess.run([sys.executable, "-c", "pass"], env=env, check=True)
+            runs["baseline"].append(time.perf_counter() - started)
+    base = statistics.median(runs["baseline"])
+    print(f"aidememo-local profile: {checks} checks, {commands} CLI commands per run, {repeat} runs each")
+    print(f"{'run':<32} {'median s':>9} {'min s':>7} {'max s':>7} {'x baseline':>11}")
+    for name, label in (("baseline", f"{commands} x python -c pass"), ("serial", "profile, serial"),
+                        ("-n 2", "profile, -n 2")):
+        values = runs[name]
+        print(f"{label:<32} {statistics.median(values):>9.2f} {min(values):>7.2f} {max(values):>7.2f}"
+              f" {statistics.median(values) / base:>11.2f}")
+    print(f"target: the profile in at most 15 s (serial {statistics.median(runs['serial']):.1f} s,"
+          f" -n 2 {statistics.median(runs['-n 2']):.1f} s)")
+
+
+def _environment(no_cache: bool, tmp: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    if no_cache:
+        env["PYTHONDONTWRITEBYTECODE"] = "1"
+        env.pop("PYTHONPYCACHEPREFIX", None)
+        print("bytecode: none cached (each start compiles the kit's modules)")
+    else:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
+        print("bytecode: cached after the warm-up round, as in any installed copy")
+    return env
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=15)
@@ -127,7 +187,20 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--no-bytecode-cache", action="store_true",
                         help="compile the kit's modules on every start (no .pyc cache)")
+    parser.add_argument("--local-profile", action="store_true",
+                        help="time the aidememo-local conformance profile instead (default --repeat 3)")
     args = parser.parse_args()
+    if args.local_profile:
+        repeat = 3 if "--repeat" not in sys.argv else args.repeat
+        if repeat < 1:
+            print("error: need --repeat >= 1", file=sys.stderr)
+            return 2
+        seed = args.seed if args.seed is not None else random.SystemRandom().randrange(2**32)
+        print(f"seed={seed} (replay: python bench/cli.py --local-profile --seed {seed} --repeat {repeat}"
+              f"{' --no-bytecode-cache' if args.no_bytecode_cache else ''})")
+        with tempfile.TemporaryDirectory() as tmp:
+            local_profile(_environment(args.no_bytecode_cache, tmp), repeat, seed)
+        return 0
     if args.repeat < 3 or args.handoffs < 2 * args.repeat or args.facts < 1:
         print("error: need --repeat >= 3, --handoffs >= 2 x repeat and --facts >= 1", file=sys.stderr)
         return 2
@@ -140,16 +213,7 @@ def main() -> int:
         started = time.perf_counter()
         session_id, pending = populate(store, args.facts, args.handoffs, rng)
         print(f"store: {args.facts} facts, {args.handoffs} handoffs, built in {time.perf_counter() - started:.1f} s")
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("AIDEMEMO_", "HERMES_"))}
-        env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
-        if args.no_bytecode_cache:
-            env["PYTHONDONTWRITEBYTECODE"] = "1"
-            env.pop("PYTHONPYCACHEPREFIX", None)
-            print("bytecode: none cached (each start compiles the kit's modules)")
-        else:
-            env.pop("PYTHONDONTWRITEBYTECODE", None)
-            env["PYTHONPYCACHEPREFIX"] = os.path.join(tmp, "pycache")
-            print("bytecode: cached after the warm-up round, as in any installed copy")
+        env = _environment(args.no_bytecode_cache, tmp)
         cli = [sys.executable, "-c", ENTRY, "--store", store]
         stack.enter_context(remote_profile(tmp, env))
         commands = {

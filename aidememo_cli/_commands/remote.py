@@ -19,16 +19,19 @@ from aidememo_cli._local._packet import resume_exports
 from aidememo_cli._local._store import LocalStore
 from aidememo_cli._remote._handoffs import RemoteHandoffs
 from aidememo_cli._remote._http import Remote
-from aidememo_cli._remote._outbox import Outbox, outbox_dir
 from aidememo_cli._remote._profiles import load_profile
 from aidememo_cli._remote._input import reject_actor_override
-from aidememo_cli._remote._send import Sender
 
 from ._context import Context, clean, dumps
 
 if TYPE_CHECKING:
     from aidememo_cli._mcp._local import LocalTools
     from aidememo_cli._mcp._remote import RemoteTools
+    from aidememo_cli._remote._outbox import Outbox
+    from aidememo_cli._remote._send import Sender
+
+# The reads (inbox, outbox, show) are most remote calls: the outbox and the sender (shutil,
+# dataclasses) are imported by the verbs that use them, so a read starts like a local command.
 
 __all__ = ["run", "connect", "outbox", "remote_tools", "sender"]
 
@@ -36,6 +39,8 @@ LOCAL_ONLY = "remote profiles currently support handoff send, inbox, outbox, sho
 
 
 def outbox(ctx: Context) -> Outbox:
+    from aidememo_cli._remote._outbox import Outbox, outbox_dir
+
     return Outbox(outbox_dir(ctx.env), ctx.clock)
 
 
@@ -47,6 +52,8 @@ def connect(ctx: Context, name: str) -> Iterator[RemoteHandoffs]:
 
 
 def sender(ctx: Context, handoffs: RemoteHandoffs) -> Sender:
+    from aidememo_cli._remote._send import Sender
+
     return Sender(handoffs, outbox(ctx))
 
 

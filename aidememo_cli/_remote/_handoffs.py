@@ -9,17 +9,14 @@ answers are upstream's JSON objects, key for key.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from aidememo_wire.ids import stable_operation_id
 from aidememo_cli._local._packet import resume_command
 from aidememo_cli._local._store import LocalStore
 
 from ._errors import client_errors, internal
-from ._http import Remote
 from ._input import validate_id
-from ._outbox import SendPlan
-from ._receiver import materialize_context, result_evidence
 from aidememo_client.recovery import (
     ensure_fields_match,
     normalize_outcome,
@@ -29,6 +26,10 @@ from aidememo_client.recovery import (
     record_of,
     required_str,
 )
+
+if TYPE_CHECKING:
+    from ._http import Remote
+    from ._outbox import SendPlan
 
 __all__ = ["RemoteHandoffs"]
 
@@ -74,6 +75,10 @@ class RemoteHandoffs:
     @client_errors()
     def accept(self, handoff_id: str, store: LocalStore | None) -> dict[str, Any]:
         """Claim (or recover the claim of) a handoff and materialize its context into ``store``."""
+        # Here, not at the top: _receiver needs dataclasses, and the reads (most remote calls)
+        # never write the embedded store.
+        from ._receiver import materialize_context
+
         actor = self.actor_id
         status = self._status(handoff_id)
         plan = plan_accept(self.profile.project_id, actor, handoff_id, status)
@@ -124,6 +129,8 @@ class RemoteHandoffs:
     def return_result(self, handoff_id: str, result_fact_id: str, outcome: str,
                       store: LocalStore | None) -> dict[str, Any]:
         """Upload the receiver's local evidence and return it under the current claim."""
+        from ._receiver import result_evidence
+
         normalize_outcome(outcome)  # before any request, as upstream
         status = self._status(handoff_id)
         actor = self.actor_id

@@ -1,34 +1,23 @@
 """One request seam between the remote flow and a server: ``AideMemoClient`` with upstream's errors.
 
-Everything goes through the kit's httpx client, so the one identical retry of a POST after a
+Everything goes through the kit's client, so the one identical retry of a POST after a
 transport failure (the server's receipt replay makes it safe) is the client's, and a test or the
-simulator can hand in any httpx transport. The client's failures become the remote flow's tree
-with upstream's wording (``remote server returned HTTP 409: …``) through ``client_errors``.
+simulator can hand in any httpx transport. Without one, an ``http://`` profile's requests go
+over a plain socket and never import httpx (it was most of a remote command's start-up). The
+client's failures become the remote flow's tree with upstream's wording (``remote server returned HTTP 409: …``) through ``client_errors``.
 """
 
 from __future__ import annotations
 
-import sys
-from typing import Any
-
-# httpx's package import also imports its command-line client (httpx._main), which loads click
-# and pygments whenever they are installed (uvicorn and pytest bring them): about a quarter of
-# httpx's import cost, paid by every remote command for nothing. Marked absent for that one
-# import, httpx falls back to its stub `main`; the mark is removed at once, so a later explicit
-# `import httpx._main` still works. A process that imported httpx already is left as it is.
-if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
-    sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
-        import httpx
-    finally:
-        del sys.modules["httpx._main"]
-else:
-    import httpx
+from typing import TYPE_CHECKING, Any
 
 from aidememo_client.client import AideMemoClient
 
 from ._errors import RemoteHTTPError, client_errors, refusal
 from ._profiles import RemoteProfile
+
+if TYPE_CHECKING:
+    import httpx
 
 __all__ = ["Remote", "MAILBOX_LIMIT"]
 
@@ -41,10 +30,6 @@ class Remote:
     def __init__(self, profile: RemoteProfile, *, transport: httpx.BaseTransport | None = None,
                  timeout: float = 30.0) -> None:
         self.profile = profile
-        if transport is None and profile.url.startswith("http://"):
-            # A plain-HTTP base never performs a TLS handshake (redirects are not followed), so
-            # skip loading the CA bundle: it is most of a command's start-up time.
-            transport = httpx.HTTPTransport(verify=False)
         with client_errors():
             self._client = AideMemoClient(profile.url, profile.token, profile.project_id, transport=transport,
                                           timeout=timeout)

@@ -19,8 +19,7 @@ import json
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 from aidememo_wire.ids import id_problem
@@ -44,8 +43,9 @@ __all__ = [
 _PROFILE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RemoteProfile:
+# Named tuples, not dataclasses: every remote command reads a profile, and importing
+# dataclasses (it loads inspect) costs a remote read about a tenth of its run.
+class RemoteProfile(NamedTuple):
     """One named identity on one server; ``repr`` never shows the token."""
 
     name: str
@@ -67,9 +67,8 @@ class RemoteProfile:
         return data
 
 
-@dataclass(slots=True)
-class AuthFile:
-    """The whole file: legacy URL tokens and named profiles."""
+class AuthFile(NamedTuple):
+    """The whole file: legacy URL tokens and named profiles (both maps are changed in place)."""
 
     remotes: dict[str, dict[str, Any]]
     profiles: dict[str, RemoteProfile]

@@ -7,7 +7,6 @@ rule of the remote flow broken. Each mutant breaks exactly what one AML-REM requ
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import sys
 from pathlib import Path
@@ -30,9 +29,9 @@ def outbox_reads_inbox() -> None:
 
 def accept_no_materialize() -> None:
     """Accept claims on the server but writes nothing into the receiver's store."""
-    from aidememo_cli._remote import _handoffs
+    from aidememo_cli._remote import _receiver  # accept imports it when it runs
 
-    _handoffs.materialize_context = lambda *args, **kwargs: "01HZZZZZZZZZZZZZZZZZZZZZZZ"  # type: ignore[assignment]
+    _receiver.materialize_context = lambda *args, **kwargs: "01HZZZZZZZZZZZZZZZZZZZZZZZ"  # type: ignore[assignment]
 
 
 def actor_override_ignored() -> None:
@@ -49,7 +48,7 @@ def no_recovery() -> None:
     original = _handoffs.plan_accept
 
     def plan_accept(*args: Any) -> Any:
-        return dataclasses.replace(original(*args), recovered=False)
+        return original(*args)._replace(recovered=False)
 
     _handoffs.plan_accept = plan_accept
 
