@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import random
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,12 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def _workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    return _positive_int(text)
 
 
 def _positive_int(text: str) -> int:
@@ -131,6 +138,15 @@ def _add_run(sub: Any) -> None:
                           "(how the kit's planted race bugs are run)")
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
+    _hunt_arguments(run)
+
+
+def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+                        help="campaign shards run in parallel on a Dask cluster, each with a seed derived from "
+                             "--seed (default 1: this process alone; auto: one per core)")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                        help="submit the shards to this running Dask scheduler instead of a local cluster")
 
 
 def _add_replay(sub: Any) -> None:
@@ -310,6 +326,11 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
     factory = load_factory(args.ledger)
+    if args.workers > 1 or args.scheduler is not None:
+        if target is not None:
+            raise SimulationError("--workers and --scheduler run shards on the embedded reference; "
+                                  "drop --url and --config")
+        return _hunt(args, seed)
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
@@ -335,6 +356,29 @@ def _run(args: argparse.Namespace) -> int:
                            url=None if target is None else target.url, factory=_factory_spec(args.ledger),
                            config=args.config, reproduction=rate)
     return _exported(paths, _replay_words(args, result.plan.project))
+
+
+def _hunt(args: argparse.Namespace, seed: int) -> int:
+    from simulations.hunt import ShardSpec, run_hunt, summary
+
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
+    print(f"aidememo-sim run: root seed {seed}, {args.workers} shards, {args.actors} actors, budget "
+          f"{args.budget:g} s each, on {where}")
+    command = _rerun_command(args, seed) + f" --workers {args.workers}"
+    if args.scheduler:
+        command += f" --scheduler {args.scheduler}"
+    print(f"replay this hunt with: {command}")
+    specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
+                       max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out), report=print)
+    for line in summary(hunt, _rerun_command(args, 0).split(" --seed 0 ")[1]):
+        print(line)
+    if hunt.interrupted:
+        print(f"interrupted; run the hunt again with: {command}")
+        return 130
+    if hunt.findings:
+        return EXIT_VIOLATION
+    return EXIT_UNKNOWN if hunt.lost or any(o.verdict == Verdict.UNKNOWN.value for o in hunt.done) else EXIT_OK
 
 
 def _replay(args: argparse.Namespace) -> int:

@@ -1,0 +1,245 @@
+"""Hunts: campaign shards on a Dask cluster, their findings deduplicated and written once.
+
+A hunt of N shards runs N ordinary campaigns (``run_campaign``, then ``shrink`` on the embedded
+reference), each with a seed derived from the printed root seed and its shard number, each on
+its own embedded reference. The cluster is Dask's: a ``LocalCluster`` of N processes started
+here, or any running scheduler (``dask scheduler`` and ``dask worker``, or a deployment's).
+A shard is a pure function of its ``ShardSpec``, so when a worker dies Dask runs it again
+elsewhere and nothing else of the hunt changes. Findings are told apart by what was violated
+(the finding's kind and the operations of the shrunk case), and each distinct one is written
+once, by the coordinator, with the command that replays it on one machine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from simulations.campaign import RunResult, run_campaign
+from simulations.errors import SimulationError
+from simulations.replay import export_failure
+from simulations.shrink import shrink
+from simulations.targets import load_factory
+
+__all__ = ["Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
+           "shard_seed", "summary"]
+
+_PROGRESS_S = 2.0  # how often the coordinator prints a progress line
+_CONNECT_S = 5  # how long to wait for a scheduler that was named
+
+
+def shard_seed(root: int, index: int) -> int:
+    """Shard ``index``'s seed: a hash of the root seed and the shard number (32 bits, as printed seeds)."""
+    digest = hashlib.blake2b(f"aidememo-sim shard {root} {index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardSpec:
+    """Everything a shard needs; the same spec gives the same campaign (``--batches`` exactly)."""
+
+    root_seed: int
+    index: int
+    actors: int
+    budget_s: float
+    max_batches: int | None
+    factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
+
+    @property
+    def seed(self) -> int:
+        return shard_seed(self.root_seed, self.index)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardOutcome:
+    index: int
+    seed: int
+    batches: int
+    operations: int
+    elapsed_s: float
+    verdict: str
+    found: RunResult | None  # the shrunk failing campaign, when the shard found one
+
+
+def run_shard(spec: ShardSpec) -> ShardOutcome:
+    """One shard on a worker: a campaign on its own embedded reference, shrunk when it fails."""
+    factory = load_factory(spec.factory)
+    result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s,
+                          max_batches=spec.max_batches, factory=factory)
+    found = shrink(result, factory) if result.finding is not None else None
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
+                        operations=len(result.history), elapsed_s=result.elapsed_s,
+                        verdict=result.verdict.value, found=found)
+
+
+def finding_key(result: RunResult) -> tuple[str, tuple[str, ...]]:
+    """What a shrunk failure violated: the rule (or the ledger model) and its operations' kinds."""
+    assert result.finding is not None
+    ops = tuple(sorted(str(result.history[i].input.get("op")) for i in result.finding.witness
+                       if i < len(result.history)))
+    return result.finding.kind, ops
+
+
+@dataclass(slots=True)
+class Distinct:
+    """One distinct finding: the first shard's case, and every shard that found it."""
+
+    result: RunResult
+    shards: list[int]
+    paths: dict[str, Path] = field(default_factory=dict)
+
+
+@dataclass(slots=True)
+class HuntResult:
+    shards: int
+    done: list[ShardOutcome] = field(default_factory=list)
+    lost: list[int] = field(default_factory=list)
+    findings: dict[tuple[str, tuple[str, ...]], Distinct] = field(default_factory=dict)
+    workers: int = 0
+    elapsed_s: float = 0.0
+    interrupted: bool = False
+
+    @property
+    def operations(self) -> int:
+        return sum(outcome.operations for outcome in self.done)
+
+    def note(self, outcome: ShardOutcome) -> Distinct | None:
+        """Count a finished shard; returns its finding when it is a new one."""
+        self.done.append(outcome)
+        if outcome.found is None:
+            return None
+        key = finding_key(outcome.found)
+        known = self.findings.get(key)
+        if known is not None:
+            known.shards.append(outcome.index)
+            return None
+        self.findings[key] = Distinct(outcome.found, [outcome.index])
+        return self.findings[key]
+
+
+@contextmanager
+def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
+    """A Dask client: of a ``LocalCluster`` of ``workers`` processes, or of the named scheduler.
+
+    Raises:
+        SimulationError: when the scheduler cannot be reached.
+    """
+    from distributed import Client, LocalCluster
+
+    # distributed's constructors are untyped; its INFO lines are not the hunt's output.
+    logging.getLogger("distributed").setLevel(logging.ERROR)
+    if scheduler is None:
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
+                          dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
+                Client(cluster) as client:  # type: ignore[no-untyped-call]
+            yield client
+        return
+    try:
+        client = Client(scheduler, timeout=f"{_CONNECT_S}s")  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError) as exc:
+        raise SimulationError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
+    with client:
+        yield client
+
+
+def _dashboard(client: Any) -> str | None:
+    try:
+        services = client.scheduler_info().get("services", {})
+    except (OSError, TimeoutError):
+        return None
+    return str(client.dashboard_link) if "dashboard" in services else None
+
+
+def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out: Path,
+             report: Callable[[str], None]) -> HuntResult:
+    """Run ``specs`` on the cluster, writing each distinct finding to ``out`` as it comes in.
+
+    A shard whose worker died is run again by Dask; one that failed for good (``KilledWorker``
+    after its retries, or an error of its own) is counted as lost. Ctrl-C cancels what is still
+    running and returns what was found so far (``interrupted``).
+
+    Raises:
+        SimulationError: when the scheduler cannot be reached, or is lost during the hunt.
+    """
+    from distributed import wait
+
+    started = time.monotonic()
+    hunt = HuntResult(shards=len(specs))
+    with _client(workers, scheduler) as client:
+        hunt.workers = len(client.scheduler_info().get("workers", {})) or workers
+        link = _dashboard(client)
+        if link is not None:
+            report(f"dask dashboard: {link}")
+        pending = {client.submit(run_shard, spec, key=f"aidememo-sim-shard-{spec.root_seed}-{spec.index}",
+                                 pure=False): spec for spec in specs}
+        last = time.monotonic()
+        try:
+            while pending:
+                try:
+                    finished, _ = wait(list(pending), timeout=_PROGRESS_S,  # type: ignore[no-untyped-call]
+                                       return_when="FIRST_COMPLETED")
+                except TimeoutError:
+                    finished = set()
+                for future in finished:
+                    spec = pending.pop(future)
+                    _collect(hunt, future, spec, out, report)
+                if time.monotonic() - last >= _PROGRESS_S:
+                    last = time.monotonic()
+                    report(_progress(hunt, len(pending), last - started))
+                if client.status in ("closed", "closing"):
+                    raise SimulationError(f"lost the Dask scheduler{'' if scheduler is None else ' at ' + scheduler}")
+        except KeyboardInterrupt:
+            hunt.interrupted = True
+            client.cancel(list(pending))
+    hunt.elapsed_s = time.monotonic() - started
+    return hunt
+
+
+def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: Callable[[str], None]) -> None:
+    try:
+        outcome: ShardOutcome = future.result()
+    except (OSError, TimeoutError) as exc:
+        raise SimulationError(f"lost the Dask scheduler: {exc}") from None
+    except Exception as exc:  # the shard failed for good (KilledWorker, or its own error)
+        hunt.lost.append(spec.index)
+        report(f"shard {spec.index} (seed {spec.seed}) lost: {type(exc).__name__}: {exc}")
+        return
+    distinct = hunt.note(outcome)
+    if distinct is not None:
+        distinct.paths = export_failure(distinct.result, out, target="embedded", factory=spec.factory)
+        assert distinct.result.finding is not None
+        report(f"shard {spec.index} (seed {spec.seed}) found a {distinct.result.finding.kind} violation: "
+               f"aidememo-sim replay {distinct.paths['replay file']}")
+
+
+def _progress(hunt: HuntResult, running: int, elapsed_s: float) -> str:
+    return (f"  {elapsed_s:5.1f} s: {len(hunt.done)} shards done, {running} running, {len(hunt.lost)} lost, "
+            f"{hunt.operations} operations, {len(hunt.findings)} distinct findings")
+
+
+def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
+    """The hunt's closing lines: shards run and lost, operations, rate per worker, each distinct
+    finding with its shard seeds and the command that replays it on one machine.
+
+    ``rerun_words``: the shard's campaign options after its seed (``--actors 3 --budget 20 ...``).
+    """
+    busy = sum(outcome.elapsed_s for outcome in hunt.done)
+    rate = hunt.operations / busy if busy > 0 else 0.0
+    lines = [f"hunt: {len(hunt.done)} of {hunt.shards} shards run, {len(hunt.lost)} lost, {hunt.operations} "
+             f"operations, {rate:.0f} operations/s per worker ({hunt.workers} workers), "
+             f"{len(hunt.findings)} distinct findings in {hunt.elapsed_s:.1f} s"]
+    for number, distinct in enumerate(hunt.findings.values(), 1):
+        assert distinct.result.finding is not None
+        first = distinct.result.seed
+        lines.append(f"finding {number}: {distinct.result.finding.kind}, found by shards "
+                     f"{', '.join(map(str, sorted(distinct.shards)))} (seed {first} first)")
+        lines.append(f"  the shard alone: aidememo-sim run --seed {first} {rerun_words}")
+        if "replay file" in distinct.paths:
+            lines.append(f"  reproduce with: aidememo-sim replay {distinct.paths['replay file']}")
+    return lines

@@ -1,0 +1,132 @@
+"""Hunts on Dask (issue 22): a real ``dask scheduler`` and two ``dask worker`` processes on
+loopback, one killed while it runs a shard; the hunt still reports the planted race once, and
+the replay command it printed reproduces the race on one machine, twice, with the same answer."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from simulations.hunt import ShardSpec, run_shard, shard_seed
+
+BIN = Path(sys.executable).parent
+MUTANTS = Path(__file__).with_name("mutants.py")
+SEED, BATCHES = 5, 30  # both shards of this hunt find split_decide; --batches makes each shard exact
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _start(*words: str, log: Path) -> subprocess.Popen[bytes]:
+    # A session of its own, so the whole process group (a worker's nanny and its child) can be killed.
+    return subprocess.Popen([str(BIN / "dask"), *words], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+                            start_new_session=True)
+
+
+def _kill(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is None:
+        os.killpg(process.pid, signal.SIGKILL)
+    process.wait(10)
+
+
+@contextmanager
+def _cluster(root: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
+    """A scheduler and two single-threaded workers on loopback; every process is killed on the way out."""
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    processes = [_start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                        "--no-dashboard", log=root / "scheduler.log")]
+    try:
+        workers = [_start("worker", address, "--nthreads", "1", "--no-dashboard", "--name", f"w{n}",
+                          log=root / f"worker{n}.log") for n in (0, 1)]
+        processes += workers
+        from distributed import Client
+
+        with Client(address, timeout="30s") as client:
+            client.wait_for_workers(2, timeout=60)
+        yield address, workers
+    finally:
+        for process in processes:
+            _kill(process)
+
+
+def _sh(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_shard_seeds_are_derived_apart_and_a_shard_is_a_pure_function() -> None:
+    seeds = {shard_seed(SEED, index) for index in range(64)}
+    assert len(seeds) == 64 and shard_seed(SEED, 0) != shard_seed(SEED + 1, 0)
+    spec = ShardSpec(root_seed=SEED, index=1, actors=3, budget_s=60, max_batches=BATCHES,
+                     factory=f"{MUTANTS}:split_decide")
+    first, again = run_shard(spec), run_shard(spec)  # a re-run elsewhere, after a lost worker
+    assert first.found is not None and again.found is not None
+    # The same answers in the same order (their clock readings aside) and the same shrunk case.
+    assert [(op.client, op.input, op.output) for op in first.found.history] == \
+        [(op.client, op.input, op.output) for op in again.found.history]
+    assert first.found.plan == again.found.plan and first.found.decisions == again.found.decisions
+
+
+def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
+    with _cluster(tmp_path) as (address, workers):
+        from distributed import Client
+
+        command = (f"aidememo-sim run --seed {SEED} --batches {BATCHES} --budget 60 --workers 2 --scheduler {address} "
+                   f"--ledger {MUTANTS}:split_decide --out {tmp_path / 'found'}")
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+        hunt = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        try:
+            killed = False
+            with Client(address, timeout="30s") as client:
+                deadline = time.monotonic() + 120
+                while not killed and time.monotonic() < deadline and hunt.poll() is None:
+                    busy = {addr for addr, keys in client.processing().items() if keys}
+                    names = {addr: info.get("name") for addr, info in client.scheduler_info()["workers"].items()}
+                    if any(names.get(addr) == "w1" for addr in busy):
+                        _kill(workers[1])  # mid-shard: its shard is on it right now
+                        killed = True
+                    time.sleep(0.02)
+            output, _ = hunt.communicate(timeout=300)
+        finally:
+            if hunt.poll() is None:
+                hunt.kill()
+        assert killed, output
+    assert hunt.returncode == 1, output
+    summary = re.search(r"hunt: (\d+) of 2 shards run, (\d+) lost, .* (\d+) distinct findings", output)
+    assert summary is not None, output
+    assert summary.groups() == ("2", "0", "1"), output  # the killed worker's shard ran again elsewhere
+    assert "linearizability" in output
+    replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", output, re.MULTILINE)
+    assert len(replays) == 1, output
+    # The cluster is gone: the printed command reproduces the race on this machine alone, twice.
+    answers = [_sh(replays[0] + " --times 2", tmp_path) for _ in (1, 2)]
+    for answer in answers:
+        assert answer.returncode == 1, answer.stdout + answer.stderr
+        assert "reproduced 2/2" in answer.stdout
+    assert answers[0].stdout == answers[1].stdout
+    assert len(list((tmp_path / "found").glob("race-seed-*.json"))) == 1
+
+
+def test_an_unreachable_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    answer = _sh(f"aidememo-sim run --seed 1 --batches 2 --scheduler tcp://127.0.0.1:{_free_port()}", tmp_path)
+    assert answer.returncode != 0
+    assert answer.stdout.count("\n") <= 3 and "Traceback" not in answer.stderr
+    lines = answer.stderr.strip().splitlines()
+    assert len(lines) == 1 and "cannot reach the Dask scheduler" in lines[0], answer.stderr
+
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
