@@ -334,8 +334,10 @@ def _run(args: argparse.Namespace) -> int:
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
+    history_file = Path(args.out) / f"run-seed-{seed}.jsonl"
+    print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
     result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
-                          target=target, factory=factory, progress=print)
+                          target=target, factory=factory, progress=print, history_file=history_file)
     print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:

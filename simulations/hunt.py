@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import signal
+import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -135,9 +137,10 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
     # distributed's constructors are untyped; its INFO lines are not the hunt's output.
     logging.getLogger("distributed").setLevel(logging.ERROR)
     if scheduler is None:
-        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
-                          dashboard_address=":0", silence_logs=logging.ERROR) as cluster, \
-                Client(cluster) as client:  # type: ignore[no-untyped-call]
+        with _interrupt_deferred():
+            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
+                                   dashboard_address=":0", silence_logs=logging.ERROR)
+        with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
             yield client
         return
     try:
@@ -146,6 +149,23 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
         raise SimulationError(f"cannot reach the Dask scheduler at {scheduler}: {exc}") from None
     with client:
         yield client
+
+
+@contextmanager
+def _interrupt_deferred() -> Iterator[None]:
+    """Ctrl-C while a local cluster starts is held until it has started: an interrupted start
+    leaves processes that distributed cannot close (a traceback at exit)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    caught: list[int] = []
+    previous = signal.signal(signal.SIGINT, lambda number, _frame: caught.append(number))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    if caught:
+        raise KeyboardInterrupt
 
 
 def _dashboard(client: Any) -> str | None:
@@ -167,10 +187,21 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
     Raises:
         SimulationError: when the scheduler cannot be reached, or is lost during the hunt.
     """
+    started = time.monotonic()
+    hunt = HuntResult(shards=len(specs))
+    try:
+        _hunt(hunt, specs, workers, scheduler, out, report)
+    except KeyboardInterrupt:
+        hunt.interrupted = True
+    hunt.elapsed_s = time.monotonic() - started
+    return hunt
+
+
+def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str | None, out: Path,
+          report: Callable[[str], None]) -> None:
     from distributed import wait
 
     started = time.monotonic()
-    hunt = HuntResult(shards=len(specs))
     with _client(workers, scheduler) as client:
         hunt.workers = len(client.scheduler_info().get("workers", {})) or workers
         link = _dashboard(client)
@@ -197,8 +228,6 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
         except KeyboardInterrupt:
             hunt.interrupted = True
             client.cancel(list(pending))
-    hunt.elapsed_s = time.monotonic() - started
-    return hunt
 
 
 def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: Callable[[str], None]) -> None:
