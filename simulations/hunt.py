@@ -18,6 +18,7 @@ import signal
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -134,8 +135,10 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
     """
     from distributed import Client, LocalCluster
 
-    # distributed's constructors are untyped; its INFO lines are not the hunt's output.
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    # distributed's constructors are untyped. Its log lines are not the hunt's output: what
+    # matters (a lost scheduler, a lost shard) the hunt says itself, in one line.
+    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+        logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler is None:
         with _interrupt_deferred():
             cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
@@ -193,6 +196,10 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
         _hunt(hunt, specs, workers, scheduler, out, report)
     except KeyboardInterrupt:
         hunt.interrupted = True
+    except CancelledError as exc:  # distributed cancels every future when the scheduler goes
+        where = "" if scheduler is None else f" at {scheduler}"
+        raise SimulationError(f"lost the Dask scheduler{where} after {len(hunt.done)} of {hunt.shards} shards "
+                              f"({len(hunt.findings)} distinct findings written to {out})") from None
     hunt.elapsed_s = time.monotonic() - started
     return hunt
 
@@ -235,6 +242,8 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         outcome: ShardOutcome = future.result()
     except (OSError, TimeoutError) as exc:
         raise SimulationError(f"lost the Dask scheduler: {exc}") from None
+    except CancelledError:
+        raise  # the scheduler went: run_hunt says so
     except Exception as exc:  # the shard failed for good (KilledWorker, or its own error)
         hunt.lost.append(spec.index)
         report(f"shard {spec.index} (seed {spec.seed}) lost: {type(exc).__name__}: {exc}")

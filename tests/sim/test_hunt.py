@@ -19,6 +19,7 @@ import pytest
 
 from simulations.hunt import ShardSpec, run_shard, shard_seed
 
+Popen = subprocess.Popen[bytes]
 BIN = Path(sys.executable).parent
 MUTANTS = Path(__file__).with_name("mutants.py")
 SEED, BATCHES = 5, 30  # both shards of this hunt find split_decide; --batches makes each shard exact
@@ -30,33 +31,39 @@ def _free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _start(*words: str, log: Path) -> subprocess.Popen[bytes]:
+def _start(*words: str, log: Path) -> Popen:
     # A session of its own, so the whole process group (a worker's nanny and its child) can be killed.
     return subprocess.Popen([str(BIN / "dask"), *words], stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 
-def _kill(process: subprocess.Popen[bytes]) -> None:
+def _kill(process: Popen) -> None:
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
     process.wait(10)
 
 
+def _env() -> dict[str, str]:
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 @contextmanager
-def _cluster(root: Path) -> Iterator[tuple[str, list[subprocess.Popen[bytes]]]]:
-    """A scheduler and two single-threaded workers on loopback; every process is killed on the way out."""
+def _cluster(root: Path, workers: int = 2) -> Iterator[tuple[str, Popen, list[Popen]]]:
+    """A scheduler and single-threaded workers on loopback: (address, scheduler, workers). Every
+    process is killed on the way out, whatever happened."""
     address = f"tcp://127.0.0.1:{_free_port()}"
-    processes = [_start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
-                        "--no-dashboard", log=root / "scheduler.log")]
+    scheduler = _start("scheduler", "--host", "127.0.0.1", "--port", address.rsplit(":", 1)[1],
+                       "--no-dashboard", log=root / "scheduler.log")
+    processes = [scheduler]
     try:
-        workers = [_start("worker", address, "--nthreads", "1", "--no-dashboard", "--name", f"w{n}",
-                          log=root / f"worker{n}.log") for n in (0, 1)]
-        processes += workers
+        started = [_start("worker", address, "--nthreads", "1", "--no-dashboard", "--name", f"w{n}",
+                          log=root / f"worker{n}.log") for n in range(workers)]
+        processes += started
         from distributed import Client
 
         with Client(address, timeout="30s") as client:
-            client.wait_for_workers(2, timeout=60)
-        yield address, workers
+            client.wait_for_workers(workers, timeout=60)
+        yield address, scheduler, started
     finally:
         for process in processes:
             _kill(process)
@@ -81,7 +88,7 @@ def test_shard_seeds_are_derived_apart_and_a_shard_is_a_pure_function() -> None:
 
 
 def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
-    with _cluster(tmp_path) as (address, workers):
+    with _cluster(tmp_path) as (address, _scheduler, workers):
         from distributed import Client
 
         command = (f"aidememo-sim run --seed {SEED} --batches {BATCHES} --budget 60 --workers 2 --scheduler {address} "
@@ -121,6 +128,25 @@ def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     assert len(list((tmp_path / "found").glob("race-seed-*.json"))) == 1
 
 
+def test_a_lost_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
+    with _cluster(tmp_path, workers=1) as (address, scheduler, _workers):
+        hunt = subprocess.Popen(["sh", "-c", f"aidememo-sim run --seed 3 --budget 60 --workers 2 --scheduler {address}"],
+                                cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert hunt.stdout is not None
+            for line in hunt.stdout:
+                if "running" in line:  # the shards are on the cluster
+                    break
+            _kill(scheduler)
+            _out, err = hunt.communicate(timeout=120)
+        finally:
+            if hunt.poll() is None:
+                hunt.kill()
+    assert hunt.returncode == 2
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"aidememo-sim: lost the Dask scheduler at {address}"), err
+
+
 def test_an_unreachable_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     answer = _sh(f"aidememo-sim run --seed 1 --batches 2 --scheduler tcp://127.0.0.1:{_free_port()}", tmp_path)
     assert answer.returncode != 0
@@ -130,3 +156,46 @@ def test_an_unreachable_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path
 
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def test_ctrl_c_stops_a_hunt_cleanly_with_the_command_that_runs_it_again(tmp_path: Path) -> None:
+    hunt = subprocess.Popen([str(BIN / "aidememo-sim"), "run", "--seed", "11", "--budget", "120", "--workers", "2"],
+                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert hunt.stdout is not None
+        seen = []
+        for line in hunt.stdout:
+            seen.append(line)
+            if "running" in line:
+                break
+        hunt.send_signal(signal.SIGINT)
+        out, err = hunt.communicate(timeout=120)
+    finally:
+        if hunt.poll() is None:
+            hunt.kill()
+    assert hunt.returncode == 130, "".join(seen) + out + err
+    assert "Traceback" not in err and "Traceback" not in out, err
+    assert re.search(r"^hunt: 0 of 2 shards run", out, re.MULTILINE), out
+    assert "interrupted; run the hunt again with: aidememo-sim run --seed 11 --actors 3 --budget 120 --workers 2" in out
+
+
+@pytest.mark.slow
+def test_the_printed_hunt_and_shard_commands_give_the_same_answer_twice(tmp_path: Path) -> None:
+    command = f"aidememo-sim run --seed {SEED} --batches {BATCHES} --workers 2 --ledger {MUTANTS}:split_decide"
+    first = _sh(command, tmp_path)
+    assert first.returncode == 1, first.stdout + first.stderr
+    again = re.search(r"^replay this hunt with: (.*)$", first.stdout, re.MULTILINE)
+    shard = re.search(r"^  the shard alone: (.*)$", first.stdout, re.MULTILINE)
+    assert again is not None and shard is not None, first.stdout
+
+    def findings(text: str) -> list[str]:
+        return re.findall(r"^(finding \d+: .*|  reproduce with: .*)$", text, re.MULTILINE)
+
+    hunts = [_sh(again.group(1), tmp_path) for _ in (1, 2)]
+    assert [h.returncode for h in hunts] == [1, 1]
+    assert findings(hunts[0].stdout) == findings(hunts[1].stdout) == findings(first.stdout)
+    shards = [_sh(shard.group(1), tmp_path) for _ in (1, 2)]
+    assert [s.returncode for s in shards] == [1, 1]
+    shrunk = [re.search(r"^shrunk to .*$", s.stdout, re.MULTILINE) for s in shards]
+    assert shrunk[0] is not None and shrunk[1] is not None
+    assert shrunk[0].group(0) == shrunk[1].group(0)
