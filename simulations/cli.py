@@ -217,6 +217,7 @@ def _build_parser() -> argparse.ArgumentParser:
                            "(how the kit's planted races are run)")
     xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
                       help="where a failure's replay file, timeline and pytest file go")
+    _hunt_arguments(xrun)
     xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
     xreplay.add_argument("file", type=Path)
     xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
@@ -361,7 +362,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _hunt(args: argparse.Namespace, seed: int) -> int:
-    from simulations.hunt import ShardSpec, run_hunt, summary
+    from simulations.hunt import ShardSpec, run_hunt
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
     print(f"aidememo-sim run: root seed {seed}, {args.workers} shards, {args.actors} actors, budget "
@@ -373,7 +374,13 @@ def _hunt(args: argparse.Namespace, seed: int) -> int:
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
                        max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out), report=print)
-    for line in summary(hunt, _rerun_command(args, 0).split(" --seed 0 ")[1]):
+    return _hunt_ending(hunt, command, _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
+
+
+def _hunt_ending(hunt: Any, command: str, shard_command: str) -> int:
+    from simulations.hunt import summary
+
+    for line in summary(hunt, shard_command):
         print(line)
     if hunt.interrupted:
         print(f"interrupted; run the hunt again with: {command}")
@@ -525,6 +532,10 @@ def _xmemo_run(args: argparse.Namespace) -> int:
                                                     [""] if shared else [p.partition("=")[0] for p in args.key])]
     if args.ledger:
         words += ["--ledger", args.ledger]
+    if args.workers > 1 or args.scheduler is not None:
+        if target is not None:
+            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
+        return _xmemo_hunt(args, seed, words)
     where = "the embedded XMemo reference" if target is None else args.url
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {' '.join(words)}")
@@ -546,6 +557,20 @@ def _xmemo_run(args: argparse.Namespace) -> int:
             print(f"{run.finding.requirement}: {run.finding.explanation}")
     paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
     return _exported(paths)
+
+
+def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
+    from simulations.hunt import ShardSpec, run_hunt
+
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
+    print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")
+    command = " ".join([*words, "--workers", str(args.workers), *(["--scheduler", args.scheduler] if args.scheduler else [])])
+    print(f"replay this hunt with: {command}")
+    specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo")
+             for index in range(args.workers)]
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out), report=print)
+    return _hunt_ending(hunt, command, " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1))
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:

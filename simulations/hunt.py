@@ -29,11 +29,13 @@ from simulations.errors import SimulationError
 from simulations.replay import export_failure
 from simulations.shrink import shrink
 from simulations.targets import load_factory
+from simulations.xmemo.races import XMemoRun
 
 __all__ = ["Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
            "shard_seed", "summary"]
 
 _PROGRESS_S = 2.0  # how often the coordinator prints a progress line
+_POLL_S = 0.25  # how often it looks for finished shards and for Ctrl-C
 _CONNECT_S = 5  # how long to wait for a scheduler that was named
 
 
@@ -53,6 +55,7 @@ class ShardSpec:
     budget_s: float
     max_batches: int | None
     factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
+    protocol: str = "aidememo"  # or "xmemo": an XMemo campaign on the embedded XMemo reference
 
     @property
     def seed(self) -> int:
@@ -67,11 +70,13 @@ class ShardOutcome:
     operations: int
     elapsed_s: float
     verdict: str
-    found: RunResult | None  # the shrunk failing campaign, when the shard found one
+    found: RunResult | XMemoRun | None  # the shrunk failing campaign, when the shard found one
 
 
 def run_shard(spec: ShardSpec) -> ShardOutcome:
     """One shard on a worker: a campaign on its own embedded reference, shrunk when it fails."""
+    if spec.protocol == "xmemo":
+        return _xmemo_shard(spec)
     factory = load_factory(spec.factory)
     result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s,
                           max_batches=spec.max_batches, factory=factory)
@@ -81,19 +86,36 @@ def run_shard(spec: ShardSpec) -> ShardOutcome:
                         verdict=result.verdict.value, found=found)
 
 
-def finding_key(result: RunResult) -> tuple[str, tuple[str, ...]]:
-    """What a shrunk failure violated: the rule (or the ledger model) and its operations' kinds."""
+def _xmemo_shard(spec: ShardSpec) -> ShardOutcome:
+    from simulations.xmemo import races
+
+    factory = load_factory(spec.factory) if spec.factory else races.reference_factory
+    run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory)
+    found = races.shrink(run, factory) if run.finding is not None else None
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(run.plan.batches), operations=len(run.history),
+                        elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found)
+
+
+def _violated(result: RunResult | XMemoRun) -> str:
+    """The AideMemo rule (or the ledger model) a finding broke, or the XMemo requirement."""
+    finding = result.finding
+    assert finding is not None
+    return finding.requirement if isinstance(result, XMemoRun) else finding.kind  # type: ignore[union-attr]
+
+
+def finding_key(result: RunResult | XMemoRun) -> tuple[str, tuple[str, ...]]:
+    """What a shrunk failure violated: the rule, model or requirement, and its operations' kinds."""
     assert result.finding is not None
     ops = tuple(sorted(str(result.history[i].input.get("op")) for i in result.finding.witness
                        if i < len(result.history)))
-    return result.finding.kind, ops
+    return _violated(result), ops
 
 
 @dataclass(slots=True)
 class Distinct:
     """One distinct finding: the first shard's case, and every shard that found it."""
 
-    result: RunResult
+    result: RunResult | XMemoRun
     shards: list[int]
     paths: dict[str, Path] = field(default_factory=dict)
 
@@ -137,13 +159,12 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
 
     # distributed's constructors are untyped. Its log lines are not the hunt's output: what
     # matters (a lost scheduler, a lost shard) the hunt says itself, in one line.
-    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] == "distributed"]:
+    for name in [n for n in logging.root.manager.loggerDict if n.split(".")[0] in ("distributed", "tornado")]:
         logging.getLogger(name).setLevel(logging.CRITICAL)
     if scheduler is None:
-        with _interrupt_deferred():
-            cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
-                                   dashboard_address=":0", silence_logs=logging.ERROR)
-        with cluster, Client(cluster) as client:  # type: ignore[no-untyped-call]
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,  # type: ignore[no-untyped-call]
+                          dashboard_address=":0", silence_logs=logging.CRITICAL) as cluster, \
+                Client(cluster) as client:  # type: ignore[no-untyped-call]
             yield client
         return
     try:
@@ -154,21 +175,29 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
         yield client
 
 
-@contextmanager
-def _interrupt_deferred() -> Iterator[None]:
-    """Ctrl-C while a local cluster starts is held until it has started: an interrupted start
-    leaves processes that distributed cannot close (a traceback at exit)."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    caught: list[int] = []
-    previous = signal.signal(signal.SIGINT, lambda number, _frame: caught.append(number))
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
-    if caught:
-        raise KeyboardInterrupt
+class _Interrupts:
+    """Ctrl-C as a flag the hunt's loop looks at, not an exception: raised inside distributed's
+    event-loop machinery, a KeyboardInterrupt leaves tracebacks and processes it cannot close.
+    The first Ctrl-C stops the hunt cleanly; a second one, during the clean stop, is Python's own."""
+
+    def __init__(self) -> None:
+        self.caught = False
+
+    @contextmanager
+    def held(self) -> Iterator[None]:
+        if threading.current_thread() is not threading.main_thread():
+            yield  # only the main thread receives signals
+            return
+        previous = signal.getsignal(signal.SIGINT)
+
+        def note(_number: int, _frame: object) -> None:
+            self.caught = True
+            signal.signal(signal.SIGINT, previous)
+        signal.signal(signal.SIGINT, note)
+        try:
+            yield
+        finally:
+            signal.signal(signal.SIGINT, previous)
 
 
 def _dashboard(client: Any) -> str | None:
@@ -192,10 +221,10 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
     """
     started = time.monotonic()
     hunt = HuntResult(shards=len(specs))
+    interrupts = _Interrupts()
     try:
-        _hunt(hunt, specs, workers, scheduler, out, report)
-    except KeyboardInterrupt:
-        hunt.interrupted = True
+        with interrupts.held():
+            _hunt(hunt, specs, workers, scheduler, out, report, interrupts)
     except CancelledError as exc:  # distributed cancels every future when the scheduler goes
         where = "" if scheduler is None else f" at {scheduler}"
         raise SimulationError(f"lost the Dask scheduler{where} after {len(hunt.done)} of {hunt.shards} shards "
@@ -205,7 +234,7 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
 
 
 def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str | None, out: Path,
-          report: Callable[[str], None]) -> None:
+          report: Callable[[str], None], interrupts: _Interrupts) -> None:
     from distributed import wait
 
     started = time.monotonic()
@@ -217,22 +246,19 @@ def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str
         pending = {client.submit(run_shard, spec, key=f"aidememo-sim-shard-{spec.root_seed}-{spec.index}",
                                  pure=False): spec for spec in specs}
         last = time.monotonic()
-        try:
-            while pending:
-                try:
-                    finished, _ = wait(list(pending), timeout=_PROGRESS_S,  # type: ignore[no-untyped-call]
-                                       return_when="FIRST_COMPLETED")
-                except TimeoutError:
-                    finished = set()
-                for future in finished:
-                    spec = pending.pop(future)
-                    _collect(hunt, future, spec, out, report)
-                if time.monotonic() - last >= _PROGRESS_S:
-                    last = time.monotonic()
-                    report(_progress(hunt, len(pending), last - started))
-                if client.status in ("closed", "closing"):
-                    raise SimulationError(f"lost the Dask scheduler{'' if scheduler is None else ' at ' + scheduler}")
-        except KeyboardInterrupt:
+        while pending and not interrupts.caught:
+            try:
+                finished, _ = wait(list(pending), timeout=_POLL_S,  # type: ignore[no-untyped-call]
+                                   return_when="FIRST_COMPLETED")
+            except TimeoutError:
+                finished = set()
+            for future in finished:
+                spec = pending.pop(future)
+                _collect(hunt, future, spec, out, report)
+            if time.monotonic() - last >= _PROGRESS_S:
+                last = time.monotonic()
+                report(_progress(hunt, len(pending), last - started))
+        if interrupts.caught:
             hunt.interrupted = True
             client.cancel(list(pending))
 
@@ -250,9 +276,13 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         return
     distinct = hunt.note(outcome)
     if distinct is not None:
-        distinct.paths = export_failure(distinct.result, out, target="embedded", factory=spec.factory)
-        assert distinct.result.finding is not None
-        report(f"shard {spec.index} (seed {spec.seed}) found a {distinct.result.finding.kind} violation: "
+        if isinstance(distinct.result, XMemoRun):
+            from simulations.xmemo.races import export_failure as export_xmemo
+
+            distinct.paths = export_xmemo(distinct.result, out, factory=spec.factory)
+        else:
+            distinct.paths = export_failure(distinct.result, out, target="embedded", factory=spec.factory)
+        report(f"shard {spec.index} (seed {spec.seed}) found a {_violated(distinct.result)} violation: "
                f"aidememo-sim replay {distinct.paths['replay file']}")
 
 
@@ -265,7 +295,7 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
     """The hunt's closing lines: shards run and lost, operations, rate per worker, each distinct
     finding with its shard seeds and the command that replays it on one machine.
 
-    ``rerun_words``: the shard's campaign options after its seed (``--actors 3 --budget 20 ...``).
+    ``rerun_words``: the command that runs one shard alone, ``{seed}`` where its seed goes.
     """
     busy = sum(outcome.elapsed_s for outcome in hunt.done)
     rate = hunt.operations / busy if busy > 0 else 0.0
@@ -273,11 +303,10 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
              f"operations, {rate:.0f} operations/s per worker ({hunt.workers} workers), "
              f"{len(hunt.findings)} distinct findings in {hunt.elapsed_s:.1f} s"]
     for number, distinct in enumerate(hunt.findings.values(), 1):
-        assert distinct.result.finding is not None
         first = distinct.result.seed
-        lines.append(f"finding {number}: {distinct.result.finding.kind}, found by shards "
+        lines.append(f"finding {number}: {_violated(distinct.result)}, found by shards "
                      f"{', '.join(map(str, sorted(distinct.shards)))} (seed {first} first)")
-        lines.append(f"  the shard alone: aidememo-sim run --seed {first} {rerun_words}")
+        lines.append(f"  the shard alone: {rerun_words.replace('{seed}', str(first), 1)}")
         if "replay file" in distinct.paths:
             lines.append(f"  reproduce with: aidememo-sim replay {distinct.paths['replay file']}")
     return lines

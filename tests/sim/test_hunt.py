@@ -199,3 +199,18 @@ def test_the_printed_hunt_and_shard_commands_give_the_same_answer_twice(tmp_path
     shrunk = [re.search(r"^shrunk to .*$", s.stdout, re.MULTILINE) for s in shards]
     assert shrunk[0] is not None and shrunk[1] is not None
     assert shrunk[0].group(0) == shrunk[1].group(0)
+
+
+@pytest.mark.slow
+def test_an_xmemo_hunt_reports_its_planted_race_once_and_the_replay_reproduces_it(tmp_path: Path) -> None:
+    races = Path(__file__).parent.parent / "xmemo" / "races.py"
+    hunt = _sh(f"aidememo-sim xmemo run --seed 3 --batches 6 --workers 2 --ledger {races}:check_then_act --out found",
+               tmp_path)
+    assert hunt.returncode == 1, hunt.stdout + hunt.stderr
+    assert re.search(r"^hunt: 2 of 2 shards run, 0 lost, .* 1 distinct findings", hunt.stdout, re.MULTILINE)
+    assert "finding 1: XM-IDEM-1" in hunt.stdout
+    replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", hunt.stdout, re.MULTILINE)
+    assert len(replays) == 1
+    answers = [_sh(replays[0] + " --times 2", tmp_path) for _ in (1, 2)]
+    assert [a.returncode for a in answers] == [1, 1], answers[0].stdout + answers[0].stderr
+    assert answers[0].stdout == answers[1].stdout and "reproduced 2/2" in answers[0].stdout
