@@ -22,6 +22,7 @@ double cas. The big one: 100,000 operations, 16 clients, one key.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import re
@@ -272,14 +273,14 @@ def bench_campaign(seconds: float, seed: int) -> None:
 def bench_workers(seconds: float, seed: int) -> None:
     """1 vs 2 campaign shards on a Dask LocalCluster, embedded reference: operations/s of the
     whole hunt (each shard's operations over its own campaign time, summed), side by side."""
-    from simulations.hunt import ShardSpec, run_hunt
+    from simulations.hunt import Display, ShardSpec, run_hunt
 
     rates = {}
     for workers in (1, 2):
         specs = [ShardSpec(root_seed=seed, index=i, actors=3, budget_s=seconds, max_batches=None, factory=None)
                  for i in range(workers)]
         with tempfile.TemporaryDirectory() as out:
-            hunt = run_hunt(specs, workers=workers, scheduler=None, out=Path(out), report=lambda _line: None)
+            hunt = run_hunt(specs, workers=workers, scheduler=None, out=Path(out), display=Display(io.StringIO()))
         rates[workers] = sum(o.operations / o.elapsed_s for o in hunt.done)
         print(f"workers: {workers} x {seconds:g} s shards: {hunt.operations} operations, {rates[workers]:.0f} ops/s")
     print(f"workers: 2 vs 1 {rates[2] / rates[1]:.2f}x (os.cpu_count {os.cpu_count()}); {_conditions()}")

@@ -362,7 +362,7 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _hunt(args: argparse.Namespace, seed: int) -> int:
-    from simulations.hunt import ShardSpec, run_hunt
+    from simulations.hunt import Display, ShardSpec, run_hunt
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
     print(f"aidememo-sim run: root seed {seed}, {args.workers} shards, {args.actors} actors, budget "
@@ -373,7 +373,8 @@ def _hunt(args: argparse.Namespace, seed: int) -> int:
     print(f"replay this hunt with: {command}")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
                        max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
-    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out), report=print)
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
+                    display=Display(sys.stdout))
     return _hunt_ending(hunt, command, _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
 
 
@@ -560,7 +561,7 @@ def _xmemo_run(args: argparse.Namespace) -> int:
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
-    from simulations.hunt import ShardSpec, run_hunt
+    from simulations.hunt import Display, ShardSpec, run_hunt
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
     print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")
@@ -569,7 +570,8 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
                        max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo")
              for index in range(args.workers)]
-    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out), report=print)
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
+                    display=Display(sys.stdout))
     return _hunt_ending(hunt, command, " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1))
 
 

@@ -22,7 +22,7 @@ from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.errors import SimulationError
@@ -31,7 +31,7 @@ from simulations.shrink import shrink
 from simulations.targets import load_factory
 from simulations.xmemo.races import XMemoRun
 
-__all__ = ["Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
+__all__ = ["Display", "Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
            "shard_seed", "summary"]
 
 _PROGRESS_S = 2.0  # how often the coordinator prints a progress line
@@ -175,6 +175,33 @@ def _client(workers: int, scheduler: str | None) -> Iterator[Any]:
         yield client
 
 
+class Display:
+    """Where a hunt's progress goes: one live status line on a terminal, rewritten in place, or a
+    plain line every two seconds when the output is not a terminal (a log, a CI job)."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self._stream = stream
+        self.live = stream.isatty()
+        self._shown = False
+        self.every_s = _POLL_S * 2 if self.live else _PROGRESS_S
+
+    def line(self, text: str) -> None:
+        """A line that stays (a finding, the summary)."""
+        if self._shown:
+            self._stream.write("\r\x1b[K")  # the live line goes; it comes back at the next status
+            self._shown = False
+        self._stream.write(text + "\n")
+        self._stream.flush()
+
+    def status(self, text: str) -> None:
+        if not self.live:
+            self.line(text)
+            return
+        self._stream.write("\r\x1b[K" + text.strip())
+        self._stream.flush()
+        self._shown = True
+
+
 class _Interrupts:
     """Ctrl-C as a flag the hunt's loop looks at, not an exception: raised inside distributed's
     event-loop machinery, a KeyboardInterrupt leaves tracebacks and processes it cannot close.
@@ -209,7 +236,7 @@ def _dashboard(client: Any) -> str | None:
 
 
 def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out: Path,
-             report: Callable[[str], None]) -> HuntResult:
+             display: Display) -> HuntResult:
     """Run ``specs`` on the cluster, writing each distinct finding to ``out`` as it comes in.
 
     A shard whose worker died is run again by Dask; one that failed for good (``KilledWorker``
@@ -224,7 +251,7 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
     interrupts = _Interrupts()
     try:
         with interrupts.held():
-            _hunt(hunt, specs, workers, scheduler, out, report, interrupts)
+            _hunt(hunt, specs, workers, scheduler, out, display, interrupts)
     except CancelledError as exc:  # distributed cancels every future when the scheduler goes
         where = "" if scheduler is None else f" at {scheduler}"
         raise SimulationError(f"lost the Dask scheduler{where} after {len(hunt.done)} of {hunt.shards} shards "
@@ -234,7 +261,7 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
 
 
 def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str | None, out: Path,
-          report: Callable[[str], None], interrupts: _Interrupts) -> None:
+          display: Display, interrupts: _Interrupts) -> None:
     from distributed import wait
 
     started = time.monotonic()
@@ -242,7 +269,7 @@ def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str
         hunt.workers = len(client.scheduler_info().get("workers", {})) or workers
         link = _dashboard(client)
         if link is not None:
-            report(f"dask dashboard: {link}")
+            display.line(f"dask dashboard: {link}")
         pending = {client.submit(run_shard, spec, key=f"aidememo-sim-shard-{spec.root_seed}-{spec.index}",
                                  pure=False): spec for spec in specs}
         last = time.monotonic()
@@ -254,13 +281,14 @@ def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str
                 finished = set()
             for future in finished:
                 spec = pending.pop(future)
-                _collect(hunt, future, spec, out, report)
-            if time.monotonic() - last >= _PROGRESS_S:
+                _collect(hunt, future, spec, out, display.line)
+            if time.monotonic() - last >= display.every_s:
                 last = time.monotonic()
-                report(_progress(hunt, len(pending), last - started))
+                display.status(_progress(hunt, len(pending), last - started))
         if interrupts.caught:
             hunt.interrupted = True
             client.cancel(list(pending))
+    display.line("")  # ends a live line; a blank line before the summary otherwise
 
 
 def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: Callable[[str], None]) -> None:

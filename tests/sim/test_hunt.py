@@ -4,6 +4,7 @@ the replay command it printed reproduces the race on one machine, twice, with th
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from simulations.hunt import ShardSpec, run_shard, shard_seed
+from simulations.hunt import Display, ShardSpec, run_shard, shard_seed
 
 Popen = subprocess.Popen[bytes]
 BIN = Path(sys.executable).parent
@@ -214,3 +215,25 @@ def test_an_xmemo_hunt_reports_its_planted_race_once_and_the_replay_reproduces_i
     answers = [_sh(replays[0] + " --times 2", tmp_path) for _ in (1, 2)]
     assert [a.returncode for a in answers] == [1, 1], answers[0].stdout + answers[0].stderr
     assert answers[0].stdout == answers[1].stdout and "reproduced 2/2" in answers[0].stdout
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_is_one_live_line_on_a_terminal_and_plain_lines_elsewhere() -> None:
+    terminal, log = _Terminal(), io.StringIO()
+    for stream in (terminal, log):
+        display = Display(stream)
+        display.status("  2.0 s: 0 shards done, 2 running")
+        display.status("  4.0 s: 1 shards done, 1 running")
+        display.line("shard 1 found a linearizability violation")
+        display.status("  6.0 s: 2 shards done, 0 running")
+        display.line("hunt: 2 of 2 shards run")
+    assert terminal.getvalue() == ("\r\x1b[K2.0 s: 0 shards done, 2 running\r\x1b[K4.0 s: 1 shards done, 1 running"
+                                   "\r\x1b[Kshard 1 found a linearizability violation\n"
+                                   "\r\x1b[K6.0 s: 2 shards done, 0 running\r\x1b[Khunt: 2 of 2 shards run\n")
+    assert log.getvalue().splitlines() == ["  2.0 s: 0 shards done, 2 running", "  4.0 s: 1 shards done, 1 running",
+                                           "shard 1 found a linearizability violation",
+                                           "  6.0 s: 2 shards done, 0 running", "hunt: 2 of 2 shards run"]
