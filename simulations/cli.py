@@ -319,7 +319,7 @@ def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from simulations.campaign import run_campaign
     from simulations.replay import export_failure
-    from simulations.shrink import URL_TRIES, reproduction, shrink, shrink_over_http
+    from simulations.shrink import URL_RATE_RUNS, URL_TRIES, reproduction, shrink, shrink_over_http
     from simulations.targets import load_factory
 
     seed = _seed_of(args)
@@ -328,10 +328,10 @@ def _run(args: argparse.Namespace) -> int:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
     factory = load_factory(args.ledger)
     if args.workers > 1 or args.scheduler is not None:
-        if target is not None:
-            raise SimulationError("--workers and --scheduler run shards on the embedded reference; "
-                                  "drop --url and --config")
-        return _hunt(args, seed)
+        if args.url is not None:
+            raise SimulationError("--workers with --url would put every shard in one project; give a target file "
+                                  "with a provisioning command (--config), which gives each shard its own")
+        return _hunt(args, seed, target)
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
@@ -361,7 +361,7 @@ def _run(args: argparse.Namespace) -> int:
     return _exported(paths, _replay_words(args, result.plan.project))
 
 
-def _hunt(args: argparse.Namespace, seed: int) -> int:
+def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
     from simulations.hunt import Display, ShardSpec, run_hunt
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
@@ -373,9 +373,31 @@ def _hunt(args: argparse.Namespace, seed: int) -> int:
     print(f"replay this hunt with: {command}")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
                        max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
+    if first is not None:
+        specs = _shard_projects(args, specs, first)
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))
     return _hunt_ending(hunt, command, _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
+
+
+def _shard_projects(args: argparse.Namespace, specs: list[Any], first: HttpTarget) -> list[Any]:
+    """One project per shard, provisioned here by the target file's command (the workers only
+    talk HTTP); the tokens travel to the workers inside the shard specs, never in a command.
+
+    Raises:
+        SimulationError: when the target file has fixed tokens (every shard would share a project).
+    """
+    from dataclasses import replace
+
+    from simulations.targets import target_from_config
+
+    targets = [first, *(target_from_config(args.config, args.actors) for _ in specs[1:])]
+    if len({t.project for t in targets if t is not None}) < len(specs):
+        raise SimulationError(f"{args.config} has fixed tokens: shards need a project each, so give the target "
+                              "file a provisioning command")
+    print(f"provisioned {len(specs)} projects on {first.url}, one per shard")
+    return [replace(spec, url=t.url, project=t.project, tokens=dict(t.tokens), timeout_s=t.timeout_s,
+                    config=str(args.config)) for spec, t in zip(specs, targets) if t is not None]
 
 
 def _hunt_ending(hunt: Any, command: str, shard_command: str) -> int:
@@ -456,7 +478,6 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
-URL_RATE_RUNS = 10  # reruns that measure how often a case shrunk over a URL reproduces
 
 
 def _seed_of(args: argparse.Namespace) -> int:

@@ -17,7 +17,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import CancelledError
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -27,8 +27,8 @@ from typing import Any, TextIO
 from simulations.campaign import RunResult, run_campaign
 from simulations.errors import SimulationError
 from simulations.replay import export_failure
-from simulations.shrink import shrink
-from simulations.targets import load_factory
+from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
+from simulations.targets import HttpTarget, load_factory
 from simulations.xmemo.races import XMemoRun
 
 __all__ = ["Display", "Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
@@ -56,6 +56,13 @@ class ShardSpec:
     max_batches: int | None
     factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
     protocol: str = "aidememo"  # or "xmemo": an XMemo campaign on the embedded XMemo reference
+    # A server by URL: the project the coordinator provisioned for this shard alone, and its
+    # actors' tokens (in memory only: never printed, logged or written; repr hides them).
+    url: str | None = None
+    project: str | None = None
+    tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
+    timeout_s: float = 10.0
+    config: str | None = None  # the target file, recorded in a replay file so a replay provisions again
 
     @property
     def seed(self) -> int:
@@ -71,12 +78,15 @@ class ShardOutcome:
     elapsed_s: float
     verdict: str
     found: RunResult | XMemoRun | None  # the shrunk failing campaign, when the shard found one
+    reproduction: tuple[int, int] | None = None  # over a URL: how often the shrunk case reproduced
 
 
 def run_shard(spec: ShardSpec) -> ShardOutcome:
     """One shard on a worker: a campaign on its own embedded reference, shrunk when it fails."""
     if spec.protocol == "xmemo":
         return _xmemo_shard(spec)
+    if spec.url is not None:
+        return _url_shard(spec)
     factory = load_factory(spec.factory)
     result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s,
                           max_batches=spec.max_batches, factory=factory)
@@ -84,6 +94,21 @@ def run_shard(spec: ShardSpec) -> ShardOutcome:
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
                         operations=len(result.history), elapsed_s=result.elapsed_s,
                         verdict=result.verdict.value, found=found)
+
+
+def _url_shard(spec: ShardSpec) -> ShardOutcome:
+    """A shard against a server, in its own project: found, shrunk and measured there, as one process does."""
+    assert spec.url is not None and spec.project is not None
+    target = HttpTarget(spec.url, spec.project, spec.tokens, timeout_s=spec.timeout_s)
+    result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s, max_batches=spec.max_batches,
+                          target=target)
+    found, rate = None, None
+    if result.finding is not None:
+        found = shrink_over_http(result, target)
+        rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
+                        operations=len(result.history), elapsed_s=result.elapsed_s, verdict=result.verdict.value,
+                        found=found, reproduction=rate)
 
 
 def _xmemo_shard(spec: ShardSpec) -> ShardOutcome:
@@ -303,11 +328,15 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         report(f"shard {spec.index} (seed {spec.seed}) lost: {type(exc).__name__}: {exc}")
         return
     distinct = hunt.note(outcome)
-    if distinct is not None:
+    if distinct is not None:  # written by the coordinator, once
         if isinstance(distinct.result, XMemoRun):
             from simulations.xmemo.races import export_failure as export_xmemo
 
             distinct.paths = export_xmemo(distinct.result, out, factory=spec.factory)
+        elif spec.url is not None:
+            distinct.paths = export_failure(distinct.result, out, target="url", url=spec.url,
+                                            config=None if spec.config is None else Path(spec.config),
+                                            reproduction=outcome.reproduction)
         else:
             distinct.paths = export_failure(distinct.result, out, target="embedded", factory=spec.factory)
         report(f"shard {spec.index} (seed {spec.seed}) found a {_violated(distinct.result)} violation: "

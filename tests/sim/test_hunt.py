@@ -237,3 +237,35 @@ def test_progress_is_one_live_line_on_a_terminal_and_plain_lines_elsewhere() -> 
     assert log.getvalue().splitlines() == ["  2.0 s: 0 shards done, 2 running", "  4.0 s: 1 shards done, 1 running",
                                            "shard 1 found a linearizability violation",
                                            "  6.0 s: 2 shards done, 0 running", "hunt: 2 of 2 shards run"]
+
+
+@pytest.mark.slow
+def test_shards_against_one_server_each_get_a_project_and_no_token_shows(tmp_path: Path) -> None:
+    from .served import served_file
+
+    secret = re.compile(r"sim-[0-9a-f]{32}|\b[0-9a-f]{32}\b")  # the tokens the simulator provisions
+    with served_file(tmp_path / "ref.sqlite", tmp_path / "target.toml", bug=True):
+        hunt = _sh("aidememo-sim run --seed 4 --actors 3 --budget 120 --batches 20 --config target.toml "
+                   "--workers 2 --out out", tmp_path)
+        assert hunt.returncode == 1, hunt.stdout[-3000:] + hunt.stderr[-2000:]
+        assert "provisioned 2 projects" in hunt.stdout
+        summary = re.search(r"^hunt: 2 of 2 shards run, 0 lost, .* (\d) distinct findings", hunt.stdout, re.MULTILINE)
+        assert summary is not None, hunt.stdout
+        # The shards' shrunk cases of one planted bug may differ in shape: each is its own finding,
+        # written once, and each printed replay reproduces, twice.
+        replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", hunt.stdout, re.MULTILINE)
+        assert len(replays) == int(summary.group(1)) >= 1
+        assert len(set(replays)) == len(replays) == len(list((tmp_path / "out").glob("race-seed-*.json")))
+        answers = [_sh(replay + " --times 2", tmp_path) for replay in replays for _ in (1, 2)]
+        for answer in answers:
+            assert answer.returncode == 1 and "reproduced 2/2" in answer.stdout, answer.stdout[-2000:] + answer.stderr
+    texts = [hunt.stdout, hunt.stderr, *(a.stdout + a.stderr for a in answers),
+             *(path.read_text() for path in (tmp_path / "out").iterdir() if path.is_file())]
+    assert not any(secret.search(text) for text in texts)
+
+
+def test_shards_by_url_with_given_tokens_are_refused_in_one_line(tmp_path: Path) -> None:
+    answer = _sh("aidememo-sim run --workers 2 --url http://127.0.0.1:9 --project p "
+                 "--token agent-a=x --token agent-b=y", tmp_path)
+    assert answer.returncode == 2 and "Traceback" not in answer.stderr
+    assert len(answer.stderr.strip().splitlines()) == 1 and "--config" in answer.stderr
