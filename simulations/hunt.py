@@ -1,8 +1,9 @@
 """Hunts: campaign shards on a Dask cluster, their findings deduplicated and written once.
 
-A hunt of N shards runs N ordinary campaigns (``run_campaign``, then ``shrink`` on the embedded
-reference), each with a seed derived from the printed root seed and its shard number, each on
-its own embedded reference. The cluster is Dask's: a ``LocalCluster`` of N processes started
+A hunt of N shards runs N ordinary campaigns (``run_campaign``, then ``shrink``), each with a seed
+derived from the printed root seed and its shard number, each on its own embedded reference (the
+AideMemo or the XMemo one) or, against a server, in a project the coordinator provisioned for it
+alone. The cluster is Dask's: a ``LocalCluster`` of N processes started
 here, or any running scheduler (``dask scheduler`` and ``dask worker``, or a deployment's).
 A shard is a pure function of its ``ShardSpec``, so when a worker dies Dask runs it again
 elsewhere and nothing else of the hunt changes. Findings are told apart by what was violated
