@@ -261,7 +261,7 @@ def bench_campaign(seconds: float, seed: int) -> None:
         return (n1 - n0) / max(t1 - t0, 1e-9)
 
     first, last = rate(0, max(end / 10, 4.0)), rate(min(end * 9 / 10, end - 4.0), end)
-    mark = min(60.0, end / 10) if end < 120 else 60.0
+    mark = 60.0 if end >= 90 else end / 10  # after the first minute; a short run: its first tenth
     after = next((s for s in samples if s[0] >= mark), samples[-1])
     print(f"campaign: seed {seed}, {seconds:g} s, {stamps[-1][1]} operations: first tenth {first:.0f} ops/s, "
           f"last tenth {last:.0f} ops/s, last/first {last / first:.2f}; peak RSS {samples[-1][2]} MB, "
