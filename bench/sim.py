@@ -1,7 +1,8 @@
 """Simulator figures: the checker against Porcupine, campaign rate, state-machine steps/s.
 
     python bench/sim.py [--ops 10000] [--seed 1] [--runs 7] [--big-ops 100000] [--big-budget 60]
-                        [--pure] [--campaign 120] [--skip-big] [--skip-campaign] [--skip-machines]
+                        [--pure] [--campaign 120] [--workers-budget 20] [--skip-big] [--skip-campaign]
+                        [--skip-workers] [--skip-checker] [--skip-machines]
 
 Every figure is printed beside a baseline measured in the same run on the same data, so
 ratios compare like with like on a loaded machine. The checker is timed as a user waits for it:
@@ -21,8 +22,10 @@ double cas. The big one: 100,000 operations, 16 clients, one key.
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
+import re
 import resource
 import shutil
 import subprocess
@@ -217,14 +220,38 @@ def bench_runner(seed: int, batches: int) -> None:
           f"verdict {again.verdict.value}")
 
 
-def bench_campaign(seconds: float, seed: int) -> None:
-    """A long campaign's rate over its first and its last tenth (incremental checking)."""
-    from simulations.campaign import run_campaign
+def _sample(pid: int) -> tuple[int, int, int]:
+    """(RSS, peak RSS, open descriptors) of a running process, from /proc (Linux)."""
+    fields = {}
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        fields[key] = value
+    return (int(fields["VmRSS"].split()[0]) // 1024, int(fields["VmHWM"].split()[0]) // 1024,
+            len(os.listdir(f"/proc/{pid}/fd")))
 
-    stamps: list[tuple[float, int]] = []
-    result = run_campaign(seed=seed, budget_s=seconds, on_batch=lambda at, total: stamps.append((at, total)))
-    if len(stamps) < 20:
-        print(f"campaign: only {len(stamps)} batches in {seconds:g} s; too few to compare tenths")
+
+def bench_campaign(seconds: float, seed: int) -> None:
+    """A long campaign as a user runs it (``aidememo-sim run``, its own process): its rate over its
+    first and its last tenth, and its memory and descriptors, sampled from /proc as it runs."""
+    progress = re.compile(r"^\s+([\d.]+) s: (\d+) batches, (\d+) operations")
+    with tempfile.TemporaryDirectory() as out:
+        child = subprocess.Popen(_command() + ["run", "--seed", str(seed), "--budget", f"{seconds:g}", "--out", out],
+                                 stdout=subprocess.PIPE, text=True)
+        samples: list[tuple[float, int, int, int]] = []
+        stamps: list[tuple[float, int]] = []
+        started = time.monotonic()
+        assert child.stdout is not None
+        for line in child.stdout:  # a progress line about every 2 s
+            matched = progress.match(line)
+            if matched:
+                stamps.append((float(matched.group(1)), int(matched.group(3))))
+                try:
+                    samples.append((time.monotonic() - started, *_sample(child.pid)))
+                except (OSError, KeyError):
+                    pass
+        child.wait()
+    if len(stamps) < 10 or not samples:
+        print(f"campaign: only {len(stamps)} progress lines in {seconds:g} s; too few to compare tenths")
         return
     end = stamps[-1][0]
 
@@ -233,10 +260,30 @@ def bench_campaign(seconds: float, seed: int) -> None:
         (t0, n0), (t1, n1) = inside[0], inside[-1]
         return (n1 - n0) / max(t1 - t0, 1e-9)
 
-    first, last = rate(0, end / 10), rate(end * 9 / 10, end)
-    print(f"campaign: seed {seed}, {seconds:g} s, {len(result.history)} operations in {len(stamps)} batches, "
-          f"verdict {result.verdict.value}: first tenth {first:.0f} ops/s, last tenth {last:.0f} ops/s, "
-          f"last/first {last / first:.2f}")
+    first, last = rate(0, max(end / 10, 4.0)), rate(min(end * 9 / 10, end - 4.0), end)
+    mark = 60.0 if end >= 90 else end / 10  # after the first minute; a short run: its first tenth
+    after = next((s for s in samples if s[0] >= mark), samples[-1])
+    print(f"campaign: seed {seed}, {seconds:g} s, {stamps[-1][1]} operations: first tenth {first:.0f} ops/s, "
+          f"last tenth {last:.0f} ops/s, last/first {last / first:.2f}; peak RSS {samples[-1][2]} MB, "
+          f"RSS after {after[0]:.0f} s {after[1]} MB, at the end {samples[-1][1]} MB "
+          f"(end/after {samples[-1][1] / after[1]:.2f}x), descriptors at the end {samples[-1][3]} "
+          f"(max {max(s[3] for s in samples)}); {_conditions()}")
+
+
+def bench_workers(seconds: float, seed: int) -> None:
+    """1 vs 2 campaign shards on a Dask LocalCluster, embedded reference: operations/s of the
+    whole hunt (each shard's operations over its own campaign time, summed), side by side."""
+    from simulations.hunt import Display, ShardSpec, run_hunt
+
+    rates = {}
+    for workers in (1, 2):
+        specs = [ShardSpec(root_seed=seed, index=i, actors=3, budget_s=seconds, max_batches=None, factory=None)
+                 for i in range(workers)]
+        with tempfile.TemporaryDirectory() as out:
+            hunt = run_hunt(specs, workers=workers, scheduler=None, out=Path(out), display=Display(io.StringIO()))
+        rates[workers] = sum(o.operations / o.elapsed_s for o in hunt.done)
+        print(f"workers: {workers} x {seconds:g} s shards: {hunt.operations} operations, {rates[workers]:.0f} ops/s")
+    print(f"workers: 2 vs 1 {rates[2] / rates[1]:.2f}x (os.cpu_count {os.cpu_count()}); {_conditions()}")
 
 
 def main() -> None:
@@ -250,13 +297,21 @@ def main() -> None:
     parser.add_argument("--campaign", type=float, default=120.0, metavar="SECONDS")
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--skip-campaign", action="store_true")
+    parser.add_argument("--workers-budget", type=float, default=20.0, metavar="SECONDS",
+                        help="each shard's budget in the 1 vs 2 workers comparison")
+    parser.add_argument("--skip-workers", action="store_true")
+    parser.add_argument("--skip-checker", action="store_true", help="skip the checker and runner figures")
     parser.add_argument("--skip-machines", action="store_true")
     parser.add_argument("--machine-steps", type=int, default=2_000)
     args = parser.parse_args()
-    bench_checker(args.ops, args.seed, args.runs, args.pure)
-    if not args.skip_big:
+    if not args.skip_checker:
+        bench_checker(args.ops, args.seed, args.runs, args.pure)
+    if not args.skip_big and not args.skip_checker:
         bench_big(args.big_ops, args.big_budget, args.seed)
-    bench_runner(args.seed, 60)
+    if not args.skip_checker:
+        bench_runner(args.seed, 60)
+    if not args.skip_workers:
+        bench_workers(args.workers_budget, 7)
     if not args.skip_campaign:
         bench_campaign(args.campaign, 7)
     if not args.skip_machines:

@@ -28,14 +28,20 @@ def is_busy(exc: BaseException) -> bool:
 
 
 class Connections:
-    """The connections to one file: each thread opens its own on first use; ``close`` closes all."""
+    """The connections to one file: each thread opens its own on first use; ``close`` closes all.
+
+    A connection lives as long as its thread: the next thread to open one closes those of the
+    threads that ended since, so a server (or a simulator) that runs work on short-lived threads
+    holds one connection per live thread, not one per thread it ever ran. Closing another
+    thread's connection is safe here: no statement of an ended thread can still be running.
+    """
 
     def __init__(self, path: str | Path, *, busy_timeout_ms: int = BUSY_TIMEOUT_MS) -> None:
         self.path = str(path)
         self.busy_timeout_ms = busy_timeout_ms
         self._local = threading.local()
         self._lock = threading.Lock()
-        self._open: list[sqlite3.Connection] = []
+        self._open: dict[threading.Thread, sqlite3.Connection] = {}
 
     def get(self) -> sqlite3.Connection:
         """This thread's connection."""
@@ -48,12 +54,20 @@ class Connections:
             conn.execute("PRAGMA synchronous=NORMAL")
             self._local.conn = conn
             with self._lock:
-                self._open.append(conn)
+                ended = [thread for thread in self._open if not thread.is_alive()]
+                for thread in ended:
+                    self._open.pop(thread).close()
+                self._open[threading.current_thread()] = conn
         return conn
+
+    def __len__(self) -> int:
+        """How many connections are open (the tests count them)."""
+        with self._lock:
+            return len(self._open)
 
     def close(self) -> None:
         with self._lock:
-            for conn in self._open:
+            for conn in self._open.values():
                 conn.close()
             self._open.clear()
         self._local = threading.local()

@@ -13,11 +13,13 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
+from typing import IO
 
 from simulations.linearizability.checker import Checker, Verdict
 from simulations.errors import SimulationError
 from simulations.execution import execute_batch
-from simulations.linearizability.history import Operation, Recorder
+from simulations.linearizability.history import Header, Operation, Recorder, dump_history
 from simulations.ledger import LEDGER
 from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup
@@ -143,11 +145,17 @@ def run_campaign(
     target: HttpTarget | None = None,
     progress: Callable[[str], None] | None = None,
     on_batch: Callable[[float, int], None] | None = None,
+    history_file: Path | None = None,
 ) -> RunResult:
     """Plan and run batches until a violation, ``max_batches`` or ``budget_s``.
 
     ``on_batch(seconds since start, operations so far)`` hears about every batch (the bench
-    measures rates with it).
+    measures rates with it). ``history_file``: every batch's operations are appended there as
+    JSON lines (the format ``aidememo-sim check`` reads) as soon as the batch ends, so a run that
+    is stopped or killed still leaves its history.
+
+    Raises:
+        SimulationError: when the history file cannot be written.
     """
     started = time.monotonic()
     rng = random.Random(seed)
@@ -168,6 +176,7 @@ def run_campaign(
     last_report = started
     operations = 0
     feed: list[FeedEntry] = []
+    sink = _history_sink(history_file)
     try:
         setup(tgt, run_id)
         follower = FeedFollower(tgt)
@@ -181,6 +190,8 @@ def run_campaign(
             decisions.append(tuple(execute_batch(tgt, batch, recorder, batch_seed(seed, len(batches) - 1))))
             new = recorder.take()
             operations += len(new)
+            if sink is not None:
+                _append(sink, new)
             check.add(new)
             entries = follower.poll()
             feed.extend(entries)
@@ -201,11 +212,33 @@ def run_campaign(
             verdict, finding = check.run(budget_s=max(1.0, budget_s * 0.1))
     finally:
         tgt.close()
+        if sink is not None:
+            sink.close()
     return RunResult(
         seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id, project=tgt.project),
         history=tuple(recorder.history()), decisions=tuple(decisions), verdict=verdict, finding=finding,
         elapsed_s=time.monotonic() - started, feed=tuple(feed),
     )
+
+
+def _history_sink(path: Path | None) -> IO[str] | None:
+    if path is None:
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        sink = path.open("w", encoding="utf-8")
+        dump_history((), sink, Header(model="ledger"))
+    except OSError as exc:
+        raise SimulationError(f"cannot write the history to {path}: {exc.strerror}") from exc
+    return sink
+
+
+def _append(sink: IO[str], ops: Sequence[Operation]) -> None:
+    try:
+        dump_history(ops, sink)
+        sink.flush()
+    except OSError as exc:
+        raise SimulationError(f"cannot write the history to {sink.name}: {exc.strerror}") from exc
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import os
 import random
 import sys
 from collections.abc import Sequence
@@ -51,6 +52,12 @@ def _positive_float(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
     return value
+
+
+def _workers(text: str) -> int:
+    if text == "auto":
+        return os.cpu_count() or 1
+    return _positive_int(text)
 
 
 def _positive_int(text: str) -> int:
@@ -131,6 +138,15 @@ def _add_run(sub: Any) -> None:
                           "(how the kit's planted race bugs are run)")
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
+    _hunt_arguments(run)
+
+
+def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+                        help="campaign shards run in parallel on a Dask cluster, each with a seed derived from "
+                             "--seed (default 1: this process alone; auto: one per core)")
+    parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
+                        help="submit the shards to this running Dask scheduler instead of a local cluster")
 
 
 def _add_replay(sub: Any) -> None:
@@ -201,6 +217,7 @@ def _build_parser() -> argparse.ArgumentParser:
                            "(how the kit's planted races are run)")
     xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
                       help="where a failure's replay file, timeline and pytest file go")
+    _hunt_arguments(xrun)
     xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
     xreplay.add_argument("file", type=Path)
     xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
@@ -302,7 +319,7 @@ def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from simulations.campaign import run_campaign
     from simulations.replay import export_failure
-    from simulations.shrink import URL_TRIES, reproduction, shrink, shrink_over_http
+    from simulations.shrink import URL_RATE_RUNS, URL_TRIES, reproduction, shrink, shrink_over_http
     from simulations.targets import load_factory
 
     seed = _seed_of(args)
@@ -310,11 +327,18 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
     factory = load_factory(args.ledger)
+    if args.workers > 1 or args.scheduler is not None:
+        if args.url is not None:
+            raise SimulationError("--workers with --url would put every shard in one project; give a target file "
+                                  "with a provisioning command (--config), which gives each shard its own")
+        return _hunt(args, seed, target)
     where = "the embedded reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {_rerun_command(args, seed)}")
+    history_file = Path(args.out) / f"run-seed-{seed}.jsonl"
+    print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
     result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
-                          target=target, factory=factory, progress=print)
+                          target=target, factory=factory, progress=print, history_file=history_file)
     print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:
@@ -335,6 +359,58 @@ def _run(args: argparse.Namespace) -> int:
                            url=None if target is None else target.url, factory=_factory_spec(args.ledger),
                            config=args.config, reproduction=rate)
     return _exported(paths, _replay_words(args, result.plan.project))
+
+
+def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
+    from simulations.hunt import Display, ShardSpec, run_hunt
+
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
+    print(f"aidememo-sim run: root seed {seed}, {args.workers} shards, {args.actors} actors, budget "
+          f"{args.budget:g} s each, on {where}")
+    command = _rerun_command(args, seed) + f" --workers {args.workers}"
+    if args.scheduler:
+        command += f" --scheduler {args.scheduler}"
+    print(f"replay this hunt with: {command}")
+    specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
+                       max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
+    if first is not None:
+        specs = _shard_projects(args, specs, first)
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
+                    display=Display(sys.stdout))
+    return _hunt_ending(hunt, command, _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
+
+
+def _shard_projects(args: argparse.Namespace, specs: list[Any], first: HttpTarget) -> list[Any]:
+    """One project per shard, provisioned here by the target file's command (the workers only
+    talk HTTP); the tokens travel to the workers inside the shard specs, never in a command.
+
+    Raises:
+        SimulationError: when the target file has fixed tokens (every shard would share a project).
+    """
+    from dataclasses import replace
+
+    from simulations.targets import target_from_config
+
+    targets = [first, *(target_from_config(args.config, args.actors) for _ in specs[1:])]
+    if len({t.project for t in targets if t is not None}) < len(specs):
+        raise SimulationError(f"{args.config} has fixed tokens: shards need a project each, so give the target "
+                              "file a provisioning command")
+    print(f"provisioned {len(specs)} projects on {first.url}, one per shard")
+    return [replace(spec, url=t.url, project=t.project, tokens=dict(t.tokens), timeout_s=t.timeout_s,
+                    config=str(args.config)) for spec, t in zip(specs, targets) if t is not None]
+
+
+def _hunt_ending(hunt: Any, command: str, shard_command: str) -> int:
+    from simulations.hunt import summary
+
+    for line in summary(hunt, shard_command):
+        print(line)
+    if hunt.interrupted:
+        print(f"interrupted; run the hunt again with: {command}")
+        return 130
+    if hunt.findings:
+        return EXIT_VIOLATION
+    return EXIT_UNKNOWN if hunt.lost or any(o.verdict == Verdict.UNKNOWN.value for o in hunt.done) else EXIT_OK
 
 
 def _replay(args: argparse.Namespace) -> int:
@@ -402,7 +478,6 @@ def _clients(args: argparse.Namespace) -> int:
 
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
-URL_RATE_RUNS = 10  # reruns that measure how often a case shrunk over a URL reproduces
 
 
 def _seed_of(args: argparse.Namespace) -> int:
@@ -479,6 +554,10 @@ def _xmemo_run(args: argparse.Namespace) -> int:
                                                     [""] if shared else [p.partition("=")[0] for p in args.key])]
     if args.ledger:
         words += ["--ledger", args.ledger]
+    if args.workers > 1 or args.scheduler is not None:
+        if target is not None:
+            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
+        return _xmemo_hunt(args, seed, words)
     where = "the embedded XMemo reference" if target is None else args.url
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {' '.join(words)}")
@@ -500,6 +579,21 @@ def _xmemo_run(args: argparse.Namespace) -> int:
             print(f"{run.finding.requirement}: {run.finding.explanation}")
     paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
     return _exported(paths)
+
+
+def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
+    from simulations.hunt import Display, ShardSpec, run_hunt
+
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
+    print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")
+    command = " ".join([*words, "--workers", str(args.workers), *(["--scheduler", args.scheduler] if args.scheduler else [])])
+    print(f"replay this hunt with: {command}")
+    specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo")
+             for index in range(args.workers)]
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
+                    display=Display(sys.stdout))
+    return _hunt_ending(hunt, command, " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1))
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:

@@ -16,7 +16,9 @@ retry) know nothing of AideMemo: the XMemo races run on them too.
 
 from __future__ import annotations
 
+import functools
 import json
+import queue
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -89,6 +91,47 @@ def settle(recorder: Recorder, ticket: int, send: Callable[[], A], *, status: Ca
         recorder.fail(ticket)  # provably never took effect: nothing to check
 
 
+class _LaneThreads:
+    """Threads that outlive their batch: a lane takes an idle one, or starts one when none is idle.
+
+    Batch after batch on the same few threads, the store's per-thread state (its SQLite
+    connection, that connection's page cache, the authentication answers it remembers and its
+    ``data_version`` baseline) stays warm, and the threads, hence the connections, number the
+    peak concurrency, not the batches run. Daemon threads: a target that stalls one cannot hang
+    the interpreter's exit.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._idle: list[queue.SimpleQueue[Callable[[], None]]] = []
+
+    def start(self, job: Callable[[], None]) -> threading.Event:
+        """Run ``job`` on a thread of its own; the event is set when it returned."""
+        done = threading.Event()
+        with self._lock:
+            inbox = self._idle.pop() if self._idle else None
+        if inbox is None:
+            inbox = queue.SimpleQueue()
+            threading.Thread(target=self._serve, args=(inbox,), daemon=True, name="aidememo-sim-lane").start()
+
+        def run() -> None:
+            try:
+                job()
+            finally:
+                done.set()
+        inbox.put(run)
+        return done
+
+    def _serve(self, inbox: queue.SimpleQueue[Callable[[], None]]) -> None:
+        while True:
+            inbox.get()()  # a lane's job catches everything it raises
+            with self._lock:
+                self._idle.append(inbox)
+
+
+_LANES = _LaneThreads()
+
+
 def run_lanes(batch: Batch, perform: Callable[[PlannedOp, int], None], scheduler: SeededScheduler | None,
               seed: int, script: Sequence[int] = ()) -> list[int]:
     """Launch ``batch`` at once, one thread per busy worker, each calling ``perform(op, worker)``
@@ -128,12 +171,9 @@ def run_lanes(batch: Batch, perform: Callable[[PlannedOp, int], None], scheduler
             if scheduler is not None:
                 scheduler.leave()
 
-    threads = [threading.Thread(target=lane, args=(w, ops), daemon=True) for w, ops in sorted(lanes.items())]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=_STALL_S)
-        if t.is_alive():
+    finished = [_LANES.start(functools.partial(lane, w, ops)) for w, ops in sorted(lanes.items())]
+    for done in finished:
+        if not done.wait(timeout=_STALL_S):
             raise SimulationError(f"a worker did not finish within {_STALL_S} s; the target stalled")
     if errors:
         if isinstance(errors[0], SimulationError):

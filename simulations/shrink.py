@@ -23,9 +23,10 @@ from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.plan import Batch, Plan
 from simulations.targets import HttpTarget, LedgerFactory, reference_factory
 
-__all__ = ["URL_TRIES", "reproduction", "shrink", "shrink_over_http"]
+__all__ = ["URL_RATE_RUNS", "URL_TRIES", "reproduction", "shrink", "shrink_over_http"]
 
 URL_TRIES = 3  # reruns a cut gets over a URL before it is given up as not failing
+URL_RATE_RUNS = 10  # reruns that measure how often a case shrunk over a URL reproduces
 
 # (plan, schedule, explain) -> the rerun when it failed, else None
 _Trial = Callable[[Plan, Sequence[Sequence[int]], bool], RunResult | None]

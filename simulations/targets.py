@@ -194,6 +194,10 @@ class HttpTarget:
         self._wire: Any = None
         self._has_clock: bool | None = None
 
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout
+
     def for_actors(self, actors: Sequence[str]) -> HttpTarget:
         """The same server and project with ``actors`` as its writers (a plan's, after shrinking);
         the reader stays."""

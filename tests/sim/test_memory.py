@@ -1,0 +1,80 @@
+"""What a long campaign keeps: threads and connections by concurrency, not by batches run."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+from typing import Any
+
+from simulations.campaign import run_campaign
+from simulations.targets import reference_factory
+
+
+def test_batches_reuse_their_lanes_threads_and_connections() -> None:
+    ledgers: list[Any] = []
+    serving: set[threading.Thread] = set()
+    peak_connections = 0
+
+    def factory(database: Path, *, clock: Any, scheduler: Any) -> Any:
+        ledger = reference_factory(database, clock=clock, scheduler=scheduler)
+        handle = ledger.handle
+
+        def spy(*args: Any) -> Any:
+            serving.add(threading.current_thread())
+            return handle(*args)
+        ledger.handle = spy
+        ledgers.append(ledger)
+        return ledger
+
+    def on_batch(_elapsed: float, _operations: int) -> None:
+        nonlocal peak_connections
+        peak_connections = max(peak_connections, len(ledgers[0].store._connections))
+
+    result = run_campaign(seed=3, max_batches=80, budget_s=120, factory=factory, on_batch=on_batch)
+    assert len(result.plan.batches) == 80
+    lanes = len(result.plan.workers)
+    # Eighty batches ran on at most one thread per lane (plus the planner's), and so on as many
+    # connections: a new thread per batch would have served from hundreds.
+    assert len(serving) <= lanes + 1
+    assert peak_connections <= lanes + 1
+
+
+def test_the_history_is_on_disk_batch_by_batch_as_check_reads_it(tmp_path: Path) -> None:
+    from simulations.cli import main
+    from simulations.linearizability.history import parse_history
+
+    path = tmp_path / "out" / "run.jsonl"
+    seen: list[int] = []
+
+    def on_batch(_elapsed: float, operations: int) -> None:
+        # Already written when the batch is over: a run killed here leaves this much.
+        seen.append(len(path.read_text(encoding="utf-8").splitlines()) - 1 - operations)
+
+    result = run_campaign(seed=7, max_batches=25, budget_s=120, on_batch=on_batch, history_file=path)
+    assert seen and set(seen) == {0}
+    header, ops = parse_history(path.read_text(encoding="utf-8").splitlines(), str(path))
+    assert header.model == "ledger"
+    assert [op.to_json() for op in ops] == [op.to_json() for op in result.history]
+    assert main(["check", str(path)]) == 0
+
+
+def test_the_printed_check_command_reads_the_runs_history(tmp_path: Path) -> None:
+    import os
+    import re
+    import subprocess
+    import sys
+
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+    def sh(command: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(["sh", "-c", command], cwd=tmp_path, env=env, capture_output=True, text=True,
+                              timeout=300)
+
+    run = sh("aidememo-sim run --seed 5 --batches 30 --ledger "
+             f"{Path(__file__).with_name('mutants.py')}:split_decide --out found")
+    assert run.returncode == 1, run.stdout + run.stderr
+    printed = re.search(r"check it with: (aidememo-sim check \S+)\)", run.stdout)
+    assert printed is not None, run.stdout
+    answers = [sh(printed.group(1)) for _ in (1, 2)]
+    assert [a.returncode for a in answers] == [1, 1], answers[0].stdout  # the whole history is illegal
+    assert answers[0].stdout == answers[1].stdout and "ILLEGAL" in answers[0].stdout
