@@ -251,7 +251,7 @@ class SQLiteXMemoStore:
         except (sqlite3.DatabaseError, ValueError) as exc:
             raise self._fault(exc) from exc
         if row is not None:
-            self._applied(row, memory, idempotency)
+            self._applied(tenant, row, memory, idempotency)
         return answer, replayed
 
     def _decide(self, conn: sqlite3.Connection, tenant: Tenant, idempotency: IdempotencyClaim | None,
@@ -261,7 +261,9 @@ class SQLiteXMemoStore:
 
         Scheduler points as the AideMemo store names them: "begin" once the write lock is held."""
         self._fresh(conn)
-        self._point("begin")
+        scheduler = self.scheduler
+        if scheduler is not None:
+            scheduler.point("begin")
         state = self._state
         with state.lock:
             memories = state.tenant(tenant)
@@ -271,10 +273,12 @@ class SQLiteXMemoStore:
                     return replay, None, None, True
             decision, answer = plan(Lookups(memories))
             row = self._row(tenant, decision.outcome, decision.memory, answer, idempotency)
-        self._point("decided")
+        if scheduler is not None:
+            scheduler.point("decided")
         if row is not None:
             conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
-        self._point("commit")
+        if scheduler is not None:
+            scheduler.point("commit")
         return answer, row, None if decision.outcome is Outcome.UNCHANGED else decision.memory, False
 
     def _row(self, tenant: Tenant, outcome: Outcome, memory: Memory, answer: str,
@@ -288,8 +292,9 @@ class SQLiteXMemoStore:
                 tenant.project_id, answer)
         return head if claim is None else (*head, claim.key, claim.fingerprint)
 
-    def _applied(self, row: tuple[Any, ...], memory: Memory | None, claim: IdempotencyClaim | None) -> None:
-        """Fold a committed row of this connection's into memory."""
+    def _applied(self, tenant: Tenant, row: tuple[Any, ...], memory: Memory | None,
+                 claim: IdempotencyClaim | None) -> None:
+        """Fold a committed row of this connection's (``tenant``'s) into memory."""
         numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
         if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
             # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
@@ -297,7 +302,7 @@ class SQLiteXMemoStore:
         state = self._state
         try:
             with state.lock:
-                state.apply(row[0], state.known(*row[1:5]), memory,
+                state.apply(row[0], tenant, memory,
                             None if claim is None else (claim.key, Replay(claim.fingerprint, row[5])))
         except BaseException:
             # Committed but not in memory: this connection's own commit never moves its
