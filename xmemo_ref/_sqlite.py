@@ -80,6 +80,9 @@ class _Thread(threading.local):
     seen: tuple[int, int] | None = None  # (PRAGMA data_version, store generation) at the last catch-up
     principals: dict[bytes, Principal | None]
     pending: tuple[bytes, Principal | None] | None = None  # a deferred answer no statement has confirmed
+    # The write transaction's cursor; its last statement is always COMMIT or ROLLBACK, so it never
+    # holds a read open between requests.
+    cursor: sqlite3.Cursor | None = None
 
     def __init__(self) -> None:
         self.principals = {}
@@ -146,7 +149,7 @@ class SQLiteXMemoStore:
         with self._guard(), transaction(self._conn(), mode) as conn:
             yield conn
 
-    def _fresh(self, conn: sqlite3.Connection) -> None:
+    def _fresh(self, conn: sqlite3.Connection | sqlite3.Cursor) -> None:
         """Fold the rows other connections committed since this one last looked, and confirm a
         deferred key answer (``KeyChanged`` when it no longer holds); sqlite3 errors pass."""
         local = self._local
@@ -188,7 +191,7 @@ class SQLiteXMemoStore:
                 return local.principals[key_digest]
             return self._look_up(conn, key_digest)
 
-    def _look_up(self, conn: sqlite3.Connection, key_digest: bytes) -> Principal | None:
+    def _look_up(self, conn: sqlite3.Connection | sqlite3.Cursor, key_digest: bytes) -> Principal | None:
         row = conn.execute(_PRINCIPAL, (key_digest,)).fetchone()
         found = None
         if row is not None:
@@ -239,7 +242,9 @@ class SQLiteXMemoStore:
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
         # Written out rather than with the context managers the other transactions use: this is
         # every capture's path, and three generator-based managers cost a tenth of it.
-        conn = self._conn()
+        conn = self._local.cursor
+        if conn is None:  # one per thread, so that a capture's four statements make no cursor each
+            conn = self._local.cursor = self._conn().cursor()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -254,7 +259,7 @@ class SQLiteXMemoStore:
             self._applied(tenant, row, memory, idempotency)
         return answer, replayed
 
-    def _decide(self, conn: sqlite3.Connection, tenant: Tenant, idempotency: IdempotencyClaim | None,
+    def _decide(self, conn: sqlite3.Connection | sqlite3.Cursor, tenant: Tenant, idempotency: IdempotencyClaim | None,
                 plan: Plan) -> tuple[str, tuple[Any, ...] | None, Memory | None, bool]:
         """Inside the write transaction: the answer, the row appended (or None), the memory it
         leaves (None: unchanged), and whether the answer is a replay.
