@@ -61,10 +61,11 @@ def plain_remember(body: object) -> Remember | None:
     if not (type(content) is str and 0 < len(content) <= 65_536 and type(path) is str and 0 < len(path) <= 512
             and (scope is None or _wildcard_free(scope, 256)) and _wildcard_free(bucket, 128)
             and _label(team_id, 128) and _label(source, 128) and _label(semantic_key, 512)
-            and (memory_type is None and "memory_type" not in body or type(memory_type) is str and memory_type in _STORED_TYPES)
+            and (memory_type is None and "memory_type" not in body
+                 or type(memory_type) is str and memory_type in _STORED_TYPES)
             and content.strip()):
         return None
-    # remember_of's record for these fields, the others at what their absence gives.
+    # decode_remember's record for these fields, the others at what their absence gives.
     return Remember(content=content, path=path, bucket=bucket, scope=scope, team_id=team_id,
                     memory_type=_STORED_TYPES[memory_type or "auto"], status=DEFAULT_STATUS, importance=None,
                     confidence=None, semantic_key=semantic_key, dedupe=False, source=source, metadata_json="{}",
