@@ -40,6 +40,8 @@ __all__ = [
     "idempotency_key",
     "DEFAULT_MAX_ITEMS",
     "DEFAULT_MAX_TOKENS",
+    "WRITE_BUCKET",
+    "STORED_TYPES",
 ]
 
 DEFAULT_MAX_ITEMS: Final = 8  # OC, DS and MAF default
@@ -50,7 +52,7 @@ MAX_SEARCH_LIMIT: Final = 100
 DEFAULT_TTL_SECONDS: Final = 86_400  # Hermes' default state TTL
 WRITE_BUCKET: Final = "work"  # the published clients' default write bucket
 # The reference does not classify: an ``auto`` write is stored as semantic.
-_STORED_TYPES: Final = {"auto": MemoryType.SEMANTIC} | {t.value: t for t in MemoryType}
+STORED_TYPES: Final = {"auto": MemoryType.SEMANTIC} | {t.value: t for t in MemoryType}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -191,7 +193,7 @@ def decode_remember(body: object) -> Remember:
     return Remember(
         content=data["content"], path=data["path"], bucket=data.get("bucket") or WRITE_BUCKET,
         scope=data.get("scope"), team_id=data.get("team_id"),
-        memory_type=_STORED_TYPES[requested],
+        memory_type=STORED_TYPES[requested],
         status=data.get("status") or DEFAULT_STATUS, importance=data.get("importance"),
         confidence=data.get("confidence"), semantic_key=data.get("semantic_key"), dedupe=bool(data.get("dedupe")),
         source=data.get("source"), metadata_json=canonical_metadata(data.get("metadata"), data.get("provenance")),

@@ -16,9 +16,10 @@ from itertools import islice
 from typing import Any, Final, TypeVar
 
 from . import _boundary, _recall, _writes
-from ._codec import answer_text, iso, memory_json
+from ._codec import iso, memory_json
 from ._decode import ProjectContextRequest, RecallRequest, SearchRequest
 from ._errors import RequestError
+from ._hot import answer_text
 from ._records import BOUNDARY_AUTHORITY, Boundary, Caller, Memory, MemoryType, Relation
 from ._store import IdempotencyClaim, ReadFilter, XMemoStore
 from ._writes import Existing, Write, WriteDecision
@@ -103,7 +104,7 @@ class Operations:
 
         def plan(existing: Existing) -> tuple[WriteDecision, str]:
             decision = self.rules.decide(write, existing, caller, now_ms, new_id)
-            return decision, answer_text(decision.memory, decision.outcome.value, idempotency_key)
+            return decision, answer_text(decision.memory, decision.outcome, idempotency_key)  # a StrEnum is its value
 
         return self.store.write(caller.tenant, idempotency=claim, plan=plan)
 

@@ -17,7 +17,6 @@ from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from refkit.response import MAX_BODY_BYTES, Response
-from ._boundary import resolve_caller
 from ._decode import (
     decode_event,
     decode_project_context,
@@ -29,8 +28,8 @@ from ._decode import (
     parse_body,
 )
 from ._errors import KeyChanged, RequestError
-from ._keys import key_digest
-from ._http import AGENT_HEADER, AUDIT_HEADER, INSTANCE_HEADER, HttpRequest, agent_header, credential, error_response, json_response
+from ._hot import caller_of, digest_of, plain_remember
+from ._http import AUDIT_HEADER, HttpRequest, error_response, json_response
 from ._mcp import McpEndpoint
 from ._operations import Operations, Rules
 from ._records import READ_SCOPE, WRITE_SCOPE, Caller, Principal
@@ -79,6 +78,9 @@ class XMemoService:
         }
         # The routes without a path parameter, looked up whole (the same method tables).
         self._exact = {pattern: methods for pattern, methods in self._routes.items() if "*" not in pattern}
+        # ... and by their path as clients write it, before it is split (``_match``'s answer for it).
+        self._paths = {f"{prefix}/{'/'.join(pattern)}": methods for pattern, methods in self._exact.items()
+                       for prefix in ("", "/api") if not prefix or pattern[0] == "v1"}
 
     # -- dispatch ---------------------------------------------------------------------------
     def handle(self, method: str, target: str | bytes, headers: Any, body: bytes = b"") -> Response:
@@ -91,10 +93,12 @@ class XMemoService:
 
     def _dispatch(self, method: str, path: str, query: str, headers: Any, body: bytes,
                   deferred: bool = True) -> Response:
-        segments = tuple(path.strip("/").split("/")) if path.strip("/") else ()
-        if segments[:2] == ("api", "v1"):
-            segments = segments[1:]
-        methods, params = self._match(segments)
+        methods, params = self._paths.get(path), list[str]()
+        if methods is None:
+            segments = tuple(path.strip("/").split("/")) if path.strip("/") else ()
+            if segments[:2] == ("api", "v1"):
+                segments = segments[1:]
+            methods, params = self._match(segments)
         if methods is None:
             return json_response({"detail": "Not Found"}, 404)
         handler = methods.get("GET" if method == "HEAD" else method)
@@ -133,7 +137,7 @@ class XMemoService:
 
     # -- identity -----------------------------------------------------------------------------
     def _principal(self, request: HttpRequest) -> tuple[Principal, bytes]:
-        digest = key_digest(credential(request.headers))
+        digest = digest_of(request.headers)
         principal = self.store.principal(digest, deferred=request.deferred)
         if principal is None:
             raise RequestError.invalid_key()
@@ -145,11 +149,7 @@ class XMemoService:
 
     @staticmethod
     def _attribute(principal: Principal, request: HttpRequest, agent_id: str | None, instance_id: str | None) -> Caller:
-        return resolve_caller(
-            principal,
-            asserted_agent_id=agent_id or agent_header(request.headers, AGENT_HEADER),
-            asserted_instance_id=instance_id or agent_header(request.headers, INSTANCE_HEADER),
-        )
+        return caller_of(principal, request.headers, agent_id, instance_id)
 
     # -- routes -----------------------------------------------------------------------------
     def _health(self, request: HttpRequest) -> Response:
@@ -158,16 +158,25 @@ class XMemoService:
     def _validate(self, request: HttpRequest) -> Response:
         return json_response(self.ops.validate(self._caller(request)))
 
-    def _write(self, request: HttpRequest, route: str, decode: Callable[[object], Write]) -> Response:
+    def _write(self, request: HttpRequest, route: str, decode: Callable[[object], Write],
+               plain: Callable[[object], Write | None] | None = None) -> Response:
         caller = self._caller(request)
         self.ops.require(caller, WRITE_SCOPE)
         body = parse_body(request.body)
-        key = idempotency_key(request.headers, body)
-        answer, replayed = self.ops.write(caller, decode(body), route=route, body=body, idempotency_key=key)
+        headers = request.headers
+        write = None
+        if plain is not None and "idempotency-key" not in headers and "x-idempotency-key" not in headers:
+            write = plain(body)  # the common body in one pass (``_hot``); None for any other
+        if write is None:
+            key = idempotency_key(headers, body)
+            write = decode(body)
+        else:
+            key = None  # ``plain`` takes no body with an idempotency key
+        answer, replayed = self.ops.write(caller, write, route=route, body=body, idempotency_key=key)
         return json_response(answer, headers=(("idempotent-replayed", "true"),) if replayed else ())
 
     def _remember(self, request: HttpRequest) -> Response:
-        return self._write(request, "remember", decode_remember)
+        return self._write(request, "remember", decode_remember, plain_remember)
 
     def _update_state(self, request: HttpRequest) -> Response:
         return self._write(request, "update_state", decode_update_state)

@@ -80,6 +80,9 @@ class _Thread(threading.local):
     seen: tuple[int, int] | None = None  # (PRAGMA data_version, store generation) at the last catch-up
     principals: dict[bytes, Principal | None]
     pending: tuple[bytes, Principal | None] | None = None  # a deferred answer no statement has confirmed
+    # The write transaction's cursor; its last statement is always COMMIT or ROLLBACK, so it never
+    # holds a read open between requests.
+    cursor: sqlite3.Cursor | None = None
 
     def __init__(self) -> None:
         self.principals = {}
@@ -146,7 +149,7 @@ class SQLiteXMemoStore:
         with self._guard(), transaction(self._conn(), mode) as conn:
             yield conn
 
-    def _fresh(self, conn: sqlite3.Connection) -> None:
+    def _fresh(self, conn: sqlite3.Connection | sqlite3.Cursor) -> None:
         """Fold the rows other connections committed since this one last looked, and confirm a
         deferred key answer (``KeyChanged`` when it no longer holds); sqlite3 errors pass."""
         local = self._local
@@ -188,7 +191,7 @@ class SQLiteXMemoStore:
                 return local.principals[key_digest]
             return self._look_up(conn, key_digest)
 
-    def _look_up(self, conn: sqlite3.Connection, key_digest: bytes) -> Principal | None:
+    def _look_up(self, conn: sqlite3.Connection | sqlite3.Cursor, key_digest: bytes) -> Principal | None:
         row = conn.execute(_PRINCIPAL, (key_digest,)).fetchone()
         found = None
         if row is not None:
@@ -239,7 +242,9 @@ class SQLiteXMemoStore:
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
         # Written out rather than with the context managers the other transactions use: this is
         # every capture's path, and three generator-based managers cost a tenth of it.
-        conn = self._conn()
+        conn = self._local.cursor
+        if conn is None:  # one per thread, so that a capture's four statements make no cursor each
+            conn = self._local.cursor = self._conn().cursor()
         try:
             conn.execute("BEGIN IMMEDIATE")
             try:
@@ -251,17 +256,19 @@ class SQLiteXMemoStore:
         except (sqlite3.DatabaseError, ValueError) as exc:
             raise self._fault(exc) from exc
         if row is not None:
-            self._applied(row, memory, idempotency)
+            self._applied(tenant, row, memory, idempotency)
         return answer, replayed
 
-    def _decide(self, conn: sqlite3.Connection, tenant: Tenant, idempotency: IdempotencyClaim | None,
+    def _decide(self, conn: sqlite3.Connection | sqlite3.Cursor, tenant: Tenant, idempotency: IdempotencyClaim | None,
                 plan: Plan) -> tuple[str, tuple[Any, ...] | None, Memory | None, bool]:
         """Inside the write transaction: the answer, the row appended (or None), the memory it
         leaves (None: unchanged), and whether the answer is a replay.
 
         Scheduler points as the AideMemo store names them: "begin" once the write lock is held."""
         self._fresh(conn)
-        self._point("begin")
+        scheduler = self.scheduler
+        if scheduler is not None:
+            scheduler.point("begin")
         state = self._state
         with state.lock:
             memories = state.tenant(tenant)
@@ -271,10 +278,12 @@ class SQLiteXMemoStore:
                     return replay, None, None, True
             decision, answer = plan(Lookups(memories))
             row = self._row(tenant, decision.outcome, decision.memory, answer, idempotency)
-        self._point("decided")
+        if scheduler is not None:
+            scheduler.point("decided")
         if row is not None:
             conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
-        self._point("commit")
+        if scheduler is not None:
+            scheduler.point("commit")
         return answer, row, None if decision.outcome is Outcome.UNCHANGED else decision.memory, False
 
     def _row(self, tenant: Tenant, outcome: Outcome, memory: Memory, answer: str,
@@ -288,8 +297,9 @@ class SQLiteXMemoStore:
                 tenant.project_id, answer)
         return head if claim is None else (*head, claim.key, claim.fingerprint)
 
-    def _applied(self, row: tuple[Any, ...], memory: Memory | None, claim: IdempotencyClaim | None) -> None:
-        """Fold a committed row of this connection's into memory."""
+    def _applied(self, tenant: Tenant, row: tuple[Any, ...], memory: Memory | None,
+                 claim: IdempotencyClaim | None) -> None:
+        """Fold a committed row of this connection's (``tenant``'s) into memory."""
         numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
         if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
             # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
@@ -297,7 +307,7 @@ class SQLiteXMemoStore:
         state = self._state
         try:
             with state.lock:
-                state.apply(row[0], state.known(*row[1:5]), memory,
+                state.apply(row[0], tenant, memory,
                             None if claim is None else (claim.key, Replay(claim.fingerprint, row[5])))
         except BaseException:
             # Committed but not in memory: this connection's own commit never moves its

@@ -170,10 +170,10 @@ class StoreState:
             return
         if n != self.applied + 1:
             raise ValueError(f"log row {n} follows row {self.applied}: the log has a gap")
-        key = tenant_key(tenant)
+        key = (tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id)  # tenant_key
         if memory is not None and self._owner_of.setdefault(memory.id, key) != key:
             raise ValueError(f"log row {n}: memory {memory.id} belongs to another tenant")
-        memories = self.tenant(tenant)
+        memories = self._tenants.get(key) or self.tenant(tenant)
         if memory is not None:
             memories.put(memory)
         if replay is not None:

@@ -133,11 +133,17 @@ def compose_state(content: str, current_task: str, next_action: str, blocked_rea
 
 
 def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
-    if isinstance(write, Remember):
-        kind, path, memory_type, status = Kind.MEMORY, write.path, write.memory_type, write.status
-        importance, confidence, expires_at_ms = write.importance, write.confidence, write.expires_at_ms
-        semantic_key, state_key, event_type, session_id, created = write.semantic_key, None, None, None, now_ms
-    elif isinstance(write, UpdateState):
+    if isinstance(write, Remember):  # every capture's record: built in one step
+        return Memory(
+            id=new_id, tenant=caller.principal.tenant, kind=Kind.MEMORY, content=write.content, path=write.path,
+            bucket=write.bucket, scope=write.scope, team_id=write.team_id, memory_type=write.memory_type,
+            status=write.status, importance=write.importance, confidence=write.confidence,
+            semantic_key=write.semantic_key, state_key=None, event_type=None, session_id=None, source=write.source,
+            agent_id=caller.agent_id, agent_instance_id_hash=caller.agent_instance_id_hash, agent_trust=caller.trust,
+            metadata_json=write.metadata_json, version=1, created_at_ms=now_ms, updated_at_ms=now_ms,
+            expires_at_ms=write.expires_at_ms,
+        )
+    if isinstance(write, UpdateState):
         kind, path, memory_type, status = Kind.STATE, f"state/{write.state_key}", MemoryType.WORKING, DEFAULT_STATUS
         importance, confidence = None, None
         expires_at_ms = now_ms + write.ttl_seconds * 1000 if write.ttl_seconds else None

@@ -1,0 +1,198 @@
+"""The capture hot path (``xmemo_ref._hot``) against the general code each shortcut stands for.
+
+``plain_remember`` must give ``decode_remember``'s record for every body it takes and leave every
+other body (each one the schema refuses among them) to it; ``digest_of`` and ``caller_of`` must
+resolve headers as the general checks do, refusals and their order included, however often seen;
+the reused answer middle must give ``_codec.answer_text`` exactly. The last test sends the same
+requests to two references, one of them with the one-pass decoder switched off, and compares
+every answer byte for byte, the refusals' wording included.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from aidememo_ref import ManualClock
+from xmemo_ref import XMemoReference, _hot, _service
+from xmemo_ref._boundary import resolve_caller
+from xmemo_ref._codec import answer_text as general_answer_text
+from xmemo_ref._decode import decode_remember, idempotency_key
+from xmemo_ref._errors import RequestError
+from xmemo_ref._http import AGENT_HEADER, INSTANCE_HEADER, agent_header, credential
+from xmemo_ref._keys import key_digest
+from xmemo_ref._records import Caller, Kind, Memory, MemoryType, Principal, Tenant, Trust
+
+from .test_codec import memories
+
+KEY = "xm-hot-path-key-0123456789abcdef"
+# Values at and past each bound, of each JSON type, and the wildcards and blanks the rules refuse.
+TEXTS = ["", " ", "\t\n", "a", "deploy fix", "%", "a%", "*", "é ☃", "a\nb", "x" * 128, "x" * 129, "x" * 256,
+         "x" * 257, "x" * 512, "x" * 513, "active", "Active", "stale_note"]
+VALUES: list[Any] = [*TEXTS, None, True, False, 0, 1, 0.5, 1.5, -1, [], ["a"], {}, {"a": 1},
+                     "auto", "semantic", "episodic", "procedural", "working", "identity", "Semantic"]
+FIELDS = ["content", "path", "scope", "bucket", "team_id", "source", "semantic_key", "memory_type",
+          "status", "importance", "confidence", "dedupe", "metadata", "provenance", "expires_at",
+          "idempotency_key", "unknown_field"]
+PLAIN = {"content": "deploy adapter decision", "path": "bench/1", "scope": "bench"}
+
+PLAIN_FIELDS = FIELDS[:8]  # the fields the one-pass decoder checks itself
+bodies = st.one_of(
+    st.fixed_dictionaries({"content": st.sampled_from(TEXTS), "path": st.sampled_from(TEXTS)},
+                          optional={field: st.sampled_from(["a", "deploy fix", "semantic"]) | st.sampled_from(VALUES)
+                                    for field in PLAIN_FIELDS[2:]}),  # one edge among valid fields
+    st.fixed_dictionaries({"content": st.sampled_from(TEXTS), "path": st.sampled_from(TEXTS)},
+                          optional={field: st.sampled_from(VALUES) for field in FIELDS[2:]}),
+    st.dictionaries(st.sampled_from(FIELDS), st.sampled_from(VALUES), max_size=6),
+    st.sampled_from(VALUES),  # not an object at all
+)
+
+
+def _outcome(decode: Callable[[object], object], body: object) -> object:
+    try:
+        return decode(body)
+    except RequestError as error:
+        return error.status, error.detail
+
+
+@settings(max_examples=600, deadline=None)
+@given(bodies)
+def test_the_one_pass_decoder_takes_only_what_the_schema_decoder_accepts_and_gives_its_record(body: object) -> None:
+    fast = _hot.plain_remember(body)
+    if fast is not None:
+        assert _outcome(decode_remember, body) == fast
+        assert idempotency_key({}, body) is None  # the service answers it without a key
+
+
+def _one_field_changed() -> list[dict[str, Any]]:
+    changed = [{k: v for k, v in PLAIN.items() if k != field} for field in PLAIN]
+    return changed + [{**PLAIN, field: value} for field in FIELDS for value in VALUES]
+
+
+@pytest.mark.parametrize("body", _one_field_changed())
+def test_each_field_at_each_edge_is_decoded_in_one_pass_or_left_to_the_schema(body: dict[str, Any]) -> None:
+    fast = _hot.plain_remember(body)
+    assert fast is None or _outcome(decode_remember, body) == fast
+
+
+@pytest.mark.parametrize("body", [
+    PLAIN, {"content": "c", "path": "p"}, {**PLAIN, "bucket": "public", "team_id": "t", "source": "s"},
+    {**PLAIN, "memory_type": "auto"}, {**PLAIN, "memory_type": "working", "semantic_key": "k", "scope": None},
+])
+def test_the_common_bodies_take_the_one_pass_decoder(body: dict[str, Any]) -> None:
+    assert _hot.plain_remember(body) == decode_remember(body)
+
+
+TENANT = Tenant(owner_id="acme", organization_id="org-acme", workspace_id="ws-acme", project_id="acme")
+PRINCIPALS = {key_digest(KEY): Principal(tenant=TENANT, scopes=("memory:read", "memory:write")),
+              key_digest(KEY + "b"): Principal(tenant=TENANT, scopes=("memory:read",), bound_agent_id="claude")}
+HEADER_VALUES = {
+    "x-api-key": ["", " ", KEY, KEY + "b", "unknown-key-0123456789abcdef", "bad key", "k" * 5000],
+    "authorization": ["", f"Bearer {KEY}", f"bearer {KEY + 'b'}", "Bearer ", "Basic abc", f"Bearer  {KEY} "],
+    AGENT_HEADER: ["", "codex", "claude", "a b", "x" * 128, "x" * 129, "é"],
+    INSTANCE_HEADER: ["", "laptop-1", "x" * 129],
+}
+headers_lists = st.lists(st.fixed_dictionaries({}, optional={
+    name: st.sampled_from(values) for name, values in HEADER_VALUES.items()}).map(
+        lambda sent: {name: value for name, value in sent.items() if value is not None}), min_size=1, max_size=8)
+
+
+def _principal_of(digest: bytes) -> Principal:
+    found = PRINCIPALS.get(digest)
+    if found is None:
+        raise RequestError.invalid_key()
+    return found
+
+
+def _attributed(headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
+    return _hot.caller_of(_principal_of(_hot.digest_of(headers)), headers, agent_id, instance_id)
+
+
+def _general(headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
+    principal = _principal_of(key_digest(credential(headers)))
+    return resolve_caller(principal, asserted_agent_id=agent_id or agent_header(headers, AGENT_HEADER),
+                          asserted_instance_id=instance_id or agent_header(headers, INSTANCE_HEADER))
+
+
+@settings(max_examples=300, deadline=None)
+@given(headers_lists, st.sampled_from([None, "codex"]), st.sampled_from([None, "desk-2"]))
+def test_attribution_resolves_headers_as_the_general_checks_however_often_seen(
+        sequence: list[dict[str, str]], agent_id: str | None, instance_id: str | None) -> None:
+    for headers in sequence * 2:  # the second round answers from what the first remembered
+        assert (_outcome(lambda h: _attributed(h, agent_id, instance_id), headers)
+                == _outcome(lambda h: _general(h, agent_id, instance_id), headers))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(memories(), st.sampled_from(["created", "updated", "unchanged"]),
+                          st.none() | st.sampled_from(["k", "k\"2"])), min_size=1, max_size=4))
+def test_the_reused_answer_middle_gives_the_general_answer_text(writes: list[tuple[Memory, str, str | None]]) -> None:
+    for memory, outcome, key in writes * 2:  # again: from the middle the first round stored
+        assert _hot.answer_text(memory, outcome, key) == general_answer_text(memory, outcome, key)
+
+
+def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape() -> None:
+    base = Memory(id="m1", tenant=TENANT, kind=Kind.MEMORY, content="one", path="p", bucket="work", scope="s",
+                  team_id=None, memory_type=MemoryType.SEMANTIC, status="active", importance=None, confidence=None,
+                  semantic_key=None, state_key=None, event_type=None, session_id=None, source=None, agent_id="a",
+                  agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1,
+                  created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
+    _hot.answer_text(base, "created", None)
+    again = Memory(**{**{f: getattr(base, f) for f in Memory.__dataclass_fields__},
+                      "id": "m2", "content": 'two "quoted" ☃', "path": "q", "created_at_ms": 5, "updated_at_ms": 9})
+    shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, again.semantic_key,
+             again.state_key, again.event_type, again.session_id, again.source, again.agent_id,
+             again.agent_instance_id_hash, again.agent_trust, again.metadata_json)
+    assert shape in _hot._middles
+    assert _hot.answer_text(again, "created", "key") == general_answer_text(again, "created", "key")
+
+
+class _Ids:
+    def __init__(self) -> None:
+        self.n = 0
+
+    def __call__(self) -> str:
+        self.n += 1
+        return f"00000000-0000-4000-8000-{self.n:012d}"
+
+
+def _reference(path: Path) -> XMemoReference:
+    ref = XMemoReference(path, clock=ManualClock(1_767_225_600_000), new_id=_Ids())
+    ref.provision(owner_id="acme", key=KEY)
+    return ref
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[XMemoReference, XMemoReference]:
+    where = tmp_path_factory.mktemp("hot")
+    return _reference(where / "hot.sqlite"), _reference(where / "general.sqlite")
+
+
+raw_bodies = st.one_of(bodies.map(lambda b: json.dumps(b).encode()),
+                       st.sampled_from([b"", b"{", b"[]", b"null", b'{"content": "a", "path": "p"} x', b"\xff",
+                                        b'{"content": "\\ud800", "path": "p"}']))
+sent_headers = st.sampled_from([{}, {"idempotency-key": "k1"}, {AGENT_HEADER: "codex"}, {AGENT_HEADER: "x" * 129},
+                                {"x-idempotency-key": "k2", AGENT_HEADER: "claude"}])
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(body=raw_bodies, extra=sent_headers)
+def test_a_capture_answers_as_it_does_without_the_one_pass_decoder(
+        pair: tuple[XMemoReference, XMemoReference], body: bytes, extra: dict[str, str],
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    hot, general = pair
+    headers = [(b"x-api-key", KEY.encode()), *((k.encode(), v.encode()) for k, v in extra.items())]
+    fast = hot.service.handle("POST", "/v1/remember", headers, body)
+    with monkeypatch.context() as patched:
+        patched.setattr(_service, "plain_remember", lambda body: None)
+        slow = general.service.handle("POST", "/v1/remember", headers, body)
+    def seen(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+        return response.status, [h for h in response.headers if h[0] != "X-XMemo-Audit-ID"], response.body
+
+    assert seen(fast) == seen(slow)

@@ -1,0 +1,137 @@
+"""The capture hot path: the shortcuts ``POST /v1/remember`` takes, each standing for general code.
+
+Why this module exists (issue 24): a capture is the request the published clients send most, and
+``bench/xmemo.py`` holds it against a raw one-row SQLite transaction; the general path spends most
+of a capture in small Python steps. Every speed trick of the XMemo reference lives here, and each
+one is a shortcut of a function elsewhere that stays the single statement of the rule:
+
+* ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, no
+  idempotency key, metadata or expiry) in one pass, for ``_decode.decode_remember``. Anything it
+  is not sure of returns None and the general decoder runs, so every refusal is worded there.
+* ``digest_of`` and ``caller_of`` remember what the credential and agent headers resolved to, for
+  ``_http.credential``, ``key_digest``, ``_http.agent_header`` and ``_boundary.resolve_caller``:
+  pure functions of the header text and the principal, which the store still looks up (and
+  confirms) on every request.
+* ``answer_text`` reuses the part of a write's answer that only the memory's shape decides (the
+  fields between its path and its version), for ``_codec.answer_text``, which writes it.
+
+``tests/xmemo/test_hot_path.py`` holds each shortcut equal to the code it stands for.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any, Final
+
+from ._boundary import resolve_caller
+from ._codec import answer_text as general_answer_text
+from ._codec import iso
+from ._decode import STORED_TYPES as _STORED_TYPES
+from ._decode import WRITE_BUCKET
+from ._http import AGENT_HEADER, INSTANCE_HEADER, agent_header, credential
+from ._keys import key_digest
+from ._records import Caller, Memory, Principal
+from ._writes import DEFAULT_STATUS, Remember
+
+__all__ = ["plain_remember", "digest_of", "caller_of", "answer_text"]
+
+# The remember fields the one-pass decoder checks itself; a body with any other goes to the schema.
+_PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id", "source", "semantic_key",
+                                  "memory_type"})
+_CACHED: Final = 1_024  # entries per cache: one per credential and agent seen, cleared when full
+_string: Final = json.encoder.encode_basestring  # as _codec escapes strings
+
+
+def _label(value: object, limit: int) -> bool:
+    """A nullable bounded text field that is plainly valid: None, or 1 to ``limit`` characters."""
+    return value is None or (type(value) is str and 0 < len(value) <= limit)
+
+
+def _wildcard_free(value: object, limit: int) -> bool:
+    return type(value) is str and 0 < len(value) <= limit and "%" not in value and "*" not in value
+
+
+def plain_remember(body: object) -> Remember | None:
+    """``decode_remember(body)`` for a body every field of which is plainly valid, else None."""
+    if type(body) is not dict or not _PLAIN_FIELDS.issuperset(body):
+        return None
+    get = body.get
+    content, path, scope, bucket = get("content"), get("path"), get("scope"), get("bucket", WRITE_BUCKET)
+    team_id, source, semantic_key, memory_type = get("team_id"), get("source"), get("semantic_key"), get("memory_type")
+    if not (type(content) is str and 0 < len(content) <= 65_536 and type(path) is str and 0 < len(path) <= 512
+            and (scope is None or _wildcard_free(scope, 256)) and _wildcard_free(bucket, 128)
+            and _label(team_id, 128) and _label(source, 128) and _label(semantic_key, 512)
+            and (memory_type is None and "memory_type" not in body
+                 or type(memory_type) is str and memory_type in _STORED_TYPES)
+            and content.strip()):
+        return None
+    # decode_remember's record for these fields, the others at what their absence gives.
+    return Remember(content=content, path=path, bucket=bucket, scope=scope, team_id=team_id,
+                    memory_type=_STORED_TYPES[memory_type or "auto"], status=DEFAULT_STATUS, importance=None,
+                    confidence=None, semantic_key=semantic_key, dedupe=False, source=source, metadata_json="{}",
+                    expires_at_ms=None, memory_id=None)
+
+
+_digests: dict[tuple[str | None, str | None], bytes] = {}  # (x-api-key, authorization) -> key digest
+# (id of the principal, the agent and instance ids given and sent) -> the caller, whose principal is
+# that object (an id is reused only once its object is gone, and then fails ``is``)
+_callers: dict[tuple[int, str | None, str | None, str | None, str | None], Caller] = {}
+
+
+def digest_of(headers: dict[str, str]) -> bytes:
+    """``key_digest(credential(headers))`` (401, 403), remembered for headers it accepted."""
+    seen = (headers.get("x-api-key"), headers.get("authorization"))
+    digest = _digests.get(seen)
+    if digest is None:
+        digest = key_digest(credential(headers))
+        _remember(_digests, seen, digest)
+    return digest
+
+
+def caller_of(principal: Principal, headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
+    """The service's attribution of a request (422 for an unusable agent header), remembered."""
+    seen = (id(principal), agent_id, instance_id, headers.get(AGENT_HEADER), headers.get(INSTANCE_HEADER))
+    caller = _callers.get(seen)
+    if caller is None or caller.principal is not principal:
+        caller = resolve_caller(
+            principal,
+            asserted_agent_id=agent_id or agent_header(headers, AGENT_HEADER),
+            asserted_instance_id=instance_id or agent_header(headers, INSTANCE_HEADER),
+        )
+        _remember(_callers, seen, caller)
+    return caller
+
+
+def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
+    if len(cache) >= _CACHED:
+        cache.clear()
+    cache[key] = value
+
+
+# A memory's fields from bucket to metadata, by their values: what its answer shows between path and version.
+_middles: dict[tuple[object, ...], str] = {}
+_KEY_FIELD: Final = ',"idempotency_key":'
+
+
+def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> str:
+    """``_codec.answer_text(memory, outcome, idempotency_key)``, its middle reused when the memory's
+    numbers are None (``1`` and ``1.0``, ``0.0`` and ``-0.0`` are equal keys but different text)."""
+    m = memory
+    if m.importance is not None or m.confidence is not None:
+        return general_answer_text(m, outcome, idempotency_key)
+    shape = (m.bucket, m.scope, m.team_id, m.memory_type, m.status, m.semantic_key, m.state_key, m.event_type,
+             m.session_id, m.source, m.agent_id, m.agent_instance_id_hash, m.agent_trust, m.metadata_json)
+    mid = _string(m.id)
+    head = f'{{"id":{mid},"memory_id":{mid},"kind":{_string(m.kind)},"content":{_string(m.content)},' \
+           f'"path":{_string(m.path)},'
+    expires = "null" if m.expires_at_ms is None else f'"{iso(m.expires_at_ms)}"'
+    key = "" if idempotency_key is None else _KEY_FIELD + _string(idempotency_key)
+    tail = f',"version":{m.version},"created_at":"{iso(m.created_at_ms)}","updated_at":"{iso(m.updated_at_ms)}",' \
+           f'"expires_at":{expires},"write":{_string(outcome)}{key}}}'
+    middle = _middles.get(shape)
+    if middle is None:
+        text = general_answer_text(m, outcome, idempotency_key)
+        if text.startswith(head) and text.endswith(tail):  # the format's frame, as the general one writes it
+            _remember(_middles, shape, text[len(head):len(text) - len(tail)])
+        return text
+    return f"{head}{middle}{tail}"
