@@ -20,6 +20,7 @@ from urllib.parse import unquote_to_bytes
 from . import _ledger, _reads, _render, _store
 from aidememo_wire.canonical import Json, JsonError, parse_json
 from refkit.clock import AdvancingClock, Clock
+from refkit.records import distinct
 from refkit.response import MAX_BODY_BYTES, Response
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
@@ -58,6 +59,7 @@ _BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
+@distinct
 class _Request(NamedTuple):
     """One request's parts (a NamedTuple: built once per request, cheaper than a frozen dataclass)."""
 

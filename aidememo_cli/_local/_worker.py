@@ -25,6 +25,7 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
+from refkit.records import distinct
 from . import _assignments as assignments
 from . import _memory as memory
 from . import _rules as rules
@@ -56,6 +57,7 @@ class RunContext(Protocol):
     def err(self) -> Callable[[str], None]: ...
 
 
+@distinct
 class RunRequest(NamedTuple):
     alias: str
     handoff_id: str | None
