@@ -8,22 +8,9 @@ with upstream's wording (``remote server returned HTTP 409: …``) through ``cli
 
 from __future__ import annotations
 
-import sys
 from typing import Any
 
-# httpx's package import also imports its command-line client (httpx._main), which loads click
-# and pygments whenever they are installed (uvicorn and pytest bring them): about a quarter of
-# httpx's import cost, paid by every remote command for nothing. Marked absent for that one
-# import, httpx falls back to its stub `main`; the mark is removed at once, so a later explicit
-# `import httpx._main` still works. A process that imported httpx already is left as it is.
-if "httpx" not in sys.modules and "httpx._main" not in sys.modules:
-    sys.modules["httpx._main"] = None  # type: ignore[assignment]
-    try:
-        import httpx
-    finally:
-        del sys.modules["httpx._main"]
-else:
-    import httpx
+import httpx
 
 from aidememo_client.client import AideMemoClient
 
