@@ -422,6 +422,19 @@ class Service:
         page, next_before = _reads.mailbox_page(rows, checked.limit)
         return _ok(_render.mailbox(page, next_before))
 
+    def route_table(self) -> frozenset[tuple[str, tuple[str, ...]]]:
+        """Every served (method, path pattern); ``*`` stands for one path segment."""
+        return frozenset((method, pattern) for pattern, methods in self._routes.items() for method in methods)
+
+    def bind_token(self, token: str, source_id: str, actor_id: str) -> None:
+        """Confine ``token`` to the MCP gateway, speaking for one source and actor, as an
+        ``--auth-bindings-file`` entry does; a service started without bindings gains them."""
+        if self.bindings is None:
+            self.bindings = Bindings()
+            if self._gateway is not None:
+                self._gateway.bindings = self.bindings
+        self.bindings.bind(token, source_id, actor_id)
+
     def _mcp(self, request: _Request, project_id: str) -> Response:
         if self._gateway is None:
             self._gateway = Gateway(self.handle, Response, self.bindings)

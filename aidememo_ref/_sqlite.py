@@ -66,7 +66,7 @@ from ._store import (
 )
 from ._visibility import PARTICIPANT_KINDS
 
-__all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
+__all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS", "append_statement"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
 LAYOUT_VERSION: Final = 5  # this file's table layout (PRAGMA user_version); 4 was an earlier one
@@ -188,6 +188,12 @@ def _append(row: Row) -> tuple[str, tuple[object, ...]]:
 
 _CHANGE_ONLY: Final = tuple(range(12, 16))  # a row without the handoff fields
 _APPENDS[_CHANGE_ONLY] = f"INSERT INTO log({', '.join(_NAMES[:12])}) VALUES ({','.join('?' * 12)})"
+
+
+def append_statement(*, handoff_fields: bool) -> str:
+    """The statement the store appends a log row with: all 16 columns in order, or the first 12
+    for a row without the handoff-index fields (the common write; ``bench/ledger.py``'s floors)."""
+    return _APPEND if handoff_fields else _APPENDS[_CHANGE_ONLY]
 
 
 class _Tx:
@@ -412,6 +418,11 @@ class SQLiteStore:
             return self._synced(self._conn(), member)
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the file, opened as the store opens it (pragmas, busy
+        timeout): what a measurement of the store's own statements writes through."""
+        return self._conn()
 
     def close(self) -> None:
         self._connections.close()

@@ -16,7 +16,7 @@ from contextvars import ContextVar
 from typing import Any, Final, Protocol
 
 from aidememo_wire.canonical import Json, canonical_json
-from aidememo_ref._decode import _type_name  # serde's wording of a value's type
+from aidememo_ref._decode import type_name  # serde's wording of a value's type
 from aidememo_wire.errors import ErrorCode, LedgerError
 from aidememo_wire.ids import id_problem
 
@@ -68,13 +68,13 @@ def _text(value: bytes | None) -> str | None:
 def _envelope(raw: Json) -> tuple[Json, str, Json]:
     """``McpRequest``'s serde decoding: (id, method, params)."""
     if not isinstance(raw, dict):
-        raise _Failure(400, -32600, f"invalid MCP request: invalid type: {_type_name(raw)}, expected struct McpRequest")
+        raise _Failure(400, -32600, f"invalid MCP request: invalid type: {type_name(raw)}, expected struct McpRequest")
     for field in ("jsonrpc", "id", "method"):
         if field not in raw:
             raise _Failure(400, -32600, f"invalid MCP request: missing field `{field}`")
     for field in ("jsonrpc", "method"):
         if not isinstance(raw[field], str):
-            raise _Failure(400, -32600, f"invalid MCP request: invalid type: {_type_name(raw[field])}, expected a string")
+            raise _Failure(400, -32600, f"invalid MCP request: invalid type: {type_name(raw[field])}, expected a string")
     method = raw["method"]
     if raw["jsonrpc"] != "2.0" or raw["id"] is None or not isinstance(method, str):
         raise _Failure(400, -32600, "MCP requests must use JSON-RPC 2.0 and include a non-null id")
