@@ -19,7 +19,7 @@ from typing import Literal, TypedDict, cast
 
 import httpx
 
-from aidememo_wire.ids import stable_operation_id
+from aidememo_wire.ids import stable_operation_id, token_problem
 from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
 from aidememo_wire.shapes import (
@@ -100,8 +100,9 @@ def _decode(method: str, path: str, response: httpx.Response) -> JSON:
 
 def _token_header(token: str) -> str:
     # Checked here so a bad token is a refusal, not an encoding error deep in httpx.
-    if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
-        raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
+    problem = token_problem(token)
+    if problem is not None:
+        raise ClientRefusal(problem)
     return f"Bearer {token}"
 
 

@@ -14,7 +14,7 @@ from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
 from refkit.records import distinct
-from aidememo_wire.canonical import Json, canonical_json, envelope_digest
+from aidememo_wire.canonical import U64_MAX, Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import ID_PATTERN, NAME_PATTERN
@@ -236,7 +236,6 @@ def _opt_int(value: Json) -> int | None:
 # Command(...) runs (a third of its cost): on the raw route's path, where every field is at hand.
 _new: Final = tuple.__new__
 _REQUEST_FIELDS: Final = frozenset(field.name for field in STRUCTS["CommandRequest"])
-_U64_MAX: Final = (1 << 64) - 1
 
 
 def raw_command(body: Json) -> RawCommand:
@@ -266,7 +265,7 @@ def _plain_raw(body: dict[str, Json]) -> RawCommand | None:
         return None
     if not (type(command_id) is str and type(project_id) is str and type(operation) is str and type(kind) is str
             and type(resource_id) is str and (change == "upsert" or change == "delete")
-            and (expected is None or (type(expected) is int and 0 < expected <= _U64_MAX))
+            and (expected is None or (type(expected) is int and 0 < expected <= U64_MAX))
             and _ENVELOPE_NAMES(f"{command_id}\n{project_id}\n{operation}\n{kind}\n{resource_id}") is not None):
         return None
     payload_json = canonical_json(payload)

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
-from aidememo_wire.canonical import Json
+from aidememo_wire.canonical import U64_MAX, Json
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import id_problem, name_problem, valid_id, valid_name
 
@@ -21,7 +21,6 @@ __all__ = ["Field", "decode_struct", "decode_query", "type_name", "BODY_PREFIX",
 
 BODY_PREFIX: Final = "Failed to deserialize the JSON body into the target type: "
 QUERY_PREFIX: Final = "Failed to deserialize query string: "
-_U64_MAX: Final = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -78,7 +77,7 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
     if kind in ("revision", "u64"):
         if isinstance(value, bool) or not isinstance(value, int):
             raise _Fail(f"{field.name}: invalid type: {type_name(value)}, expected u64")
-        if value < 0 or value > _U64_MAX:
+        if value < 0 or value > U64_MAX:
             raise _Fail(f"{field.name}: invalid value: {type_name(value)}, expected u64")
         if kind == "revision" and value == 0:
             raise _Fail(f"{field.name}: invalid value: integer `0`, expected a nonzero u64")
@@ -110,9 +109,9 @@ def _accepts(field: Field) -> Callable[[Json], bool] | None:
         variants = frozenset(kind[5:].split(","))
         return lambda value: type(value) is str and value in variants
     if kind == "revision":
-        return lambda value: type(value) is int and 0 < value <= _U64_MAX
+        return lambda value: type(value) is int and 0 < value <= U64_MAX
     if kind == "u64":
-        return lambda value: type(value) is int and 0 <= value <= _U64_MAX
+        return lambda value: type(value) is int and 0 <= value <= U64_MAX
     if kind == "bool":
         return lambda value: type(value) is bool
     return None  # nested structs go through _field_value
@@ -181,7 +180,7 @@ def _parse_u64(name: str, text: str) -> int:
         if ch not in "0123456789":
             raise _Fail(f"{name}: invalid digit found in string")
         value = value * 10 + ord(ch) - 48
-        if value > _U64_MAX:
+        if value > U64_MAX:
             raise _Fail(f"{name}: number too large to fit in target type")
     return value
 

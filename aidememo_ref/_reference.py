@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, NotRequired, TypedDict, Unpack
 
 from refkit.clock import AdvancingClock, Clock, SystemClock
 from ._gateway import Bindings
-from aidememo_wire.ids import bearer_digest, id_problem, new_ulid
+from aidememo_wire.ids import bearer_digest, encode_ulid, id_problem, token_problem
 from ._ledger import Decide
 from refkit.served import Served
 from refkit.response import Response
@@ -43,18 +43,6 @@ class Provisioning(TypedDict):
     tenant_name: NotRequired[str | None]  # names default to their ids
     project_name: NotRequired[str | None]
     actor_name: NotRequired[str | None]
-
-
-def token_problem(token: str) -> str | None:
-    """Why a bearer token would be refused (wire spec §4.1 step 4), or None."""
-    raw = token.encode("utf-8")
-    if not raw:
-        return "token must not be empty"
-    if len(raw) > 4096:
-        return "token must be at most 4096 bytes"
-    if any(b <= 0x20 or b >= 0x7F for b in raw):
-        return "token must be visible ASCII without whitespace or control characters"
-    return None
 
 
 def _name_problem(label: str, value: str) -> str | None:
@@ -161,7 +149,7 @@ def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
     return store.provision(
         tenant_id=tenant_id, project_id=project_id, actor_id=actor_id, token_digest=bearer_digest(token),
         role=role, actor_kind=actor_kind, project_epoch=project_epoch,
-        new_epoch=new_ulid(now_ms, os.urandom(10)), tenant_name=names["tenant name"],
+        new_epoch=encode_ulid(now_ms, os.urandom(10)), tenant_name=names["tenant name"],
         project_name=names["project name"], actor_name=names["actor name"], now_ms=now_ms,
     )
 
@@ -186,7 +174,7 @@ def provision(database: str | Path | None = None, *, postgres_url: str | None = 
     """
     if (database is None) == (postgres_url is None):
         raise ValueError("provision needs a SQLite database path or a PostgreSQL URL (exactly one)")
-    store = _open_store(database, postgres_url, postgres, 5_000)
+    store = _open_store(database, postgres_url, postgres, BUSY_TIMEOUT_MS)
     try:
         return _provision_store(store, SystemClock().now_ms(), fields)
     finally:

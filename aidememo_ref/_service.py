@@ -26,13 +26,12 @@ from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
 from ._gateway import Bindings, Gateway, internal_dispatch
-from aidememo_wire.ids import bearer_digest, check_id, check_name
+from aidememo_wire.ids import BAD_TOKEN_BYTE, MAX_BEARER_BYTES, bearer_digest, check_id, check_name
 from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 
 __all__ = ["Response", "Service", "Clock", "MAX_BODY_BYTES"]
 
-MAX_BEARER_BYTES: Final = 4_096
 MAX_CLOCK_MS: Final = 1 << 62  # leaves room for now + lease in an i64 column
 
 CHANGE_QUERY: Final = (Field("project_epoch", "id"), Field("after_seq", "u64"), Field("limit", "u64", optional=True))
@@ -55,7 +54,6 @@ _log = logging.getLogger("aidememo_ref")
 _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
-_BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
@@ -277,7 +275,7 @@ class Service:
             if _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
                 raise LedgerError.unauthenticated()
             token = value[7:]
-            if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
+            if not token or len(token) > MAX_BEARER_BYTES or BAD_TOKEN_BYTE.search(token):
                 raise LedgerError.unauthenticated()
             digest = bearer_digest(token.decode("ascii"))
         if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
