@@ -25,7 +25,7 @@ from refkit.response import MAX_BODY_BYTES, Response
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
-from ._gateway import Bindings, Gateway, internal_dispatch
+from ._gateway import Bindings, Gateway
 from aidememo_wire.ids import BAD_TOKEN_BYTE, MAX_BEARER_BYTES, bearer_digest, check_id, check_name
 from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
@@ -65,6 +65,7 @@ class _Request(NamedTuple):
     query: bytes
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
+    on_behalf: bool  # the MCP gateway's own REST call for its caller (a bound token may make it)
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.headers:
@@ -186,8 +187,11 @@ class Service:
         target: str | bytes,
         headers: list[tuple[bytes, bytes]] | tuple[tuple[bytes, bytes], ...],
         body: bytes = b"",
+        *,
+        on_behalf: bool = False,
     ) -> Response:
-        """Answer one request. ``target`` is the raw path with its query string."""
+        """Answer one request. ``target`` is the raw path with its query string; ``on_behalf``
+        only for the MCP gateway's REST calls (``_mcp`` hands the gateway that handle)."""
         methods = self._targets.get(target)
         params: list[str] = []
         query = b""
@@ -201,7 +205,7 @@ class Service:
         if handler is None:
             allowed = sorted(methods) + (["HEAD"] if "GET" in methods else [])
             return Response(405, (("allow", ",".join(sorted(allowed))),))
-        request = tuple.__new__(_Request, (method, query, tuple(headers), body))  # _Request(...) adds a Python-level call
+        request = tuple.__new__(_Request, (method, query, tuple(headers), body, on_behalf))  # _Request(...) adds a Python-level call
         try:
             response = handler(request, *params)
         except LedgerError as error:
@@ -278,7 +282,7 @@ class Service:
             if not token or len(token) > MAX_BEARER_BYTES or BAD_TOKEN_BYTE.search(token):
                 raise LedgerError.unauthenticated()
             digest = bearer_digest(token.decode("ascii"))
-        if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
+        if self.bindings is not None and not request.on_behalf and self.bindings.lookup(value[7:]) is not None:
             raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
         member = self.store.authenticate(digest, project_id, deferred=deferred)
         if not isinstance(member, Membership):
@@ -435,7 +439,7 @@ class Service:
 
     def _mcp(self, request: _Request, project_id: str) -> Response:
         if self._gateway is None:
-            self._gateway = Gateway(self.handle, Response, self.bindings)
+            self._gateway = Gateway(partial(self.handle, on_behalf=True), Response, self.bindings)
         response: Response = self._gateway.post(project_id, request, self._json_body)
         return response
 
