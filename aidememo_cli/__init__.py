@@ -29,15 +29,13 @@ def _server(run: Callable[[list[str]], int], argv: list[str]) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if args and args[0] == "xmemo":
-        from xmemo_ref._verbs import run as xmemo_run
+        from xmemo_ref.verbs import run as xmemo_run
 
         return _server(xmemo_run, args[1:])
     if args and args[0] in SERVER_COMMANDS:
-        if args[0] == "bootstrap":
-            from aidememo_ref._verbs.bootstrap import run
-        else:
-            from aidememo_ref._verbs.serve import run
-        return _server(run, args[1:])
+        from aidememo_ref import verbs
+
+        return _server(verbs.bootstrap if args[0] == "bootstrap" else verbs.serve, args[1:])
     from ._commands import main as local_main
 
     return local_main(args)

@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypedDict, cast
 
-from aidememo_wire.ids import stable_operation_id
+from aidememo_wire.ids import stable_operation_id, token_problem
 from ._wire import Answer, HttpxWire, NoAnswer, Wire
 from .errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, MalformedAnswer, OutcomeUnknown
 from .recovery import normalize_outcome, plan_accept, plan_heartbeat, plan_return
@@ -109,8 +109,9 @@ def _decode(method: str, path: str, answer: Answer) -> JSON:
 
 def _token_header(token: str) -> str:
     # Checked here so a bad token is a refusal, not an encoding error deep in a wire.
-    if not token or any(not 0x20 < ord(ch) < 0x7F for ch in token):
-        raise ClientRefusal("token must be non-empty visible ASCII without whitespace")
+    problem = token_problem(token)
+    if problem is not None:
+        raise ClientRefusal(problem)
     return f"Bearer {token}"
 
 

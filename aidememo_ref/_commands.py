@@ -13,7 +13,8 @@ import re
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
-from aidememo_wire.canonical import Json, canonical_json, envelope_digest
+from refkit.records import distinct
+from aidememo_wire.canonical import U64_MAX, Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import ID_PATTERN, NAME_PATTERN
@@ -107,18 +108,21 @@ STRUCTS: Final[dict[str, tuple[Field, ...]]] = {
 # and ``Command`` are NamedTuples, not frozen dataclasses like the stored records: one is built
 # per request, and a frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs
 # five times a tuple's. They are as immutable; ``_replace`` is their ``dataclasses.replace``.
+@distinct
 class SessionCreatePayload(NamedTuple):
     session_id: str
     source_id: str | None
     topic: str
 
 
+@distinct
 class FactCreatePayload(NamedTuple):
     fact_id: str
     session_id: str
     content: str
 
 
+@distinct
 class HandoffContextCreatePayload(NamedTuple):
     context_id: str
     handoff_id: str
@@ -127,6 +131,7 @@ class HandoffContextCreatePayload(NamedTuple):
     content: str
 
 
+@distinct
 class HandoffSendPayload(NamedTuple):
     handoff_id: str
     session_id: str
@@ -136,18 +141,21 @@ class HandoffSendPayload(NamedTuple):
     context_id: str | None
 
 
+@distinct
 class HandoffClaimPayload(NamedTuple):
     """The payload of both ``handoff.accept`` and ``handoff.heartbeat`` (as upstream)."""
 
     claim_id: str
 
 
+@distinct
 class HandoffReturnPayload(NamedTuple):
     claim_id: str
     result_fact_id: str
     outcome: Outcome
 
 
+@distinct
 class ResourcePayload(NamedTuple):
     """A raw route's payload: any JSON for ``custom.*`` kinds (null for a delete)."""
 
@@ -183,6 +191,7 @@ TRANSITION_ROUTES: Final = {
 RAW_OPERATIONS: Final = {("resource.put", "upsert"): Op.RESOURCE_PUT, ("resource.delete", "delete"): Op.RESOURCE_DELETE}
 
 
+@distinct
 class Command(NamedTuple):
     """One decoded write: enough to replay-check it, decide it and write its receipt (a
     NamedTuple like the payloads, see above)."""
@@ -197,6 +206,7 @@ class Command(NamedTuple):
     fingerprint: str
 
 
+@distinct
 class RawCommand(NamedTuple):
     """A ``POST /v1/commands`` body before the §2.2 rules, which run only after authentication."""
 
@@ -226,7 +236,6 @@ def _opt_int(value: Json) -> int | None:
 # Command(...) runs (a third of its cost): on the raw route's path, where every field is at hand.
 _new: Final = tuple.__new__
 _REQUEST_FIELDS: Final = frozenset(field.name for field in STRUCTS["CommandRequest"])
-_U64_MAX: Final = (1 << 64) - 1
 
 
 def raw_command(body: Json) -> RawCommand:
@@ -256,7 +265,7 @@ def _plain_raw(body: dict[str, Json]) -> RawCommand | None:
         return None
     if not (type(command_id) is str and type(project_id) is str and type(operation) is str and type(kind) is str
             and type(resource_id) is str and (change == "upsert" or change == "delete")
-            and (expected is None or (type(expected) is int and 0 < expected <= _U64_MAX))
+            and (expected is None or (type(expected) is int and 0 < expected <= U64_MAX))
             and _ENVELOPE_NAMES(f"{command_id}\n{project_id}\n{operation}\n{kind}\n{resource_id}") is not None):
         return None
     payload_json = canonical_json(payload)

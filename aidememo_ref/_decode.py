@@ -13,15 +13,14 @@ from dataclasses import dataclass
 from typing import Final
 from urllib.parse import unquote_to_bytes
 
-from aidememo_wire.canonical import Json
+from aidememo_wire.canonical import U64_MAX, Json
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import id_problem, name_problem, valid_id, valid_name
 
-__all__ = ["Field", "decode_struct", "decode_query", "BODY_PREFIX", "QUERY_PREFIX"]
+__all__ = ["Field", "decode_struct", "decode_query", "type_name", "BODY_PREFIX", "QUERY_PREFIX"]
 
 BODY_PREFIX: Final = "Failed to deserialize the JSON body into the target type: "
 QUERY_PREFIX: Final = "Failed to deserialize query string: "
-_U64_MAX: Final = (1 << 64) - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +34,7 @@ class _Fail(Exception):
     pass
 
 
-def _type_name(value: Json) -> str:
+def type_name(value: Json) -> str:
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -59,7 +58,7 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
         return value
     if kind in ("id", "name", "string") or kind.startswith("enum:"):
         if not isinstance(value, str):
-            raise _Fail(f"{field.name}: invalid type: {_type_name(value)}, expected a string")
+            raise _Fail(f"{field.name}: invalid type: {type_name(value)}, expected a string")
         if kind == "id":
             problem = id_problem(value)
             if problem is not None:
@@ -77,15 +76,15 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
         return value
     if kind in ("revision", "u64"):
         if isinstance(value, bool) or not isinstance(value, int):
-            raise _Fail(f"{field.name}: invalid type: {_type_name(value)}, expected u64")
-        if value < 0 or value > _U64_MAX:
-            raise _Fail(f"{field.name}: invalid value: {_type_name(value)}, expected u64")
+            raise _Fail(f"{field.name}: invalid type: {type_name(value)}, expected u64")
+        if value < 0 or value > U64_MAX:
+            raise _Fail(f"{field.name}: invalid value: {type_name(value)}, expected u64")
         if kind == "revision" and value == 0:
             raise _Fail(f"{field.name}: invalid value: integer `0`, expected a nonzero u64")
         return value
     if kind == "bool":
         if not isinstance(value, bool):
-            raise _Fail(f"{field.name}: invalid type: {_type_name(value)}, expected a boolean")
+            raise _Fail(f"{field.name}: invalid type: {type_name(value)}, expected a boolean")
         return value
     if kind.startswith("struct:"):
         name = kind[7:]
@@ -110,9 +109,9 @@ def _accepts(field: Field) -> Callable[[Json], bool] | None:
         variants = frozenset(kind[5:].split(","))
         return lambda value: type(value) is str and value in variants
     if kind == "revision":
-        return lambda value: type(value) is int and 0 < value <= _U64_MAX
+        return lambda value: type(value) is int and 0 < value <= U64_MAX
     if kind == "u64":
-        return lambda value: type(value) is int and 0 <= value <= _U64_MAX
+        return lambda value: type(value) is int and 0 <= value <= U64_MAX
     if kind == "bool":
         return lambda value: type(value) is bool
     return None  # nested structs go through _field_value
@@ -141,7 +140,7 @@ def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, st
             raise _Fail(f"invalid length {len(value)}, expected struct {name} with {len(fields)} elements")
         value = {field.name: item for field, item in zip(fields, value)}
     if not isinstance(value, dict):
-        raise _Fail(f"invalid type: {_type_name(value)}, expected struct {name}")
+        raise _Fail(f"invalid type: {type_name(value)}, expected struct {name}")
     known, checks = _compiled(fields)
     if strict and not known.issuperset(value):
         for key in value:
@@ -181,7 +180,7 @@ def _parse_u64(name: str, text: str) -> int:
         if ch not in "0123456789":
             raise _Fail(f"{name}: invalid digit found in string")
         value = value * 10 + ord(ch) - 48
-        if value > _U64_MAX:
+        if value > U64_MAX:
             raise _Fail(f"{name}: number too large to fit in target type")
     return value
 

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Final, NamedTuple, Protocol, TypeAlias, TypeVar
 
+from refkit.records import distinct
 from . import _state
 from ._commands import (
     Command,
@@ -62,6 +63,7 @@ class View(Protocol):
         ...
 
 
+@distinct
 class Write(NamedTuple):
     """What to commit: the resource's next body (None deletes it) and, for product kinds, the
     typed record it encodes (the store's mailbox and search indexes read it). A NamedTuple like

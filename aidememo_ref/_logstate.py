@@ -23,12 +23,14 @@ import threading
 from collections import Counter
 from typing import NamedTuple
 
+from refkit.records import distinct
 from ._records import FACT, Change, Fact, Resource
 from refkit.search import term_counts
 
 __all__ = ["LogState", "Project", "Row", "MailboxEntry"]
 
 
+@distinct
 class Row(NamedTuple):
     """One log row, in the table's column order."""
 
@@ -54,6 +56,7 @@ class Row(NamedTuple):
         return Resource(kind=self.kind, resource_id=self.resource_id, revision=self.revision, body=self.body)
 
 
+@distinct
 class MailboxEntry(NamedTuple):
     from_actor: str
     to_actor: str

@@ -18,14 +18,14 @@ import unicodedata
 from pathlib import Path
 from typing import Final, NamedTuple, NotRequired, TypedDict
 
-from aidememo_wire.ids import bearer_digest, id_problem, new_ulid
+from aidememo_wire.ids import bearer_digest, encode_ulid, id_problem, token_problem
 from aidememo_wire.status import Role
-from refkit.sqlitefile import Connections, transaction
+from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, transaction
 
-__all__ = ["ACTOR_KINDS", "LAYOUT_VERSION", "Checked", "ProvisionError", "Provisioning", "StoreError", "check",
+__all__ = ["ACTOR_KINDS", "BUSY_TIMEOUT_MS", "LAYOUT_VERSION", "Checked", "ProvisionError", "Provisioning", "StoreError", "check",
            "insert_identity", "provision_current", "token_problem"]
 
-LAYOUT_VERSION: Final = 5  # the SQLite file's table layout (PRAGMA user_version); 4 was an earlier one
+LAYOUT_VERSION: Final = 5  # the SQLite file's table layout (PRAGMA user_version)
 ACTOR_KINDS: Final = ("human", "agent", "service")
 ROLES: Final = tuple(role.value for role in Role)
 MAX_DISPLAY_NAME_BYTES: Final = 256
@@ -71,18 +71,6 @@ class Checked(NamedTuple):
     now_ms: int
 
 
-def token_problem(token: str) -> str | None:
-    """Why a bearer token would be refused (wire spec §4.1 step 4), or None."""
-    raw = token.encode("utf-8")
-    if not raw:
-        return "token must not be empty"
-    if len(raw) > 4096:
-        return "token must be at most 4096 bytes"
-    if any(b <= 0x20 or b >= 0x7F for b in raw):
-        return "token must be visible ASCII without whitespace or control characters"
-    return None
-
-
 def _name_problem(label: str, value: str) -> str | None:
     if not value or len(value.encode("utf-8")) > MAX_DISPLAY_NAME_BYTES:
         return f"{label} must contain 1 to 256 bytes"
@@ -119,7 +107,7 @@ def check(fields: Provisioning, now_ms: int) -> Checked:
     if (problem := token_problem(token)) is not None:
         raise ProvisionError(problem)
     return Checked(tenant_id, project_id, actor_id, bearer_digest(token), role, actor_kind, project_epoch,
-                   new_ulid(now_ms, os.urandom(10)), names["tenant name"], names["project name"],
+                   encode_ulid(now_ms, os.urandom(10)), names["tenant name"], names["project name"],
                    names["actor name"], now_ms)
 
 

@@ -17,6 +17,7 @@ import json
 from dataclasses import dataclass
 from typing import Final, NamedTuple, TypeAlias
 
+from refkit.records import distinct
 from aidememo_wire.canonical import Json, canonical_json
 from aidememo_wire.status import WRITABLE_ROLES, Outcome, Role, Status
 
@@ -254,6 +255,7 @@ class Membership:
     project_epoch: str
 
 
+@distinct
 class Receipt(NamedTuple):
     """The command receipt (wire spec §1.2); a replay answers the same bytes.
 

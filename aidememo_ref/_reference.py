@@ -63,7 +63,7 @@ class ReferenceLedger(Served):
         if test_clock and not isinstance(self.clock, AdvancingClock):
             raise TypeError("test_clock needs a clock with advance(ms), e.g. OffsetClock or ManualClock")
         self.store: Store = _open_store(database, postgres_url, postgres, busy_timeout_ms)
-        self.service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
+        self.service: Service = Service(self.store, self.clock, test_clock=test_clock, decide=decide, execute=execute,
                                scheduler=scheduler, bindings=bindings)
 
     def handle(self, method: str, target: str | bytes, headers: HeaderPairs = (), body: bytes = b"") -> Response:
@@ -73,7 +73,7 @@ class ReferenceLedger(Served):
                 if type(k) is not bytes or type(v) is not bytes:
                     break
             else:  # byte pairs already: passed on as they are
-                return self.service.handle(method, target, headers, body)  # type: ignore[arg-type]
+                return self.service.handle(method, target, headers, body)
         else:
             headers = headers.items() if isinstance(headers, Mapping) else headers
         pairs = [(k if type(k) is bytes else _latin1(k), v if type(v) is bytes else _latin1(v))
@@ -83,6 +83,11 @@ class ReferenceLedger(Served):
     def provision(self, **fields: Unpack[Provisioning]) -> str:
         """Bootstrap an actor into a project (see ``provision``); returns the project epoch."""
         return _provision_store(self.store, self.clock.now_ms(), fields)
+
+    def bind_token(self, token: str, source_id: str, actor_id: str) -> None:
+        """Confine a provisioned ``token`` to the MCP gateway, one source and one actor (what an
+        ``--auth-bindings-file`` entry does, at run time). Raises ``BindingsError`` on a bad id."""
+        self.service.bind_token(token, source_id, actor_id)
 
 
 def _latin1(value: str | bytes) -> bytes:
@@ -115,10 +120,10 @@ def provision(database: str | Path | None = None, *, postgres_url: str | None = 
         raise ValueError("provision needs a SQLite database path or a PostgreSQL URL (exactly one)")
     now_ms = SystemClock().now_ms()
     if database is not None:
-        epoch = provision_current(database, fields, now_ms, 5_000)
+        epoch = provision_current(database, fields, now_ms, BUSY_TIMEOUT_MS)
         if epoch is not None:
             return epoch
-    store = _open_store(database, postgres_url, postgres, 5_000)
+    store = _open_store(database, postgres_url, postgres, BUSY_TIMEOUT_MS)
     try:
         return _provision_store(store, now_ms, fields)
     finally:

@@ -20,18 +20,18 @@ from urllib.parse import unquote_to_bytes
 from . import _ledger, _reads, _render, _store
 from aidememo_wire.canonical import Json, JsonError, parse_json
 from refkit.clock import AdvancingClock, Clock
+from refkit.records import distinct
 from refkit.response import MAX_BODY_BYTES, Response
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
-from ._gateway import Bindings, Gateway, internal_dispatch
-from aidememo_wire.ids import bearer_digest, check_id, check_name
+from ._gateway import Bindings, Gateway
+from aidememo_wire.ids import BAD_TOKEN_BYTE, MAX_BEARER_BYTES, bearer_digest, check_id, check_name
 from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 
 __all__ = ["Response", "Service", "Clock", "MAX_BODY_BYTES"]
 
-MAX_BEARER_BYTES: Final = 4_096
 MAX_CLOCK_MS: Final = 1 << 62  # leaves room for now + lease in an i64 column
 
 CHANGE_QUERY: Final = (Field("project_epoch", "id"), Field("after_seq", "u64"), Field("limit", "u64", optional=True))
@@ -54,10 +54,10 @@ _log = logging.getLogger("aidememo_ref")
 _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
-_BAD_TOKEN: Final = re.compile(rb"[\x00-\x20\x7f-\xff]")
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
+@distinct
 class _Request(NamedTuple):
     """One request's parts (a NamedTuple: built once per request, cheaper than a frozen dataclass)."""
 
@@ -65,6 +65,7 @@ class _Request(NamedTuple):
     query: bytes
     headers: tuple[tuple[bytes, bytes], ...]
     body: bytes
+    on_behalf: bool  # the MCP gateway's own REST call for its caller (a bound token may make it)
 
     def header(self, name: bytes) -> bytes | None:
         for key, value in self.headers:
@@ -186,8 +187,11 @@ class Service:
         target: str | bytes,
         headers: list[tuple[bytes, bytes]] | tuple[tuple[bytes, bytes], ...],
         body: bytes = b"",
+        *,
+        on_behalf: bool = False,
     ) -> Response:
-        """Answer one request. ``target`` is the raw path with its query string."""
+        """Answer one request. ``target`` is the raw path with its query string; ``on_behalf``
+        only for the MCP gateway's REST calls (``_mcp`` hands the gateway that handle)."""
         methods = self._targets.get(target)
         params: list[str] = []
         query = b""
@@ -201,7 +205,7 @@ class Service:
         if handler is None:
             allowed = sorted(methods) + (["HEAD"] if "GET" in methods else [])
             return Response(405, (("allow", ",".join(sorted(allowed))),))
-        request = tuple.__new__(_Request, (method, query, tuple(headers), body))  # _Request(...) adds a Python-level call
+        request = tuple.__new__(_Request, (method, query, tuple(headers), body, on_behalf))  # _Request(...) adds a Python-level call
         try:
             response = handler(request, *params)
         except LedgerError as error:
@@ -275,10 +279,10 @@ class Service:
             if _BAD_HEADER.search(value) or not value.startswith(b"Bearer "):
                 raise LedgerError.unauthenticated()
             token = value[7:]
-            if not token or len(token) > MAX_BEARER_BYTES or _BAD_TOKEN.search(token):
+            if not token or len(token) > MAX_BEARER_BYTES or BAD_TOKEN_BYTE.search(token):
                 raise LedgerError.unauthenticated()
             digest = bearer_digest(token.decode("ascii"))
-        if self.bindings is not None and not internal_dispatch() and self.bindings.lookup(value[7:]) is not None:
+        if self.bindings is not None and not request.on_behalf and self.bindings.lookup(value[7:]) is not None:
             raise LedgerError.unauthorized(project_id)  # a bound token speaks only through the MCP gateway
         member = self.store.authenticate(digest, project_id, deferred=deferred)
         if not isinstance(member, Membership):
@@ -420,9 +424,22 @@ class Service:
         page, next_before = _reads.mailbox_page(rows, checked.limit)
         return _ok(_render.mailbox(page, next_before))
 
+    def route_table(self) -> frozenset[tuple[str, tuple[str, ...]]]:
+        """Every served (method, path pattern); ``*`` stands for one path segment."""
+        return frozenset((method, pattern) for pattern, methods in self._routes.items() for method in methods)
+
+    def bind_token(self, token: str, source_id: str, actor_id: str) -> None:
+        """Confine ``token`` to the MCP gateway, speaking for one source and actor, as an
+        ``--auth-bindings-file`` entry does; a service started without bindings gains them."""
+        if self.bindings is None:
+            self.bindings = Bindings()
+            if self._gateway is not None:
+                self._gateway.bindings = self.bindings
+        self.bindings.bind(token, source_id, actor_id)
+
     def _mcp(self, request: _Request, project_id: str) -> Response:
         if self._gateway is None:
-            self._gateway = Gateway(self.handle, Response, self.bindings)
+            self._gateway = Gateway(partial(self.handle, on_behalf=True), Response, self.bindings)
         response: Response = self._gateway.post(project_id, request, self._json_body)
         return response
 

@@ -5,7 +5,7 @@ sequence, kind, id, revision, actor, time, body), its receipt (command id, finge
 handoff records, the four fields the mailbox filters on. One ``INSERT`` inside ``BEGIN
 IMMEDIATE`` ... ``COMMIT``, no secondary index, no trigger, no subquery: the b-tree the raw
 one-row transaction touches, and nothing else. The identity tables (tenants, projects, actors,
-memberships, token bindings) are as before.
+memberships, token bindings) are ordinary tables, one row per entity.
 
 **What it reads.** Everything a rule or a read looks a command up by (receipt by command id, a
 resource's current revision and body, the next sequence, the feed, snapshot, mailbox and search
@@ -67,7 +67,7 @@ from ._store import (
 )
 from ._visibility import PARTICIPANT_KINDS
 
-__all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS"]
+__all__ = ["SQLiteStore", "ProvisionError", "SCHEMA_VERSION", "LAYOUT_VERSION", "BUSY_TIMEOUT_MS", "append_statement"]
 
 SCHEMA_VERSION: Final = 4  # what upstream's SQLite store reports in /health
 _UPGRADED_LAYOUTS: Final = (2, 3)  # the change-table layouts (3 = 2 plus two triggers): upgraded on open
@@ -190,6 +190,12 @@ _CHANGE_ONLY: Final = tuple(range(12, 16))  # a row without the handoff fields
 _APPENDS[_CHANGE_ONLY] = f"INSERT INTO log({', '.join(_NAMES[:12])}) VALUES ({','.join('?' * 12)})"
 
 
+def append_statement(*, handoff_fields: bool) -> str:
+    """The statement the store appends a log row with: all 16 columns in order, or the first 12
+    for a row without the handoff-index fields (the common write; ``bench/ledger.py``'s floors)."""
+    return _APPEND if handoff_fields else _APPENDS[_CHANGE_ONLY]
+
+
 class _Tx:
     """A transaction bound to one member's project: the rules' view, replay and apply.
 
@@ -286,7 +292,7 @@ class _Tx:
         member, project, rows, kind, rid, command_id = (self._member, self._project, self._rows, write.kind,
                                                          write.resource_id, command.command_id)
         if command_id in project.receipts or (rows and any(row.command_id == command_id for row, _ in rows)):
-            # The dropped unique command-id index's guarantee, kept: one change per command id.
+            # One change per command id, which the log has no unique index to enforce.
             raise LedgerError.storage_failure(unavailable=False)
         current = self._latest(kind, rid) if rows else project.resources.get((kind, rid))
         revision = 1 if current is None else current.revision + 1
@@ -412,6 +418,11 @@ class SQLiteStore:
             return self._synced(self._conn(), member)
         except sqlite3.DatabaseError as exc:
             raise _map(exc) from exc
+
+    def connection(self) -> sqlite3.Connection:
+        """This thread's connection to the file, opened as the store opens it (pragmas, busy
+        timeout): what a measurement of the store's own statements writes through."""
+        return self._conn()
 
     def close(self) -> None:
         self._connections.close()

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
 
 from ._commands import Op
+from aidememo_wire.canonical import U64_MAX
 from aidememo_wire.errors import ErrorCode, LedgerError
 from ._records import Fact, Handoff, Outcome, Status
 from refkit.text import trim
@@ -45,7 +46,6 @@ __all__ = [
 ]
 
 LEASE_MS: Final = 120_000  # srv/product.rs HANDOFF_LEASE_MS
-_U64_MAX: Final = (1 << 64) - 1
 
 
 def text_problem(value: str, max_bytes: int) -> str | None:
@@ -178,7 +178,7 @@ def unchanged(record: Handoff, attempt: Attempt) -> Handoff:
 
 def begin_claim(record: Handoff, attempt: Attempt) -> Handoff:
     """A new claim with a fresh lease; the attempt counter counts it (dom ``begin_claim``)."""
-    if record.attempt_count >= _U64_MAX:
+    if record.attempt_count >= U64_MAX:
         raise LedgerError.handoff_conflict("handoff attempt counter overflow")
     return replace(record, claim_id=attempt.claim_id, claim_heartbeat_at_ms=attempt.now_ms,
                    claim_expires_at_ms=attempt.now_ms + LEASE_MS, attempt_count=record.attempt_count + 1,

@@ -18,10 +18,10 @@ from typing import NoReturn
 from refkit.jsonvalue import Json as Json
 
 __all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "envelope_digest", "format_float",
-           "MAX_DEPTH"]
+           "MAX_DEPTH", "U64_MAX"]
 
 MAX_DEPTH = 128  # serde_json's recursion limit (errata 3)
-_U64_MAX = (1 << 64) - 1
+U64_MAX = (1 << 64) - 1  # Rust's u64::MAX: revisions, counters and sequence numbers
 _I64_MIN = -(1 << 63)
 
 
@@ -40,7 +40,7 @@ def _parse_int(text: str) -> int | float:
         raise JsonError("number out of range") from None
     if text.startswith("-") and value == 0:
         return -0.0
-    if _I64_MIN <= value <= _U64_MAX:
+    if _I64_MIN <= value <= U64_MAX:
         return value
     try:
         return float(value)

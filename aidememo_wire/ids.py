@@ -1,6 +1,6 @@
 """Identifier grammars (wire spec §0.5) and the ids clients derive (§7.3).
 
-Pure functions: no I/O, no randomness except ``new_ulid``, which takes its inputs.
+Pure functions: no I/O, no randomness except ``encode_ulid``, which takes its inputs.
 """
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 
 from .errors import ErrorCode, LedgerError
-from refkit.ulid import CROCKFORD, new_ulid
+from refkit.ulid import CROCKFORD, encode_ulid
 
 __all__ = [
     "MAX_ID_BYTES",
@@ -20,7 +20,10 @@ __all__ = [
     "stable_operation_id",
     "stable_claim_id",
     "bearer_digest",
-    "new_ulid",
+    "MAX_BEARER_BYTES",
+    "BAD_TOKEN_BYTE",
+    "token_problem",
+    "encode_ulid",
     "CROCKFORD",
 ]
 
@@ -95,6 +98,24 @@ def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
 def stable_claim_id(project_id: str, actor_id: str, handoff_id: str, attempt: int) -> str:
     """The claim the remote CLI derives for attempt number ``attempt`` (§7.3)."""
     return stable_operation_id("claim", [project_id, actor_id, handoff_id, str(attempt)])
+
+
+# A bearer token is 1 to 4096 bytes of visible ASCII, no whitespace (wire spec §4.1 step 4): the
+# one statement of the grammar, which the server's request path tests as bytes.
+MAX_BEARER_BYTES = 4_096
+BAD_TOKEN_BYTE = re.compile(rb"[^\x21-\x7e]")
+
+
+def token_problem(token: str) -> str | None:
+    """Why a bearer token would be refused, or None."""
+    raw = token.encode("utf-8")
+    if not raw:
+        return "token must not be empty"
+    if len(raw) > MAX_BEARER_BYTES:
+        return f"token must be at most {MAX_BEARER_BYTES} bytes"
+    if BAD_TOKEN_BYTE.search(raw):
+        return "token must be visible ASCII without whitespace or control characters"
+    return None
 
 
 def bearer_digest(token: str) -> bytes:

@@ -77,11 +77,11 @@ def raw_sqlite_step(path: Path) -> "callable[[int], None]":  # type: ignore[vali
 def least_write_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
     """The least a command writes, as the reference's own table and statement write it: one log
     row (change, receipt and index fields), appended to one rowid table."""
-    from aidememo_ref._sqlite import _APPENDS, _CHANGE_ONLY, SQLiteStore
+    from aidememo_ref._sqlite import SQLiteStore, append_statement
 
-    conn = SQLiteStore(path)._conn()
+    conn = SQLiteStore(path).connection()
     fingerprint = "f" * 64
-    append = _APPENDS[_CHANGE_ONLY]  # the statement the store uses for a row without handoff fields
+    append = append_statement(handoff_fields=False)
 
     def step(i: int) -> None:
         conn.execute("BEGIN IMMEDIATE")
@@ -96,11 +96,11 @@ def open_seconds(path: Path, commands: int) -> tuple[float, float]:
     """(seconds, MiB of memory) to open a file holding ``commands`` puts: the store builds its
     state from the whole log. The rows are the ones the bench's puts write (64 resources per
     1,000 commands), inserted in one transaction to make the file quickly."""
-    from aidememo_ref._sqlite import _APPEND, SQLiteStore
+    from aidememo_ref._sqlite import SQLiteStore, append_statement
 
     SQLiteStore(path).close()
     conn = sqlite3.connect(path)
-    conn.executemany(_APPEND, ((i + 1, "t", "p", i + 1, "custom.bench", f"open-{i % 1000 // 16}-{i // 1000}",
+    conn.executemany(append_statement(handoff_fields=True), ((i + 1, "t", "p", i + 1, "custom.bench", f"open-{i % 1000 // 16}-{i // 1000}",
                                 i % 16 + 1, "a", 1_700_000_000_000 + i, json.dumps({"i": i, "text": "bench"}),
                                 f"open-{i}", f"{i:064x}", None, None, None, None) for i in range(commands)))
     conn.commit()

@@ -246,7 +246,7 @@ def health_baseline(url: str, threads: int, per_thread: int) -> list[float]:
     return samples
 
 
-def main(argv: list[str] | None = None) -> int:
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = OneLineParser(description=__doc__.splitlines()[0])
     parser.add_argument("--actors", type=positive_int, default=6, help="actors (default 6; at least 2)")
     parser.add_argument("--workers", type=positive_int, default=2, help="threads per actor (default 2)")
@@ -258,6 +258,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--actors must be at least 2 (handoffs go between actors)")
     if args.seed is not None and args.seed < 0:
         parser.error("--seed must be non-negative")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     replay = (f"python bench/load.py --actors {args.actors} --workers {args.workers} --ops {args.ops} "
               f"--seconds {args.seconds:g} --seed {seed}")
@@ -308,6 +313,12 @@ def main(argv: list[str] | None = None) -> int:
                     client.close()
         finally:
             server.stop()
+    return _report(args, book, baseline, elapsed, threads, states, alive, replay)
+
+
+def _report(args: argparse.Namespace, book: Book, baseline: list[float], elapsed: float, threads: int,
+            states: Counter[str], alive: bool, replay: str) -> int:
+    """Print the run's figures against the same run's /health baseline; 1 on an unexpected error."""
     done = sum(len(v) for v in book.latencies.values())
     base_p50 = percentile(baseline, 0.5)
     print(f"actors: {args.actors} x {args.workers} workers  operations: {done}  elapsed: {elapsed:.1f} s  "

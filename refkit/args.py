@@ -10,7 +10,7 @@ import stat
 import sys
 from typing import Any, NoReturn
 
-__all__ = ["Parser", "UsageError", "fail", "read_token_file"]
+__all__ = ["Parser", "UsageError", "fail", "reader_gone", "read_token_file"]
 
 
 class UsageError(Exception):
@@ -49,6 +49,14 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message}")
+
+
+def reader_gone() -> int:
+    """After a ``BrokenPipeError`` on stdout (the reader went away, as ``| head`` does): point
+    stdout at the null device so the exit flush cannot fail again, and return 141 (a shell's
+    status for SIGPIPE)."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 141
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

@@ -6,12 +6,12 @@ Pure: the randomness is an argument.
 
 from __future__ import annotations
 
-__all__ = ["CROCKFORD", "new_ulid"]
+__all__ = ["CROCKFORD", "encode_ulid"]
 
 CROCKFORD = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"  # the ULID alphabet: Crockford base32, no I, L, O, U
 
 
-def new_ulid(now_ms: int, randomness: bytes) -> str:
+def encode_ulid(now_ms: int, randomness: bytes) -> str:
     """A canonical 26-character upper-case ULID from a timestamp and 10 random bytes."""
     value = (now_ms & ((1 << 48) - 1)) << 80 | int.from_bytes(randomness[:10].rjust(10, b"\0"), "big")
     return "".join(CROCKFORD[(value >> shift) & 31] for shift in range(125, -1, -5))

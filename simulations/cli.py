@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from refkit.args import reader_gone
 from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
 
@@ -612,13 +613,17 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
-        return command(args)
+        code = command(args)
+        sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
+        return code
     except SimulationError as exc:
         print(f"aidememo-sim: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         print("aidememo-sim: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader went away (`| head`)
+        return reader_gone()
 
 
 if __name__ == "__main__":

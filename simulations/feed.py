@@ -24,7 +24,10 @@ class FeedFollower:
 
     def __init__(self, target: Target) -> None:
         self.target = target
-        reply = target.request(target.actors[0], "GET", f"/v1/projects/{target.project}/snapshot")
+        try:
+            reply = target.request(target.actors[0], "GET", f"/v1/projects/{target.project}/snapshot")
+        except Lost as exc:  # the server went away between setup and the first read
+            raise SimulationError(f"setup failed: the snapshot got no answer ({exc})") from None
         doc = reply.json()
         if reply.status != 200 or not isinstance(doc, dict):
             raise SimulationError(f"setup failed: the snapshot answered {reply.status} {reply.body[:120]!r}")

@@ -61,6 +61,28 @@ def test_the_cycle_search_finds_a_cycle_behind_two_modules() -> None:
     assert _cycle_through(graph, "p.d") is None
 
 
+def _private_crossings(graph: grimp.ImportGraph) -> list[str]:
+    """Imports of another top-level package's private module (a ``_name`` at any depth below it)."""
+    return [f"{importer} -> {imported}" for importer in sorted(graph.modules)
+            for imported in sorted(graph.find_modules_directly_imported_by(importer))
+            if imported.partition(".")[0] != importer.partition(".")[0]
+            and any(part.startswith("_") and not part.startswith("__") for part in imported.split(".")[1:])]
+
+
+def test_no_package_imports_another_packages_private_modules() -> None:
+    # import-linter's wildcards match whole segments only, so `_*` cannot be a forbidden pattern:
+    # this walks grimp's graph instead. A package offers other packages its public modules.
+    graph = grimp.build_graph(*PACKAGES, include_external_packages=False)
+    assert _private_crossings(graph) == []
+
+
+def test_the_private_import_check_finds_one() -> None:
+    graph = grimp.ImportGraph()
+    for importer, imported in (("a.x", "b._y"), ("a.x", "b.y"), ("a._x", "a._y"), ("a.x", "b.y._z"), ("a.x", "b.__init__")):
+        graph.add_import(importer=importer, imported=imported)
+    assert _private_crossings(graph) == ["a.x -> b._y", "a.x -> b.y._z"]
+
+
 def _cycle_through(graph: grimp.ImportGraph, module: str) -> list[str] | None:
     for imported in sorted(graph.find_modules_directly_imported_by(module)):
         chain = graph.find_shortest_chain(importer=imported, imported=module)

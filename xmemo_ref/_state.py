@@ -20,6 +20,8 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
 
+from refkit.records import distinct
+
 from ._records import Kind, Memory, MemoryType, Tenant
 
 if TYPE_CHECKING:
@@ -52,6 +54,7 @@ def _file(table: dict[_K, set[str]], key: _K, memory_id: str, add: bool) -> None
         del table[key]
 
 
+@distinct
 class Replay(NamedTuple):
     fingerprint: str  # of the request that stored the answer
     answer: str  # the answer, byte for byte

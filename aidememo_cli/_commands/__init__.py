@@ -19,7 +19,7 @@ import sys
 import time
 from collections.abc import Mapping
 
-from refkit.args import Parser, UsageError
+from refkit.args import Parser, UsageError, reader_gone
 from aidememo_cli._local._errors import LocalError, LocalErrorCode, invalid_input
 
 from ._context import Context, clean
@@ -225,9 +225,7 @@ def main(argv: list[str]) -> int:
         print(exc, file=sys.stderr)
         return 1
     except BrokenPipeError:
-        # The reader went away (`| head`): stop quietly, and keep the exit flush from failing.
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return 141
+        return reader_gone()
     except UnicodeEncodeError:
         # Undecodable bytes in an argument or variable arrive as surrogates and cannot be stored.
         print("Error: invalid input: arguments and variables must be valid UTF-8", file=sys.stderr)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from refkit.records import distinct
 from refkit.args import Parser
 from aidememo_cli._local._errors import invalid_input
 from aidememo_cli._local._scope import Settings, hermes_actor, hermes_source, load_settings
@@ -35,6 +36,7 @@ def clean(value: str | None) -> str | None:
     return text or None
 
 
+@distinct
 class Context(NamedTuple):
     """Everything a command needs besides its arguments."""
 

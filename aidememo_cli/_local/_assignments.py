@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from refkit.records import distinct
 from . import _rules as rules
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._ids import new_handoff_id, new_ulid
@@ -36,6 +37,7 @@ __all__ = [
 ]
 
 
+@distinct
 class NewAssignment(NamedTuple):
     session_id: str
     source_id: str | None
@@ -108,6 +110,7 @@ def route_of(record: Assignment) -> Route:
     )
 
 
+@distinct
 class Accepted(NamedTuple):
     assignment: Assignment
     changed: bool

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from refkit.ulid import CROCKFORD
-from refkit.ulid import new_ulid as encode_ulid
+from refkit.ulid import encode_ulid
 
 __all__ = ["new_ulid", "is_ulid", "new_session_id", "new_handoff_id", "new_worker_claim"]
 

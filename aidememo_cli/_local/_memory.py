@@ -14,6 +14,7 @@ import re
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
+from refkit.records import distinct
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._facttypes import FactType, WriteType, resolve_write_type
 from ._ids import is_ulid, new_session_id, new_ulid
@@ -87,6 +88,7 @@ def resolve_entities(store: LocalStore, names: Sequence[str], source_id: str | N
     return ids, created
 
 
+@distinct
 class FactAdded(NamedTuple):
     fact: Fact
     write_type: WriteType
@@ -134,6 +136,7 @@ def fact_get(store: LocalStore, fact_id: str, source_id: str | None, *, bad_id: 
     return fact
 
 
+@distinct
 class Packet(NamedTuple):
     session: Entity
     facts: list[Fact]

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from typing import NamedTuple
 
+from refkit.records import distinct
 from ._errors import invalid_input
 from ._records import Entity, Fact, FactType
 
@@ -41,6 +42,7 @@ _DECISIONS = frozenset({FactType.DECISION, FactType.CONVENTION, FactType.PATTERN
 _LESSONS = frozenset({FactType.LESSON, FactType.ERROR})
 
 
+@distinct
 class Route(NamedTuple):
     """Who hands the session to whom, and the assignment's words; all optional metadata."""
 
@@ -178,6 +180,7 @@ def render_packet(session: Entity, facts: Sequence[Fact], route: Route) -> str:
     return "\n".join(lines) + "\n"
 
 
+@distinct
 class ProfileEntity(NamedTuple):
     name: str
     entity_type: str

@@ -15,6 +15,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any, NamedTuple
 
+from refkit.records import distinct
 from aidememo_wire.status import Outcome, Status
 from ._facttypes import FactType
 
@@ -62,6 +63,7 @@ def _json_value(item: object) -> object:
     return list(item) if isinstance(item, tuple) else item
 
 
+@distinct
 class Entity(NamedTuple):
     """A named node facts attach to: a session (``source_page`` is its topic), a handoff, or a
     name given to ``--entities``. Names are unique without regard to case, as upstream's."""
@@ -73,6 +75,7 @@ class Entity(NamedTuple):
     created_at: int
 
 
+@distinct
 class Fact(NamedTuple):
     """Upstream's ``FactRecord``; ``entity_ids`` are entity ULIDs, ``entity_names`` their names."""
 
@@ -113,6 +116,7 @@ ASSIGNMENT_FIELDS = (
 )
 
 
+@distinct
 class Assignment(NamedTuple):
     """The local ``HandoffAssignment``: a small pointer to a session, never a copy of its facts.
 
@@ -162,6 +166,7 @@ class Assignment(NamedTuple):
         return cls(**values)
 
 
+@distinct
 class AgentProfile(NamedTuple):
     """Where and how an alias runs: routing metadata and paths only, never credentials."""
 

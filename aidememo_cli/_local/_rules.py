@@ -14,6 +14,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import NamedTuple
 
+from refkit.records import distinct
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._ids import is_ulid
 from ._records import Assignment, Fact, Outcome, Status
@@ -259,6 +260,7 @@ class NextAction(StrEnum):
     VALIDATE_RESULT = "validate_result"
 
 
+@distinct
 class BoardItem(NamedTuple):
     """One derived board row; the board is a view, not a second lifecycle."""
 

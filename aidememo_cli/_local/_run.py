@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import NamedTuple
 
+from refkit.records import distinct
 from ._errors import invalid_input
 from ._records import AgentProfile, AgentType, EnvPolicy
 
@@ -43,6 +44,7 @@ _CORE_ENV = ("HOME", "USERPROFILE", "PATH", "SHELL", "USER", "LOGNAME", "LANG", 
              "SSH_AUTH_SOCK", "GIT_SSH_COMMAND")
 
 
+@distinct
 class Invocation(NamedTuple):
     argv: tuple[str, ...]
     cwd: str | None
@@ -50,6 +52,7 @@ class Invocation(NamedTuple):
     stdin: str
 
 
+@distinct
 class ProcessResult(NamedTuple):
     exit_code: int
     timed_out: bool

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import NamedTuple
 
+from refkit.records import distinct
 from ._errors import invalid_input
 
 __all__ = [
@@ -51,6 +52,7 @@ _FALSE = {"0", "false", "no", "off"}
 _UNRESERVED = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 
 
+@distinct
 class Settings(NamedTuple):
     source_id: str | None = None
     source_from_hermes: HermesSource = HermesSource.NONE

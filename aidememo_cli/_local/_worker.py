@@ -25,13 +25,14 @@ import tempfile
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, Protocol
 
+from refkit.records import distinct
 from . import _assignments as assignments
 from . import _memory as memory
 from . import _rules as rules
 from . import _run
 from ._errors import LocalError, LocalErrorCode, invalid_input
 from ._ids import new_worker_claim
-from ._records import AgentProfile, AgentType, FactType, Outcome, Status
+from ._records import AgentProfile, AgentType, Assignment, FactType, Outcome, Status
 from ._store import LocalStore
 
 __all__ = ["RunRequest", "RunContext", "run", "runner_argv", "self_command"]
@@ -56,6 +57,7 @@ class RunContext(Protocol):
     def err(self) -> Callable[[str], None]: ...
 
 
+@distinct
 class RunRequest(NamedTuple):
     alias: str
     handoff_id: str | None
@@ -161,10 +163,6 @@ def _delegate(runner: str, request: RunRequest, profile: AgentProfile, workspace
     return 0
 
 
-class _Kept(Exception):
-    """The worker already returned its own evidence; nothing is written."""
-
-
 def _bounded(text: str, limit: int) -> str:
     """The worker lane's truncation: at most ``limit`` characters and a marker."""
     clean = text.strip()
@@ -200,65 +198,115 @@ def _builtin(request: RunRequest, profile: AgentProfile, workspace: str, ctx: Ru
 
 def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, workspace: str,
              accepted: assignments.Accepted, claim: str, timeout_s: int, interval_s: int, ctx: RunContext) -> int:
+    """Run the accepted assignment's worker, record its result, print the report."""
     record = accepted.assignment
+    handoff_env, kanban_task = _handoff_env(request, record, claim)
+    with tempfile.TemporaryDirectory(prefix="aidememo-ref-run-") as scratch:
+        last_message = os.path.join(scratch, "last-message.txt")
+        invocation = _run.build_invocation(profile, prompt=_prompt(record, accepted.packet.content),
+                                           handoff_env=handoff_env, workspace=workspace, environ=ctx.env,
+                                           last_message=last_message)
+        result = _run.run_process(invocation, timeout_s=timeout_s, heartbeat_interval_s=interval_s,
+                                  heartbeat=_pulse(request.store_path, record, ctx))
+        text = result.stdout
+        if profile.agent is AgentType.CODEX and os.path.isfile(last_message):
+            with open(last_message, encoding="utf-8", errors="replace") as handle:
+                text = handle.read()
     agent = str(profile.agent)
-    handoff_env = {"AIDEMEMO_STORE": os.path.abspath(request.store_path), "AIDEMEMO_HANDOFF_ID": record.handoff_id,
-                   "AIDEMEMO_SESSION_ID": record.session_id, "AIDEMEMO_ACTOR_ID": record.to_actor,
-                   "AIDEMEMO_CLAIM_ID": claim}
+    output = _bounded(text, _run.MAX_RESULT_CHARS)
+    succeeded = result.exit_code == 0 and bool(output)
+    content = _result_content(agent, record, result, output, succeeded)
+    recorded = _record_result(store, record, claim, agent, content, succeeded, ctx)
+    status = recorded.status
+    data: dict[str, Any] = {
+        "ok": recorded.succeeded, "status": status, "handoff_id": record.handoff_id, "actor_id": record.to_actor,
+        "agent": agent, "session_id": record.session_id, "source_id": record.source_id, "kanban_task": kanban_task,
+        "command": list(invocation.argv), "exit_code": result.exit_code, "timed_out": result.timed_out,
+        "elapsed_ms": float(result.elapsed_ms), "result": output if status == "completed" else content,
+        "result_fact_id": recorded.fact_id if status == "completed" else None,
+        "error_fact_id": None if status == "completed" else recorded.fact_id,
+        "assignment_status": recorded.assignment_status,
+        "error": recorded.error if recorded.error is not None else (
+            None if recorded.succeeded else "external worker failed"),
+        "structured_result": None, "done_when_met": None, "heartbeat_count": result.heartbeat_count,
+        "heartbeat_errors": list(result.heartbeat_errors), "runner": "aidememo-ref built-in",
+    }
+    text = json.dumps(data, ensure_ascii=False)
+    if not recorded.succeeded:
+        raise LocalError(LocalErrorCode.INTERNAL,
+                         f"external handoff worker failed (status {_exit_status(1)}): {text}")
+    ctx.out(text)
+    return 0
+
+
+def _handoff_env(request: RunRequest, record: Assignment, claim: str) -> tuple[dict[str, str], str | None]:
+    """The worker's ``AIDEMEMO_*`` variables, and the Hermes kanban task it works for (if any)."""
+    env = {"AIDEMEMO_STORE": os.path.abspath(request.store_path), "AIDEMEMO_HANDOFF_ID": record.handoff_id,
+           "AIDEMEMO_SESSION_ID": record.session_id, "AIDEMEMO_ACTOR_ID": record.to_actor,
+           "AIDEMEMO_CLAIM_ID": claim}
     if record.source_id is not None:
-        handoff_env["AIDEMEMO_SOURCE_ID"] = record.source_id
+        env["AIDEMEMO_SOURCE_ID"] = record.source_id
     kanban_task = request.kanban_task or (record.upstream_task_id if record.upstream_system == "hermes_kanban"
                                           else None)
     if kanban_task is not None:
-        handoff_env["HERMES_KANBAN_TASK"] = kanban_task
-    prompt = (f"Focus: {record.focus or 'Complete the assigned coding task.'}\n"
-              f"Done when: {record.done_when or 'Return a verifiable result.'}\n\n"
-              "--- BEGIN AIDEMEMO EVIDENCE ---\n" + accepted.packet.content + "--- END AIDEMEMO EVIDENCE ---\n"
-              "Return a concise final report on stdout.\n")
+        env["HERMES_KANBAN_TASK"] = kanban_task
+    return env, kanban_task
 
+
+def _prompt(record: Assignment, evidence: str) -> str:
+    return (f"Focus: {record.focus or 'Complete the assigned coding task.'}\n"
+            f"Done when: {record.done_when or 'Return a verifiable result.'}\n\n"
+            "--- BEGIN AIDEMEMO EVIDENCE ---\n" + evidence + "--- END AIDEMEMO EVIDENCE ---\n"
+            "Return a concise final report on stdout.\n")
+
+
+def _pulse(store_path: str, record: Assignment, ctx: RunContext) -> Callable[[], None]:
     def beat() -> None:
         # Each pulse runs on the pulse thread with its own connection and transaction: the
         # runner holds no lock meanwhile.
-        pulse = LocalStore(request.store_path)
+        pulse = LocalStore(store_path)
         try:
             with pulse.transaction(write=True):
                 assignments.heartbeat(pulse, record.handoff_id, record.to_actor, ctx.clock())
         finally:
             pulse.close()
 
-    with tempfile.TemporaryDirectory(prefix="aidememo-ref-run-") as scratch:
-        last_message = os.path.join(scratch, "last-message.txt")
-        invocation = _run.build_invocation(profile, prompt=prompt, handoff_env=handoff_env, workspace=workspace,
-                                           environ=ctx.env, last_message=last_message)
-        result = _run.run_process(invocation, timeout_s=timeout_s, heartbeat_interval_s=interval_s, heartbeat=beat)
-        text = result.stdout
-        if profile.agent is AgentType.CODEX and os.path.isfile(last_message):
-            with open(last_message, encoding="utf-8", errors="replace") as handle:
-                text = handle.read()
-    output = _bounded(text, _run.MAX_RESULT_CHARS)
-    succeeded = result.exit_code == 0 and bool(output)
+    return beat
+
+
+def _result_content(agent: str, record: Assignment, result: _run.ProcessResult, output: str, succeeded: bool) -> str:
+    """The fact recording the run: the worker's output, or what went wrong."""
     if succeeded:
-        content = f"External worker result ({agent}, handoff {record.handoff_id}):\n{output}"
-    else:
-        detail = _bounded("\n".join(p for p in (result.stderr.strip(), result.stdout.strip()) if p)
-                          or ("external worker timed out" if result.timed_out else "external worker returned no result"),
-                          _run.MAX_RESULT_CHARS)
-        content = (f"External worker failure ({agent}, handoff {record.handoff_id}, exit_code={result.exit_code},"
-                   f" timed_out={str(result.timed_out).lower()}):\n{detail}")
-    error: str | None = None
+        return f"External worker result ({agent}, handoff {record.handoff_id}):\n{output}"
+    detail = _bounded("\n".join(p for p in (result.stderr.strip(), result.stdout.strip()) if p)
+                      or ("external worker timed out" if result.timed_out else "external worker returned no result"),
+                      _run.MAX_RESULT_CHARS)
+    return (f"External worker failure ({agent}, handoff {record.handoff_id}, exit_code={result.exit_code},"
+            f" timed_out={str(result.timed_out).lower()}):\n{detail}")
+
+
+@distinct
+class _Recorded(NamedTuple):
+    succeeded: bool
+    status: str  # completed, failed or record_failed
+    fact_id: str | None
+    assignment_status: str
+    error: str | None
+
+
+def _record_result(store: LocalStore, record: Assignment, claim: str, agent: str, content: str, succeeded: bool,
+                   ctx: RunContext) -> _Recorded:
+    """Write the run's fact and return the assignment with it, unless the worker already
+    returned its own evidence through the CLI: that evidence stands, and nothing is written."""
     fact_id: str | None = None
-    status = "completed" if succeeded else "failed"
-    assignment_status = str(record.status)
     try:
         with store.transaction(write=True):
             now = ctx.clock()
             current, _ = assignments.load(store, record.handoff_id)
             if current.claim_id == claim and current.result_fact_id is not None:
-                # The worker returned its own evidence through the CLI: that evidence stands.
-                fact_id, assignment_status = current.result_fact_id, str(current.status)
-                succeeded = current.outcome is Outcome.SUCCEEDED
-                status = "completed" if succeeded else "failed"
-                raise _Kept
+                kept = current.outcome is Outcome.SUCCEEDED
+                return _Recorded(kept, "completed" if kept else "failed", current.result_fact_id,
+                                 str(current.status), None)
             session = memory.resolve_session(store, record.session_id, record.source_id)
             fact_id = memory.add_fact(
                 store, content=content, fact_type=FactType.NOTE if succeeded else FactType.ERROR,
@@ -267,25 +315,6 @@ def _execute(store: LocalStore, request: RunRequest, profile: AgentProfile, work
             ).fact.id
             returned, _ = assignments.return_result(store, record.handoff_id, record.to_actor, fact_id,
                                                     str(Outcome.SUCCEEDED if succeeded else Outcome.FAILED), now)
-            assignment_status = str(returned.status)
-    except _Kept:
-        pass
+            return _Recorded(succeeded, "completed" if succeeded else "failed", fact_id, str(returned.status), None)
     except LocalError as exc:
-        error, status, succeeded = str(exc), "record_failed" if succeeded else "failed", False
-    data: dict[str, Any] = {
-        "ok": succeeded, "status": status, "handoff_id": record.handoff_id, "actor_id": record.to_actor,
-        "agent": agent, "session_id": record.session_id, "source_id": record.source_id, "kanban_task": kanban_task,
-        "command": list(invocation.argv), "exit_code": result.exit_code, "timed_out": result.timed_out,
-        "elapsed_ms": float(result.elapsed_ms), "result": output if status == "completed" else content,
-        "result_fact_id": fact_id if status == "completed" else None,
-        "error_fact_id": None if status == "completed" else fact_id, "assignment_status": assignment_status,
-        "error": error if error is not None else (None if succeeded else "external worker failed"),
-        "structured_result": None, "done_when_met": None, "heartbeat_count": result.heartbeat_count,
-        "heartbeat_errors": list(result.heartbeat_errors), "runner": "aidememo-ref built-in",
-    }
-    text = json.dumps(data, ensure_ascii=False)
-    if not succeeded:
-        raise LocalError(LocalErrorCode.INTERNAL,
-                         f"external handoff worker failed (status {_exit_status(1)}): {text}")
-    ctx.out(text)
-    return 0
+        return _Recorded(False, "record_failed" if succeeded else "failed", fact_id, str(record.status), str(exc))

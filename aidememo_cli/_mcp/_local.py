@@ -19,31 +19,11 @@ from aidememo_cli._local._packet import Route, resolve_endpoint, resume_command
 from aidememo_cli._local._rules import parse_duration_ms
 from aidememo_cli._local._store import LocalStore
 
+from . import _arguments as read
 from ._protocol import ToolError, ToolResult
 from ._schemas import TOOLS
 
 __all__ = ["LocalTools"]
-
-
-def _text(value: object) -> str | None:
-    return value.strip() or None if isinstance(value, str) else None
-
-
-def _raw(value: object) -> str | None:
-    return value if isinstance(value, str) else None
-
-
-def _uint(value: object, default: int) -> int:
-    # serde's as_u64: only non-negative integers count; anything else takes the default.
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else default
-
-
-def _flag(value: object, default: bool) -> bool:
-    return value if isinstance(value, bool) else default
-
-
-def _strings(value: object) -> list[str]:
-    return [item for item in value if isinstance(item, str)] if isinstance(value, list) else []
 
 
 def _sorted(value: object) -> ToolResult:
@@ -91,20 +71,20 @@ class LocalTools:
     # defaults
 
     def _source(self, args: Mapping[str, Any]) -> str | None:
-        return _text(args.get("source_id")) or _text(self._environ.get("AIDEMEMO_SOURCE_ID"))
+        return read.text(args.get("source_id")) or read.text(self._environ.get("AIDEMEMO_SOURCE_ID"))
 
     def _actor(self, args: Mapping[str, Any]) -> str | None:
-        return _text(args.get("actor_id")) or _text(self._environ.get("AIDEMEMO_ACTOR_ID"))
+        return read.text(args.get("actor_id")) or read.text(self._environ.get("AIDEMEMO_ACTOR_ID"))
 
     # tools
 
     def _session_start(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        return _sorted(memory.session_start(store, self._source(args), _uint(args.get("recent_limit"), 10),
-                                            _uint(args.get("recent_days"), 7),
-                                            _uint(args.get("top_entities_limit"), 10), now))
+        return _sorted(memory.session_start(store, self._source(args), read.uint(args.get("recent_limit"), 10),
+                                            read.uint(args.get("recent_days"), 7),
+                                            read.uint(args.get("top_entities_limit"), 10), now))
 
     def _fact_get(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        fact_id = _raw(args.get("id"))
+        fact_id = read.raw(args.get("id"))
         if fact_id is None:
             raise ToolError("id required")
         fact = memory.fact_get(store, fact_id, self._source(args), bad_id="invalid fact ID")
@@ -125,7 +105,7 @@ class LocalTools:
         return _sorted(slim)
 
     def _fact_add(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        content = _raw(args.get("content"))
+        content = read.raw(args.get("content"))
         if content is None:
             raise ToolError("content required")
         source_id = self._source(args)
@@ -138,13 +118,13 @@ class LocalTools:
             if fact_type is FactType.UNKNOWN and kind.lower() != "unknown":
                 raise ToolError(f"invalid fact_type {json.dumps(kind)}; accepted: " + ", ".join(t for t in FactType))
         session = None
-        if (session_id := _text(args.get("session_id"))) is not None:
+        if (session_id := read.text(args.get("session_id"))) is not None:
             try:
                 session = memory.resolve_session(store, session_id, source_id)
             except LocalError as exc:
                 raise ToolError(f"session_id {json.dumps(session_id)} does not resolve to an entity: {exc}") from exc
-        added = memory.add_fact(store, content=content, fact_type=fact_type, entities=_strings(args.get("entities")),
-                                tags=_strings(args.get("tags")), source_id=source_id, actor_id=self._actor(args),
+        added = memory.add_fact(store, content=content, fact_type=fact_type, entities=read.strings(args.get("entities")),
+                                tags=read.strings(args.get("tags")), source_id=source_id, actor_id=self._actor(args),
                                 now_ms=now, session=session)
         fact, write = added.fact, added.write_type
         hint = None if write.hint is None else {
@@ -160,36 +140,36 @@ class LocalTools:
         })
 
     def _workflow_start(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        title = _raw(args.get("title"))
+        title = read.raw(args.get("title"))
         if title is None or not title.strip():
             raise ToolError("title required")
         pack = memory.workflow_start(
-            store, title=title, body=_raw(args.get("body")), source=_raw(args.get("source")),
+            store, title=title, body=read.raw(args.get("body")), source=read.raw(args.get("source")),
             source_id=self._source(args), actor_id=self._actor(args),
-            parent_session_id=_raw(args.get("parent_session_id")), limit=_uint(args.get("limit"), 8),
-            recent_limit=_uint(args.get("recent_limit"), 5), now_ms=now,
+            parent_session_id=read.raw(args.get("parent_session_id")), limit=read.uint(args.get("limit"), 8),
+            recent_limit=read.uint(args.get("recent_limit"), 5), now_ms=now,
         )
         # Upstream serialises this pack as a struct: declaration order, not sorted.
         return ToolResult(json.dumps(pack, ensure_ascii=False, separators=(",", ":")))
 
     def _handoff(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        session = _text(args.get("session")) or _text(args.get("session_id"))
+        session = read.text(args.get("session")) or read.text(args.get("session_id"))
         source_id = self._source(args)
-        from_agent, from_profile = resolve_endpoint("from", _text(args.get("from")) or _text(args.get("from_route")),
-                                                    _text(args.get("from_agent")), _text(args.get("from_profile")))
-        to_agent, to_profile = resolve_endpoint("to", _text(args.get("to")) or _text(args.get("to_route")),
-                                                _text(args.get("to_agent")), _text(args.get("to_profile")))
-        from_actor = _text(args.get("from_actor")) or _text(self._environ.get("AIDEMEMO_ACTOR_ID"))
-        to_actor = _text(args.get("to_actor"))
-        focus, done_when = _text(args.get("focus")), _text(args.get("done_when"))
-        task = _text(args.get("kanban_task")) or _text(self._environ.get("HERMES_KANBAN_TASK"))
-        board = _text(args.get("kanban_board")) or _text(self._environ.get("HERMES_KANBAN_BOARD"))
+        from_agent, from_profile = resolve_endpoint("from", read.text(args.get("from")) or read.text(args.get("from_route")),
+                                                    read.text(args.get("from_agent")), read.text(args.get("from_profile")))
+        to_agent, to_profile = resolve_endpoint("to", read.text(args.get("to")) or read.text(args.get("to_route")),
+                                                read.text(args.get("to_agent")), read.text(args.get("to_profile")))
+        from_actor = read.text(args.get("from_actor")) or read.text(self._environ.get("AIDEMEMO_ACTOR_ID"))
+        to_actor = read.text(args.get("to_actor"))
+        focus, done_when = read.text(args.get("focus")), read.text(args.get("done_when"))
+        task = read.text(args.get("kanban_task")) or read.text(self._environ.get("HERMES_KANBAN_TASK"))
+        board = read.text(args.get("kanban_board")) or read.text(self._environ.get("HERMES_KANBAN_BOARD"))
         route = Route(from_actor=from_actor, from_agent=from_agent, from_profile=from_profile, to_actor=to_actor,
                       to_agent=to_agent, to_profile=to_profile, focus=focus, done_when=done_when, source_id=source_id)
         built = memory.packet(store, session or self._environ.get("AIDEMEMO_SESSION_ID"), route,
-                              _uint(args.get("limit"), 40))
+                              read.uint(args.get("limit"), 40))
         record = None
-        if _flag(args.get("dispatch"), False):
+        if read.flag(args.get("dispatch"), False):
             if from_actor is None:
                 raise ToolError("dispatch requires from_actor or AIDEMEMO_ACTOR_ID")
             if to_actor is None:
@@ -220,7 +200,7 @@ class LocalTools:
             return actor
 
         def need(field: str) -> str:
-            value = _raw(args.get(field))
+            value = read.raw(args.get(field))
             if value is None:
                 raise ToolError(f"{field} required for action={action}")
             return value
@@ -228,8 +208,8 @@ class LocalTools:
         if action in ("list", "outbox"):
             sent = action == "outbox"
             who, source_id = need_actor(), self._source(args)
-            records = assignments.mailbox(store, who, source_id, _flag(args.get("include_completed"), sent),
-                                          _uint(args.get("limit"), 20), sent=sent)
+            records = assignments.mailbox(store, who, source_id, read.flag(args.get("include_completed"), sent),
+                                          read.uint(args.get("limit"), 20), sent=sent)
             return _sorted({"actor_id": who, "source_id": source_id, "assignments": [r.to_json() for r in records]})
         if action == "show":
             record, _ = assignments.load(store, need("handoff_id"))
@@ -240,14 +220,14 @@ class LocalTools:
             given = args.get("stale_after")
             stale = given if isinstance(given, str) else "1h"
             return _sorted(assignments.board(store, actor, self._source(args), parse_duration_ms(stale),
-                                             _flag(args.get("include_completed"), False),
-                                             _uint(args.get("limit"), 50), now))
+                                             read.flag(args.get("include_completed"), False),
+                                             read.uint(args.get("limit"), 50), now))
         elif action == "status":
             who = need_actor()
             record = assignments.status(store, need("handoff_id"), who)
         elif action == "accept":
             who = need_actor()
-            accepted = assignments.accept(store, need("handoff_id"), who, _raw(args.get("claim_id")), now)
+            accepted = assignments.accept(store, need("handoff_id"), who, read.raw(args.get("claim_id")), now)
             return _sorted(accepted.to_json())
         elif action == "complete":
             who = need_actor()
@@ -263,7 +243,7 @@ class LocalTools:
 
     def _profile_export(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
         source_id = self._source(args)
-        content, facts, entities = memory.profile_export(store, source_id, _uint(args.get("limit"), 80),
-                                                         _flag(args.get("include_sessions"), False))
+        content, facts, entities = memory.profile_export(store, source_id, read.uint(args.get("limit"), 80),
+                                                         read.flag(args.get("include_sessions"), False))
         return _sorted({"artifact": "project_profile", "source_id": source_id, "fact_count": facts,
                         "entity_count": entities, "bytes": len(content.encode("utf-8")), "content": content})

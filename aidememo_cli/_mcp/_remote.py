@@ -23,7 +23,8 @@ from aidememo_cli._remote._outbox import Outbox
 from aidememo_cli._remote._input import reject_actor_override
 from aidememo_cli._remote._send import Sender
 
-from ._local import LocalTools, _flag, _text
+from . import _arguments as read
+from ._local import LocalTools
 from ._protocol import ToolError, ToolResult
 
 __all__ = ["RemoteTools", "check_actor"]
@@ -66,7 +67,7 @@ class RemoteTools:
         self._remote.close()
 
     def call(self, name: str, arguments: Mapping[str, Any]) -> ToolResult:
-        remote = name == "aidememo_handoff_inbox" or (name == "aidememo_handoff" and _flag(arguments.get("dispatch"),
+        remote = name == "aidememo_handoff_inbox" or (name == "aidememo_handoff" and read.flag(arguments.get("dispatch"),
                                                                                            False))
         if not remote:
             return self._local.call(name, arguments)
@@ -79,36 +80,36 @@ class RemoteTools:
             raise ToolError(str(exc)) from exc
 
     def _env(self, name: str) -> str | None:
-        return _text(self._environ.get(name))
+        return read.text(self._environ.get(name))
 
     def _source(self, args: Mapping[str, Any]) -> str | None:
-        return _text(args.get("source_id")) or self._env("AIDEMEMO_SOURCE_ID")
+        return read.text(args.get("source_id")) or self._env("AIDEMEMO_SOURCE_ID")
 
     def _send(self, sender: Sender, args: Mapping[str, Any]) -> dict[str, Any]:
         # The route fields are parsed first, as upstream's tool does before it branches.
-        resolve_endpoint("from", _text(args.get("from")) or _text(args.get("from_route")),
-                         _text(args.get("from_agent")), _text(args.get("from_profile")))
-        resolve_endpoint("to", _text(args.get("to")) or _text(args.get("to_route")),
-                         _text(args.get("to_agent")), _text(args.get("to_profile")))
-        to_actor = _text(args.get("to_actor"))
+        resolve_endpoint("from", read.text(args.get("from")) or read.text(args.get("from_route")),
+                         read.text(args.get("from_agent")), read.text(args.get("from_profile")))
+        resolve_endpoint("to", read.text(args.get("to")) or read.text(args.get("to_route")),
+                         read.text(args.get("to_agent")), read.text(args.get("to_profile")))
+        to_actor = read.text(args.get("to_actor"))
         if to_actor is None:
             raise ToolError("remote dispatch requires to_actor")
-        reject_actor_override(_text(args.get("from_actor")))
-        if (_text(args.get("kanban_task")) or self._env("HERMES_KANBAN_TASK")
-                or _text(args.get("kanban_board")) or self._env("HERMES_KANBAN_BOARD")):
+        reject_actor_override(read.text(args.get("from_actor")))
+        if (read.text(args.get("kanban_task")) or self._env("HERMES_KANBAN_TASK")
+                or read.text(args.get("kanban_board")) or self._env("HERMES_KANBAN_BOARD")):
             raise invalid_input("remote handoff send does not yet persist Hermes Kanban metadata")
-        session = _text(args.get("session")) or _text(args.get("session_id")) or self._environ.get("AIDEMEMO_SESSION_ID")
-        return sender.send(self._store, to_actor, session, self._source(args), _text(args.get("focus")),
-                             _text(args.get("done_when")))
+        session = read.text(args.get("session")) or read.text(args.get("session_id")) or self._environ.get("AIDEMEMO_SESSION_ID")
+        return sender.send(self._store, to_actor, session, self._source(args), read.text(args.get("focus")),
+                             read.text(args.get("done_when")))
 
     def _inbox(self, handoffs: RemoteHandoffs, args: Mapping[str, Any]) -> dict[str, Any]:
         action = args.get("action") if isinstance(args.get("action"), str) else "list"
-        actor_id = _text(args.get("actor_id"))
+        actor_id = read.text(args.get("actor_id"))
         if action == "show" and actor_id is not None:
             raise ToolError("actor_id cannot override actor identity for a remote profile")
 
         def handoff_id() -> str:
-            found = _text(args.get("handoff_id"))
+            found = read.text(args.get("handoff_id"))
             if found is None:
                 raise ToolError(f"handoff_id required for action={action}")
             return found
@@ -119,11 +120,11 @@ class RemoteTools:
         if action in ("show", "status"):
             target = handoff_id()
         elif action == "accept":
-            if _text(args.get("claim_id")) is not None:
+            if read.text(args.get("claim_id")) is not None:
                 raise ToolError("claim_id cannot override the generated claim for a remote profile")
             target = handoff_id()
         elif action == "return":
-            outcome, result_fact_id = _text(args.get("outcome")), _text(args.get("result_fact_id"))
+            outcome, result_fact_id = read.text(args.get("outcome")), read.text(args.get("result_fact_id"))
             if outcome is None:
                 raise ToolError("outcome required for action=return")
             if result_fact_id is None:

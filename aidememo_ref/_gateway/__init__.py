@@ -9,6 +9,6 @@ Upstream's ``crates/aidememo-server/src/mcp.rs``: JSON-RPC 2.0 over one POST, MC
 """
 
 from ._bindings import Binding, Bindings, BindingsError, load_bindings
-from ._post import Gateway, internal_dispatch
+from ._post import Gateway
 
-__all__ = ["Binding", "Bindings", "BindingsError", "Gateway", "internal_dispatch", "load_bindings"]
+__all__ = ["Binding", "Bindings", "BindingsError", "Gateway", "load_bindings"]

@@ -12,18 +12,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from contextvars import ContextVar
 from typing import Any, Final, Protocol
 
 from aidememo_wire.canonical import Json, canonical_json
-from aidememo_ref._decode import _type_name  # serde's wording of a value's type
+from aidememo_ref._decode import type_name  # serde's wording of a value's type
 from aidememo_wire.errors import ErrorCode, LedgerError
 from aidememo_wire.ids import id_problem
 
 from ._bindings import Binding, Bindings
 from ._tools import ParamsError, RestCall, ensure_only, rest_call, tool_list
 
-__all__ = ["Gateway", "internal_dispatch", "PROTOCOL_VERSION"]
+__all__ = ["Gateway", "PROTOCOL_VERSION"]
 
 PROTOCOL_VERSION: Final = "2026-07-28"
 SERVER_NAME: Final = "aidememo-server"
@@ -33,14 +32,6 @@ _NOT_FOUND: Final = {"error": {"code": "resource_not_found", "message": "resourc
 # Tools whose arguments carry a source, and what a bound token's source confines in the others.
 _SOURCE_ARGUMENT: Final = ("search", "session_create", "handoff_list")
 _SESSION_WRITES: Final = ("fact_create", "handoff_context_create", "handoff_send")
-
-_DISPATCHING: ContextVar[bool] = ContextVar("aidememo_gateway_dispatching", default=False)
-
-
-def internal_dispatch() -> bool:
-    """True while the gateway calls the REST routes on a caller's behalf (bound tokens may)."""
-    return _DISPATCHING.get()
-
 
 class _Request(Protocol):
     """What the gateway reads of the service's request: its headers."""
@@ -68,13 +59,13 @@ def _text(value: bytes | None) -> str | None:
 def _envelope(raw: Json) -> tuple[Json, str, Json]:
     """``McpRequest``'s serde decoding: (id, method, params)."""
     if not isinstance(raw, dict):
-        raise _Failure(400, -32600, f"invalid MCP request: invalid type: {_type_name(raw)}, expected struct McpRequest")
+        raise _Failure(400, -32600, f"invalid MCP request: invalid type: {type_name(raw)}, expected struct McpRequest")
     for field in ("jsonrpc", "id", "method"):
         if field not in raw:
             raise _Failure(400, -32600, f"invalid MCP request: missing field `{field}`")
     for field in ("jsonrpc", "method"):
         if not isinstance(raw[field], str):
-            raise _Failure(400, -32600, f"invalid MCP request: invalid type: {_type_name(raw[field])}, expected a string")
+            raise _Failure(400, -32600, f"invalid MCP request: invalid type: {type_name(raw[field])}, expected a string")
     method = raw["method"]
     if raw["jsonrpc"] != "2.0" or raw["id"] is None or not isinstance(method, str):
         raise _Failure(400, -32600, "MCP requests must use JSON-RPC 2.0 and include a non-null id")
@@ -85,7 +76,8 @@ class Gateway:
     """The MCP route of one service.
 
     Args:
-        handle: the service's own request function, for the internal REST calls.
+        handle: the service's request function for the REST calls made on the caller's behalf
+            (the service lets a bound token make those, and only those).
         make_response: builds the service's response type.
         bindings: bearer tokens confined to one source and actor (``--auth-bindings-file``).
         version: reported in ``io.modelcontextprotocol/serverInfo`` (default: the kit's).
@@ -116,11 +108,7 @@ class Gateway:
         if body is not None:
             headers.append((b"content-type", b"application/json"))
             raw = json.dumps(body, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-        token = _DISPATCHING.set(True)
-        try:
-            response = self._handle(method, f"/v1/projects/{project_id}{path}", headers, raw)
-        finally:
-            _DISPATCHING.reset(token)
+        response = self._handle(method, f"/v1/projects/{project_id}{path}", headers, raw)
         try:
             parsed = json.loads(response.body) if response.body else None
         except ValueError:

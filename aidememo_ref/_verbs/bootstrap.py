@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from refkit.args import Parser, fail, read_token_file
 from refkit.clock import SystemClock
-from .._provision import ROLES, ProvisionError, Provisioning, StoreError, provision_current
+from .._provision import BUSY_TIMEOUT_MS, ROLES, ProvisionError, Provisioning, StoreError, provision_current
 from ._backend import add_backend_flags, check_backend, postgres_url, settings
 
 __all__ = ["run"]
@@ -45,7 +45,7 @@ def run(argv: list[str]) -> int:
     try:
         # A file at the current layout takes the light path; anything else loads the whole
         # store, which creates, upgrades or refuses the file as the server does.
-        epoch = provision_current(args.database, fields, SystemClock().now_ms(), 5_000) if url is None else None
+        epoch = provision_current(args.database, fields, SystemClock().now_ms(), BUSY_TIMEOUT_MS) if url is None else None
         if epoch is None:
             from .._reference import provision
 

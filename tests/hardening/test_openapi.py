@@ -32,7 +32,7 @@ def _unprovoked(method: str, status: int) -> bool:
 
 
 def _route_keys(service: Service) -> set[tuple[str, tuple[str, ...]]]:
-    return {(method, pattern) for pattern, methods in service._routes.items() for method in methods}
+    return set(service.route_table())
 
 
 @pytest.mark.parametrize("test_clock", [False, True])
@@ -322,11 +322,8 @@ def test_real_answers_validate_and_cover_the_documented_statuses(tmp_path: Path,
 
 def _mcp_tour(ledger: ReferenceLedger, fuzz: ModuleType, send: Any, failures: list[str]) -> set[tuple[str, str, int]]:
     """The MCP route's answers (it needs its protocol headers): each documented status once."""
-    from aidememo_ref._gateway import Bindings
-
-    ledger.service.bindings = Bindings()  # a token bound to another actor: the 403 identity_mismatch
     ledger.provision(tenant_id=fuzz.TENANT, project_id=fuzz.PROJECT, actor_id="bound", token="bound-token-0123456789")
-    ledger.service.bindings.bind("bound-token-0123456789", "src", "someone-else")
+    ledger.bind_token("bound-token-0123456789", "src", "someone-else")  # another actor's: the 403 identity_mismatch
     path = f"/v1/projects/{fuzz.PROJECT}/mcp"
     meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
     tours = [

@@ -7,8 +7,11 @@ rule broken. Each mutant breaks exactly what one requirement forbids; the matrix
 
 from __future__ import annotations
 
+import atexit
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from aidememo_cli._local import _assignments as assignments
@@ -17,9 +20,26 @@ from aidememo_cli._local import _store, _worker
 from aidememo_cli._local._records import AgentType, Status
 
 
+RENDEZVOUS_S = 5.0  # a load alone waits this long for a partner (every command is its own process)
+
+
+def _rendezvous(store_path: str) -> None:
+    """Hold a load until another live process has loaded from the same store (or RENDEZVOUS_S
+    passed), so two writers surely hold the same read: the race window is an event, not a
+    guessed sleep. Each process marks its load in a folder beside the store, unmarked at exit."""
+    gate = Path(f"{store_path}.loads")
+    gate.mkdir(exist_ok=True)
+    mine = gate / str(os.getpid())
+    mine.touch()
+    atexit.register(mine.unlink, missing_ok=True)
+    deadline = time.monotonic() + RENDEZVOUS_S
+    while time.monotonic() < deadline and not any(entry.name != mine.name for entry in gate.iterdir()):
+        time.sleep(0.005)
+
+
 def no_cas() -> None:
-    # Load and write in separate autocommit statements with a pause between, and write without
-    # the updated_at check: concurrent writers now overwrite each other.
+    # Load and write in separate autocommit statements, held between until another process has
+    # loaded too, and write without the updated_at check: concurrent writers overwrite each other.
     store = _store.LocalStore
     original_load = store.load_handoff
 
@@ -30,7 +50,7 @@ def no_cas() -> None:
 
     def load(self: Any, handoff_id: str) -> Any:
         found = original_load(self, handoff_id)
-        time.sleep(1.0)  # wider than the spread of four process start-ups
+        _rendezvous(self.path)
         return found
 
     def write(self: Any, record: Any, expected: int, now_ms: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import shlex
 import subprocess
@@ -13,8 +14,13 @@ import pytest
 from .conftest import REPO, run_cli
 
 # Modules the local path must never load: the server, the HTTP stack, the remote ledger.
-HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "refkit.asgi", "aidememo_ref._client",
+HEAVY = ("httpx", "uvicorn", "h11", "anyio", "asyncio", "refkit.asgi", "aidememo_cli._remote._http",
          "aidememo_ref._service", "aidememo_ref._sqlite", "aidememo_ref._ledger", "aidememo_client.client")
+
+
+def test_every_heavy_module_exists() -> None:
+    # A misspelt or moved name would never be loaded, so its entry above could never fail.
+    assert [name for name in HEAVY if importlib.util.find_spec(name) is None] == []
 
 
 def test_a_local_command_through_the_entry_point_loads_nothing_of_the_server_or_http_stack(tmp_path: Path) -> None:

@@ -36,13 +36,13 @@ _PROBE = (
 _KIT = ("refkit", "aidememo_wire", "aidememo_client", "aidememo_cli", "aidememo_ref", "xmemo_ref", "conformance",
         "simulations")
 _LOCAL_PREFIXES = ("aidememo_cli._local", "aidememo_cli._commands", "aidememo_cli._mcp")
-_SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.ulid", "refkit.version", "aidememo_wire",
-           "aidememo_wire.status"}
+_SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.records", "refkit.ulid", "refkit.version",
+           "aidememo_wire", "aidememo_wire.status"}
 
 # Modules no local command needs. The servers' stack; dataclasses (with inspect) because
 # defining dataclasses was most of a start (the local flow's values are NamedTuples); shutil,
-# which argparse imports for the terminal width; importlib.metadata, which the MCP server once
-# used for its version; decimal, which only the remote core's canonical JSON needs.
+# which argparse imports for the terminal width; importlib.metadata, which would read the
+# installed version from disk; decimal, which only the remote core's canonical JSON needs.
 _NEVER = ("httpx", "uvicorn", "psycopg", "psycopg_pool", "jsonschema", "asyncio", "ssl", "dataclasses",
           "inspect", "shutil", "importlib.metadata", "email", "decimal", "zipfile", "tempfile")
 

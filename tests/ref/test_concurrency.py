@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import threading
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import TypeVar
 
 import httpx
 import pytest
@@ -16,6 +19,7 @@ from aidememo_ref import ManualClock, ReferenceLedger
 
 WRITER = "writer-token-0123456789"
 RECEIVER = "receiver-token-0123456789"
+_T = TypeVar("_T")
 
 
 def _prepare(path: Path) -> None:
@@ -41,6 +45,14 @@ def _accept(path: str, claim: str, barrier: object) -> tuple[int, str]:
     return r.status_code, r.json().get("error", {}).get("code", "ok")
 
 
+def _in_threads(count: int, work: Callable[[int], _T]) -> list[_T]:
+    """``work(0) .. work(count - 1)`` at once, one thread each; a thread's exception is raised here
+    (a bare ``threading.Thread`` would only print it, and the test would judge the survivors)."""
+    with ThreadPoolExecutor(max_workers=count) as pool:
+        futures = [pool.submit(work, i) for i in range(count)]
+        return [future.result(timeout=120) for future in futures]
+
+
 def _check_one_winner(path: Path, outcomes: list[tuple[int, str]]) -> None:
     winners = [o for o in outcomes if o[0] == 200]
     assert len(winners) == 1, outcomes
@@ -63,19 +75,7 @@ def test_racing_accepts_in_threads_have_one_winner(tmp_path: Path, threads: int)
     path = tmp_path / "race.sqlite"
     _prepare(path)
     barrier = threading.Barrier(threads)
-    outcomes: list[tuple[int, str]] = []
-    lock = threading.Lock()
-
-    def run(i: int) -> None:
-        result = _accept(str(path), f"claim-{i}", barrier)
-        with lock:
-            outcomes.append(result)
-
-    workers = [threading.Thread(target=run, args=(i,)) for i in range(threads)]
-    for w in workers:
-        w.start()
-    for w in workers:
-        w.join()
+    outcomes = _in_threads(threads, lambda i: _accept(str(path), f"claim-{i}", barrier))
     _check_one_winner(path, outcomes)
 
 
@@ -94,6 +94,7 @@ def test_racing_accepts_in_two_processes_have_one_winner(tmp_path: Path) -> None
     outcomes = [queue.get(timeout=60) for _ in procs]
     for p in procs:
         p.join(timeout=60)
+    assert [p.exitcode for p in procs] == [0, 0]
     _check_one_winner(path, outcomes)
 
 
@@ -123,11 +124,7 @@ def test_compare_and_swap_increments_lose_no_update(tmp_path: Path) -> None:
                 assert r.json()["error"]["code"] == "stale_revision", r.text
                 conflicts.append(w)
 
-    threads = [threading.Thread(target=run, args=(w,)) for w in range(workers)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    _in_threads(workers, run)
     final = http.get("/v1/projects/p/resources/custom.counter/c").json()
     assert final["state"]["body"]["n"] == workers * increments
     assert final["revision"] == workers * increments + 1
@@ -143,23 +140,16 @@ def test_two_server_processes_on_one_database_grant_one_claim(tmp_path: Path) ->
     try:
         urls = [server.url for server in servers]
         barrier = threading.Barrier(len(urls) * 4)
-        outcomes: list[tuple[int, str]] = []
-        lock = threading.Lock()
 
-        def run(i: int) -> None:
+        def run(i: int) -> tuple[int, str]:
             with httpx.Client(base_url=urls[i % len(urls)], timeout=30,
                               headers={"Authorization": f"Bearer {RECEIVER}"}) as http:
                 barrier.wait()
                 r = http.post("/v1/projects/p/handoffs/h/accept",
                               json={"command_id": f"accept-{i}", "expected_revision": 1, "payload": {"claim_id": f"c{i}"}})
-            with lock:
-                outcomes.append((r.status_code, r.json().get("error", {}).get("code", "ok")))
+            return r.status_code, r.json().get("error", {}).get("code", "ok")
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(len(urls) * 4)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
+        outcomes = _in_threads(len(urls) * 4, run)
     finally:
         for server in servers:
             server.stop()

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -125,12 +126,10 @@ def test_two_servers_on_one_database_are_one_ledger(two_servers: tuple[str, str]
                        headers={"Authorization": f"Bearer {RECEIVER}"}, timeout=30)
         outcomes[hid].append(r.status_code)
 
-    threads = [threading.Thread(target=accept, args=(base, hid, f"c{n}"))
-               for hid in handoffs for n, base in enumerate((one, two, one, two))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    racers = [(base, hid, f"c{n}") for hid in handoffs for n, base in enumerate((one, two, one, two))]
+    with ThreadPoolExecutor(max_workers=len(racers)) as pool:
+        for future in [pool.submit(accept, *racer) for racer in racers]:
+            future.result(timeout=120)  # a thread's exception fails the test here
     assert all(sorted(codes) == [200, 409, 409, 409] for codes in outcomes.values()), outcomes
     # Receipts replay byte for byte from either server; the feed is contiguous and the same on both.
     body = {"command_id": "s", "payload": {"session_id": "s", "topic": "t"}}
@@ -190,11 +189,9 @@ def _two_runs(tmp_path: Path, postgres_url: str, servers: tuple[str, str], extra
         results[name] = _conformance("--url", url, "--provision-command", template, "--seed", seed, *extra,
                                      env={"AIDEMEMO_POSTGRES_URL": postgres_url, "REPORT": str(tmp_path / name)})
 
-    runs = [threading.Thread(target=run_against, args=(name, url)) for name, url in zip(("a", "b"), servers)]
-    for t in runs:
-        t.start()
-    for t in runs:
-        t.join()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        for future in [pool.submit(run_against, name, url) for name, url in zip(("a", "b"), servers)]:
+            future.result()  # a thread's exception fails the test here
     for name, (done, records) in results.items():
         assert records and not _bad(records) and done.returncode == 0, (name, done.stdout[-2000:])
 

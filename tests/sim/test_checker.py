@@ -4,6 +4,9 @@ search on random ones, on generated Porcupine-shaped ones, and through ``aidemem
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 import random
 from dataclasses import replace
 from pathlib import Path
@@ -402,3 +405,20 @@ def test_an_explanation_names_the_states_the_recorded_answers_allow_and_the_expe
     assert "rev 2 accepted claim=c1" in text and "409 stale_revision" in text, text
     assert "no handoff" not in text and "404" not in text, text
     assert dict(result.violation.expected) == {2: ("409 stale_revision",)}
+
+
+def test_cli_check_into_a_reader_that_went_away_exits_quietly(tmp_path: Path) -> None:
+    # `aidememo-sim check ... | head`: the pipe's read end is closed before the check writes.
+    ops = [{"ClientId": 0, "Input": {"op": "write", "value": 100}, "Call": 0, "Output": None, "Return": 100},
+           {"ClientId": 1, "Input": {"op": "read"}, "Call": 25, "Output": {"value": 100}, "Return": 75},
+           {"ClientId": 2, "Input": {"op": "read"}, "Call": 80, "Output": {"value": 0}, "Return": 90}]
+    bad = _write(tmp_path, "bad.json", json.dumps(ops))
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        done = subprocess.run([sys.executable, "-m", "simulations.cli", "check", str(bad), "--model", "cas-register",
+                               "--init", "0"], stdout=write_end, stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in done.stderr and "BrokenPipeError" not in done.stderr, done.stderr
+    assert done.returncode == 141, done.stderr

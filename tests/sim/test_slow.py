@@ -31,3 +31,5 @@ def test_real_concurrency_over_a_socket_finds_the_split_decision(seed: int, tmp_
     with served(ledger) as (url, tokens):
         result = run_campaign(seed=seed, budget_s=60, target=HttpTarget(url, "p", tokens))
     assert result.finding is not None
+    # Two decisions from one revision: answers no order explains, not a receipt or feed rule.
+    assert result.finding.kind == "linearizability", result.finding.explanation

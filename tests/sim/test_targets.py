@@ -118,3 +118,18 @@ def test_the_help_says_what_the_tool_does_in_whole_sentences(capsys: pytest.Capt
     assert description.startswith("aidememo-sim finds the races") and description.endswith(".")
     assert "races XMemo captures and recalls." in description
     assert "Exit codes" not in description  # the epilog gives them, once
+
+
+def test_a_server_gone_before_the_feed_is_read_is_a_setup_error_not_a_traceback() -> None:
+    from simulations.errors import SimulationError
+    from simulations.feed import FeedFollower
+    from simulations.targets import Lost
+
+    class Gone:
+        actors, project, has_reader, scheduler = ("a",), "p", False, None
+
+        def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> object:
+            raise Lost("connection refused", delivered=False)
+
+    with pytest.raises(SimulationError, match="setup failed: the snapshot got no answer"):
+        FeedFollower(Gone())  # type: ignore[arg-type]

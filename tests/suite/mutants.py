@@ -541,7 +541,9 @@ def binding_actor_and_rest_open(db_path: str) -> Any:
 
     _post._bound_arguments = lenient
     _post.Gateway._binding = lambda self, authorization: None  # type: ignore[method-assign]
-    _service.internal_dispatch = lambda: True
+    handle = _service.Service.handle
+    # REST serves a bound token: every request is treated as the gateway's call on its behalf.
+    _service.Service.handle = lambda self, *args, on_behalf=False: handle(self, *args, on_behalf=True)  # type: ignore[method-assign]
     return _gateway_ledger(db_path)
 
 

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from conformance.profiles.aidememo.derive import bearer_digest, canonical_json, command_fingerprint, stable_operation_id
+from conformance.profiles.aidememo.derive import bearer_digest_hex, canonical_json, command_fingerprint, stable_operation_id
 
 # (fingerprint, canonical preimage) from aidememo-wire.md §7.2
 VECTORS = [
@@ -59,7 +59,7 @@ def test_stable_operation_id_vectors(prefix, parts, expected):
 
 
 def test_bearer_digest_vector():
-    assert bearer_digest("writer-token-0123456789") == (
+    assert bearer_digest_hex("writer-token-0123456789") == (
         "1caf5ddb6778770019772a6363b8cc194d1e3c145d8de3fc2570091710c3771e")
 
 

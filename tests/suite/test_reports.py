@@ -20,7 +20,7 @@ from conformance.reports.baseline import load_baseline
 pytest_plugins = ["pytester"]
 
 SCHEMA = Path(__file__).with_name("junit.xsd")
-LONG = "x" * 140  # pushes the telling part of a reason past where the terminal used to cut it
+LONG = "x" * 140  # pushes the telling part of a reason past a terminal line's width
 
 CHECKS = f'''
 import pytest

@@ -194,7 +194,7 @@ def test_a_url_needs_a_way_to_get_identities_and_says_which_flag(tmp_path):
 
 
 def test_a_bad_ini_value_is_blamed_on_the_ini_and_the_environment_wins(pytester, monkeypatch):
-    # Issue 9: the ini value used to go in the flag's slot, outranking AIDEMEMO_URL and blamed on --aidememo-url.
+    # An ini value ranks below AIDEMEMO_URL, and a bad one is blamed on the ini, not on --aidememo-url.
     pytester.makeini("[pytest]\naidememo_url = not-a-url\n")
     pytester.makepyfile(test_checks='import pytest\n@pytest.mark.requirement("AM-HEALTH-1")\n'
                                     'def test_x(world):\n    pass\n')

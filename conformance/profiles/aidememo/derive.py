@@ -12,7 +12,7 @@ import math
 from decimal import Decimal
 
 __all__ = [
-    "bearer_digest",
+    "bearer_digest_hex",
     "canonical_json",
     "command_fingerprint",
     "stable_operation_id",
@@ -120,6 +120,6 @@ def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
     return f"{prefix}_{digest.hexdigest()}"
 
 
-def bearer_digest(token: str) -> str:
+def bearer_digest_hex(token: str) -> str:
     """Lowercase hex SHA-256 of the token, the key the server stores (wire §7.1)."""
     return hashlib.sha256(token.encode("utf-8")).hexdigest()

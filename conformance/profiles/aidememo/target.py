@@ -110,11 +110,6 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
     else:
         ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     stack.callback(ledger.close)
-    from aidememo_ref._gateway import Bindings
-
-    if ledger.service.bindings is None:  # the embedded reference can always confine tokens
-        ledger.service.bindings = Bindings()
-    bindings = ledger.service.bindings
     try:
         base_url = stack.enter_context(aidememo_ref.serve_in_thread(ledger))
     except (RuntimeError, OSError) as exc:
@@ -124,7 +119,7 @@ def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, 
         ledger.provision(tenant_id=identity["tenant"], project_id=identity["project"], actor_id=identity["actor"],
                          token=token, role=identity["role"])
         if "bind_source" in identity:
-            bindings.bind(token, identity["bind_source"], identity["bind_actor"])
+            ledger.bind_token(token, identity["bind_source"], identity["bind_actor"])
         return True
 
     transport = getattr(ledger, "transport", None)  # a factory's ledger may offer none: the socket then

@@ -38,18 +38,16 @@ def test_concurrent_accepts_have_one_winner(world: LocalWorld) -> None:
 
     import threading
 
-    answers: list[Any] = [None] * len(calls)
+    from concurrent.futures import ThreadPoolExecutor
+
     gate = threading.Barrier(len(calls))
 
-    def one(index: int) -> None:
+    def one(index: int) -> Any:
         gate.wait()
-        answers[index] = world.run("mcp", stdin=call(f"worker-{index}"), actor=RECEIVER)
+        return world.run("mcp", stdin=call(f"worker-{index}"), actor=RECEIVER)
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(calls))]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    with ThreadPoolExecutor(max_workers=len(calls)) as pool:  # a thread's exception is raised here
+        answers = list(pool.map(one, range(len(calls))))
     results = [tool_answer(a, "aidememo_handoff_inbox") for a in answers]
     winners = [answer for answer, failed in results if not failed]
     assert len(winners) == 1, f"{len(winners)} of 4 concurrent accepts won: {results!r}"
