@@ -46,8 +46,19 @@ def _departures(explicit: str | None, target_file: Any) -> Departures:
     return Departures.load(path)
 
 
-def _show(value: Any) -> str:
-    text = json.dumps(value, ensure_ascii=False, sort_keys=True)
+def _quiet(value: Any, keep: str) -> Any:
+    """``value`` with fingerprints shown as ``<fingerprint>`` unless the difference is one: they hash
+    the episode's project id, so they would make two replays' output differ where nothing else does."""
+    if isinstance(value, dict):
+        return {k: "<fingerprint>" if k == "fingerprint" and k != keep and isinstance(v, str) else _quiet(v, keep)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_quiet(item, keep) for item in value]
+    return value
+
+
+def _show(value: Any, keep: str = "") -> str:
+    text = json.dumps(_quiet(value, keep), ensure_ascii=False, sort_keys=True)
     return text if len(text) <= 300 else text[:297] + "..."
 
 
@@ -62,8 +73,9 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
     for number, step in enumerate(divergence.steps, 1):
         query = f"?{step.query}" if step.query else ""
         out.write(f"  {number:>3}. {step.actor:<13} {step.method} {step.path}{query}  [{step.note}]\n")
-    out.write(f"  target:    {_show(outcome.target.to_dict())}\n")
-    out.write(f"  reference: {_show(outcome.reference.to_dict())}\n")
+    keep = where.rsplit(".", 1)[-1]
+    out.write(f"  target:    {_show(outcome.target.to_dict(), keep)}\n")
+    out.write(f"  reference: {_show(outcome.reference.to_dict(), keep)}\n")
     if replay_command:
         out.write(f"  replay: {replay_command}\n")
 

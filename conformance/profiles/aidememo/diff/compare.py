@@ -50,6 +50,7 @@ class Normalizer:
     """One side's names for the values it chose, by first appearance."""
 
     names: dict[str, str] = field(default_factory=dict)  # this episode's tenant and project ids -> placeholders
+    namespace: str = ""  # the episode's namespace inside client-chosen ids, shown as $ns
     epochs: dict[str, str] = field(default_factory=dict)
 
     def answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> Answer:
@@ -83,6 +84,8 @@ class Normalizer:
         if isinstance(data, str):
             if data in self.names:
                 return self.names[data]
+            if self.namespace and self.namespace in data:
+                data = data.replace(self.namespace, "$ns")
             if key in EPOCH_KEYS:
                 return self.epochs.setdefault(data, f"<epoch#{len(self.epochs) + 1}>")
             if data[:1] in ("{", "[") and len(data) > 1:

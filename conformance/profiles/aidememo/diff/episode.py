@@ -45,13 +45,13 @@ class _Env:
     normalizer: Normalizer
 
     def fill(self, text: str) -> str:
-        for name in ("$project3", "$project2", "$project", "$epoch"):
+        for name in ("$project3", "$project2", "$project", "$epoch", "$ns"):
             text = text.replace(name, self.values[name])
         return text
 
     def fill_json(self, data: Any) -> Any:
         if isinstance(data, str):
-            return self.values.get(data, data)
+            return self.values[data] if data in self.values else data.replace("$ns", self.values["$ns"])
         if isinstance(data, list):
             return [self.fill_json(item) for item in data]
         if isinstance(data, dict):
@@ -85,14 +85,14 @@ class Episode:
                 identity = {"tenant": names[tenant_of[project]], "project": names[project], "actor": label,
                             "role": role}
                 tokens[label] = side.provision(identity, fresh_token())
-            values = {**names}
+            values = {**names, "$ns": ns}
             status, _, body = side.send("GET", f"/v1/projects/{names['$project']}/identity",
                                         [("Authorization", f"Bearer {tokens['sender']}")], b"")
             try:
                 values["$epoch"] = json.loads(body)["project_epoch"]
             except (ValueError, KeyError, TypeError):
                 raise Untestable(f"the identity read after provisioning answered {status}") from None
-            normalizer = Normalizer(names={value: key for key, value in values.items() if key != "$epoch"})
+            normalizer = Normalizer(names={value: key for key, value in names.items()}, namespace=ns)
             self.envs.append(_Env(side, tokens, values, normalizer))
 
     def send(self, step: Step) -> Outcome:

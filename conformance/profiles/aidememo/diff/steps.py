@@ -3,8 +3,8 @@
 A ``Step`` is one request, written down completely: who sends it (an actor's label, never a
 token), the method, the route template it exercises, the path and raw query, and the body
 (JSON, or raw bytes for malformed input). Values a side must fill in itself are placeholders:
-``$project``, ``$project2``, ``$project3`` (this episode's projects) and ``$epoch`` (the epoch
-the side minted for ``$project``). Everything else is literal, so a recorded sequence replays,
+``$project``, ``$project2``, ``$project3`` (this episode's projects), ``$epoch`` (the epoch
+the side minted for ``$project``) and ``$ns`` (the episode's namespace, inside command ids). Everything else is literal, so a recorded sequence replays,
 and shrinks, without the generator.
 
 The generator keeps a small model of what the *reference* answered (sessions, facts, handoffs,
@@ -144,6 +144,10 @@ class Generator:
         self._n += 1
         return f"{prefix}-{self._n}"
 
+    def _command_id(self) -> str:
+        # Command ids carry the episode's namespace: a server may key receipts by command id alone.
+        return self._id("cmd-$ns")
+
     def _pick(self, pool: list[str] | dict[str, Any], fresh: str) -> str:
         """Mostly a known id, sometimes an unknown one."""
         known = list(pool)
@@ -162,7 +166,7 @@ class Generator:
 
     def _typed(self, route: WriteRoute, actor: str, payload: dict[str, Any], *, handoff: str | None = None,
                expected: int | None = None, note: str = "") -> Step:
-        body: dict[str, Any] = {"command_id": self._id("cmd"), "payload": payload}
+        body: dict[str, Any] = {"command_id": self._command_id(), "payload": payload}
         if route.transition and expected is not None:
             body["expected_revision"] = expected
         path = f"/v1/projects/$project/{route.path.replace('{handoff_id}', handoff or '')}"
@@ -298,7 +302,7 @@ class Generator:
             expected = None if self.rng.random() < 0.9 else self.rng.choice([0, 1, 7])
         else:
             expected = current if self.rng.random() < 0.8 else self.rng.choice([None, current + 1, current - 1 or 7])
-        body = {"command_id": self._id("cmd"), "project_id": "$project", "expected_revision": expected,
+        body = {"command_id": self._command_id(), "project_id": "$project", "expected_revision": expected,
                 "operation": operation, "payload": None if delete else {"text": self._text()},
                 "resource": {"kind": kind, "id": rid}, "change": change}
         step = Step(self._writer("sender"), "POST", "POST /v1/commands", "/v1/commands", body=body, note="raw command")
