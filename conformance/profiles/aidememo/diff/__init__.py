@@ -101,8 +101,9 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[
     return commands
 
 
-def main(args: Any, settings: Any, argv_base: list[str], out: TextIO = sys.stdout) -> int:
+def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = None) -> int:
     """Run (or replay) a differential run; the exit status of ``diff``."""
+    out = out or sys.stdout
     from conformance.profile import REPORT_DIR, SEED
 
     view = AideMemoSettings.of(settings)

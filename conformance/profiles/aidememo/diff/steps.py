@@ -375,7 +375,7 @@ class Generator:
         if self.rng.random() < 0.4:
             parts.append(f"limit={self.rng.choice(['1', '2', '', '0', '201'])}")
         if self.rng.random() < 0.2:
-            parts.append(f"before_seq={self.rng.choice([self.model.max_seq, 1, 2**63 - 1])}")
+            parts.append(f"before_seq={self.rng.choice([self.model.max_seq, 1, 2**63 - 1, 2**63])}")
         return self._read(self._reader(), f"GET {P}/handoffs", "/v1/projects/$project/handoffs", "&".join(parts))
 
     def _status(self) -> Step:
