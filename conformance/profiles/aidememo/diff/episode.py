@@ -80,11 +80,9 @@ class Episode:
                  "$project3": f"p3-{ns}"}
         tenant_of = {"$project": "$tenant", "$project2": "$tenant", "$project3": "$tenant3"}
         for side in (self.target, self.reference):
-            tokens = {BAD_TOKEN: fresh_token()}
-            for label, (project, role) in ACTORS.items():
-                identity = {"tenant": names[tenant_of[project]], "project": names[project], "actor": label,
-                            "role": role}
-                tokens[label] = side.provision(identity, fresh_token())
+            wanted = [({"tenant": names[tenant_of[project]], "project": names[project], "actor": label, "role": role},
+                       fresh_token()) for label, (project, role) in ACTORS.items()]
+            tokens = {BAD_TOKEN: fresh_token(), **dict(zip(ACTORS, side.provision_all(wanted)))}
             values = {**names, "$ns": ns}
             status, _, body = side.send("GET", f"/v1/projects/{names['$project']}/identity",
                                         [("Authorization", f"Bearer {tokens['sender']}")], b"")

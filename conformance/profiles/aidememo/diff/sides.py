@@ -16,7 +16,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
-from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import IO, Protocol
 
@@ -29,6 +30,7 @@ from conformance.provisioning import CommandProvisioner, Provisioner
 __all__ = ["Raw", "ReferenceSide", "Side", "TargetSide", "fresh_token"]
 
 Raw = tuple[int, list[tuple[str, str]], bytes]
+PARALLEL_PROVISIONING = 3  # bootstrap commands at a time
 
 
 def fresh_token() -> str:
@@ -40,7 +42,9 @@ class Side(Protocol):
 
     clock: bool  # serves the test-clock extension
 
-    def provision(self, identity: Mapping[str, str], token: str) -> str: ...
+    def provision_all(self, identities: Sequence[tuple[Mapping[str, str], str]]) -> list[str]:
+        """Provision each identity with its token; the credentials to use, in order."""
+        ...
 
     def send(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Raw: ...
 
@@ -59,10 +63,11 @@ class ReferenceSide:
         self.ledger = aidememo_ref.ReferenceLedger(str(Path(self._dir) / "ledger.sqlite"),
                                                    clock=aidememo_ref.OffsetClock(), test_clock=True)
 
-    def provision(self, identity: Mapping[str, str], token: str) -> str:
-        self.ledger.provision(tenant_id=identity["tenant"], project_id=identity["project"], actor_id=identity["actor"],
-                              token=token, role=identity["role"])
-        return token
+    def provision_all(self, identities: Sequence[tuple[Mapping[str, str], str]]) -> list[str]:
+        for identity, token in identities:
+            self.ledger.provision(tenant_id=identity["tenant"], project_id=identity["project"],
+                                  actor_id=identity["actor"], token=token, role=identity["role"])
+        return [token for _, token in identities]
 
     def send(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Raw:
         response = self.ledger.handle(method, target, headers, body)
@@ -76,9 +81,9 @@ class ReferenceSide:
 class TargetSide:
     """The target over HTTP, provisioned through the run's provisioner."""
 
-    def __init__(self, wire: Wire, provisioner: Provisioner, child: subprocess.Popen[str] | None = None) -> None:
+    def __init__(self, wire: Wire, provisioners: list[Provisioner], child: subprocess.Popen[str] | None = None) -> None:
         self.wire = wire
-        self.provisioner = provisioner
+        self.provisioners = provisioners
         self.child = child
         self.clock = self._clock_served()
 
@@ -93,13 +98,16 @@ class TargetSide:
             base_url, child = _start_child(settings)
             wire = Wire(base_url, timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
                         retryable=storage_failure)
-            return cls(wire, _ChildProvisioner(child), child)
+            return cls(wire, [_ChildProvisioner(child)], child)
         if not settings.provision_command:
             raise ConfigError("diff needs fresh identities for every episode: give the target a provisioning "
                               "command template ([provision] command or --provision-command); a token list is not enough")
         wire = Wire(settings.url or "", timeout_s=settings.timeout_s, max_body_bytes=settings.max_body_bytes,
                     retryable=storage_failure)
-        return cls(wire, CommandProvisioner(settings.provision_command))
+        # One provisioner per actor, so an episode's bootstrap commands run side by side (each
+        # keeps its own directory of token files).
+        template = settings.provision_command
+        return cls(wire, [CommandProvisioner(template) for _ in range(PARALLEL_PROVISIONING)])
 
     def _clock_served(self) -> bool:
         try:
@@ -111,8 +119,19 @@ class TargetSide:
         except (AssertionError, AttributeError):
             return False
 
-    def provision(self, identity: Mapping[str, str], token: str) -> str:
-        return self.provisioner.provision(identity, token)
+    def provision_all(self, identities: Sequence[tuple[Mapping[str, str], str]]) -> list[str]:
+        if len(self.provisioners) == 1:
+            return [self.provisioners[0].provision(identity, token) for identity, token in identities]
+        # Two rounds, so no two commands create one tenant or project at once: the first identity
+        # of each tenant, then everyone else.
+        firsts = {identity["tenant"]: index for index, (identity, _) in reversed(list(enumerate(identities)))}
+        credentials: dict[int, str] = {}
+        with ThreadPoolExecutor(max_workers=len(self.provisioners)) as pool:
+            for round_ in (sorted(firsts.values()), [i for i in range(len(identities)) if i not in firsts.values()]):
+                futures = {i: pool.submit(self.provisioners[i % len(self.provisioners)].provision, *identities[i])
+                           for i in round_}
+                credentials.update({i: future.result() for i, future in futures.items()})
+        return [credentials[i] for i in range(len(identities))]
 
     def send(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Raw:
         path, _, query = target.partition("?")
@@ -122,7 +141,8 @@ class TargetSide:
 
     def close(self) -> None:
         self.wire.close()
-        self.provisioner.close()
+        for provisioner in self.provisioners:
+            provisioner.close()
         if self.child is not None:
             self.child.terminate()
             try:

@@ -94,6 +94,7 @@ class _Model:
     contexts: list[str] = field(default_factory=list)
     notes: dict[str, int] = field(default_factory=dict)  # raw resource id -> revision
     writes: list[Step] = field(default_factory=list)  # writes sent, for command-id reuse
+    texts: list[str] = field(default_factory=list)  # fact contents, for search terms (a list: seeded order)
     max_seq: int = 0
 
 
@@ -113,7 +114,7 @@ class Generator:
         weighted: list[tuple[int, Callable[[], Step]]] = [
             (6, self._session), (5, self._fact), (3, self._context), (6, self._send), (6, self._accept),
             (4, self._heartbeat), (5, self._return), (5, self._raw), (5, self._reuse), (3, self._resource),
-            (2, self._snapshot), (3, self._changes), (4, self._mailbox), (3, self._status), (3, self._search),
+            (2, self._snapshot), (3, self._changes), (4, self._mailbox), (3, self._status), (4, self._search),
             (2, self._identity), (1, self._health), (3, self._hostile), (2, self._auth),
         ]
         if clock:
@@ -204,6 +205,7 @@ class Generator:
         actor = self._writer(self.rng.choice(["sender", "receiver"]))
         fid = self._id("f")
         content = self._text() if self.rng.random() < 0.95 else "x" * self.rng.choice([4096, 16_384, 70_000])
+        self.model.texts.append(content[:200])
         step = self._typed(_route("facts"), actor, {"fact_id": fid, "session_id": session, "content": content})
         self._pending = lambda status, data: self.model.facts.__setitem__(fid, (session, actor))
         return step
@@ -383,8 +385,9 @@ class Generator:
         return self._read(self._reader(), f"GET {P}/handoffs/{{handoff}}", f"/v1/projects/$project/handoffs/{hid}")
 
     def _search(self) -> Step:
-        words = [w for w in self.rng.choice(TEXTS).split() if w.isalnum()] or ["plan"]
-        parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['release', 'zzz']))}"]
+        text = self.rng.choice(self.model.texts or list(TEXTS))
+        words = [w for w in text.split() if w.isalpha()] or ["plan"]
+        parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['zzz']))}"]
         if self.rng.random() < 0.4:
             mode = self.rng.choice(["lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic"])
             parts.append(f"mode={mode}")
@@ -429,6 +432,12 @@ class Generator:
         return Step(base.actor, "POST", base.route, base.path, body=body, note=note)
 
     def _auth(self) -> Step:
+        if self.rng.random() < 0.4:  # a write without a usable token: refused before any lookup
+            write = self.rng.choice([self._heartbeat, self._return, self._accept, self._session, self._raw])()
+            self.model.writes.pop()
+            self._pending = None
+            who = self.rng.choice([NO_TOKEN, BAD_TOKEN])
+            return Step(who, "POST", write.route, write.path, body=write.body, note=f"{write.note} without a token")
         read = self._identity() if self.rng.random() < 0.5 else self._status()
         who = self.rng.choice([NO_TOKEN, BAD_TOKEN, "scheme"])
         if who == "scheme":
