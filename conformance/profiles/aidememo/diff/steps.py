@@ -94,10 +94,12 @@ class _Model:
     contexts: list[str] = field(default_factory=list)
     notes: dict[str, int] = field(default_factory=dict)  # raw resource id -> revision
     writes: list[Step] = field(default_factory=list)  # writes sent, for command-id reuse
+    committed: list[Step] = field(default_factory=list)  # the writes the reference committed
     texts: list[str] = field(default_factory=list)  # fact contents, for search terms (a list: seeded order)
     max_seq: int = 0
 
 
+ROUTE_NOTES = frozenset({"raw command", *(route.name for route in TYPED_WRITES)})
 TEXTS = ("plan the release", "naïve café ☕ notes", "résumé of the 日本語 spec", "tab\there", "emoji 🚀 deploy")
 
 
@@ -111,6 +113,7 @@ class Generator:
         self.model = _Model()
         self._n = 0
         self._pending: Callable[[int, Any], None] | None = None
+        self._last: Step | None = None
         weighted: list[tuple[int, Callable[[], Step]]] = [
             (6, self._session), (5, self._fact), (3, self._context), (6, self._send), (6, self._accept),
             (4, self._heartbeat), (5, self._return), (5, self._raw), (5, self._reuse), (3, self._resource),
@@ -128,7 +131,8 @@ class Generator:
     def next(self) -> Step:
         self._pending = None
         maker = self.rng.choices(self._makers, self._weights)[0]
-        return maker()
+        self._last = maker()
+        return self._last
 
     def observe(self, status: int, data: Any) -> None:
         """The reference's answer to the step just drawn."""
@@ -136,6 +140,9 @@ class Generator:
             seq = data.get("project_seq")
             if isinstance(seq, int):
                 self.model.max_seq = max(self.model.max_seq, seq)
+        last = self._last
+        if status == 200 and last is not None and last.method == "POST" and last.note in ROUTE_NOTES:
+            self.model.committed.append(last)
         if self._pending is not None and status == 200:
             self._pending(status, data)
         self._pending = None
@@ -235,8 +242,11 @@ class Generator:
         self._pending = lambda status, data: self.model.handoffs.__setitem__(hid, _Handoff(session, to, actor))
         return step
 
-    def _live(self) -> tuple[str, _Handoff | None]:
-        hid = self._pick(self.model.handoffs, "h")
+    def _live(self, claimed: bool = False) -> tuple[str, _Handoff | None]:
+        """A handoff to act on (with ``claimed``, mostly one that was accepted)."""
+        accepted = [hid for hid, record in self.model.handoffs.items() if record.claim]
+        hid = self.rng.choice(accepted) if claimed and accepted and self.rng.random() < 0.85 else \
+            self._pick(self.model.handoffs, "h")
         return hid, self.model.handoffs.get(hid)
 
     def _revised(self, hid: str, claim: str | None = None) -> Callable[[int, Any], None]:
@@ -262,7 +272,7 @@ class Generator:
     def _heartbeat(self) -> Step:
         if not any(h.claim for h in self.model.handoffs.values()) and self.rng.random() < 0.9:
             return self._accept()
-        hid, record = self._live()
+        hid, record = self._live(claimed=True)
         claim = record.claim if record and record.claim and self.rng.random() < 0.85 else self._id("claim")
         actor = self._writer(record.to if record and record.to in ACTORS else "receiver")
         step = self._typed(_route("heartbeat"), actor, {"claim_id": claim}, handoff=hid,
@@ -273,7 +283,7 @@ class Generator:
     def _return(self) -> Step:
         if not any(h.claim for h in self.model.handoffs.values()) and self.rng.random() < 0.9:
             return self._accept()
-        hid, record = self._live()
+        hid, record = self._live(claimed=True)
         claim = record.claim if record and record.claim and self.rng.random() < 0.85 else self._id("claim")
         actor = self._writer(record.to if record and record.to in ACTORS else "receiver")
         own = [f for f, (session, author) in self.model.facts.items()
@@ -321,18 +331,22 @@ class Generator:
         """A write sent before, again: the same body (a replay) or another body under its command id."""
         if not self.model.writes:
             return self._session()
-        earlier = self.rng.choice(self.model.writes)
+        recent = self.model.committed[-4:]
+        earlier = self.rng.choice(recent if recent and self.rng.random() < 0.7 else self.model.writes)
         body = json.loads(json.dumps(earlier.body))
         if self.rng.random() < 0.5:
             return Step(self.rng.choice([earlier.actor] * 4 + ["outsider"]), "POST", earlier.route, earlier.path,
                         body=body, note="same command id, same body")
+        route = next((r for r in TYPED_WRITES if r.name == earlier.note), None)
+        varied = route.varied if route is not None and self.rng.random() < 0.7 else \
+            self.rng.choice(sorted(body.get("payload") or {"payload": 0}))
         payload = body.get("payload")
-        if "expected_revision" in body and self.rng.random() < 0.4:
-            current = body["expected_revision"]
-            body["expected_revision"] = (current or 0) + 1
-        elif isinstance(payload, dict) and payload:
-            key = self.rng.choice(sorted(payload))
-            payload[key] = self._text() if key in ("topic", "content", "focus", "text") else f"{payload[key]}-other"
+        if varied == "expected_revision" and isinstance(body.get("expected_revision"), int):
+            body["expected_revision"] += 1
+        elif isinstance(payload, dict) and varied in payload:
+            value = payload[varied]
+            payload[varied] = ({"succeeded": "failed", "failed": "succeeded"}.get(value, f"{value}-other")
+                               if varied not in ("topic", "content", "focus", "text") else self._text())
         else:
             body["payload"] = {"text": self._text()}
         return Step(earlier.actor, "POST", earlier.route, earlier.path, body=body, note="same command id, another body")
