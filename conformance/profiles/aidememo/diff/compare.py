@@ -7,7 +7,9 @@ Each side's answer is *normalized* before comparison:
   ``<epoch#k>``, numbered by first appearance on that side, so the target's and the
   reference's epochs are matched as a bijection rather than literally; timestamps (``*_at_ms``,
   ``now_ms``) become ``<time>``, because a served target's clock is not the reference's (lease
-  expiry is still compared: the clock steps move both test clocks together); an error's
+  expiry is still compared: the clock steps move both test clocks together); health's
+  ``schema_version`` becomes ``<integer>`` (each storage has its own; AM-HEALTH-1 asks for an
+  integer); an error's
   ``message`` text becomes ``<message>`` (the code is compared; the wording is not the protocol's);
 * a string holding JSON (an MCP tool result's text) is normalized as JSON too.
 
@@ -94,8 +96,11 @@ class Normalizer:
                 except ValueError:
                     return data
             return data
-        if isinstance(data, int) and not isinstance(data, bool) and (key.endswith(TIME_KEYS_SUFFIX) or key == "now_ms"):
-            return "<time>"
+        if isinstance(data, int) and not isinstance(data, bool):
+            if key.endswith(TIME_KEYS_SUFFIX) or key == "now_ms":
+                return "<time>"
+            if key == "schema_version":  # the storage's own (SQLite 4, PostgreSQL 2): AM-HEALTH-1 says <integer>
+                return "<integer>"
         return data
 
 
