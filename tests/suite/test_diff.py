@@ -103,7 +103,7 @@ def test_a_user_departures_file_tolerates_a_target_difference(tmp_path, capsys, 
         f'[[departure]]\nroute = "GET /v1/projects/{{project}}/{path}"\ntarget = {{ status = 200 }}\n'
         f'reference = {{ status = 401, code = "authentication_failed" }}\nreason = "our gateway folds the scheme case"\n'
         for path in ("identity", "handoffs/{handoff}")))
-    args = ("--seed", "5", "--steps", "300", "--embedded-factory", "mutants:scheme_case_insensitive")
+    args = ("--seed", "5", "--steps", "1000", "--embedded-factory", "mutants:scheme_case_insensitive")
     code, out, _, report = _diff(tmp_path, capsys, monkeypatch, *args)
     assert code == 1 and report["divergences"], "without the file the difference is a divergence"
     code, out, err, report = _diff(tmp_path, capsys, monkeypatch, *args, "--departures", str(departures))
