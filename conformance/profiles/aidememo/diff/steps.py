@@ -123,7 +123,7 @@ class Generator:
         if clock:
             weighted.append((2, self._advance))
         if mcp:
-            weighted.append((2, self._mcp))
+            weighted.append((4, self._mcp))
         self._makers = [maker for _, maker in weighted]
         self._weights = [weight for weight, _ in weighted]
 
@@ -466,22 +466,29 @@ class Generator:
                     note=f"both clocks move {ms // 1000} s")
 
     def _mcp(self) -> Step:
-        method = self.rng.choice(["tools/list", "tools/call", "tools/call", "initialize"])
+        method = self.rng.choice(["tools/list", "tools/call", "tools/call", "tools/call", "initialize"])
         params: dict[str, Any] = {}
-        headers = [("Mcp-Protocol-Version", self.rng.choice(["2026-07-28"] * 5 + ["2024-11-05", ""])),
+        headers = [("Mcp-Protocol-Version", self.rng.choice(["2026-07-28"] * 8 + ["2024-11-05", ""])),
                    ("Mcp-Method", method)]
+        actor = self.rng.choice(["sender", "sender", "receiver", "receiver", "reader", "other_tenant", NO_TOKEN])
         if method == "tools/call":
-            name = self.rng.choice(["handoff_list", "handoff_status", "search", "resource_get", "nope"])
-            hid, _ = self._live()
-            arguments: dict[str, Any] = {"handoff_list": {"box": self.rng.choice(["inbox", "outbox"])},
-                                         "handoff_status": {"handoff_id": hid}, "search": {"q": "plan"},
-                                         "resource_get": {"kind": "session", "id": self._pick(self.model.sessions, "s")},
-                                         "nope": {}}[name]
+            name = self.rng.choice(["handoff_list", "handoff_list", "handoff_status", "search", "resource_get",
+                                    "handoff_accept", "nope"])
+            hid, record = self._live()
+            revision = self._expected(record.revision if record else 1)
+            tools: dict[str, dict[str, Any]] = {
+                "handoff_list": {"box": self.rng.choice(["inbox", "outbox"])}, "handoff_status": {"handoff_id": hid},
+                "search": {"q": "plan"}, "nope": {},
+                "resource_get": {"kind": "session", "id": self._pick(self.model.sessions, "s")},
+                "handoff_accept": {"operation_id": self._command_id(), "handoff_id": hid, "expected_revision": revision,
+                                   "claim_id": self._id("claim")}}
+            arguments = tools[name]
             params = {"name": name, "arguments": arguments}
             headers.append(("Mcp-Name", name))
+            if name == "handoff_accept":
+                self._pending = self._revised(hid)
         params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
         body = {"jsonrpc": "2.0", "id": self.rng.randrange(1, 1000), "method": method, "params": params}
-        actor = self.rng.choice(["sender", "receiver", "reader", "other_tenant", NO_TOKEN])
         return Step(actor, "POST", MCP_ROUTE, "/v1/projects/$project/mcp", body=body,
                     headers=tuple(h for h in headers if h[1]), note=f"MCP {method}")
 
