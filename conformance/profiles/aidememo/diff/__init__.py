@@ -35,15 +35,11 @@ TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time 
 
 def _departures(explicit: str | None, target_file: Any) -> Departures:
     if explicit is not None:
-        path: Path | None = Path(explicit)
-        assert path is not None
-        if not path.is_file():
+        if not Path(explicit).is_file():
             raise ConfigError(f"--departures {explicit}: no such file")
-    elif target_file is not None and (Path(target_file.path).parent / "departures.toml").is_file():
-        path = Path(target_file.path).parent / "departures.toml"
-    else:
-        path = None
-    return Departures.load(path)
+        return Departures.load(Path(explicit))
+    beside = Path(target_file.path).parent / "departures.toml" if target_file is not None else None
+    return Departures.load(beside if beside is not None and beside.is_file() else None)
 
 
 def _quiet(value: Any, keep: str) -> Any:
@@ -128,8 +124,6 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         result = run(sides, seed=seed, budget_s=args.budget or DEFAULT_BUDGET_S, max_steps=int(args.steps or DEFAULT_STEPS),
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
         commands = _report(result, Path(settings[REPORT_DIR]), argv_base, notes)
-    except ConformanceError:
-        raise
     finally:
         target.close()
         reference.close()
