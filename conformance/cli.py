@@ -3,6 +3,8 @@
     aidememo-conformance run [--profile NAME] [--config target.toml] [--baseline FILE] [--report-dir DIR]
                              [--capability CAPS ...] [--timeout S] [--seed N] [--requirement ID ...]
                              [-k EXPR] [-n N] [profile flags: --url URL, --provision-command T, ...] [CHECK ...]
+    aidememo-conformance diff [--config target.toml] [--seed N] [--budget S] [--steps N] [--departures FILE]
+                              [--replay CASE_JSON] [target flags as for run]
     aidememo-conformance requirements [--profile NAME]
     aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML]
 
@@ -60,19 +62,20 @@ def _parser(profile: Any) -> _Parser:
     parser = _Parser(prog=PROG, description="Protocol conformance suite (AideMemo and the other installed profiles)")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help=f"run the suite of a profile (now: {profile.name}) and write the reports")
-    for setting in [*RUN_SETTINGS, *profile.settings]:
-        if setting.cli_flag is None:
-            continue
-        kwargs: dict[str, Any] = {"dest": setting.name, "action": setting.action, "default": None,
-                                  "help": argparse.SUPPRESS if setting.hidden else setting.help}
-        if setting.action != "store_true":
-            kwargs["metavar"] = setting.metavar
-        run.add_argument(setting.cli_flag, **kwargs)
+    _add_settings(run, [*RUN_SETTINGS, *profile.settings])
     run.add_argument("--requirement", action="append", default=[], metavar="ID",
                      help="only checks of this requirement id or prefix, e.g. AM-HO (repeatable)")
     run.add_argument("-k", dest="keyword", help="pytest -k expression selecting checks")
     run.add_argument("-n", dest="workers", help="pytest-xdist workers (a number or 'auto')")
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
+    diff = commands.add_parser("diff", help="send the target and the embedded reference the same seeded request "
+                                            "stream and compare every answer (AideMemo)")
+    _add_settings(diff, [*RUN_SETTINGS, *profile.settings])
+    diff.add_argument("--budget", type=_positive, metavar="SECONDS", help="stop after this long (default 60)")
+    diff.add_argument("--steps", type=_positive_int, metavar="N", help="stop after this many steps (default 3000)")
+    diff.add_argument("--departures", metavar="TOML", help="known departures to tolerate, besides the kit's "
+                                                           "(default: departures.toml beside the target file)")
+    diff.add_argument("--replay", metavar="CASE_JSON", help="send a divergence's recorded steps again, on fresh identities")
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -82,6 +85,64 @@ def _parser(profile: Any) -> _Parser:
     write.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json")
     write.add_argument("-o", "--output", metavar="BASELINE_TOML", help="where to write it (default: stdout)")
     return parser
+
+
+def _add_settings(parser: argparse.ArgumentParser, settings: list[Any]) -> None:
+    for setting in settings:
+        if setting.cli_flag is None:
+            continue
+        kwargs: dict[str, Any] = {"dest": setting.name, "action": setting.action, "default": None,
+                                  "help": argparse.SUPPRESS if setting.hidden else setting.help}
+        if setting.action != "store_true":
+            kwargs["metavar"] = setting.metavar
+        parser.add_argument(setting.cli_flag, **kwargs)
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    if not text.isdigit() or int(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+    return int(text)
+
+
+def _diff(args: argparse.Namespace) -> int:
+    from conformance.profile import RUN_SETTINGS, SEED, resolve_run
+    from conformance.settings import SettingsInput
+
+    try:
+        profile, settings = resolve_run(SettingsInput(flags=vars(args), environ=os.environ, flag_style="cli"))
+        if profile.diff is None:
+            raise ConformanceError(f"profile {profile.name} has no reference to compare a target against")
+
+        base = [PROG, "diff"]
+        if settings.target_file is not None:
+            base += ["--config", settings.target_file.path]
+        from conformance.settings import Layer
+
+        for setting in [*RUN_SETTINGS, *profile.settings]:
+            if setting is not SEED and setting.name not in ("config", "report_dir", "run_tag") \
+                    and settings.layer(setting) in (Layer.FLAG, Layer.ENV):
+                base += setting.arguments(settings[setting])
+        for flag, value in (("--budget", args.budget), ("--steps", args.steps), ("--departures", args.departures)):
+            if value is not None:
+                base += [flag, format(value, "g") if isinstance(value, float) else str(value)]
+        code: int = profile.diff(args, settings, base)
+        return code
+    except ConformanceError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
 
 
 def _write_baseline(args: argparse.Namespace) -> int:
@@ -187,6 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         return exc.code if isinstance(exc.code, int) else 2
     if args.command == "baseline":
         return _write_baseline(args)
+    if args.command == "diff":
+        return _diff(args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 

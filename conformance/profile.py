@@ -200,6 +200,9 @@ class Profile:
     hookspecs: str | None = None  # module of pytest hookspecs a conftest may implement
     configure: Callable[[Any], None] | None = None  # called in pytest_configure, whatever the profile
     aliases: tuple[str, ...] = ()
+    # ``diff``: (parsed arguments, settings, the command's own words) -> exit status; None: the
+    # profile has no reference to compare a target against.
+    diff: Callable[[Any, Settings, list[str]], int] | None = None
 
     @property
     def capability_names(self) -> tuple[str, ...]:

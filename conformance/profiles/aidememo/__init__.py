@@ -52,4 +52,5 @@ PROFILE = Profile(
     configure=configure,
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),
+    diff=lazy("conformance.profiles.aidememo.diff:main"),
 )

@@ -1,0 +1,164 @@
+"""``aidememo-conformance diff``: the target and the kit's reference, fed the same stream, compared answer by answer.
+
+    aidememo-conformance diff [--config target.toml] [--seed N] [--budget S] [--steps N]
+                              [--departures FILE] [--replay CASE_JSON] [run's target flags]
+
+The target is the one ``run`` would test (same target file, provisioning and redaction); the
+reference is a fresh embedded one. ``steps`` draws the stream, ``episode`` sends it and
+``compare`` says what may differ; ``runner`` shrinks the first divergence. Exit 0: no
+divergence; 1: a divergence; 2: bad input.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import shlex
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+from conformance.errors import ConfigError, ConformanceError
+from conformance.profiles.aidememo.diff.compare import Departures
+from conformance.profiles.aidememo.diff.runner import Divergence, Result, Sides, read_case, replay, run, write_case
+from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
+from conformance.profiles.aidememo.settings import AideMemoSettings
+
+__all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
+
+DEFAULT_BUDGET_S = 60.0
+DEFAULT_STEPS = 3000
+TIME_NOTE_CLOCK = "time: both test clocks move together (clock steps); timestamps are compared by type only"
+TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time (lease expiry is not exercised); "
+                  "timestamps are compared by type only")
+
+
+def _departures(explicit: str | None, target_file: Any) -> Departures:
+    if explicit is not None:
+        if not Path(explicit).is_file():
+            raise ConfigError(f"--departures {explicit}: no such file")
+        return Departures.load(Path(explicit))
+    beside = Path(target_file.path).parent / "departures.toml" if target_file is not None else None
+    return Departures.load(beside if beside is not None and beside.is_file() else None)
+
+
+def _quiet(value: Any, keep: str) -> Any:
+    """``value`` with fingerprints shown as ``<fingerprint>`` unless the difference is one: they hash
+    the episode's project id, so they would make two replays' output differ where nothing else does."""
+    if isinstance(value, dict):
+        return {k: "<fingerprint>" if k == "fingerprint" and k != keep and isinstance(v, str) else _quiet(v, keep)
+                for k, v in value.items()}
+    if isinstance(value, list):
+        return [_quiet(item, keep) for item in value]
+    return value
+
+
+def _show(value: Any, keep: str = "") -> str:
+    text = json.dumps(_quiet(value, keep), ensure_ascii=False, sort_keys=True)
+    return text if len(text) <= 300 else text[:297] + "..."
+
+
+def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_command: str | None) -> None:
+    outcome = divergence.outcome
+    assert outcome.field is not None
+    where, ours, theirs = outcome.field
+    out.write(f"DIVERGENCE {index}: {outcome.step.route} ({outcome.step.note}), step {len(divergence.steps)} of "
+              f"{len(divergence.steps)}\n")
+    out.write(f"  first difference: {where}: target {_show(ours)}, reference {_show(theirs)}\n")
+    out.write(f"  requirements: {', '.join(divergence.requirements) or '(none mapped)'}\n")
+    for number, step in enumerate(divergence.steps, 1):
+        query = f"?{step.query}" if step.query else ""
+        out.write(f"  {number:>3}. {step.actor:<13} {step.method} {step.path}{query}  [{step.note}]\n")
+    keep = where.rsplit(".", 1)[-1]
+    out.write(f"  target:    {_show(outcome.target.to_dict(), keep)}\n")
+    out.write(f"  reference: {_show(outcome.reference.to_dict(), keep)}\n")
+    if replay_command:
+        out.write(f"  replay: {replay_command}\n")
+
+
+def _replay_command(argv_base: list[str], case: Path) -> str:
+    return " ".join(shlex.quote(part) for part in [*argv_base, "--replay", str(case)])
+
+
+def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[str]) -> list[str]:
+    report_dir.mkdir(parents=True, exist_ok=True)
+    commands = []
+    cases = []
+    for index, divergence in enumerate(result.divergences, 1):
+        case = report_dir / f"divergence-{index}.json"
+        write_case(case, divergence, result.seed)
+        commands.append(_replay_command(argv_base, case))
+        cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1]})
+    summary = {"seed": result.seed, "steps": result.steps, "episodes": result.episodes,
+               "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
+               "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
+               "divergences": cases, "notes": notes}
+    (report_dir / "diff.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    return commands
+
+
+def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = None) -> int:
+    """Run (or replay) a differential run; the exit status of ``diff``."""
+    out = out or sys.stdout
+    from conformance.profile import REPORT_DIR, SEED
+
+    view = AideMemoSettings.of(settings)
+    try:
+        departures = _departures(args.departures, settings.target_file)
+        steps = read_case(Path(args.replay)) if args.replay else None
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
+    if args.budget is not None and args.budget <= 0 or args.steps is not None and args.steps <= 0:
+        raise ConfigError("--budget and --steps must be positive")
+    target = TargetSide.of(view)
+    reference = ReferenceSide()
+    try:
+        sides = Sides(target, reference, departures)
+        notes = [TIME_NOTE_CLOCK if target.clock else TIME_NOTE_NONE,
+                 "server-chosen epochs are matched by first appearance; error messages are not compared"]
+        if steps is not None:
+            return _replay(sides, steps, out)
+        seed = settings[SEED] if settings[SEED] is not None else random.randrange(2**32)
+        out.write(f"aidememo-conformance diff: seed {seed}, target {view.url or 'embedded'}, namespace {sides.tag}\n")
+        out.write(f"  {notes[0]}\n")
+        result = run(sides, seed=seed, budget_s=args.budget or DEFAULT_BUDGET_S, max_steps=int(args.steps or DEFAULT_STEPS),
+                     clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
+        commands = _report(result, Path(settings[REPORT_DIR]), argv_base, notes)
+    finally:
+        target.close()
+        reference.close()
+    out.write(f"ran {result.steps} steps in {result.episodes} episodes ({result.seconds:.1f} s), "
+              f"{len(result.routes)} routes: {len(result.divergences)} divergence(s), "
+              f"{sum(result.tolerated.values())} tolerated\n")
+    for reason, count in sorted(result.tolerated.items()):
+        out.write(f"  tolerated {count}x: {reason}\n")
+    for index, (divergence, command) in enumerate(zip(result.divergences, commands), 1):
+        _print_divergence(out, index, divergence, command)
+    out.write(f"rerun: {' '.join(shlex.quote(p) for p in argv_base)} --seed {seed}\n")
+    return 1 if result.divergences else 0
+
+
+def _mcp_claimed(view: AideMemoSettings, target: TargetSide) -> bool:
+    claim = view.capabilities.get("mcp")
+    if claim is not None:
+        return claim
+    try:
+        exchange = target.wire.request(None, "POST", "/v1/projects/capability-probe/mcp", json_body={})
+    except ConformanceError:
+        return False
+    return not (exchange.status in (404, 405) and exchange.error_code() is None)
+
+
+def _replay(sides: Sides, steps: list[Any], out: TextIO) -> int:
+    outcomes = replay(sides, steps)
+    last = outcomes[-1] if outcomes else None
+    if last is None or not last.diverged:
+        out.write(f"replayed {len(outcomes)} of {len(steps)} steps: no divergence\n")
+        return 0
+    assert last.field is not None
+    from conformance.profiles.aidememo.diff.compare import requirements_of
+
+    codes = (last.target.error_code, last.reference.error_code)
+    divergence = Divergence(steps[:len(outcomes)], last, len(steps), requirements_of(last.step.route, codes))
+    _print_divergence(out, 1, divergence, None)
+    return 1

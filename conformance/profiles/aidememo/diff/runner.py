@@ -1,0 +1,182 @@
+"""The differential run: episodes of generated steps until the budget is spent, then shrinking and the report.
+
+A run is a series of episodes (fresh identities each, ``EPISODE_STEPS`` steps at most), each
+drawn from a seed the run's seed derives, until ``--steps`` steps were sent or ``--budget``
+seconds passed. The first divergence ends the run: its episode's steps are shrunk (delta
+debugging over the recorded sequence, each trial a fresh episode on both sides) to the shortest
+sequence whose last step still diverges on the same route and field, and written as a case file
+that ``diff --replay`` runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from conformance.profiles.aidememo.diff.compare import Departures, requirements_of
+from conformance.profiles.aidememo.diff.episode import Episode, Outcome
+from conformance.profiles.aidememo.diff.sides import Side
+from conformance.profiles.aidememo.diff.steps import Generator, Step
+
+__all__ = ["Divergence", "Result", "run", "replay", "shrink"]
+
+EPISODE_STEPS = 40
+CASE_VERSION = 1
+
+
+@dataclass(slots=True)
+class Divergence:
+    """A shrunk divergence: the steps, the last one's two answers, what it touches."""
+
+    steps: list[Step]
+    outcome: Outcome
+    found_after: int  # steps in the episode before shrinking
+    requirements: list[str]
+
+    @property
+    def signature(self) -> tuple[str, str]:
+        assert self.outcome.field is not None
+        return self.outcome.step.route, self.outcome.field[0]
+
+    def to_dict(self) -> dict[str, Any]:
+        assert self.outcome.field is not None
+        where, ours, theirs = self.outcome.field
+        return {"route": self.outcome.step.route, "field": where, "target_value": ours, "reference_value": theirs,
+                "requirements": self.requirements, "found_after_steps": self.found_after,
+                "steps": [step.to_dict() for step in self.steps],
+                "target": self.outcome.target.to_dict(), "reference": self.outcome.reference.to_dict()}
+
+
+@dataclass(slots=True)
+class Result:
+    seed: int
+    steps: int = 0
+    episodes: int = 0
+    seconds: float = 0.0
+    routes: dict[str, int] = field(default_factory=dict)  # route -> steps sent
+    tolerated: dict[str, int] = field(default_factory=dict)  # departure reason -> times met
+    divergences: list[Divergence] = field(default_factory=list)
+
+
+class Sides:
+    """The target and the reference, and fresh namespaces for their episodes."""
+
+    def __init__(self, target: Side, reference: Side, departures: Departures) -> None:
+        self.target = target
+        self.reference = reference
+        self.departures = departures
+        self.tag = secrets.token_hex(3)
+        self._count = 0
+
+    def episode(self) -> Episode:
+        self._count += 1
+        episode = Episode(self.target, self.reference, f"{self.tag}-{self._count}", self.departures)
+        episode.start()
+        return episode
+
+
+def run(sides: Sides, *, seed: int, budget_s: float, max_steps: int, clock: bool, mcp: bool,
+        progress: Callable[[str], None] = lambda line: None) -> Result:
+    """Episodes of generated steps until ``max_steps`` or ``budget_s``; the first divergence is shrunk."""
+    result = Result(seed)
+    rng = random.Random(seed)
+    started = time.monotonic()
+    deadline = started + budget_s
+    while result.steps < max_steps and time.monotonic() < deadline:
+        generator = Generator(random.Random(rng.getrandbits(64)), clock=clock, mcp=mcp)
+        episode = sides.episode()
+        result.episodes += 1
+        sent: list[Step] = []
+        outcome: Outcome | None = None
+        for _ in range(min(EPISODE_STEPS, max_steps - result.steps)):
+            if time.monotonic() >= deadline:
+                break
+            step = generator.next()
+            outcome = episode.send(step)
+            sent.append(step)
+            result.steps += 1
+            result.routes[step.route] = result.routes.get(step.route, 0) + 1
+            if outcome.tolerated is not None:
+                result.tolerated[outcome.tolerated.reason] = result.tolerated.get(outcome.tolerated.reason, 0) + 1
+            if outcome.diverged:
+                break
+            generator.observe(outcome.reference.status, outcome.reference_data)
+        if outcome is not None and outcome.diverged:
+            progress(f"divergence after {len(sent)} steps of episode {result.episodes}; shrinking")
+            result.divergences.append(shrink(sides, sent, outcome, time_s=max(10.0, budget_s / 2)))
+            break
+    result.seconds = time.monotonic() - started
+    return result
+
+
+def _diverges_like(sides: Sides, steps: list[Step], signature: tuple[str, str]) -> Outcome | None:
+    outcomes = sides.episode().run(steps)
+    last = outcomes[-1] if outcomes else None
+    if last is None or not last.diverged or len(outcomes) != len(steps) or last.field is None:
+        return None
+    return last if (last.step.route, last.field[0]) == signature else None
+
+
+def shrink(sides: Sides, steps: list[Step], outcome: Outcome, *, time_s: float) -> Divergence:
+    """The shortest sequence found whose last step diverges like ``outcome`` (ddmin over the prefix)."""
+    assert outcome.field is not None
+    signature = (outcome.step.route, outcome.field[0])
+    found_after = len(steps)
+    deadline = time.monotonic() + time_s
+    prefix, last, best_outcome = list(steps[:-1]), steps[-1], outcome
+    chunk = max(1, len(prefix) // 2)
+    while prefix and time.monotonic() < deadline:
+        removed = False
+        start = 0
+        while start < len(prefix) and time.monotonic() < deadline:
+            candidate = prefix[:start] + prefix[start + chunk:]
+            got = _diverges_like(sides, [*candidate, last], signature)
+            if got is not None:
+                prefix, best_outcome, removed = candidate, got, True
+            else:
+                start += chunk
+        if removed:
+            chunk = max(1, min(chunk, len(prefix) // 2))
+        elif chunk == 1:
+            break
+        else:
+            chunk //= 2
+    best = [*prefix, last]
+    codes = (best_outcome.target.error_code, best_outcome.reference.error_code)
+    return Divergence(best, best_outcome, found_after, requirements_of(best_outcome.step.route, codes))
+
+
+def replay(sides: Sides, steps: list[Step]) -> list[Outcome]:
+    """The recorded steps once more, on fresh identities."""
+    return sides.episode().run(steps)
+
+
+def write_case(path: Path, divergence: Divergence, seed: int) -> None:
+    data = {"version": CASE_VERSION, "seed": seed, **divergence.to_dict()}
+    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", "utf-8")
+
+
+def read_case(path: Path) -> list[Step]:
+    """The steps of a case file.
+
+    Raises:
+        ValueError: not a case file of this version (the message says what is wrong).
+    """
+    try:
+        data = json.loads(path.read_text("utf-8"))
+    except OSError as exc:
+        raise ValueError(f"cannot read {path}: {exc.strerror}") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise ValueError(f"{path} is not JSON: {exc}") from None
+    if not isinstance(data, dict) or data.get("version") != CASE_VERSION or not isinstance(data.get("steps"), list):
+        raise ValueError(f"{path} is not a diff case file (version {CASE_VERSION} with steps)")
+    try:
+        return [Step.of(step) for step in data["steps"]]
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ValueError(f"{path}: a step lacks {exc}") from None

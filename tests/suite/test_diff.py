@@ -1,0 +1,188 @@
+"""``aidememo-conformance diff``: the reference against itself finds nothing, broken variants are found.
+
+The embedded target runs in a process of its own (the variants patch the reference's modules),
+so these tests call the command line in-process; its reference stays unbroken. The served test
+runs the command line as a user types it, against a server that keeps its database.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from conformance import cli
+from conformance.profiles.aidememo.diff.steps import CLOCK_ROUTE, MCP_ROUTE, ROUTES
+from tests.suite import mutants
+from tests.suite.test_rerun import TEMPLATE, _env, kept, reference
+from tests.targetfile import write_target
+
+HERE = Path(__file__).parent
+
+# The route the shrunk sequence of each sequential variant must end on (any one of them): the
+# route whose answer the variant bends. The race variants (concurrency) and the token bindings
+# (a bound token is no actor of diff's set) are not sequential differences.
+FOUND_ON: dict[str, tuple[str, ...]] = {
+    "cas_ignored": ("accept", "heartbeat", "return", "POST /v1/commands"),
+    "replay_reexecutes": ("POST",),
+    "command_conflict_accepted": ("POST",),
+    "wrong_actor_allowed": ("accept", "heartbeat", "return"),
+    "reader_can_write": ("POST",),
+    "scheme_case_insensitive": ("GET", "POST"),
+    "visibility_leak": ("GET",),
+    "cursor_stuck": ("changes",),
+    "mailbox_never_pages": ("GET /v1/projects/{project}/handoffs",),
+    "failed_return_completes": ("accept", "heartbeat", "return", "GET"),
+    "fingerprint_ascii": ("POST",),
+    "lease_never_expires": ("accept", "heartbeat", "return"),
+    "lease_too_short": ("accept", "heartbeat", "return", "GET"),
+    "raw_kind_unchecked": ("POST /v1/commands",),
+    "text_unchecked": ("sessions", "facts", "handoff-contexts", "handoffs"),
+    "unknown_fields_ignored": ("POST",),
+    "empty_query_means_default": ("GET",),
+    "search_mode_exact": ("search",),
+    "search_mode_python_strip": ("search",),
+    "context_source_dropped": ("handoff-contexts", "GET"),
+    "context_length_unchecked": ("handoff-contexts",),
+    "search_source_prefix": ("search",),
+    "replay_recommits": ("POST", "GET"),
+    "auth_after_lookup": ("heartbeat", "return"),
+    **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in
+       ("sessions", "facts", "handoff_contexts", "handoffs", "accept", "heartbeat", "return")},
+    **{f"replay_runs_again_{name}": (f"/{name.replace('_', '-')}", "GET") for name in
+       ("sessions", "facts", "handoff_contexts", "handoffs", "accept", "heartbeat", "return")},
+    "gateway_lax_protocol": ("mcp",),
+    "gateway_any_version": ("mcp",),
+    "gateway_overexposes": ("mcp",),
+    "gateway_misroutes": ("mcp",),
+}
+NOT_SEQUENTIAL = {"double_accept", "receipt_numbers", "late_stamp", "stale_cache",  # races
+                  "binding_actor_and_rest_open", "binding_source_leak"}  # bound tokens
+# One of each family by default; every variant under -m slow.
+REPRESENTATIVE = ("cas_ignored", "wrong_actor_allowed", "visibility_leak", "cursor_stuck", "lease_too_short",
+                  "reuse_replays_accept", "replay_runs_again_return", "search_mode_exact", "gateway_misroutes")
+
+
+def _diff(tmp_path: Path, capsys: Any, monkeypatch: Any, *words: str) -> tuple[int, str, str, dict[str, Any]]:
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(HERE), os.environ.get("PYTHONPATH", "")]))
+    report = tmp_path / "report"
+    code = cli.main(["diff", "--report-dir", str(report), *words])
+    out, err = capsys.readouterr()
+    summary = report / "diff.json"
+    return code, out, err, json.loads(summary.read_text()) if summary.exists() else {}
+
+
+def test_the_reference_against_itself_diverges_nowhere_and_reaches_every_route(tmp_path, capsys, monkeypatch):
+    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "11", "--steps", "800")
+    assert code == 0, out + err
+    assert report["divergences"] == [] and report["steps"] == 800
+    missing = {*ROUTES, CLOCK_ROUTE, MCP_ROUTE} - set(report["routes"])
+    assert not missing, f"800 steps (under the default budget of 3000 steps or 60 s) never reached {missing}"
+    assert "0 divergence(s)" in out and "rerun: aidememo-conformance diff --steps 800 --seed 11" in out
+
+
+def test_a_declared_departure_is_tolerated_and_reported(tmp_path, capsys, monkeypatch):
+    # upstream's 500 for a before_seq above 2^63-1 (ERRATA 4) is in the kit's own departures file
+    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "3", "--steps", "1500",
+                                   "--embedded-factory", "diff_targets:upstream_before_seq")
+    assert code == 0, out + err
+    assert [t["reason"][:9] for t in report["tolerated"]] == ["ERRATA 4:"], report["tolerated"]
+    assert "tolerated" in out and "ERRATA 4" in out
+
+
+def test_a_user_departures_file_tolerates_a_target_difference(tmp_path, capsys, monkeypatch):
+    departures = tmp_path / "mine.toml"
+    # the variant takes any scheme's case; diff sends odd schemes to the identity and status reads
+    departures.write_text("".join(
+        f'[[departure]]\nroute = "GET /v1/projects/{{project}}/{path}"\ntarget = {{ status = 200 }}\n'
+        f'reference = {{ status = 401, code = "authentication_failed" }}\nreason = "our gateway folds the scheme case"\n'
+        for path in ("identity", "handoffs/{handoff}")))
+    args = ("--seed", "5", "--steps", "1000", "--embedded-factory", "mutants:scheme_case_insensitive")
+    code, out, _, report = _diff(tmp_path, capsys, monkeypatch, *args)
+    assert code == 1 and report["divergences"], "without the file the difference is a divergence"
+    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, *args, "--departures", str(departures))
+    assert code == 0 and report["divergences"] == [], out + err
+    assert [t["reason"] for t in report["tolerated"]] == ["our gateway folds the scheme case"]
+    assert "tolerated" in out and "our gateway folds the scheme case" in out
+
+
+@pytest.mark.parametrize("words, message", [
+    (("--budget", "0"), "--budget: expected a positive number"),
+    (("--steps", "x"), "--steps: expected a positive number"),
+    (("--replay", "nowhere.json"), "cannot read nowhere.json"),
+    (("--departures", "nowhere.toml"), "--departures nowhere.toml: no such file"),
+    (("--profile", "xmemo"), "profile xmemo has no reference"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, words, message):
+    monkeypatch.chdir(tmp_path)
+    code, out, err, _ = _diff(tmp_path, capsys, monkeypatch, *words)
+    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
+
+
+def test_a_malformed_departures_file_is_bad_input(tmp_path, capsys, monkeypatch):
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[[departure]]\nroute = "GET /health"\n')
+    code, _, err, _ = _diff(tmp_path, capsys, monkeypatch, "--departures", str(bad))
+    assert code == 2 and "needs a string route and a non-empty reason" in err
+
+
+def _find(tmp_path: Path, capsys: Any, monkeypatch: Any, names: tuple[str, ...]) -> None:
+    misses, started = [], time.monotonic()
+    for name in names:
+        code, out, err, report = _diff(tmp_path / name, capsys, monkeypatch, "--seed", "7",
+                                       "--embedded-factory", f"mutants:{name}")
+        if code != 1 or not report.get("divergences"):
+            misses.append(f"{name}: exit {code}, no divergence in the default budget\n{out[-600:]}{err[-600:]}")
+            continue
+        divergence = report["divergences"][0]
+        if not any(part in divergence["route"] for part in FOUND_ON[name]):
+            misses.append(f"{name}: the shrunk sequence ends on {divergence['route']}, not on {FOUND_ON[name]}")
+        if divergence["steps"][-1]["route"] != divergence["route"]:
+            misses.append(f"{name}: the shrunk sequence does not end on the diverging route")
+    print(f"{len(names)} variants in {time.monotonic() - started:.1f} s")
+    assert not misses, "\n".join(misses)
+
+
+def test_representative_broken_variants_are_found_within_the_default_budget(tmp_path, capsys, monkeypatch):
+    _find(tmp_path, capsys, monkeypatch, REPRESENTATIVE)
+
+
+@pytest.mark.slow
+def test_every_sequential_broken_variant_is_found_within_the_default_budget(tmp_path, capsys, monkeypatch):
+    assert set(FOUND_ON) | NOT_SEQUENTIAL == set(mutants.MUTANTS), "a new variant must be placed in FOUND_ON"
+    _find(tmp_path, capsys, monkeypatch, tuple(FOUND_ON))
+
+
+def _user_runs(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(words, capture_output=True, text=True, timeout=600, env=_env(), cwd=cwd)
+
+
+def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_server_is_fixed(tmp_path):
+    database = tmp_path / "ledger.sqlite"
+    target = tmp_path / "target.toml"
+    with kept(database, mutants.reuse_replays_accept) as url:
+        write_target(target, url, provision={"command": TEMPLATE.format(database=database)})
+        first = _user_runs(["aidememo-conformance", "diff", "--config", "target.toml", "--seed", "2",
+                            "--steps", "40"], tmp_path)
+        assert first.returncode == 1, first.stdout + first.stderr
+        assert "/accept" in first.stdout.split("DIVERGENCE 1: ", 1)[1].splitlines()[0]
+        line = next(line for line in first.stdout.splitlines() if line.strip().startswith("replay: "))
+        replay = shlex.split(line.strip().removeprefix("replay: "))
+        again = [_user_runs(replay, tmp_path) for _ in range(2)]
+        assert [done.returncode for done in again] == [1, 1], again[0].stdout + again[0].stderr
+        assert again[0].stdout == again[1].stdout, "two replays against the same server must say the same"
+        shown = first.stdout.split("DIVERGENCE 1: ", 1)[1].split("  replay: ")[0]
+        assert again[0].stdout.split("DIVERGENCE 1: ", 1)[1].startswith(shown.split("\n", 1)[0])
+        port = int(url.rsplit(":", 1)[1])
+    with kept(database, reference, port):  # the fixed server, on the same file and port
+        fixed = [_user_runs(replay, tmp_path) for _ in range(2)]
+    assert [done.returncode for done in fixed] == [0, 0], fixed[0].stdout + fixed[0].stderr
+    case = Path(tmp_path, replay[-1]).read_text()
+    for text in (first.stdout, first.stderr, again[0].stdout, case):
+        assert "tok-" not in text, "no token is printed or written"
