@@ -14,6 +14,8 @@ import codecs
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, NamedTuple, Protocol
 
+from refkit.records import distinct
+
 from .errors import ClientRefusal
 
 if TYPE_CHECKING:
@@ -24,6 +26,7 @@ __all__ = ["Answer", "NoAnswer", "Wire", "HttpxWire", "charset"]
 Query = Mapping[str, str | int]
 
 
+@distinct
 class Answer(NamedTuple):
     """What the server sent: the status, the body's bytes, and the charset its text is in."""
 

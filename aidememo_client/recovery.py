@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
+from refkit.records import distinct
+
 from aidememo_wire.ids import stable_claim_id, stable_operation_id
 
 from .errors import ClientRefusal, MalformedAnswer
@@ -87,6 +89,7 @@ def _addressed(record: Mapping[str, Any], actor_id: str) -> None:
 
 # Plans are named tuples, not dataclasses: importing dataclasses (it loads inspect) would cost
 # every remote command line a tenth of its run.
+@distinct
 class AcceptPlan(NamedTuple):
     """What accept sends (unless ``recovered``), and what it needs to materialize the context."""
 
@@ -131,6 +134,7 @@ def plan_accept(project_id: str, actor_id: str, handoff_id: str, status: Mapping
                       from_actor=required_str(record, "from_actor"))
 
 
+@distinct
 class HeartbeatPlan(NamedTuple):
     handoff_id: str
     revision: int
@@ -156,6 +160,7 @@ def plan_heartbeat(project_id: str, actor_id: str, handoff_id: str, status: Mapp
     return HeartbeatPlan(handoff_id=handoff_id, revision=revision, claim_id=claim_id, command_id=command_id)
 
 
+@distinct
 class ReturnPlan(NamedTuple):
     handoff_id: str
     revision: int

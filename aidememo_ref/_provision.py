@@ -18,6 +18,8 @@ import unicodedata
 from pathlib import Path
 from typing import Final, NamedTuple, NotRequired, TypedDict
 
+from refkit.records import distinct
+
 from aidememo_wire.ids import bearer_digest, encode_ulid, id_problem, token_problem
 from aidememo_wire.status import Role
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, transaction
@@ -54,6 +56,7 @@ class Provisioning(TypedDict):
     actor_name: NotRequired[str | None]
 
 
+@distinct
 class Checked(NamedTuple):
     """Bootstrap's arguments once accepted: what a store's ``provision`` writes."""
 

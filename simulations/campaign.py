@@ -159,14 +159,7 @@ def run_campaign(
     """
     started = time.monotonic()
     rng = random.Random(seed)
-    if target is None:
-        names = actor_names(actors)
-        tgt: Target = EmbeddedTarget(names, seed=seed, factory=factory)
-        run_id = RUN_ID
-    else:
-        tgt = target
-        names = target.actors
-        run_id = fresh_run_id(seed)  # fresh ids on a long-lived server
+    tgt, names, run_id = _open_target(seed, actors, factory, target)
     workers = workers_for(names)
     recorder = Recorder()
     check = HistoryCheck()
@@ -219,6 +212,15 @@ def run_campaign(
         history=tuple(recorder.history()), decisions=tuple(decisions), verdict=verdict, finding=finding,
         elapsed_s=time.monotonic() - started, feed=tuple(feed),
     )
+
+
+def _open_target(seed: int, actors: int, factory: LedgerFactory,
+                 target: HttpTarget | None) -> tuple[Target, tuple[str, ...], str]:
+    """The run's target, its actors and its run id (fresh on a long-lived server)."""
+    if target is None:
+        names = actor_names(actors)
+        return EmbeddedTarget(names, seed=seed, factory=factory), names, RUN_ID
+    return target, target.actors, fresh_run_id(seed)
 
 
 def _history_sink(path: Path | None) -> IO[str] | None:

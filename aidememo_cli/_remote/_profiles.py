@@ -20,6 +20,8 @@ import os
 import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
+
+from refkit.records import distinct
 from urllib.parse import urlsplit
 
 from aidememo_wire.ids import id_problem
@@ -45,6 +47,7 @@ _PROFILE_NAME = re.compile(r"[A-Za-z0-9._-]{1,64}\Z")
 
 # Named tuples, not dataclasses: every remote command reads a profile, and importing
 # dataclasses (it loads inspect) costs a remote read about a tenth of its run.
+@distinct
 class RemoteProfile(NamedTuple):
     """One named identity on one server; ``repr`` never shows the token."""
 
@@ -67,6 +70,7 @@ class RemoteProfile(NamedTuple):
         return data
 
 
+@distinct
 class AuthFile(NamedTuple):
     """The whole file: legacy URL tokens and named profiles (both maps are changed in place)."""
 

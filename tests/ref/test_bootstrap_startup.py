@@ -32,10 +32,10 @@ _BARE = "import sys\nwith open(sys.argv[1], 'w') as out:\n    out.write('\\n'.jo
 _KIT = ("refkit", "aidememo_wire", "aidememo_client", "aidememo_cli", "aidememo_ref", "xmemo_ref", "conformance",
         "simulations")
 # What bootstrap on a current file may load of the kit: the dispatcher, the verb, its rules.
-_ALLOWED = {"aidememo_cli", "aidememo_ref", "aidememo_ref._verbs", "aidememo_ref._verbs._backend",
+_ALLOWED = {"aidememo_cli", "aidememo_ref", "aidememo_ref.verbs", "aidememo_ref._verbs", "aidememo_ref._verbs._backend",
             "aidememo_ref._verbs.bootstrap", "aidememo_ref._provision", "aidememo_wire", "aidememo_wire.errors",
             "aidememo_wire.ids", "aidememo_wire.status", "refkit", "refkit.args", "refkit.clock",
-            "refkit.sqlitefile", "refkit.ulid"}
+            "refkit.records", "refkit.sqlitefile", "refkit.ulid"}
 # Heavy modules bootstrap never needs: the HTTP stack, PostgreSQL, and dataclasses (with
 # inspect), whose definitions were a large part of loading the ledger.
 _NEVER = ("httpx", "uvicorn", "psycopg", "psycopg_pool", "jsonschema", "asyncio", "ssl", "dataclasses", "inspect",

@@ -88,7 +88,7 @@ def _load_factory(spec: str) -> Callable[[str], Any]:
     return factory  # type: ignore[no-any-return]
 
 
-def _start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner, Any]:
+def start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner, Any]:
     try:
         import aidememo_ref
     except ImportError as exc:  # pragma: no cover - the kit ships the reference
@@ -148,7 +148,7 @@ def start(context: StartContext) -> AideMemoTarget:
         provisioner: Provisioner | None = None
         transport = None
         if settings.embedded:
-            base_url, provisioner, transport = _start_embedded(settings, stack)
+            base_url, provisioner, transport = start_embedded(settings, stack)
         else:
             base_url = settings.url or ""
             if settings.provision_hook:

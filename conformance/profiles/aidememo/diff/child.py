@@ -13,7 +13,7 @@ from contextlib import ExitStack
 
 from conformance.errors import ConformanceError
 from conformance.profiles.aidememo.settings import AideMemoSettings
-from conformance.profiles.aidememo.target import _start_embedded
+from conformance.profiles.aidememo.target import start_embedded
 from conformance.provisioning import TokenList
 
 
@@ -24,7 +24,7 @@ def main(argv: list[str]) -> int:
                                 provision_hook=False, embedded_backend=backend)
     with ExitStack() as stack:
         try:
-            base_url, provisioner = _start_embedded(settings, stack)
+            base_url, provisioner, _ = start_embedded(settings, stack)
         except ConformanceError as exc:
             print(f"error: {exc}", flush=True)
             return 2
