@@ -19,6 +19,7 @@ import time
 import urllib.parse
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -40,9 +41,10 @@ def _wrapped(db_path: str, bend: Callable[[Callable[..., Any], str, bytes, list[
     ledger = _ledger_for(db_path)
     original = ledger.service.handle
 
-    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"", **options: Any) -> Any:
+        # options: the MCP gateway's own calls pass on_behalf=True, which must reach the service
         raw = target.encode("latin-1") if isinstance(target, str) else target
-        return bend(original, method, raw, list(headers), body)
+        return bend(partial(original, **options), method, raw, list(headers), body)
 
     ledger.service.handle = handle
     return ledger

@@ -29,8 +29,8 @@ def identity_without_role(db_path):
     ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     original = ledger.service.handle
 
-    def handle(method, target, headers, body=b""):
-        response = original(method, target, headers, body)
+    def handle(method, target, headers, body=b"", **options):
+        response = original(method, target, headers, body, **options)
         path = target.decode("latin-1") if isinstance(target, bytes) else target
         if path.endswith("/identity") and response.status == 200:
             data = json.loads(response.body)

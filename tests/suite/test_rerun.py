@@ -133,8 +133,8 @@ def echoing(db_path: str) -> Any:
     ledger = mutants.cas_ignored(db_path)
     original = ledger.service.handle
 
-    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
-        response = original(method, target, headers, body)
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"", **options: Any) -> Any:
+        response = original(method, target, headers, body, **options)
         auth = next((v for k, v in headers if k.lower() == b"authorization"), b"")
         return dataclasses.replace(response, headers=[*response.headers, ("x-echo", auth.decode("latin-1"))])
 
