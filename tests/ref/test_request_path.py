@@ -1,12 +1,13 @@
 """The request path's shortcuts against the general code they stand for.
 
 ``raw_command`` decodes the common body in one pass (``_hot.plain_raw``) and leaves everything
-else to the struct decoder; ``_hot.build`` makes a record as its constructor does; the log's
-``INSERT`` names only a row's non-None fields (``_hot.AppendStatements``); the canonical encoder skips its float walk when the text shows no float;
-the envelope digest writes checked ids between quotes unescaped; ``Service`` answers exact paths
-without parsing them; receipts are formatted in one step. Each test here compares a shortcut
-with the general code (or with the canonical form it must equal) on the inputs where they could
-part.
+else to the struct decoder; ``_hot.build`` makes a record as its constructor does; a field
+kind's quick test passes only what the field decoder keeps as it is; the log's ``INSERT`` names
+only a row's non-None fields (``_hot.AppendStatements``); the canonical encoder skips its float
+walk when the text shows no float; the envelope digest writes checked ids between quotes
+unescaped; ``Service`` answers exact paths without parsing them; receipts are formatted in one
+step. Each test here compares a shortcut with the general code (or with the canonical form it
+must equal) on the inputs where they could part.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from hypothesis import strategies as st
 
 from aidememo_ref import ReferenceLedger
 from aidememo_wire.canonical import Json, _encode, canonical_json, envelope_digest, fingerprint, parse_json
-from aidememo_ref._commands import RawCommand, _decoded_raw, raw_command
-from aidememo_ref._hot import AppendStatements, build, plain_raw
+from aidememo_ref._commands import STRUCTS, RawCommand, _decoded_raw, raw_command
+from aidememo_ref._decode import Field, _field_value
+from aidememo_ref._hot import AppendStatements, build, plain_raw, quick_test
 from aidememo_ref._logstate import Row
 from aidememo_ref._sqlite import append_statement
 from aidememo_wire.errors import LedgerError
@@ -89,6 +91,23 @@ def test_the_one_pass_decoder_takes_the_common_body() -> None:
     assert raw_command(copy.deepcopy(BASE)) == _decoded_raw(copy.deepcopy(BASE))
     assert plain_raw(copy.deepcopy(BASE)) == tuple(_decoded_raw(copy.deepcopy(BASE)))
     assert plain_raw({**copy.deepcopy(BASE), "expected_revision": 3}) is not None
+
+
+_KINDS = sorted({field.kind for fields in STRUCTS.values() for field in fields} | {"u64", "bool"})
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_a_quick_test_passes_only_what_the_field_decoder_keeps_as_it_is(kind: str) -> None:
+    quick = quick_test(kind)
+    if kind.startswith("struct:"):
+        assert quick is None
+        return
+    assert quick is not None
+    passed = [value for value in [*VALUES, 0, "succeeded", "failed", "Failed"] if quick(value)]
+    assert passed, f"no value takes the {kind} shortcut"
+    for value in passed:
+        kept = _field_value(Field("f", kind), value, STRUCTS)
+        assert type(kept) is type(value) and kept == value, (kind, value)
 
 
 @settings(max_examples=100)
