@@ -104,9 +104,8 @@ CREATE TABLE IF NOT EXISTS log(
 """
 _COLUMNS: Final = ("n, tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, command_id, "
                    "fingerprint, from_actor, to_actor, source_id, status")
-_APPEND: Final = f"INSERT INTO log({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_NAMES: Final = tuple(_COLUMNS.split(", "))
-_APPENDS: Final = AppendStatements("log", _NAMES)  # None fields left to the column default (``_hot``)
+_APPENDS: Final = AppendStatements("log", _COLUMNS.split(", "))  # None fields left to the column default (``_hot``)
+_APPEND: Final = _APPENDS.statement(())  # all 16 columns
 _TAIL: Final = f"SELECT {_COLUMNS} FROM log WHERE n>? ORDER BY n"
 _TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _IDENTITY + _LOG))
 _OLD_TABLES: Final = ("resources", "changes", "handoff_index", "search_docs", "search_terms")  # layouts 2 and 3
@@ -291,7 +290,7 @@ class _Tx:
             self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
             revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))
         if index is _NOT_INDEXED and write.body is not None:
-            self._cur.execute(_CHANGE_ONLY, row[:12])  # the common shape, without the generic pass
+            self._cur.execute(_CHANGE_ONLY, row[:12])  # the common shape, without ``of``'s pass over the row
         else:
             self._cur.execute(*_APPENDS.of(row))
         rows.append((row, content))
