@@ -9,15 +9,14 @@ in ``_ledger``.
 
 from __future__ import annotations
 
-import re
 from enum import StrEnum
 from typing import Final, NamedTuple, TypeAlias
 
 from refkit.records import distinct
-from aidememo_wire.canonical import U64_MAX, Json, canonical_json, envelope_digest
+from aidememo_wire.canonical import Json, canonical_json, envelope_digest
 from ._decode import Field, decode_struct
+from ._hot import build, plain_raw
 from aidememo_wire.errors import LedgerError
-from aidememo_wire.ids import ID_PATTERN, NAME_PATTERN
 from ._records import CONTEXT, FACT, HANDOFF, SESSION, Outcome
 
 __all__ = [
@@ -106,8 +105,8 @@ STRUCTS: Final[dict[str, tuple[Field, ...]]] = {
 # One class per payload struct above, same fields in the same order (a test pins it). Values
 # arrive already checked by the decoder, so construction needs no second validation. Payloads
 # and ``Command`` are NamedTuples, not frozen dataclasses like the stored records: one is built
-# per request, and a frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs
-# five times a tuple's. They are as immutable; ``_replace`` is their ``dataclasses.replace``.
+# per request (``_hot`` says what that costs). They are as immutable; ``_replace`` is their
+# ``dataclasses.replace``.
 @distinct
 class SessionCreatePayload(NamedTuple):
     session_id: str
@@ -232,46 +231,16 @@ def _opt_int(value: Json) -> int | None:
     return value
 
 
-# Builds a NamedTuple from all its fields in order without the Python-level __new__ that
-# Command(...) runs (a third of its cost): on the raw route's path, where every field is at hand.
-_new: Final = tuple.__new__
 _REQUEST_FIELDS: Final = frozenset(field.name for field in STRUCTS["CommandRequest"])
 
 
 def raw_command(body: Json) -> RawCommand:
     """Decode a ``POST /v1/commands`` body (structure only; §2.2 rules run after auth)."""
     if type(body) is dict and _REQUEST_FIELDS.issuperset(body):
-        raw = _plain_raw(body)
-        if raw is not None:
-            return raw
+        fields = plain_raw(body)  # the common body's one-pass shortcut (``_hot``)
+        if fields is not None:
+            return build(RawCommand, fields)
     return _decoded_raw(body)
-
-
-# command_id, project_id, operation, resource kind and id joined by newlines, in one test: no
-# grammar's class holds a newline, so each part must match its own grammar.
-_ENVELOPE_NAMES: Final = re.compile("\n".join((ID_PATTERN, ID_PATTERN, NAME_PATTERN, NAME_PATTERN, ID_PATTERN))).fullmatch
-
-
-def _plain_raw(body: dict[str, Json]) -> RawCommand | None:
-    """The common body in one pass: a map whose fields are all valid as they are. Anything
-    else (None) goes to ``decode_struct``, which accepts it or words the refusal, so there is
-    one statement of the rules and this is only its shortcut (a test compares the two)."""
-    try:
-        command_id, project_id, operation = body["command_id"], body["project_id"], body["operation"]
-        payload, resource, change = body["payload"], body["resource"], body["change"]
-        expected = body.get("expected_revision")
-        kind, resource_id = resource["kind"], resource["id"]  # type: ignore[call-overload,index]
-    except (KeyError, TypeError):  # a field missing, or resource not a map (JSON's only str-indexed type)
-        return None
-    if not (type(command_id) is str and type(project_id) is str and type(operation) is str and type(kind) is str
-            and type(resource_id) is str and (change == "upsert" or change == "delete")
-            and (expected is None or (type(expected) is int and 0 < expected <= U64_MAX))
-            and _ENVELOPE_NAMES(f"{command_id}\n{project_id}\n{operation}\n{kind}\n{resource_id}") is not None):
-        return None
-    payload_json = canonical_json(payload)
-    return _new(RawCommand, (command_id, project_id, operation, kind, resource_id, expected, payload, payload_json,
-                             change, envelope_digest(project_id, expected, operation, payload_json, kind, resource_id,
-                                                     change)))
 
 
 def _decoded_raw(body: Json) -> RawCommand:
@@ -301,8 +270,8 @@ def check_raw(raw: RawCommand) -> Command:
         raise LedgerError.invalid_command("operation/change must be resource.put/upsert or resource.delete/delete")
     if op is Op.RESOURCE_DELETE and raw.payload is not None:
         raise LedgerError.invalid_command("resource.delete payload must be JSON null")
-    return _new(Command, (raw.command_id, raw.project_id, op, raw.kind, raw.resource_id, raw.expected_revision,
-                          _new(ResourcePayload, (raw.payload, raw.payload_json)), raw.fingerprint))
+    return build(Command, (raw.command_id, raw.project_id, op, raw.kind, raw.resource_id, raw.expected_revision,
+                           build(ResourcePayload, (raw.payload, raw.payload_json)), raw.fingerprint))
 
 
 def _payload(struct: str, decoded: dict[str, Json]) -> Payload:

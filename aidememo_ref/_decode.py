@@ -15,7 +15,8 @@ from urllib.parse import unquote_to_bytes
 
 from aidememo_wire.canonical import U64_MAX, Json
 from aidememo_wire.errors import LedgerError
-from aidememo_wire.ids import id_problem, name_problem, valid_id, valid_name
+from aidememo_wire.ids import id_problem, name_problem
+from ._hot import quick_test
 
 __all__ = ["Field", "decode_struct", "decode_query", "type_name", "BODY_PREFIX", "QUERY_PREFIX"]
 
@@ -92,43 +93,18 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
     raise AssertionError(kind)
 
 
-def _accepts(field: Field) -> Callable[[Json], bool] | None:
-    """A quick test passing the field's ordinary valid values as they are; whatever it does not
-    pass goes through ``_field_value``, which accepts it or words the refusal (one set of rules,
-    a shortcut for the common case: every field of every request comes through here)."""
-    kind = field.kind
-    if kind == "any":
-        return lambda value: True
-    if kind == "id":
-        return lambda value: type(value) is str and valid_id(value) is not None
-    if kind == "name":
-        return lambda value: type(value) is str and valid_name(value) is not None
-    if kind == "string":
-        return lambda value: type(value) is str
-    if kind.startswith("enum:"):
-        variants = frozenset(kind[5:].split(","))
-        return lambda value: type(value) is str and value in variants
-    if kind == "revision":
-        return lambda value: type(value) is int and 0 < value <= U64_MAX
-    if kind == "u64":
-        return lambda value: type(value) is int and 0 <= value <= U64_MAX
-    if kind == "bool":
-        return lambda value: type(value) is bool
-    return None  # nested structs go through _field_value
-
-
 _Check = tuple[str, bool, Callable[[Json], bool] | None, Field]  # name, optional, quick test, field
 _Compiled = tuple[frozenset[str], tuple[_Check, ...]]
 _COMPILED: dict[int, tuple[tuple[Field, ...], _Compiled]] = {}
 
 
 def _compiled(fields: tuple[Field, ...]) -> _Compiled:
-    """A struct's field names and quick tests, computed once per table (the entry keeps the
+    """A struct's field names and quick tests (``_hot``), computed once per table (the entry keeps the
     table alive, so its id cannot be reused for another)."""
     entry = _COMPILED.get(id(fields))
     if entry is None or entry[0] is not fields:
         names = frozenset(field.name for field in fields)
-        checks = tuple((field.name, field.optional, _accepts(field), field) for field in fields)
+        checks = tuple((field.name, field.optional, quick_test(field.kind), field) for field in fields)
         entry = _COMPILED[id(fields)] = (fields, (names, checks))
     return entry[1]
 

@@ -22,6 +22,7 @@ from aidememo_wire.canonical import Json, JsonError, parse_json
 from refkit.clock import AdvancingClock, Clock
 from refkit.records import distinct
 from refkit.response import MAX_BODY_BYTES, Response
+from ._hot import build
 from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, check_raw, raw_command, typed_command
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
@@ -59,7 +60,7 @@ _DIGESTS: Final = 1024  # Authorization values that proved a membership, with th
 
 @distinct
 class _Request(NamedTuple):
-    """One request's parts (a NamedTuple: built once per request, cheaper than a frozen dataclass)."""
+    """One request's parts (a NamedTuple: built once per request, see ``_hot``)."""
 
     method: str
     query: bytes
@@ -205,7 +206,7 @@ class Service:
         if handler is None:
             allowed = sorted(methods) + (["HEAD"] if "GET" in methods else [])
             return Response(405, (("allow", ",".join(sorted(allowed))),))
-        request = tuple.__new__(_Request, (method, query, tuple(headers), body, on_behalf))  # _Request(...) adds a Python-level call
+        request = build(_Request, (method, query, tuple(headers), body, on_behalf))  # ``_hot``: one per request
         try:
             response = handler(request, *params)
         except LedgerError as error:

@@ -47,6 +47,7 @@ from types import TracebackType
 from typing import Final, TypeAlias
 
 from ._commands import Command
+from ._hot import AppendStatements, build
 from aidememo_wire.errors import LedgerError
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
@@ -103,12 +104,8 @@ CREATE TABLE IF NOT EXISTS log(
 """
 _COLUMNS: Final = ("n, tenant_id, project_id, seq, kind, id, revision, actor_id, committed_at_ms, body, command_id, "
                    "fingerprint, from_actor, to_actor, source_id, status")
-_APPEND: Final = f"INSERT INTO log({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?,?,?,?)"
-_NAMES: Final = tuple(_COLUMNS.split(", "))
-# Append statements by the positions of a row's None fields, which are left to the column's
-# default (NULL) rather than bound: sqlite3 binds None through its adapter lookup, which raises
-# and clears two AttributeErrors per value (about 3,500 instructions, a tenth of a raw transaction).
-_APPENDS: dict[tuple[int, ...], str] = {}
+_APPENDS: Final = AppendStatements("log", _COLUMNS.split(", "))  # None fields left to the column default (``_hot``)
+_APPEND: Final = _APPENDS.statement(())  # all 16 columns
 _TAIL: Final = f"SELECT {_COLUMNS} FROM log WHERE n>? ORDER BY n"
 _TABLES: Final = frozenset(re.findall(r"CREATE TABLE IF NOT EXISTS (\w+)", _IDENTITY + _LOG))
 _OLD_TABLES: Final = ("resources", "changes", "handoff_index", "search_docs", "search_terms")  # layouts 2 and 3
@@ -176,24 +173,13 @@ def _mailbox_fields(record: object) -> tuple[str | None, str | None, str | None,
     return _NOT_INDEXED
 
 
-def _append(row: Row) -> tuple[str, tuple[object, ...]]:
-    """The statement appending ``row`` and its non-None values."""
-    nulls = tuple(i for i, value in enumerate(row) if value is None)
-    sql = _APPENDS.get(nulls)
-    if sql is None:
-        names = [name for i, name in enumerate(_NAMES) if i not in nulls]
-        sql = _APPENDS[nulls] = f"INSERT INTO log({', '.join(names)}) VALUES ({','.join('?' * len(names))})"
-    return sql, tuple(value for value in row if value is not None)
-
-
-_CHANGE_ONLY: Final = tuple(range(12, 16))  # a row without the handoff fields
-_APPENDS[_CHANGE_ONLY] = f"INSERT INTO log({', '.join(_NAMES[:12])}) VALUES ({','.join('?' * 12)})"
+_CHANGE_ONLY: Final = _APPENDS.statement(tuple(range(12, 16)))  # a row without the handoff fields
 
 
 def append_statement(*, handoff_fields: bool) -> str:
     """The statement the store appends a log row with: all 16 columns in order, or the first 12
     for a row without the handoff-index fields (the common write; ``bench/ledger.py``'s floors)."""
-    return _APPEND if handoff_fields else _APPENDS[_CHANGE_ONLY]
+    return _APPEND if handoff_fields else _CHANGE_ONLY
 
 
 class _Tx:
@@ -300,13 +286,13 @@ class _Tx:
         record = write.record
         index = _mailbox_fields(record)
         content = record.content if isinstance(record, Fact) else None
-        row: Row = tuple.__new__(Row, (  # Row(...) would add a Python-level call
+        row: Row = build(Row, (
             self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
             revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))
         if index is _NOT_INDEXED and write.body is not None:
-            self._cur.execute(_APPENDS[_CHANGE_ONLY], row[:12])  # the common shape, without the generic pass
+            self._cur.execute(_CHANGE_ONLY, row[:12])  # the common shape, without ``of``'s pass over the row
         else:
-            self._cur.execute(*_append(row))
+            self._cur.execute(*_APPENDS.of(row))
         rows.append((row, content))
         return Receipt(command_id=command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
                        project_id=member.project_id, actor_id=member.actor_id, project_seq=seq, kind=kind,
@@ -396,8 +382,8 @@ class SQLiteStore:
                 with state.lock:
                     for n, t, p, seq, kind, rid, revision, actor, *rest in conn.execute(_TAIL, (state.applied,)):
                         # One copy of each repeated name in memory, not one per row.
-                        state.apply(tuple.__new__(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
-                                                        intern(actor), *rest)))
+                        state.apply(build(Row, (n, intern(t), intern(p), seq, intern(kind), rid, revision,
+                                                intern(actor), *rest)))
             except ValueError as exc:  # a damaged row: memory keeps the prefix before it
                 raise LedgerError.storage_failure(unavailable=False) from exc
             local.log_seen = version

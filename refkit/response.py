@@ -22,8 +22,8 @@ class Response:
     body: bytes = b""
 
     def __init__(self, status: int, headers: tuple[tuple[str, str], ...] = (), body: bytes = b"") -> None:
-        # The generated __init__'s work through the slots' own setters, a third cheaper than its
-        # object.__setattr__ calls: every request builds one.
+        # The generated __init__'s work through the slots' own setters: a request-path shortcut,
+        # explained in aidememo_ref/_hot.py with the others.
         _SET_STATUS(self, status)
         _SET_HEADERS(self, headers)
         _SET_BODY(self, body)

@@ -1,11 +1,13 @@
 """The request path's shortcuts against the general code they stand for.
 
-``raw_command`` decodes the common body in one pass (``_plain_raw``) and leaves everything else
-to the struct decoder; the canonical encoder skips its float walk when the text shows no float;
-the envelope digest writes checked ids between quotes unescaped; ``Service`` answers exact paths
-without parsing them; receipts are formatted in one step. Each test here compares a shortcut
-with the general code (or with the canonical form it must equal) on the inputs where they could
-part.
+``raw_command`` decodes the common body in one pass (``_hot.plain_raw``) and leaves everything
+else to the struct decoder; ``_hot.build`` makes a record as its constructor does; a field
+kind's quick test passes only what the field decoder keeps as it is; the log's ``INSERT`` names
+only a row's non-None fields (``_hot.AppendStatements``); the canonical encoder skips its float
+walk when the text shows no float; the envelope digest writes checked ids between quotes
+unescaped; ``Service`` answers exact paths without parsing them; receipts are formatted in one
+step. Each test here compares a shortcut with the general code (or with the canonical form it
+must equal) on the inputs where they could part.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import copy
 import hashlib
 import json
+import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -22,7 +25,11 @@ from hypothesis import strategies as st
 
 from aidememo_ref import ReferenceLedger
 from aidememo_wire.canonical import Json, _encode, canonical_json, envelope_digest, fingerprint, parse_json
-from aidememo_ref._commands import RawCommand, _decoded_raw, _plain_raw, raw_command
+from aidememo_ref._commands import STRUCTS, RawCommand, _decoded_raw, raw_command
+from aidememo_ref._decode import Field, _field_value
+from aidememo_ref._hot import AppendStatements, build, plain_raw, quick_test
+from aidememo_ref._logstate import Row
+from aidememo_ref._sqlite import append_statement
 from aidememo_wire.errors import LedgerError
 from aidememo_ref._records import Receipt
 
@@ -81,8 +88,61 @@ def test_the_one_pass_decoder_answers_as_the_struct_decoder(body: dict[str, Json
 
 def test_the_one_pass_decoder_takes_the_common_body() -> None:
     # Without this the comparison above would pass with the shortcut never taken.
-    assert _plain_raw(copy.deepcopy(BASE)) == _decoded_raw(copy.deepcopy(BASE))
-    assert _plain_raw({**copy.deepcopy(BASE), "expected_revision": 3}) is not None
+    assert raw_command(copy.deepcopy(BASE)) == _decoded_raw(copy.deepcopy(BASE))
+    assert plain_raw(copy.deepcopy(BASE)) == tuple(_decoded_raw(copy.deepcopy(BASE)))
+    assert plain_raw({**copy.deepcopy(BASE), "expected_revision": 3}) is not None
+
+
+_KINDS = sorted({field.kind for fields in STRUCTS.values() for field in fields} | {"u64", "bool"})
+
+
+@pytest.mark.parametrize("kind", _KINDS)
+def test_a_quick_test_passes_only_what_the_field_decoder_keeps_as_it_is(kind: str) -> None:
+    quick = quick_test(kind)
+    if kind.startswith("struct:"):
+        assert quick is None
+        return
+    assert quick is not None
+    passed = [value for value in [*VALUES, 0, "succeeded", "failed", "Failed"] if quick(value)]
+    assert passed, f"no value takes the {kind} shortcut"
+    for value in passed:
+        kept = _field_value(Field("f", kind), value, STRUCTS)
+        assert type(kept) is type(value) and kept == value, (kind, value)
+
+
+@settings(max_examples=100)
+@given(st.lists(st.none() | st.integers() | st.text(max_size=4), min_size=len(Row._fields),
+                max_size=len(Row._fields)))
+def test_build_makes_the_record_its_constructor_makes(fields: list[object]) -> None:
+    built = build(Row, tuple(fields))
+    assert type(built) is Row and built == Row(*fields) and built.body == Row(*fields).body
+
+
+# Every row shape the log takes: a change with and without a body, with and without the
+# handoff fields, and a handoff row with an empty source.
+_ROW_SHAPES = [
+    (1, "t", "p", 1, "custom.note", "n1", 1, "a", 5, '{"i":1}', "c1", "f" * 64, None, None, None, None),
+    (2, "t", "p", 2, "custom.note", "n1", 2, "a", 6, None, "c2", "f" * 64, None, None, None, None),
+    (3, "t", "p", 3, "handoff", "h1", 1, "a", 7, "{}", "c3", "f" * 64, "a", "b", None, "pending"),
+    (4, "t", "p", 4, "handoff", "h1", 2, "a", 8, "{}", "c4", "f" * 64, "a", "b", "s1", "claimed"),
+]
+
+
+def test_an_insert_without_the_none_fields_stores_the_row_the_full_insert_stores() -> None:
+    full_sql = append_statement(handoff_fields=True)
+    names = full_sql[full_sql.index("(") + 1:full_sql.index(")")].split(", ")  # the log's columns, in order
+    assert len(names) == len(Row._fields)
+    short, full = sqlite3.connect(":memory:"), sqlite3.connect(":memory:")
+    for conn in (short, full):
+        conn.execute(f"CREATE TABLE log({', '.join(names)})")
+    statements = AppendStatements("log", names)
+    for row in _ROW_SHAPES:
+        short.execute(*statements.of(row))
+        full.execute(full_sql, row)
+    assert short.execute("SELECT * FROM log").fetchall() == full.execute("SELECT * FROM log").fetchall() == [
+        tuple(row) for row in _ROW_SHAPES]
+    # The store's common statement is the shape cache's, not a second spelling of it.
+    assert append_statement(handoff_fields=False) == statements.statement(tuple(range(12, 16)))
 
 
 ids = st.from_regex(r"[A-Za-z0-9._:@-]{1,128}", fullmatch=True)

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import aidememo_ref
-from aidememo_ref import _commands, _ledger, _reads, _service, _state, _store, _visibility
+from aidememo_ref import _commands, _hot, _ledger, _reads, _service, _state, _store, _visibility
 from aidememo_wire import canonical as _canonical
 from aidememo_ref._commands import Command, Op, RawCommand, ResourcePayload
 from aidememo_wire.errors import LedgerError
@@ -156,7 +156,7 @@ def fingerprint_ascii(db_path: str) -> Any:
                            payload=json.loads(payload_json), resource_kind=kind, resource_id=resource_id,
                            change=change)
 
-    _commands.envelope_digest = envelope_digest
+    _commands.envelope_digest = _hot.envelope_digest = envelope_digest  # typed routes; the raw route's shortcut
     assert _canonical.envelope_digest is not envelope_digest
     return _ledger_for(db_path)
 
