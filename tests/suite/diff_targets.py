@@ -19,12 +19,12 @@ def upstream_before_seq(db_path: str) -> Any:
     ledger = aidememo_ref.ReferenceLedger(db_path, clock=aidememo_ref.OffsetClock(), test_clock=True)
     original = ledger.service.handle
 
-    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"", **options: Any) -> Any:
         raw = target.encode("latin-1") if isinstance(target, str) else target
         if method == "GET" and b"/handoffs?" in raw and _ABOVE_I64 in raw:
             return Response(500, (("content-type", "application/json"),),
                             b'{"error":{"code":"storage_failure","message":"storage failure"}}')
-        return original(method, target, headers, body)
+        return original(method, target, headers, body, **options)  # the gateway's on_behalf flag
 
     ledger.service.handle = handle
     return ledger

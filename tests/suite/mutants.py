@@ -10,6 +10,7 @@ mutants wrap ``Service.handle`` and bend requests or answers the way a faulty se
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import itertools
 import json
@@ -40,9 +41,11 @@ def _wrapped(db_path: str, bend: Callable[[Callable[..., Any], str, bytes, list[
     ledger = _ledger_for(db_path)
     original = ledger.service.handle
 
-    def handle(method: str, target: Any, headers: Any, body: bytes = b"") -> Any:
+    def handle(method: str, target: Any, headers: Any, body: bytes = b"", **options: Any) -> Any:
+        # options: the gateway's on_behalf flag, handed through so the MCP route still works.
         raw = target.encode("latin-1") if isinstance(target, str) else target
-        return bend(original, method, raw, list(headers), body)
+        inner = functools.partial(original, **options) if options else original
+        return bend(inner, method, raw, list(headers), body)
 
     ledger.service.handle = handle
     return ledger
