@@ -22,7 +22,8 @@ from typing import Any
 from conformance.profiles.aidememo.diff.compare import Departures, requirements_of
 from conformance.profiles.aidememo.diff.episode import Episode, Outcome
 from conformance.profiles.aidememo.diff.sides import Side
-from conformance.profiles.aidememo.diff.steps import Generator, Step
+from conformance.profiles.aidememo.diff.generator import Generator
+from conformance.profiles.aidememo.diff.steps import Step
 
 __all__ = ["Divergence", "Result", "run", "replay", "shrink"]
 
