@@ -211,3 +211,23 @@ def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_ser
     for text in (first.stdout, first.stderr, again[0].stdout, case, script.read_text(),
                  *(done.stdout + done.stderr for done in [*scripted, fixed_script])):
         assert not TOKEN.search(text), "no token is printed or written"
+
+
+def test_the_stream_bends_every_write_routes_schema():
+    import random
+
+    from conformance.profiles.aidememo.diff.generator import Generator
+
+    generator = Generator(random.Random(7), clock=True, mcp=False)
+    bent: dict[str, list[str]] = {}
+    for _ in range(4000):
+        step = generator.next()
+        if step.note.startswith("schema: "):
+            bent.setdefault(step.route, []).append(step.note)
+    # The routes _hostile bends: every write route but heartbeat and handoff-contexts.
+    writes = {route for route in ROUTES if route.startswith("POST ")
+              and not route.endswith(("/heartbeat", "/handoff-contexts"))}
+    assert writes <= set(bent), f"no schema bend on {sorted(writes - set(bent))}"
+    notes = [note for kept in bent.values() for note in kept]
+    for kind in ("129 bytes", "(the limit)", "of type", "missing", "unknown field", "outside the pattern"):
+        assert any(kind in note for note in notes), f"no bend of the kind {kind!r}"
