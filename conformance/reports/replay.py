@@ -10,7 +10,9 @@ The script does what the check did, without the kit:
    identities the template cannot make (fixed tokens, a hook) are read from ``TOKEN_FILE_<label>``;
 3. sends each recorded request (curl for HTTP, the command line for runs) with every id the
    check minted rebased into ``RUN``, credentials read from those files (``curl -H @file``), and
-   before each answer says what the check expected of it, marking the step that departed.
+   before each answer says what the check expected of it, marking the step that departed. A step
+   may capture a field of its answer (``capture``: name, JSON field) that later words read as
+   ``<captured:NAME>``: a value the server mints, like a project's epoch.
 
 No token is ever on a command line, in ``set -x`` output or on the terminal: what a server
 answers is shown through a filter that hides every token of the script. A step whose request
@@ -53,10 +55,11 @@ class _Shell:
 
     def __init__(self, record: VerdictRecord, url: str | None) -> None:
         self.ids = dict(record.ids)
-        parts = [f"(?P<url>{re.escape(url)})"] if url else []
+        # ``<base-url>``: a request recorded without its target's URL (diff's steps).
+        parts = [f"(?P<url>{re.escape(url)}|<base-url>)" if url else "(?P<url><base-url>)"]
         if self.ids:
             parts.append("(?P<id>" + "|".join(re.escape(i) for i in sorted(self.ids, key=len, reverse=True)) + ")")
-        parts += [r"<redacted:(?P<label>[A-Za-z0-9_.-]+)>", r"<token-file:(?P<file>[A-Za-z0-9_.-]+)>",
+        parts += [r"<captured:(?P<capture>[A-Z_]+)>", r"<redacted:(?P<label>[A-Za-z0-9_.-]+)>", r"<token-file:(?P<file>[A-Za-z0-9_.-]+)>",
                   r"(?P<unkept><redacted>)"]
         self._pattern = re.compile("|".join(parts))
         self.labels: set[str] = set()  # the labels whose tokens the rendered words read
@@ -78,6 +81,8 @@ class _Shell:
                 out.append(f"{_quoted(before)}${{RUN}}{_quoted(after)}")
             elif group == "file":
                 out.append(f'$WORK/{match.group("file")}.token')
+            elif group == "capture":  # a value the server minted, no secret
+                out.append(f'$(cat "$WORK/{match.group("capture")}.value")')
             elif not secrets:
                 out.append(_quoted(found))
             elif group == "label":
@@ -170,7 +175,13 @@ def _http(shell: _Shell, entry: Mapping[str, object], number: int) -> list[str] 
         lines.append(f"printf '%s' {data} > \"$WORK/step{number}.body\"")
         words += ["--data-binary", f"@\"$WORK/step{number}.body\""]
     words.append(url)
-    return [*lines, f"{' '.join(words)} > \"$WORK/out\" 2>&1 || true", "show < \"$WORK/out\"", "echo"]
+    lines += [f"{' '.join(words)} > \"$WORK/out\" 2>&1 || true", "show < \"$WORK/out\"", "echo"]
+    capture = entry.get("capture")
+    if isinstance(capture, list) and len(capture) == 2:
+        name, key = (re.sub(r"[^A-Za-z0-9_]", "", str(part)) for part in capture)
+        lines.append(f"sed -n 's/.*\"{key}\" *: *\"\\([^\"]*\\)\".*/\\1/p' \"$WORK/out\" | head -n 1 > "
+                     f"\"$WORK/{name}.value\"")
+    return lines
 
 
 def _command(shell: _Shell, entry: Mapping[str, object]) -> list[str] | str:
@@ -197,7 +208,8 @@ def _command(shell: _Shell, entry: Mapping[str, object]) -> list[str] | str:
             "echo \"(exit status $status)\"", "echo"]
 
 
-def _headline(shell: _Shell, record: VerdictRecord, entry: Mapping[str, object], index: int, total: int) -> str:
+def _headline(shell: _Shell, record: VerdictRecord, entry: Mapping[str, object], index: int, total: int,
+              departed: str) -> str:
     kind = entry.get("kind", "http")
     what = (f"{entry.get('method')} {entry.get('url')}" if kind == "http"
             else f"$ {' '.join(str(w) for w in argv)}" if kind == "command" and isinstance(argv := entry.get("argv"), list)
@@ -206,7 +218,7 @@ def _headline(shell: _Shell, record: VerdictRecord, entry: Mapping[str, object],
     expected = str(entry.get("expected") or "") or "not stated by a helper (the check's own assertion judges it)"
     line = f"--- step {index + 1} of {total}: {what}{actor}; expected: {expected}"
     if record.failed_step == index:
-        line += f" <- the check failed here (the run got {_received(entry)})"
+        line += f" <- {departed} (the run got {_received(entry)})"
     return f"echo {shell.shown(line)}"
 
 
@@ -216,11 +228,11 @@ def _received(entry: Mapping[str, object]) -> str:
     return f"exit {entry.get('exit_code')}"
 
 
-def _steps(shell: _Shell, record: VerdictRecord) -> list[str]:
+def _steps(shell: _Shell, record: VerdictRecord, departed: str) -> list[str]:
     lines: list[str] = []
     entries = record.transcript
     for index, entry in enumerate(entries):
-        lines.append(_headline(shell, record, entry, index, len(entries)))
+        lines.append(_headline(shell, record, entry, index, len(entries), departed))
         kind = entry.get("kind", "http")
         rendered = (_http(shell, entry, index + 1) if kind == "http" else _command(shell, entry) if kind == "command"
                     else f"the kit does not replay {kind} steps")
@@ -234,12 +246,12 @@ def _steps(shell: _Shell, record: VerdictRecord) -> list[str]:
     return lines
 
 
-def _header(record: VerdictRecord, target: ReplayTarget | None) -> list[str]:
-    lines = ["#!/bin/sh",
-             f"# Replays {record.check} ({record.requirement}, {record.level}; it read {record.verdict}).",
-             "# It provisions new identities in a new namespace RUN, sends the check's requests there and says,",
-             "# before each answer, what the check expected. Tokens stay in 0600 files of a directory it makes",
-             "# and deletes; none is printed. RUN=<run tag> replays the exact ids (into a wiped database)."]
+def _header(record: VerdictRecord, target: ReplayTarget | None, intro: tuple[str, ...]) -> list[str]:
+    lines = ["#!/bin/sh", *(f"# {line}" for line in intro or (
+             f"Replays {record.check} ({record.requirement}, {record.level}; it read {record.verdict}).",
+             "It provisions new identities in a new namespace RUN, sends the check's requests there and says,",
+             "before each answer, what the check expected. Tokens stay in 0600 files of a directory it makes",
+             "and deletes; none is printed. RUN=<run tag> replays the exact ids (into a wiped database)."))]
     if target is not None and target.hint:
         lines.append(f"# {target.hint}")
     lines += [f"# {note}" for note in record.notes]
@@ -257,11 +269,15 @@ def _header(record: VerdictRecord, target: ReplayTarget | None) -> list[str]:
     return lines
 
 
-def replay_script(record: VerdictRecord, target: ReplayTarget | None = None) -> str:
-    """The case file's script for ``record`` (see the module docstring)."""
+def replay_script(record: VerdictRecord, target: ReplayTarget | None = None, *, intro: tuple[str, ...] = (),
+                  departed: str = "the check failed here") -> str:
+    """The case file's script for ``record`` (see the module docstring).
+
+    ``intro`` replaces the opening comment's lines; ``departed`` marks the step that departed.
+    """
     shell = _Shell(record, target.url if target is not None else None)
     provision, made = _provision(shell, record, target)
-    steps = _steps(shell, record)
+    steps = _steps(shell, record, departed)
     given = sorted(shell.labels - made)
     supplied = []
     for label in given:
@@ -270,7 +286,7 @@ def replay_script(record: VerdictRecord, target: ReplayTarget | None = None) -> 
                      f"of {_quoted(where)}}}\"",
                      f"tr -d '\\n' < \"$TOKEN_FILE_{_var(label)}\" > \"$WORK/{label}.token\"",
                      f"cat \"$WORK/{label}.token\" >> \"$WORK/tokens\"", "echo >> \"$WORK/tokens\""]
-    return "\n".join(_header(record, target) + supplied + provision + steps) + "\n"
+    return "\n".join(_header(record, target, intro) + supplied + provision + steps) + "\n"
 
 
 def _var(label: str) -> str:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import subprocess
 import time
@@ -24,6 +25,7 @@ from tests.suite.test_rerun import TEMPLATE, _env, kept, reference
 from tests.targetfile import write_target
 
 HERE = Path(__file__).parent
+TOKEN = re.compile(r"tok-[A-Za-z0-9_-]{20,}")  # the kit's fresh tokens and the script's alike
 
 # The route the shrunk sequence of each sequential variant must end on (any one of them): the
 # route whose answer the variant bends. The race variants (concurrency) and the token bindings
@@ -163,6 +165,14 @@ def _user_runs(words: list[str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(words, capture_output=True, text=True, timeout=600, env=_env(), cwd=cwd)
 
 
+def _script_runs(script: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=300, env=_env(), cwd=cwd)
+
+
+def _last_step(output: str) -> str:
+    return output[output.rindex("\n--- step ") + 1:]
+
+
 def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_server_is_fixed(tmp_path):
     database = tmp_path / "ledger.sqlite"
     target = tmp_path / "target.toml"
@@ -179,10 +189,45 @@ def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_ser
         assert again[0].stdout == again[1].stdout, "two replays against the same server must say the same"
         shown = first.stdout.split("DIVERGENCE 1: ", 1)[1].split("  replay: ")[0]
         assert again[0].stdout.split("DIVERGENCE 1: ", 1)[1].startswith(shown.split("\n", 1)[0])
+        script_line = next(line for line in first.stdout.splitlines() if "replay script (no kit needed): " in line)
+        script = Path(tmp_path, shlex.split(script_line.split(": ", 1)[1])[-1])
+        elsewhere = tmp_path / "elsewhere"  # the script runs the template in the run's directory, from anywhere
+        elsewhere.mkdir()
+        scripted = [_script_runs(script, elsewhere) for _ in range(2)]
         port = int(url.rsplit(":", 1)[1])
+    for done in scripted:
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        last = _last_step(done.stdout)
+        assert "/accept" in last.splitlines()[0] and "<- the target diverged here (the run got HTTP 200)" in last
+        assert "HTTP 409 command_conflict, as the reference answered" in last
+        assert "HTTP/1.1 200" in last, "the planted bug's answer, shown after what the reference answered"
+        assert "HTTP/1.1 200" in done.stdout.split("\n--- step 2 ", 1)[0], "the identity read gave the epoch"
     with kept(database, reference, port):  # the fixed server, on the same file and port
         fixed = [_user_runs(replay, tmp_path) for _ in range(2)]
+        fixed_script = _script_runs(script, elsewhere)
     assert [done.returncode for done in fixed] == [0, 0], fixed[0].stdout + fixed[0].stderr
+    assert "HTTP/1.1 409" in _last_step(fixed_script.stdout), "the fixed server refuses the reuse"
     case = Path(tmp_path, replay[-1]).read_text()
-    for text in (first.stdout, first.stderr, again[0].stdout, case):
-        assert "tok-" not in text, "no token is printed or written"
+    for text in (first.stdout, first.stderr, again[0].stdout, case, script.read_text(),
+                 *(done.stdout + done.stderr for done in [*scripted, fixed_script])):
+        assert not TOKEN.search(text), "no token is printed or written"
+
+
+def test_the_stream_bends_every_write_routes_schema():
+    import random
+
+    from conformance.profiles.aidememo.diff.generator import Generator
+
+    generator = Generator(random.Random(7), clock=True, mcp=False)
+    bent: dict[str, list[str]] = {}
+    for _ in range(4000):
+        step = generator.next()
+        if step.note.startswith("schema: "):
+            bent.setdefault(step.route, []).append(step.note)
+    # The routes _hostile bends: every write route but heartbeat and handoff-contexts.
+    writes = {route for route in ROUTES if route.startswith("POST ")
+              and not route.endswith(("/heartbeat", "/handoff-contexts"))}
+    assert writes <= set(bent), f"no schema bend on {sorted(writes - set(bent))}"
+    notes = [note for kept in bent.values() for note in kept]
+    for kind in ("129 bytes", "(the limit)", "of type", "missing", "unknown field", "outside the pattern"):
+        assert any(kind in note for note in notes), f"no bend of the kind {kind!r}"

@@ -5,13 +5,15 @@
 
 The target is the one ``run`` would test (same target file, provisioning and redaction); the
 reference is a fresh embedded one. ``steps`` draws the stream, ``episode`` sends it and
-``compare`` says what may differ; ``runner`` shrinks the first divergence. Exit 0: no
+``compare`` says what may differ; ``runner`` shrinks the first divergence; ``script`` writes the
+shell script beside its case file. Exit 0: no
 divergence; 1: a divergence; 2: bad input.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import random
 import shlex
 import sys
@@ -21,8 +23,10 @@ from typing import Any, TextIO
 from conformance.errors import ConfigError, ConformanceError
 from conformance.profiles.aidememo.diff.compare import Departures
 from conformance.profiles.aidememo.diff.runner import Divergence, Result, Sides, read_case, replay, run, write_case
+from conformance.profiles.aidememo.diff.script import case_script
 from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
-from conformance.profiles.aidememo.settings import AideMemoSettings
+from conformance.profiles.aidememo.settings import AideMemoSettings, describe
+from conformance.reports.replay import ReplayTarget
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
@@ -58,7 +62,8 @@ def _show(value: Any, keep: str = "") -> str:
     return text if len(text) <= 300 else text[:297] + "..."
 
 
-def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_command: str | None) -> None:
+def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_command: str | None,
+                      script: Path | None = None) -> None:
     outcome = divergence.outcome
     assert outcome.field is not None
     where, ours, theirs = outcome.field
@@ -74,21 +79,33 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
     out.write(f"  reference: {_show(outcome.reference.to_dict(), keep)}\n")
     if replay_command:
         out.write(f"  replay: {replay_command}\n")
+    if script is not None:
+        out.write(f"  replay script (no kit needed): sh {shlex.quote(str(script))}\n")
 
 
 def _replay_command(argv_base: list[str], case: Path) -> str:
     return " ".join(shlex.quote(part) for part in [*argv_base, "--replay", str(case)])
 
 
-def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[str]) -> list[str]:
+def _replay_target(settings: Any) -> ReplayTarget:
+    description = describe(settings, None)
+    return ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
+                        credential_prefix=description.credential_prefix, hint=description.replay_hint)
+
+
+def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[str],
+            target: ReplayTarget) -> list[tuple[str, Path]]:
+    """Write the case files, their scripts and ``diff.json``; each divergence's replay command and script."""
     report_dir.mkdir(parents=True, exist_ok=True)
     commands = []
     cases = []
     for index, divergence in enumerate(result.divergences, 1):
         case = report_dir / f"divergence-{index}.json"
         write_case(case, divergence, result.seed)
-        commands.append(_replay_command(argv_base, case))
-        cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1]})
+        script = case.with_suffix(".sh")
+        script.write_text(case_script(divergence, target), "utf-8")
+        commands.append((_replay_command(argv_base, case), script))
+        cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
     summary = {"seed": result.seed, "steps": result.steps, "episodes": result.episodes,
                "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
@@ -123,7 +140,7 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         out.write(f"  {notes[0]}\n")
         result = run(sides, seed=seed, budget_s=args.budget or DEFAULT_BUDGET_S, max_steps=int(args.steps or DEFAULT_STEPS),
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
-        commands = _report(result, Path(settings[REPORT_DIR]), argv_base, notes)
+        commands = _report(result, Path(settings[REPORT_DIR]), argv_base, notes, _replay_target(settings))
     finally:
         target.close()
         reference.close()
@@ -132,8 +149,8 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
               f"{sum(result.tolerated.values())} tolerated\n")
     for reason, count in sorted(result.tolerated.items()):
         out.write(f"  tolerated {count}x: {reason}\n")
-    for index, (divergence, command) in enumerate(zip(result.divergences, commands), 1):
-        _print_divergence(out, index, divergence, command)
+    for index, (divergence, (command, script)) in enumerate(zip(result.divergences, commands), 1):
+        _print_divergence(out, index, divergence, command, script)
     out.write(f"rerun: {' '.join(shlex.quote(p) for p in argv_base)} --seed {seed}\n")
     return 1 if result.divergences else 0
 
@@ -159,6 +176,7 @@ def _replay(sides: Sides, steps: list[Any], out: TextIO) -> int:
     from conformance.profiles.aidememo.diff.compare import requirements_of
 
     codes = (last.target.error_code, last.reference.error_code)
-    divergence = Divergence(steps[:len(outcomes)], last, len(steps), requirements_of(last.step.route, codes))
+    divergence = Divergence(steps[:len(outcomes)], last, len(steps), requirements_of(last.step.route, codes),
+                            outcomes[:-1])
     _print_divergence(out, 1, divergence, None)
     return 1

@@ -22,7 +22,8 @@ from typing import Any
 from conformance.profiles.aidememo.diff.compare import Departures, requirements_of
 from conformance.profiles.aidememo.diff.episode import Episode, Outcome
 from conformance.profiles.aidememo.diff.sides import Side
-from conformance.profiles.aidememo.diff.steps import Generator, Step
+from conformance.profiles.aidememo.diff.generator import Generator
+from conformance.profiles.aidememo.diff.steps import Step
 
 __all__ = ["Divergence", "Result", "run", "replay", "shrink"]
 
@@ -38,6 +39,7 @@ class Divergence:
     outcome: Outcome
     found_after: int  # steps in the episode before shrinking
     requirements: list[str]
+    before: list[Outcome] = field(default_factory=list)  # the answers to the steps before the last
 
     @property
     def signature(self) -> tuple[str, str]:
@@ -93,6 +95,7 @@ def run(sides: Sides, *, seed: int, budget_s: float, max_steps: int, clock: bool
         episode = sides.episode()
         result.episodes += 1
         sent: list[Step] = []
+        outcomes: list[Outcome] = []
         outcome: Outcome | None = None
         for _ in range(min(EPISODE_STEPS, max_steps - result.steps)):
             if time.monotonic() >= deadline:
@@ -100,6 +103,7 @@ def run(sides: Sides, *, seed: int, budget_s: float, max_steps: int, clock: bool
             step = generator.next()
             outcome = episode.send(step)
             sent.append(step)
+            outcomes.append(outcome)
             result.steps += 1
             result.routes[step.route] = result.routes.get(step.route, 0) + 1
             if outcome.tolerated is not None:
@@ -109,27 +113,28 @@ def run(sides: Sides, *, seed: int, budget_s: float, max_steps: int, clock: bool
             generator.observe(outcome.reference.status, outcome.reference_data)
         if outcome is not None and outcome.diverged:
             progress(f"divergence after {len(sent)} steps of episode {result.episodes}; shrinking")
-            result.divergences.append(shrink(sides, sent, outcome, time_s=max(10.0, budget_s / 2)))
+            result.divergences.append(shrink(sides, outcomes, time_s=max(10.0, budget_s / 2)))
             break
     result.seconds = time.monotonic() - started
     return result
 
 
-def _diverges_like(sides: Sides, steps: list[Step], signature: tuple[str, str]) -> Outcome | None:
+def _diverges_like(sides: Sides, steps: list[Step], signature: tuple[str, str]) -> list[Outcome] | None:
     outcomes = sides.episode().run(steps)
     last = outcomes[-1] if outcomes else None
     if last is None or not last.diverged or len(outcomes) != len(steps) or last.field is None:
         return None
-    return last if (last.step.route, last.field[0]) == signature else None
+    return outcomes if (last.step.route, last.field[0]) == signature else None
 
 
-def shrink(sides: Sides, steps: list[Step], outcome: Outcome, *, time_s: float) -> Divergence:
-    """The shortest sequence found whose last step diverges like ``outcome`` (ddmin over the prefix)."""
+def shrink(sides: Sides, found: list[Outcome], *, time_s: float) -> Divergence:
+    """The shortest sequence found whose last step diverges like the last of ``found`` (ddmin over the prefix)."""
+    outcome = found[-1]
     assert outcome.field is not None
     signature = (outcome.step.route, outcome.field[0])
-    found_after = len(steps)
+    found_after = len(found)
     deadline = time.monotonic() + time_s
-    prefix, last, best_outcome = list(steps[:-1]), steps[-1], outcome
+    prefix, last, best = [o.step for o in found[:-1]], outcome.step, found
     chunk = max(1, len(prefix) // 2)
     while prefix and time.monotonic() < deadline:
         removed = False
@@ -138,7 +143,7 @@ def shrink(sides: Sides, steps: list[Step], outcome: Outcome, *, time_s: float) 
             candidate = prefix[:start] + prefix[start + chunk:]
             got = _diverges_like(sides, [*candidate, last], signature)
             if got is not None:
-                prefix, best_outcome, removed = candidate, got, True
+                prefix, best, removed = candidate, got, True
             else:
                 start += chunk
         if removed:
@@ -147,9 +152,9 @@ def shrink(sides: Sides, steps: list[Step], outcome: Outcome, *, time_s: float) 
             break
         else:
             chunk //= 2
-    best = [*prefix, last]
-    codes = (best_outcome.target.error_code, best_outcome.reference.error_code)
-    return Divergence(best, best_outcome, found_after, requirements_of(best_outcome.step.route, codes))
+    final = best[-1]
+    codes = (final.target.error_code, final.reference.error_code)
+    return Divergence([*prefix, last], final, found_after, requirements_of(final.step.route, codes), best[:-1])
 
 
 def replay(sides: Sides, steps: list[Step]) -> list[Outcome]:

@@ -1,0 +1,453 @@
+"""The seeded generator of a differential run's steps.
+
+It keeps a small model of what the *reference* answered (sessions, facts, handoffs, their
+revisions and claims, the writes sent so far) so most steps are plausible, and mixes in stale
+revisions, reused command ids with the same and another body, wrong actors, hostile bodies and
+queries (some bent from the OpenAPI document's schemas, ``hostile``). Every choice comes from
+one ``random.Random`` seeded by the run's seed.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import urllib.parse
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.profiles.aidememo.diff.hostile import bend
+from conformance.profiles.aidememo.diff.steps import ACTORS, BAD_TOKEN, CLOCK_ROUTE, MCP_ROUTE, NO_TOKEN, P, Step
+from conformance.profiles.aidememo.routes import TYPED_WRITES, WriteRoute
+
+__all__ = ["Generator"]
+
+
+@dataclass(slots=True)
+class _Handoff:
+    session: str
+    to: str
+    sender: str
+    revision: int = 1
+    claim: str | None = None
+
+
+@dataclass(slots=True)
+class _Model:
+    """What the reference answered so far in this episode (only successful writes count)."""
+
+    sessions: dict[str, str] = field(default_factory=dict)  # session id -> creator
+    facts: dict[str, tuple[str, str]] = field(default_factory=dict)  # fact id -> (session, author)
+    handoffs: dict[str, _Handoff] = field(default_factory=dict)
+    contexts: list[str] = field(default_factory=list)
+    notes: dict[str, int] = field(default_factory=dict)  # raw resource id -> revision
+    writes: list[Step] = field(default_factory=list)  # writes sent, for command-id reuse
+    committed: list[Step] = field(default_factory=list)  # the writes the reference committed
+    texts: list[str] = field(default_factory=list)  # fact contents, for search terms (a list: seeded order)
+    max_seq: int = 0
+
+
+ROUTE_NOTES = frozenset({"raw command", *(route.name for route in TYPED_WRITES)})
+TEXTS = ("plan the release", "naïve café ☕ notes", "résumé of the 日本語 spec", "tab\there", "emoji 🚀 deploy")
+
+
+class Generator:
+    """Draws steps one at a time; ``observe`` feeds it the reference's answer to the last one."""
+
+    def __init__(self, rng: random.Random, *, clock: bool, mcp: bool) -> None:
+        self.rng = rng
+        self.clock = clock
+        self.mcp = mcp
+        self.model = _Model()
+        # The schema's bends draw from a Random of their own (seeded from this one's state, drawing
+        # nothing from it), so the rest of a seed's stream is the same with them as without.
+        self.schema_rng = random.Random(repr(rng.getstate()[1][:8]))
+        self._n = 0
+        self._pending: Callable[[int, Any], None] | None = None
+        self._last: Step | None = None
+        weighted: list[tuple[int, Callable[[], Step]]] = [
+            (6, self._session), (5, self._fact), (3, self._context), (6, self._send), (6, self._accept),
+            (4, self._heartbeat), (5, self._return), (5, self._raw), (5, self._reuse), (3, self._resource),
+            (2, self._snapshot), (3, self._changes), (4, self._mailbox), (3, self._status), (4, self._search),
+            (2, self._identity), (1, self._health), (3, self._hostile), (2, self._auth),
+        ]
+        if clock:
+            weighted.append((2, self._advance))
+        if mcp:
+            weighted.append((4, self._mcp))
+        self._makers = [maker for _, maker in weighted]
+        self._weights = [weight for weight, _ in weighted]
+
+    # -- the loop's interface ------------------------------------------------------------------
+    def next(self) -> Step:
+        self._pending = None
+        maker = self.rng.choices(self._makers, self._weights)[0]
+        self._last = maker()
+        return self._last
+
+    def observe(self, status: int, data: Any) -> None:
+        """The reference's answer to the step just drawn."""
+        if isinstance(data, dict):
+            seq = data.get("project_seq")
+            if isinstance(seq, int):
+                self.model.max_seq = max(self.model.max_seq, seq)
+        last = self._last
+        if status == 200 and last is not None and last.method == "POST" and last.note in ROUTE_NOTES:
+            self.model.committed.append(last)
+        if self._pending is not None and status == 200:
+            self._pending(status, data)
+        self._pending = None
+
+    # -- helpers -------------------------------------------------------------------------------
+    def _id(self, prefix: str) -> str:
+        self._n += 1
+        return f"{prefix}-{self._n}"
+
+    def _command_id(self) -> str:
+        # Command ids carry the episode's namespace: a server may key receipts by command id alone.
+        return self._id("cmd-$ns")
+
+    def _pick(self, pool: list[str] | dict[str, Any], fresh: str) -> str:
+        """Mostly a known id, sometimes an unknown one."""
+        known = list(pool)
+        if known and self.rng.random() < 0.92:
+            return str(self.rng.choice(known))
+        return self._id(fresh)
+
+    def _writer(self, usual: str) -> str:
+        roll = self.rng.random()
+        if roll < 0.8:
+            return usual
+        return self.rng.choice(["sender", "receiver", "outsider", "reader", "other_project", "other_tenant"])
+
+    def _text(self) -> str:
+        return self.rng.choice(TEXTS) + f" {self.rng.randrange(100)}"
+
+    def _typed(self, route: WriteRoute, actor: str, payload: dict[str, Any], *, handoff: str | None = None,
+               expected: int | None = None, note: str = "") -> Step:
+        body: dict[str, Any] = {"command_id": self._command_id(), "payload": payload}
+        if route.transition and expected is not None:
+            body["expected_revision"] = expected
+        path = f"/v1/projects/$project/{route.path.replace('{handoff_id}', handoff or '')}"
+        step = Step(actor, "POST", f"POST {P}/{route.path.replace('{handoff_id}', '{handoff}')}", path, body=body,
+                    note=note or route.name)
+        self.model.writes.append(step)
+        return step
+
+    def _expected(self, current: int) -> int:
+        roll = self.rng.random()
+        if roll < 0.8:
+            return current
+        if roll < 0.97:
+            return current - 1 if current > 1 else current + 1
+        return 0  # not a revision at all
+
+    # -- writes --------------------------------------------------------------------------------
+    def _session(self) -> Step:
+        sid = self._id("s") if self.rng.random() < 0.9 or not self.model.sessions else self._pick(self.model.sessions, "s")
+        actor = self._writer("sender")
+        source = self.rng.choice(["src", "src", "src-b", None])
+        payload = {"session_id": sid, "source_id": source, "topic": self._text()}
+
+        def seen(status: int, data: Any) -> None:
+            self.model.sessions.setdefault(sid, actor)
+
+        step = self._typed(_route("sessions"), actor, payload)
+        self._pending = seen
+        return step
+
+    def _fact(self) -> Step:
+        if not self.model.sessions and self.rng.random() < 0.9:
+            return self._session()
+        session = self._pick(self.model.sessions, "s")
+        actor = self._writer(self.rng.choice(["sender", "receiver"]))
+        fid = self._id("f")
+        content = self._text() if self.rng.random() < 0.95 else "x" * self.rng.choice([4096, 16_384, 70_000])
+        self.model.texts.append(content[:200])
+        step = self._typed(_route("facts"), actor, {"fact_id": fid, "session_id": session, "content": content})
+        self._pending = lambda status, data: self.model.facts.__setitem__(fid, (session, actor))
+        return step
+
+    def _context(self) -> Step:
+        session = self._pick(self.model.sessions, "s")
+        handoff = self._pick(self.model.handoffs, "h") if self.rng.random() < 0.5 else self._id("h")
+        cid = self._id("c")
+        content = self._text() if self.rng.random() < 0.9 else "y" * self.rng.choice([8192, 70_000])
+        payload = {"context_id": cid, "handoff_id": handoff, "session_id": session, "to_actor": "receiver",
+                   "content": content}
+        step = self._typed(_route("handoff-contexts"), self._writer("sender"), payload)
+        self._pending = lambda status, data: self.model.contexts.append(cid)
+        return step
+
+    def _send(self) -> Step:
+        if not self.model.sessions and self.rng.random() < 0.9:
+            return self._session()
+        session = self._pick(self.model.sessions, "s")
+        hid = self._id("h")
+        actor = self._writer("sender")
+        to = self.rng.choice(["receiver"] * 6 + ["reader", "outsider", "nobody", actor])
+        context = self.rng.choice(self.model.contexts) if self.model.contexts and self.rng.random() < 0.3 else None
+        payload = {"handoff_id": hid, "session_id": session, "to_actor": to,
+                   "focus": self._text() if self.rng.random() < 0.7 else None, "done_when": None, "context_id": context}
+        step = self._typed(_route("handoffs"), actor, payload)
+        self._pending = lambda status, data: self.model.handoffs.__setitem__(hid, _Handoff(session, to, actor))
+        return step
+
+    def _live(self, claimed: bool = False) -> tuple[str, _Handoff | None]:
+        """A handoff to act on (with ``claimed``, mostly one that was accepted)."""
+        accepted = [hid for hid, record in self.model.handoffs.items() if record.claim]
+        hid = self.rng.choice(accepted) if claimed and accepted and self.rng.random() < 0.85 else \
+            self._pick(self.model.handoffs, "h")
+        return hid, self.model.handoffs.get(hid)
+
+    def _revised(self, hid: str, claim: str | None = None) -> Callable[[int, Any], None]:
+        def seen(status: int, data: Any) -> None:
+            record = self.model.handoffs.get(hid)
+            if record is not None and isinstance(data, dict) and isinstance(data.get("revision"), int):
+                record.revision = data["revision"]
+                if claim is not None:
+                    record.claim = claim
+        return seen
+
+    def _accept(self) -> Step:
+        if not self.model.handoffs and self.rng.random() < 0.9:
+            return self._send()
+        hid, record = self._live()
+        actor = self._writer(record.to if record and record.to in ACTORS else "receiver")
+        claim = record.claim if record and record.claim and self.rng.random() < 0.3 else self._id("claim")
+        step = self._typed(_route("accept"), actor, {"claim_id": claim}, handoff=hid,
+                           expected=self._expected(record.revision if record else 1))
+        self._pending = self._revised(hid, claim)
+        return step
+
+    def _heartbeat(self) -> Step:
+        if not any(h.claim for h in self.model.handoffs.values()) and self.rng.random() < 0.9:
+            return self._accept()
+        hid, record = self._live(claimed=True)
+        claim = record.claim if record and record.claim and self.rng.random() < 0.85 else self._id("claim")
+        actor = self._writer(record.to if record and record.to in ACTORS else "receiver")
+        step = self._typed(_route("heartbeat"), actor, {"claim_id": claim}, handoff=hid,
+                           expected=self._expected(record.revision if record else 1))
+        self._pending = self._revised(hid)
+        return step
+
+    def _return(self) -> Step:
+        if not any(h.claim for h in self.model.handoffs.values()) and self.rng.random() < 0.9:
+            return self._accept()
+        hid, record = self._live(claimed=True)
+        claim = record.claim if record and record.claim and self.rng.random() < 0.85 else self._id("claim")
+        actor = self._writer(record.to if record and record.to in ACTORS else "receiver")
+        own = [f for f, (session, author) in self.model.facts.items()
+               if record is None or (session == record.session and author == actor)]
+        if not own and record is not None and record.to in ACTORS and self.rng.random() < 0.8:
+            self._pending = None
+            fid = self._id("f")
+            step = self._typed(_route("facts"), record.to, {"fact_id": fid, "session_id": record.session,
+                                                            "content": self._text()}, note="result fact")
+            self._pending = lambda status, data: self.model.facts.__setitem__(fid, (record.session, record.to))
+            return step
+        fact = self.rng.choice(own) if own and self.rng.random() < 0.85 else self._pick(self.model.facts, "f")
+        outcome = self.rng.choice(["succeeded"] * 6 + ["failed"] * 3 + ["blocked", "SUCCEEDED"])
+        step = self._typed(_route("return"), actor, {"claim_id": claim, "result_fact_id": fact, "outcome": outcome},
+                           handoff=hid, expected=self._expected(record.revision if record else 1))
+        self._pending = self._revised(hid)
+        return step
+
+    def _raw(self) -> Step:
+        rid = self._pick(self.model.notes, "n") if self.rng.random() < 0.5 else self._id("n")
+        current = self.model.notes.get(rid)
+        delete = current is not None and self.rng.random() < 0.25
+        kind = self.rng.choice(["custom.note"] * 12 + ["custom.other", "session", "note"])
+        operation, change = ("resource.delete", "delete") if delete else ("resource.put", "upsert")
+        if self.rng.random() < 0.08:
+            operation, change = self.rng.choice([("resource.put", "delete"), ("resource.delete", "upsert")])
+        if current is None:
+            expected = None if self.rng.random() < 0.9 else self.rng.choice([0, 1, 7])
+        else:
+            expected = current if self.rng.random() < 0.8 else self.rng.choice([None, current + 1, current - 1 or 7])
+        body = {"command_id": self._command_id(), "project_id": "$project", "expected_revision": expected,
+                "operation": operation, "payload": None if delete else {"text": self._text()},
+                "resource": {"kind": kind, "id": rid}, "change": change}
+        step = Step(self._writer("sender"), "POST", "POST /v1/commands", "/v1/commands", body=body, note="raw command")
+        self.model.writes.append(step)
+
+        def seen(status: int, data: Any) -> None:
+            if isinstance(data, dict) and isinstance(data.get("revision"), int):
+                self.model.notes[rid] = data["revision"]
+
+        self._pending = seen
+        return step
+
+    def _reuse(self) -> Step:
+        """A write sent before, again: the same body (a replay) or another body under its command id."""
+        if not self.model.writes:
+            return self._session()
+        recent = self.model.committed[-4:]
+        earlier = self.rng.choice(recent if recent and self.rng.random() < 0.7 else self.model.writes)
+        body = json.loads(json.dumps(earlier.body))
+        if self.rng.random() < 0.5:
+            return Step(self.rng.choice([earlier.actor] * 4 + ["outsider"]), "POST", earlier.route, earlier.path,
+                        body=body, note="same command id, same body")
+        route = next((r for r in TYPED_WRITES if r.name == earlier.note), None)
+        varied = route.varied if route is not None and self.rng.random() < 0.7 else \
+            self.rng.choice(sorted(body.get("payload") or {"payload": 0}))
+        payload = body.get("payload")
+        if varied == "expected_revision" and isinstance(body.get("expected_revision"), int):
+            body["expected_revision"] += 1
+        elif isinstance(payload, dict) and varied in payload:
+            value = payload[varied]
+            payload[varied] = ({"succeeded": "failed", "failed": "succeeded"}.get(value, f"{value}-other")
+                               if varied not in ("topic", "content", "focus", "text") else self._text())
+        else:
+            body["payload"] = {"text": self._text()}
+        return Step(earlier.actor, "POST", earlier.route, earlier.path, body=body, note="same command id, another body")
+
+    # -- reads ---------------------------------------------------------------------------------
+    def _read(self, actor: str, route: str, path: str, query: str = "", note: str = "") -> Step:
+        return Step(actor, "GET", route, path, query=query, note=note or route.split()[-1])
+
+    def _reader(self) -> str:
+        return self.rng.choice(["sender"] * 3 + ["receiver"] * 3 + ["outsider", "reader", "other_project",
+                                                                     "other_tenant", NO_TOKEN])
+
+    def _resource(self) -> Step:
+        choices: list[tuple[str, str]] = [("session", s) for s in self.model.sessions]
+        choices += [("fact", f) for f in self.model.facts] + [("handoff", h) for h in self.model.handoffs]
+        choices += [("handoff_context", c) for c in self.model.contexts]
+        choices += [("custom.note", n) for n in self.model.notes]
+        kind, rid = self.rng.choice(choices) if choices and self.rng.random() < 0.85 else ("session", self._id("s"))
+        return self._read(self._reader(), f"GET {P}/resources/{{kind}}/{{id}}", f"/v1/projects/$project/resources/"
+                          f"{kind}/{rid}")
+
+    def _snapshot(self) -> Step:
+        return self._read(self._reader(), f"GET {P}/snapshot", "/v1/projects/$project/snapshot")
+
+    def _changes(self) -> Step:
+        materialized = self.rng.random() < 0.5
+        after = self.rng.choice([0, 0, self.model.max_seq, max(0, self.model.max_seq - 2), self.model.max_seq + 3])
+        parts = [f"project_epoch={self.rng.choice(['$epoch'] * 9 + ['01ARZ3NDEKTSV4RRFFQ69G5FAV'])}",
+                 f"after_seq={after}"]
+        if self.rng.random() < 0.5:
+            parts.append(f"limit={self.rng.choice([1, 2, 5, 0, 1001])}")
+        suffix = "/materialized" if materialized else ""
+        return self._read(self._reader(), f"GET {P}/changes{suffix}", f"/v1/projects/$project/changes{suffix}",
+                          "&".join(parts))
+
+    def _mailbox(self) -> Step:
+        parts = [f"box={self.rng.choice(['inbox', 'inbox', 'outbox', 'outbox', 'both'])}"]
+        if self.rng.random() < 0.3:
+            parts.append(f"source_id={self.rng.choice(['src', 'src-b', 'sr'])}")
+        if self.rng.random() < 0.3:
+            parts.append(f"include_completed={self.rng.choice(['true', 'false', 'yes'])}")
+        if self.rng.random() < 0.4:
+            parts.append(f"limit={self.rng.choice(['1', '2', '', '0', '201'])}")
+        if self.rng.random() < 0.2:
+            parts.append(f"before_seq={self.rng.choice([self.model.max_seq, 1, 2**63 - 1, 2**63])}")
+        return self._read(self._reader(), f"GET {P}/handoffs", "/v1/projects/$project/handoffs", "&".join(parts))
+
+    def _status(self) -> Step:
+        hid, _ = self._live()
+        return self._read(self._reader(), f"GET {P}/handoffs/{{handoff}}", f"/v1/projects/$project/handoffs/{hid}")
+
+    def _search(self) -> Step:
+        text = self.rng.choice(self.model.texts or list(TEXTS))
+        words = [w for w in text.split() if w.isalpha()] or ["plan"]
+        parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['zzz']))}"]
+        if self.rng.random() < 0.4:
+            mode = self.rng.choice(["lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic"])
+            parts.append(f"mode={mode}")
+        if self.rng.random() < 0.3:
+            parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
+        if self.rng.random() < 0.3:
+            parts.append(f"limit={self.rng.choice(['1', '3', ''])}")
+        return self._read(self._reader(), f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
+
+    def _identity(self) -> Step:
+        return self._read(self._reader(), f"GET {P}/identity", "/v1/projects/$project/identity")
+
+    def _health(self) -> Step:
+        return self._read(NO_TOKEN, "GET /health", "/health")
+
+    # -- hostile input and auth ------------------------------------------------------------------
+    def _hostile(self) -> Step:
+        base = self.rng.choice([self._session, self._fact, self._send, self._accept, self._return, self._raw])()
+        body = json.loads(json.dumps(base.body))
+        self.model.writes.pop()  # a hostile variant is no write to reuse
+        self._pending = None
+        step = self._hand_bent(base, body)
+        bent = bend(self.schema_rng, base.path, base.body) if self.schema_rng.random() < 0.6 else None
+        return step if bent is None else Step(base.actor, "POST", base.route, base.path, body=bent[0], note=bent[1])
+
+    def _hand_bent(self, base: Step, body: Any) -> Step:
+        roll = self.rng.randrange(6)
+        if roll == 0:
+            return Step(base.actor, "POST", base.route, base.path, raw_body='{"command_id": "cmd", "payload": {',
+                        note="malformed JSON")
+        if roll == 1:
+            body[self.rng.choice(["actor_id", "tenant_id", "extra"])] = "x"
+            note = "unknown top-level field"
+        elif roll == 2 and isinstance(body.get("payload"), dict):
+            body["payload"]["unexpected"] = 1
+            note = "unknown payload field"
+        elif roll == 3:
+            body["command_id"] = self.rng.choice(["", "c" * 129, "bad id", 7, None])
+            note = "bad command id"
+        elif roll == 4 and isinstance(body.get("payload"), dict) and body["payload"]:
+            key = self.rng.choice(sorted(body["payload"]))
+            body["payload"][key] = self.rng.choice([12, [], {}, True, "z" * 300, ""])
+            note = f"wrong type or length of payload.{key}"
+        else:
+            body = self.rng.choice([[], "text", 3, {}])
+            note = "body of the wrong type"
+        return Step(base.actor, "POST", base.route, base.path, body=body, note=note)
+
+    def _auth(self) -> Step:
+        if self.rng.random() < 0.4:  # a write without a usable token: refused before any lookup
+            write = self.rng.choice([self._heartbeat, self._return, self._accept, self._session, self._raw])()
+            self.model.writes.pop()
+            self._pending = None
+            who = self.rng.choice([NO_TOKEN, BAD_TOKEN])
+            return Step(who, "POST", write.route, write.path, body=write.body, note=f"{write.note} without a token")
+        read = self._identity() if self.rng.random() < 0.5 else self._status()
+        who = self.rng.choice([NO_TOKEN, BAD_TOKEN, "scheme"])
+        if who == "scheme":
+            scheme = self.rng.choice(["bearer", "BEARER", "Bearer  ", "Basic"])
+            return Step("sender", read.method, read.route, read.path, headers=(("authorization-scheme", scheme),),
+                        note=f"scheme {scheme!r}")
+        return Step(who, read.method, read.route, read.path, note="no token" if who == NO_TOKEN else "unknown token")
+
+    def _advance(self) -> Step:
+        ms = self.rng.choice([30_000, 70_000, 130_000])
+        return Step(NO_TOKEN, "POST", CLOCK_ROUTE, "/__test__/clock", body={"advance_ms": ms},
+                    note=f"both clocks move {ms // 1000} s")
+
+    def _mcp(self) -> Step:
+        method = self.rng.choice(["tools/list", "tools/call", "tools/call", "tools/call", "initialize"])
+        params: dict[str, Any] = {}
+        headers = [("Mcp-Protocol-Version", self.rng.choice(["2026-07-28"] * 8 + ["2024-11-05", ""])),
+                   ("Mcp-Method", method)]
+        actor = self.rng.choice(["sender", "sender", "receiver", "receiver", "reader", "other_tenant", NO_TOKEN])
+        if method == "tools/call":
+            name = self.rng.choice(["handoff_list", "handoff_list", "handoff_status", "search", "resource_get",
+                                    "handoff_accept", "nope"])
+            hid, record = self._live()
+            revision = self._expected(record.revision if record else 1)
+            tools: dict[str, dict[str, Any]] = {
+                "handoff_list": {"box": self.rng.choice(["inbox", "outbox"])}, "handoff_status": {"handoff_id": hid},
+                "search": {"q": "plan"}, "nope": {},
+                "resource_get": {"kind": "session", "id": self._pick(self.model.sessions, "s")},
+                "handoff_accept": {"operation_id": self._command_id(), "handoff_id": hid, "expected_revision": revision,
+                                   "claim_id": self._id("claim")}}
+            arguments = tools[name]
+            params = {"name": name, "arguments": arguments}
+            headers.append(("Mcp-Name", name))
+            if name == "handoff_accept":
+                self._pending = self._revised(hid)
+        params["_meta"] = {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}
+        body = {"jsonrpc": "2.0", "id": self.rng.randrange(1, 1000), "method": method, "params": params}
+        return Step(actor, "POST", MCP_ROUTE, "/v1/projects/$project/mcp", body=body,
+                    headers=tuple(h for h in headers if h[1]), note=f"MCP {method}")
+
+
+def _route(name: str) -> WriteRoute:
+    return next(route for route in TYPED_WRITES if route.name == name)
