@@ -9,6 +9,7 @@ answers, so a campaign keeps its rate however long it runs.
 
 from __future__ import annotations
 
+import functools
 import random
 import time
 from collections.abc import Callable, Sequence
@@ -19,7 +20,7 @@ from typing import IO
 from simulations.linearizability.checker import Checker, Verdict
 from simulations.errors import SimulationError
 from simulations.execution import execute_batch
-from simulations.linearizability.history import Header, Operation, Recorder, dump_history
+from simulations.linearizability.history import Header, Operation, Recorder, dump_history, parse_history
 from simulations.ledger import LEDGER
 from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup
@@ -62,18 +63,29 @@ class RunResult:
     finding: Finding | None
     elapsed_s: float
     feed: tuple[FeedEntry, ...] = ()  # the change-feed entries read during the run
+    # Set when ``history`` (and ``feed``) were not kept: a campaign that found nothing, whose
+    # history is in its history file.
+    recorded: int | None = None
+
+    @property
+    def operations(self) -> int:
+        """How many operations the run recorded, kept or not."""
+        return len(self.history) if self.recorded is None else self.recorded
 
 
 class HistoryCheck:
     """The ledger model per handoff, and the receipt rules across handoffs, on a growing history.
 
     ``explain=False`` gives the verdict only (the witness is then the whole partition): what
-    shrinking needs, many times over.
+    shrinking needs, many times over. With ``history_file`` (where the operations are appended
+    before they are added) neither check keeps the operations it has settled; a violation reads
+    the ones it names back from the file.
     """
 
-    def __init__(self, *, explain: bool = True) -> None:
-        self.checker: Checker[object] = Checker(LEDGER)  # type: ignore[arg-type]
-        self.receipts = ReceiptChecks()
+    def __init__(self, *, explain: bool = True, history_file: Path | None = None) -> None:
+        self._reread = None if history_file is None else functools.partial(read_back, history_file)
+        self.checker: Checker[object] = Checker(LEDGER, reread=self._reread)  # type: ignore[arg-type]
+        self.receipts = ReceiptChecks(keep=history_file is None)
         self.explain = explain
         self.finding: Finding | None = None
 
@@ -92,10 +104,12 @@ class HistoryCheck:
         if self.finding is not None or not violations:
             return
         violation = violations[0]
-        history = self.receipts.history
+        named = list(violation.operations)
+        ops = ({i: self.receipts.history[i] for i in named} if self._reread is None
+               else dict(zip(named, self._reread(named))))
         text = violation.why + ":\n" + "\n".join(
-            f"  #{i} (client {history[i].client}): {LEDGER.describe_operation(history[i].input, history[i].output)}"
-            for i in violation.operations)
+            f"  #{i} (client {ops[i].client}): {LEDGER.describe_operation(ops[i].input, ops[i].output)}"
+            for i in named)
         self.finding = Finding(kind=violation.kind, witness=tuple(sorted(violation.operations)), explanation=text)
 
     def run(self, budget_s: float = 10.0) -> tuple[Verdict, Finding | None]:
@@ -152,7 +166,8 @@ def run_campaign(
     ``on_batch(seconds since start, operations so far)`` hears about every batch (the bench
     measures rates with it). ``history_file``: every batch's operations are appended there as
     JSON lines (the format ``aidememo-sim check`` reads) as soon as the batch ends, so a run that
-    is stopped or killed still leaves its history.
+    is stopped or killed still leaves its history; the run keeps only what its checks need, and
+    its result has the history (read back) only with a violation, else its length (``recorded``).
 
     Raises:
         SimulationError: when the history file cannot be written.
@@ -161,8 +176,9 @@ def run_campaign(
     rng = random.Random(seed)
     tgt, names, run_id = _open_target(seed, actors, factory, target)
     workers = workers_for(names)
-    recorder = Recorder()
-    check = HistoryCheck()
+    keep = history_file is None
+    recorder = Recorder(keep=keep)
+    check = HistoryCheck(history_file=history_file)
     batches: list[Batch] = []
     decisions: list[tuple[int, ...]] = []
     verdict, finding = Verdict.OK, None
@@ -187,7 +203,7 @@ def run_campaign(
                 _append(sink, new)
             check.add(new)
             entries = follower.poll()
-            feed.extend(entries)
+            feed.extend(entries if keep else ())
             check.feed(entries)
             verdict, finding = check.run()
             if on_batch is not None:
@@ -200,18 +216,27 @@ def run_campaign(
                 break
         if finding is None:
             entries = follower.poll()
-            feed.extend(entries)
+            feed.extend(entries if keep else ())
             check.feed(entries, complete=True)
             verdict, finding = check.run(budget_s=max(1.0, budget_s * 0.1))
     finally:
         tgt.close()
         if sink is not None:
             sink.close()
+    history = _kept_history(recorder, history_file, finding)
     return RunResult(
         seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id, project=tgt.project),
-        history=tuple(recorder.history()), decisions=tuple(decisions), verdict=verdict, finding=finding,
-        elapsed_s=time.monotonic() - started, feed=tuple(feed),
+        history=history, decisions=tuple(decisions), verdict=verdict, finding=finding,
+        elapsed_s=time.monotonic() - started, feed=tuple(feed), recorded=None if history else operations,
     )
+
+
+def _kept_history(recorder: Recorder, history_file: Path | None, finding: Finding | None) -> tuple[Operation, ...]:
+    if recorder.keep:
+        return tuple(recorder.history())
+    if finding is None or history_file is None:
+        return ()
+    return tuple(read_back(history_file))  # the shrinker and the exports start from the whole history
 
 
 def _open_target(seed: int, actors: int, factory: LedgerFactory,
@@ -233,6 +258,33 @@ def _history_sink(path: Path | None) -> IO[str] | None:
     except OSError as exc:
         raise SimulationError(f"cannot write the history to {path}: {exc.strerror}") from exc
     return sink
+
+
+def read_back(path: Path, indices: Sequence[int] | None = None) -> list[Operation]:
+    """Operations of a history file by their index (all of them without ``indices``), read a
+    line at a time so that only those asked for are built.
+
+    Raises:
+        SimulationError: when the file cannot be read back or lacks an operation asked for.
+    """
+    wanted = None if indices is None else set(indices)
+    found: dict[int, Operation] = {}
+    try:
+        with path.open(encoding="utf-8") as lines:
+            index = -1
+            for number, line in enumerate(lines, start=1):
+                if number == 1 or not line.strip():
+                    continue  # the header _history_sink wrote
+                index += 1
+                if wanted is None or index in wanted:
+                    found[index] = parse_history([line], f"{path}:{number}")[1][0]
+    except OSError as exc:
+        raise SimulationError(f"cannot read the history back from {path}: {exc.strerror}") from exc
+    order = range(len(found)) if indices is None else indices
+    missing = [i for i in order if i not in found]
+    if missing:
+        raise SimulationError(f"{path} has no operation #{missing[0]}")
+    return [found[i] for i in order]
 
 
 def _append(sink: IO[str], ops: Sequence[Operation]) -> None:

@@ -340,7 +340,7 @@ def _run(args: argparse.Namespace) -> int:
     print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
     result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
                           target=target, factory=factory, progress=print, history_file=history_file)
-    print(f"{len(result.plan.batches)} batches, {len(result.history)} operations, "
+    print(f"{len(result.plan.batches)} batches, {result.operations} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:
         return EXIT_UNKNOWN if result.verdict is Verdict.UNKNOWN else EXIT_OK

@@ -40,9 +40,13 @@ _STALL_S = 120  # a worker still busy after this long means the target stalled
 
 
 def output_of(reply: Reply, op: PlannedOp) -> dict[str, Any]:
-    """What the checker sees of an answer: status, error code, revision, receipt or record."""
+    """What the checker sees of an answer: status, error code, revision, receipt or record.
+
+    The parsed body itself is not kept: nothing reads it after checking, and a campaign would
+    hold one per operation for its whole run (a read's answer is the handoff's whole record).
+    """
     doc = reply.json()
-    out: dict[str, Any] = {"http": reply.status, "code": None, "response": doc}
+    out: dict[str, Any] = {"http": reply.status, "code": None}
     detail = error_detail(doc)
     if detail is not None:
         out["code"] = detail["code"]

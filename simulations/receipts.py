@@ -20,6 +20,7 @@ not on the history before it.
 from __future__ import annotations
 
 import bisect
+import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -72,8 +73,15 @@ def _receipt(op: Operation) -> Mapping[str, object] | None:
 class ReceiptChecks:
     """The receipt rules over a growing history (see the module docstring)."""
 
-    history: list[Operation] = field(default_factory=list)
-    _by_command: dict[str, tuple[str, int]] = field(default_factory=dict)  # -> (receipt text, first op)
+    history: list[Operation] = field(default_factory=list)  # empty unless ``keep``
+    # ``keep=False`` (a campaign with its history on disk): only the operations still waiting
+    # for their feed entry are kept, in ``_live``, so memory follows the receipts in flight.
+    keep: bool = True
+    _live: dict[int, Operation] = field(default_factory=dict)
+    _count: int = 0
+    # -> (digest of the receipt's text, first op): the digest, not the text, so that a long
+    # campaign keeps 16 bytes per command rather than the whole receipt.
+    _by_command: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     _by_seq: dict[object, str] = field(default_factory=dict)  # project_seq -> command id
     # First answers by return time, with the running maximum of their project_seq, to ask "the
     # largest project_seq answered before time t" in O(log n).
@@ -89,13 +97,17 @@ class ReceiptChecks:
         problems: list[Violation] = []
         firsts: list[int] = []
         for op in ops:
-            index = len(self.history)
-            self.history.append(op)
+            index = self._count
+            self._count += 1
+            if self.keep:
+                self.history.append(op)
+            else:
+                self._live[index] = op
             receipt = _receipt(op)
             if receipt is None:
                 continue
             command_id = str(op.input.get("command_id"))
-            text = json.dumps(receipt, sort_keys=True)
+            text = hashlib.blake2b(json.dumps(receipt, sort_keys=True).encode(), digest_size=16).digest()
             seen = self._by_command.get(command_id)
             if seen is not None:
                 if seen[0] != text:
@@ -104,8 +116,8 @@ class ReceiptChecks:
                 continue
             self._by_command[command_id] = (text, index)
             firsts.append(index)
-        for index in sorted(firsts, key=lambda i: self.history[i].call_ns):
-            op = self.history[index]
+        for index in sorted(firsts, key=lambda i: self._op(i).call_ns):
+            op = self._op(index)
             seq = _receipt(op).get("project_seq")  # type: ignore[union-attr]
             command_id = str(op.input.get("command_id"))
             other = self._by_seq.get(seq)
@@ -122,10 +134,15 @@ class ReceiptChecks:
                 problems.extend(self._against_feed(index, seq))
             # In call order, everything answered before a call is remembered before it is asked.
             self._remember(index)
+        if not self.keep:
+            self._live = {i: self._live[i] for i in self._unmatched.values()}
         return problems
 
+    def _op(self, index: int) -> Operation:
+        return self.history[index] if self.keep else self._live[index]
+
     def _rise_together(self, index: int, seq: int) -> list[Violation]:
-        receipt = _receipt(self.history[index])
+        receipt = _receipt(self._op(index))
         assert receipt is not None
         resource = receipt.get("resource")
         revision = receipt.get("revision")
@@ -153,7 +170,7 @@ class ReceiptChecks:
         return self._compare(index, entry)
 
     def _compare(self, index: int, entry: FeedEntry) -> list[Violation]:
-        receipt = _receipt(self.history[index])
+        receipt = _receipt(self._op(index))
         assert receipt is not None
         resource = receipt.get("resource")
         said: tuple[object, ...] = (
@@ -167,7 +184,7 @@ class ReceiptChecks:
         if said == shown:
             return []
         return [Violation((index,), (
-            f"the receipt of command {self.history[index].input.get('command_id')} says project_seq {entry.seq} "
+            f"the receipt of command {self._op(index).input.get('command_id')} says project_seq {entry.seq} "
             f"is {said[0]} {said[1]} revision {said[2]} by {said[3]}; the change feed's entry {entry.seq} is "
             f"{entry.kind} {entry.resource_id} revision {entry.revision} by {entry.actor_id}"), kind="change feed")]
 
@@ -188,7 +205,7 @@ class ReceiptChecks:
 
     def missing_from_feed(self) -> list[Violation]:
         """At the end of a run, with the feed read to its head: receipts with no entry at all."""
-        return [Violation((index,), f"the receipt of command {self.history[index].input.get('command_id')} says "
+        return [Violation((index,), f"the receipt of command {self._op(index).input.get('command_id')} says "
                                     f"project_seq {seq}, and the change feed has no entry {seq}", kind="change feed")
                 for seq, index in sorted(self._unmatched.items())]
 
@@ -197,7 +214,7 @@ class ReceiptChecks:
         return self._max_seq[k - 1] if k else None
 
     def _remember(self, index: int) -> None:
-        op = self.history[index]
+        op = self._op(index)
         seq = _receipt(op).get("project_seq")  # type: ignore[union-attr]
         if op.return_ns is None or not isinstance(seq, int):
             return

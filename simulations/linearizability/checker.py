@@ -46,6 +46,7 @@ them knows a protocol: models live in ``register.py``, ``kv.py`` and ``ledger.py
 from __future__ import annotations
 
 import time
+from array import array
 from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Generic, TypeVar
@@ -97,6 +98,9 @@ class _Part(Generic[S]):
     pos: int = 0  # next event of ``prepared.events`` to feed
     failed: int | None = None  # the operation whose return no configuration survived
     last_ns: int = -1  # time of the last event fed
+    # ``forget``: the operations dropped once their frontier had nothing open (indices before
+    # ``indices``); ``ops`` and ``prepared`` then hold only what came after.
+    settled: array[int] = field(default_factory=lambda: array("q"))
     verdict: Verdict | None = None  # None: not checked yet
     result: PartitionResult | None = None
 
@@ -112,12 +116,21 @@ class Checker(Generic[S]):
 
     ``one_shot`` (what ``check`` asks for): each partition is searched once, whole, by the
     compiled kernel when it is there and the model has a ``rule``; nothing is kept to go on from.
+
+    ``reread`` (a campaign whose history is on disk) makes the checker forget: ``history`` stays
+    empty, and a partition whose frontier has nothing open after a run keeps only that frontier,
+    dropping its operations and compiled steps, so memory follows the concurrency, not the
+    length of the run. ``reread(indices)`` gives those operations back when a violation needs
+    explaining. Operations must then arrive in batches that begin after the last answer checked.
     """
 
-    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS, one_shot: bool = False) -> None:
+    def __init__(self, model: Model[S], *, max_configs: int = DEFAULT_MAX_CONFIGS, one_shot: bool = False,
+                 reread: Callable[[Sequence[int]], list[Operation]] | None = None) -> None:
         self.model = model
         self.max_configs = max_configs
         self.history: Sequence[Operation] = []
+        self._reread = reread
+        self._count = 0  # operations added
         self._one_shot = one_shot and native.available(model)
         self._encoding: native.Encoding[S] | None = None  # a scanned history's kinds
         self._parts: dict[Hashable, _Part[S]] = {}
@@ -135,22 +148,23 @@ class Checker(Generic[S]):
         parts = self._parts
         if not isinstance(self.history, list):
             self.history = list(self.history)
-        history = self.history
-        start = len(history)
-        history.extend(ops)
+        new = list(ops)
+        start = self._count
+        self._count += len(new)
+        if self._reread is None:
+            self.history.extend(new)
         if key is None:
             part = parts.get(None)
             if part is None:
                 part = parts[None] = _Part()
-            part.indices.extend(range(start, len(history)))
-            part.ops.extend(history[start:])
-            if len(history) > start:
+            part.indices.extend(range(start, self._count))
+            part.ops.extend(new)
+            if new:
                 self._pending[None] = part
             return
         # One pass, the partition lists bound once per key: this runs for every operation.
         lists: dict[Hashable, tuple[Callable[[int], None], Callable[[Operation], None]]] = {}
-        for i in range(start, len(history)):
-            op = history[i]
+        for i, op in enumerate(new, start):
             k = key(op.input)
             appends = lists.get(k)
             if appends is None:
@@ -171,6 +185,7 @@ class Checker(Generic[S]):
         if not scanned.encode(model, encoding):
             return False
         self.history, self._encoding = scanned, encoding
+        self._count = len(scanned)
         for number, index in enumerate(scanned.partitions(model)):
             part = self._parts[number] = self._pending[number] = _Part(index=index)
             part.indices = memoryview(index).cast("i").tolist()
@@ -269,6 +284,9 @@ class Checker(Generic[S]):
         """Feed a partition's new events; returns why the budget ran out, if it did."""
         model = self.model
         restart = part.prepared is None or any(op.call_ns <= part.last_ns for op in self._ops(part)[part.fed:])
+        if restart and part.settled:
+            raise SimulationError("an operation began before the last answer checked, whose partition's "
+                                  "earlier operations were already forgotten")
         if restart:
             if model.refute is not None and len(part.indices) >= _PREPASS_MIN_OPS:
                 refutation = model.refute(self._ops(part), self._init)
@@ -299,7 +317,16 @@ class Checker(Generic[S]):
         events = part.prepared.events
         part.last_ns = events[part.pos - 1][0] if part.pos else -1
         part.verdict = Verdict.OK if part.failed is None else Verdict.ILLEGAL
+        if self._reread is not None and part.failed is None and not part.frontier.open:
+            self._forget(part)
         return ""
+
+    def _forget(self, part: _Part[S]) -> None:
+        """Keep a settled partition's frontier (its states, nothing open) and drop its operations."""
+        part.settled.extend(part.indices)
+        part.indices, part.ops = [], []
+        part.prepared = prepare(self.model, [])
+        part.pos = part.fed = 0
 
     @staticmethod
     def _grow(prepared: Prepared[S], grown: Prepared[S]) -> None:
@@ -343,6 +370,13 @@ class Checker(Generic[S]):
         assert part.failed is not None
         ops = self._ops(part)
         failed = part.failed
+        if part.settled:
+            # Explained from the start of the partition: the forgotten operations are read back.
+            assert self._reread is not None
+            failed += len(part.settled)
+            part.indices = [*part.settled, *part.indices]
+            part.settled = array("q")
+            ops = part.ops = self._reread(part.indices)
         if self.model.refute is not None and len(ops) < _PREPASS_MIN_OPS:
             # The search found it first; the pre-pass's proof, when it has one, reads better.
             refutation = self.model.refute(ops, self._init)
@@ -378,7 +412,7 @@ class Checker(Generic[S]):
         else:
             verdict = Verdict.OK
         return CheckResult(verdict=verdict, model=self.model.name, partitions=tuple(results),
-                           operations=len(self.history), detail=detail if verdict is Verdict.UNKNOWN else "")
+                           operations=self._count, detail=detail if verdict is Verdict.UNKNOWN else "")
 
 
 def check(

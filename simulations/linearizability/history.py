@@ -155,9 +155,11 @@ class Recorder:
     """Thread-safe invoke/ok/unknown recorder on ``time.monotonic_ns``.
 
     ``fail`` (the request provably never reached the target) drops the operation: it cannot have
-    taken effect, so it has nothing to be checked against.
+    taken effect, so it has nothing to be checked against. ``keep=False`` forgets what ``take``
+    handed out (a campaign that streams its history to a file), and ``history`` is then refused.
     """
 
+    keep: bool = True
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _open: dict[int, tuple[int, Mapping[str, object], int]] = field(default_factory=dict)
     _done: list[Operation] = field(default_factory=list)
@@ -197,12 +199,17 @@ class Recorder:
             if self._open:
                 raise SimulationError(f"{len(self._open)} operations are still in flight")
             new = sorted(self._done[self._taken:], key=lambda op: op.call_ns)
+            if not self.keep:
+                self._done = []
+                return new
             self._done[self._taken:] = new
             self._taken = len(self._done)
             return new
 
     def history(self) -> list[Operation]:
         with self._lock:
+            if not self.keep:
+                raise SimulationError("this recorder keeps no history (keep=False)")
             if self._open:
                 raise SimulationError(f"{len(self._open)} operations are still in flight")
             return sorted(self._done, key=lambda op: op.call_ns)

@@ -75,6 +75,11 @@ class Frontier(Generic[S]):
         self.last: set[tuple[int, S]] = set(self.configs)  # the frontier before the last return
         self.last_trace = self.trace
 
+    @property
+    def open(self) -> bool:
+        """Whether any operation called is still open (not taken effect, or never answered)."""
+        return bool(self._bit)
+
     def _take_bit(self) -> int:
         if self._free:
             return self._free.pop()
