@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any
 
 from aidememo_cli._local import _assignments as assignments
@@ -209,16 +208,18 @@ class LocalTools:
 
 
 # -- aidememo_handoff_inbox ------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
 class _InboxCall:
-    """One inbox call: its store transaction, arguments and the defaults already applied."""
+    """One inbox call: its store transaction, arguments and the defaults already applied.
 
-    store: LocalStore
-    args: Mapping[str, Any]
-    action: str
-    actor: str | None
-    source_id: str | None
-    now: int
+    A plain slotted class: ``dataclasses`` would cost the stdio server's start-up (``tests/local/test_startup.py``).
+    """
+
+    __slots__ = ("store", "args", "action", "actor", "source_id", "now")
+
+    def __init__(self, store: LocalStore, args: Mapping[str, Any], action: str, actor: str | None,
+                 source_id: str | None, now: int) -> None:
+        self.store, self.args, self.action, self.actor, self.source_id, self.now = (store, args, action, actor,
+                                                                                    source_id, now)
 
     def need_actor(self) -> str:
         if self.actor is None:
