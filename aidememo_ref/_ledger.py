@@ -33,9 +33,9 @@ from ._records import (
     HANDOFF,
     SESSION,
     WRITABLE_ROLES,
-    Fact,
     Handoff,
     HandoffContext,
+    LedgerFact,
     Record,
     Resource,
     Role,
@@ -90,7 +90,7 @@ def _text(value: str, max_bytes: int, label: str) -> None:
         raise LedgerError.invalid_command(f"{label} must not contain control characters")
 
 
-_R = TypeVar("_R", Session, Fact, HandoffContext, Handoff)
+_R = TypeVar("_R", Session, LedgerFact, HandoffContext, Handoff)
 
 
 def _present(view: View, record_type: type[_R], kind: str, resource_id: str) -> _R:
@@ -136,12 +136,12 @@ def _create_session(p: SessionCreatePayload, actor_id: str, view: View) -> Sessi
     return Session(session_id=p.session_id, source_id=p.source_id, topic=p.topic, created_by=actor_id)
 
 
-def _create_fact(p: FactCreatePayload, actor_id: str, view: View) -> Fact:
+def _create_fact(p: FactCreatePayload, actor_id: str, view: View) -> LedgerFact:
     session = _present(view, Session, SESSION, p.session_id)
     _absent(view, FACT, p.fact_id)
     _text(p.content, MAX_FACT_BYTES, "fact content")
-    return Fact(fact_id=p.fact_id, session_id=p.session_id, source_id=session.source_id, actor_id=actor_id,
-                content=p.content)
+    return LedgerFact(fact_id=p.fact_id, session_id=p.session_id, source_id=session.source_id, actor_id=actor_id,
+                      content=p.content)
 
 
 def _routed(view: View, actor_id: str, session_id: str, to_actor: str, kind: str, resource_id: str,
@@ -194,7 +194,7 @@ def _transition(command: Command, actor_id: str, view: View, now_ms: int) -> Han
     record = Handoff.from_json(current.body)
     p = command.payload
     if isinstance(p, HandoffReturnPayload):
-        fact = _present(view, Fact, FACT, p.result_fact_id)
+        fact = _present(view, LedgerFact, FACT, p.result_fact_id)
         attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms, fact=fact,
                                  outcome=p.outcome)
     else:

@@ -24,7 +24,7 @@ from collections import Counter
 from typing import NamedTuple
 
 from refkit.records import distinct
-from ._records import FACT, Change, Fact, Resource
+from ._records import FACT, Change, LedgerFact, Resource
 from refkit.search import term_counts
 
 __all__ = ["LogState", "Project", "Row", "MailboxEntry"]
@@ -115,7 +115,7 @@ class Project:
         if row.status is None and kind == FACT and revision == 1 and body is not None:
             # Facts are create-only, so their terms are indexed exactly once; parsed before any
             # change here, so a stored body that is not a fact leaves the project as it was.
-            terms = term_counts(Fact.from_json(body).content if content is None else content)
+            terms = term_counts(LedgerFact.from_json(body).content if content is None else content)
         self.rows.append(row)
         self.receipts[row.command_id] = row
         key = (kind, rid)

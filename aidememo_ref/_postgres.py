@@ -30,7 +30,7 @@ from psycopg import errors as pg_errors
 from ._commands import Command
 from aidememo_wire.errors import LedgerError
 from ._ledger import Write
-from ._records import FACT, Change, Fact, Handoff, Membership, Receipt, Resource, Role
+from ._records import FACT, Change, Handoff, LedgerFact, Membership, Receipt, Resource, Role
 from refkit.search import term_counts
 from ._store import (
     Denied,
@@ -355,7 +355,7 @@ class _Tx:
         row = conn.execute(statement, params).fetchone()
         assert row is not None
         revision = int(str(row[0]))
-        if isinstance(record, Fact) and kind == FACT and revision == 1:
+        if isinstance(record, LedgerFact) and kind == FACT and revision == 1:
             # Facts are create-only: indexed once. Queued: sent with the COMMIT.
             counts, length = term_counts(record.content)
             conn.execute("INSERT INTO aidememo_ref_search_docs (tenant_id, project_id, fact_id, length) "

@@ -13,7 +13,7 @@ from typing import Final
 
 from . import _visibility
 from aidememo_wire.errors import ErrorCode, LedgerError
-from ._records import Change, Fact, Membership, Resource
+from ._records import Change, LedgerFact, Membership, Resource
 from refkit.search import bm25, tokenize
 from ._store import FeedRead, MailboxQuery, MailboxRow, SearchIndex
 from refkit.text import ascii_lower, trim
@@ -151,7 +151,7 @@ def mailbox_page(rows: list[MailboxRow], limit: int) -> tuple[list[MailboxRow], 
 # -- search ---------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SearchHit:
-    fact: Fact
+    fact: LedgerFact
     score: float
 
 
@@ -185,7 +185,7 @@ def rank(index: SearchIndex, *, at_least_seq: int | None, mode: str | None, sour
             tf=p.tf, df=index.df[p.term], n_docs=index.n_docs, doc_len=p.doc_len, avg_len=index.avg_len)
     hits: list[SearchHit] = []
     for fact_id, score in sorted((kv for kv in scores.items() if kv[1] > 0), key=lambda kv: (-kv[1], kv[0])):
-        fact = Fact.from_json(index.facts[fact_id])
+        fact = LedgerFact.from_json(index.facts[fact_id])
         if source_id is not None and fact.source_id != source_id:
             continue
         hits.append(SearchHit(fact=fact, score=score))

@@ -1,7 +1,7 @@
 """The ledger's values: the records it stores, the rows it reads back, the receipts it answers.
 
 Every value is a frozen, slotted, keyword-only dataclass, but ``Receipt`` (a NamedTuple, see
-there). Product records (``Session``, ``Fact``, ``HandoffContext``, ``Handoff``) carry
+there). Product records (``Session``, ``LedgerFact``, ``HandoffContext``, ``Handoff``) carry
 upstream's field names and declaration order (``dom/handoff.rs``); ``canonical()`` is the
 stored body (keys sorted, serde's bytes) and ``from_json`` reads one back. Rows (``Resource``,
 ``Change``, ``Membership``) are what a store hands to the rules; ``Receipt`` is the command
@@ -31,7 +31,7 @@ __all__ = [
     "CONTEXT",
     "HANDOFF",
     "Session",
-    "Fact",
+    "LedgerFact",
     "HandoffContext",
     "Handoff",
     "HANDOFF_FIELDS",
@@ -99,8 +99,12 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Fact:
-    """A fact; the result evidence a handoff return points at (upstream ``FactRecord``)."""
+class LedgerFact:
+    """The ledger's fact: the result evidence a handoff return points at (of upstream's ``FactRecord``).
+
+    Named for its layer: the command line's local store keeps upstream's whole ``FactRecord``
+    as ``aidememo_cli._local._records.Fact``.
+    """
 
     fact_id: str
     session_id: str
@@ -113,7 +117,7 @@ class Fact:
                                "actor_id": self.actor_id, "content": self.content})
 
     @classmethod
-    def from_json(cls, text: str) -> Fact:
+    def from_json(cls, text: str) -> LedgerFact:
         d = _fields(json.loads(text), FACT, ("fact_id", "session_id", "source_id", "actor_id", "content"))
         return cls(fact_id=_text(d["fact_id"]), session_id=_text(d["session_id"]), source_id=_opt_text(d["source_id"]),
                    actor_id=_text(d["actor_id"]), content=_text(d["content"]))
@@ -210,7 +214,7 @@ class Handoff:
 _STATUSES: Final = frozenset(s.value for s in Status)
 _OUTCOMES: Final = frozenset(o.value for o in Outcome)
 
-Record: TypeAlias = Session | Fact | HandoffContext | Handoff
+Record: TypeAlias = Session | LedgerFact | HandoffContext | Handoff
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

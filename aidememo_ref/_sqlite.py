@@ -52,7 +52,7 @@ from aidememo_wire.errors import LedgerError
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
 from ._provision import LAYOUT_VERSION, Checked, insert_identity
-from ._records import FACT, HANDOFF, Fact, Handoff, Membership, Receipt, RecordError, Resource, Role
+from ._records import FACT, HANDOFF, Handoff, LedgerFact, Membership, Receipt, RecordError, Resource, Role
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
@@ -285,7 +285,7 @@ class _Tx:
         seq = project.head + len(rows) + 1
         record = write.record
         index = _mailbox_fields(record)
-        content = record.content if isinstance(record, Fact) else None
+        content = record.content if isinstance(record, LedgerFact) else None
         row: Row = build(Row, (
             self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
             revision, member.actor_id, now_ms, write.body, command_id, command.fingerprint, *index))

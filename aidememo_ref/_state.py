@@ -25,7 +25,7 @@ from typing import Final, TypeAlias
 from ._commands import Op
 from aidememo_wire.canonical import U64_MAX
 from aidememo_wire.errors import ErrorCode, LedgerError
-from ._records import Fact, Handoff, Outcome, Status
+from ._records import Handoff, LedgerFact, Outcome, Status
 from refkit.text import trim
 
 __all__ = [
@@ -87,7 +87,7 @@ class Attempt:
     actor_id: str
     claim_id: str
     now_ms: int
-    fact: Fact | None = None  # handoff.return only: the result fact, loaded by the ledger
+    fact: LedgerFact | None = None  # handoff.return only: the result fact, loaded by the ledger
     outcome: Outcome | None = None  # handoff.return only
 
 
@@ -141,7 +141,7 @@ def failed_or_expired(record: Handoff, attempt: Attempt) -> bool:
     return claim_failed(record, attempt) or lease_expired(record, attempt)
 
 
-def _fact(attempt: Attempt) -> Fact:
+def _fact(attempt: Attempt) -> LedgerFact:
     assert attempt.fact is not None, "handoff.return without its result fact"
     return attempt.fact
 

@@ -34,7 +34,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from conformance.profiles import PROFILES  # noqa: E402
+from conformance.installed import PROFILES  # noqa: E402
 
 BOOTSTRAP = ("bootstrap --database {database} --tenant-id {tenant} --project-id {project} --actor-id {actor} "
              "--token-file {token_file} --role {role}")

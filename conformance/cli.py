@@ -42,7 +42,8 @@ class _Parser(argparse.ArgumentParser):
 
 def _profile_of(argv: list[str]) -> Any:
     """The profile named by --profile, AIDEMEMO_PROFILE or the target file, before the full parse."""
-    from conformance.profile import CONFIG, PROFILE, load_profile
+    from conformance.installed import load_profile
+    from conformance.profile import CONFIG, PROFILE
     from conformance.settings import SettingsInput, load_target_file, resolve
 
     early = _Parser(add_help=False)
@@ -115,7 +116,8 @@ def _positive_int(text: str) -> int:
 
 
 def _diff(args: argparse.Namespace) -> int:
-    from conformance.profile import RUN_SETTINGS, SEED, resolve_run
+    from conformance.installed import resolve_run
+    from conformance.profile import RUN_SETTINGS, SEED
     from conformance.settings import SettingsInput
 
     try:
@@ -171,7 +173,8 @@ def _plugin_args(workers: str | None = None) -> list[str]:
 
 
 def _resolve(args: argparse.Namespace) -> tuple[Any, Any]:
-    from conformance.profile import BASELINE, resolve_run
+    from conformance.installed import resolve_run
+    from conformance.profile import BASELINE
     from conformance.reports.baseline import load_baseline
     from conformance.settings import SettingsInput
 

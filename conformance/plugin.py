@@ -2,7 +2,7 @@
 
 Idle cost is an option group, ini twins and a few marker lines: the profile's target starts,
 its registry loads and reports are written only when at least one check marked
-``requirement`` is collected. Every setting resolves through ``conformance.profile.resolve_run``
+``requirement`` is collected. Every setting resolves through ``conformance.installed.resolve_run``
 (flag > environment > target file > ini > default). Verdicts are computed per check in
 ``pytest_runtest_makereport`` (see ``conformance.verdicts``) and travel to the xdist controller
 in ``user_properties``; the controller writes the reports.
@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from conformance.errors import ConfigError, ConformanceError
+from conformance.installed import installed_profiles, resolve_run
 from conformance.profile import (
     BASELINE,
     REPORT_DIR,
@@ -32,8 +33,6 @@ from conformance.profile import (
     SEED,
     CheckContext,
     Profile,
-    installed_profiles,
-    resolve_run,
 )
 from conformance.schedule import LATE_MARKER, LATE_WORKER, late_collection, late_file, order_late
 from conformance.settings import Setting, Settings, SettingsInput, resolve

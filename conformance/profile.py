@@ -10,8 +10,8 @@ command line and the pytest plugin) know no protocol. A ``Profile`` supplies the
   line...) with its provisioning and settled capability claims;
 * ``world``: builds one check's view of the target (fresh identities and the verbs checks use).
 
-See docs/conformance.md, "Writing a profile". Profiles are listed in ``conformance.profiles``;
-this module imports none of them until one is asked for.
+See docs/conformance.md, "Writing a profile". Profiles import this module and it imports none
+of them: the table of installed profiles and a run's resolution are ``conformance.installed``.
 """
 
 from __future__ import annotations
@@ -32,15 +32,12 @@ from conformance.settings import (
     ParseContext,
     Setting,
     Settings,
-    SettingsInput,
-    load_target_file,
     parse_bytes,
     parse_int,
     parse_path,
     parse_seconds,
     parse_text,
     parse_url,
-    resolve,
 )
 from conformance.transcript import Transcript
 
@@ -67,10 +64,7 @@ __all__ = [
     "TargetDescription",
     "URL",
     "World",
-    "installed_profiles",
     "lazy",
-    "load_profile",
-    "resolve_run",
 ]
 
 DEFAULT_PROFILE = "aidememo"
@@ -317,70 +311,3 @@ def lazy(spec: str) -> Callable[..., Any]:
 
     call.__qualname__ = call.__name__ = f"lazy({spec!r})"
     return call
-
-
-# -- the installed profiles -----------------------------------------------------------------------
-def installed_profiles() -> dict[str, Profile]:
-    """Every installed profile by name (their declarations are light: nothing heavy is imported)."""
-    from conformance.profiles import PROFILES
-
-    found = {}
-    for name, spec in PROFILES.items():
-        module_name, _, attribute = spec.partition(":")
-        profile = getattr(importlib.import_module(module_name), attribute)
-        if not isinstance(profile, Profile) or profile.name != name:
-            raise ConfigError(f"profile {name!r}: {spec} is not a Profile named {name!r}")
-        found[name] = profile
-    return found
-
-
-def load_profile(name: str, where: str = "profile") -> Profile:
-    """The profile called ``name`` (or one of its aliases).
-
-    Raises:
-        ConfigError: no such profile; the message names ``where`` the name came from.
-    """
-    profiles = installed_profiles()
-    for profile in profiles.values():
-        if name == profile.name or name in profile.aliases:
-            return profile
-    raise ConfigError(f"{where}: unknown profile {name!r} (known: {', '.join(profiles)})")
-
-
-def resolve_run(given: SettingsInput, *, config: Any = None) -> tuple[Profile, Settings]:
-    """Resolve the profile and every setting of a run (see ``conformance.settings``).
-
-    The target file is found first (flag > environment > ini), then the profile (its ``profile``
-    key may name it), then every shared and profile setting; last the profile checks how the
-    values fit together.
-
-    Raises:
-        ConfigError: naming where the bad value came from.
-    """
-    bare = SettingsInput(flags=given.flags, environ=given.environ, ini=given.ini, flag_style=given.flag_style)
-    located = resolve([CONFIG], bare, check_file_keys=False)
-    path = located[CONFIG]
-    target_file = load_target_file(path) if path else None
-    with_file = SettingsInput(flags=given.flags, environ=given.environ, ini=given.ini, flag_style=given.flag_style,
-                              target_file=target_file)
-    named = resolve([PROFILE], with_file, check_file_keys=False)
-    profile = load_profile(named[PROFILE], named.where(PROFILE))
-    if target_file is not None:
-        present, in_file = target_file.get("profile")
-        if present and in_file != named[PROFILE] and in_file != profile.name and in_file not in profile.aliases:
-            raise ConfigError(f"{target_file.where('profile')} is {in_file!r}, but {named.where(PROFILE)} "
-                              f"selects profile {profile.name!r}")
-    declared = _merged(RUN_SETTINGS + profile.settings, profile.name)
-    settings = resolve(declared, with_file, capabilities=profile.capability_names)
-    if profile.validate is not None:
-        profile.validate(settings, config)
-    return profile, settings
-
-
-def _merged(declared: tuple[Setting[Any], ...], owner: str) -> list[Setting[Any]]:
-    names: dict[str, Setting[Any]] = {}
-    for setting in declared:
-        if setting.name in names and names[setting.name] is not setting:
-            raise ConfigError(f"profile {owner}: setting {setting.name!r} is declared twice")
-        names[setting.name] = setting
-    return list(names.values())

@@ -120,6 +120,10 @@ def test_the_copy_is_clean(copy: Path) -> None:
     ("simulations/model.py", "from aidememo_ref import _state as _rules\n",
      "The model and the linearizability library never import a reference or the wire",
      "simulations.model -> aidememo_ref._state"),
+    # The profile machinery reaching back for a profile (each profile imports it): the loop that
+    # ``conformance.installed`` broke, by importing profiles only by their table's names.
+    ("conformance/profile.py", "def _planted() -> None:\n    from conformance.profiles import aidememo\n",
+     "Profiles import the suite's shared modules, never the reverse", "conformance.profile -> conformance.profiles"),
     # The service opening a store directly instead of going through the Store protocol.
     ("aidememo_ref/_service.py", "from . import _sqlite as _planted\n",
      "The AideMemo server: verbs over the reference over service and stores over the pure core",

@@ -16,10 +16,12 @@ from aidememo_cli._local import _memory as memory
 from aidememo_cli._local._errors import LocalError
 from aidememo_cli._local._facttypes import FactType, parse_fact_type
 from aidememo_cli._local._packet import Route, resolve_endpoint, resume_command
+from aidememo_cli._local._records import Assignment
 from aidememo_cli._local._rules import parse_duration_ms
 from aidememo_cli._local._store import LocalStore
 
 from . import _arguments as read
+from ._inbox import action_of, unknown_action
 from ._protocol import ToolError, ToolResult
 from ._schemas import TOOLS
 
@@ -191,55 +193,11 @@ class LocalTools:
         })
 
     def _inbox(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
-        actor = self._actor(args)
-        action = args.get("action") if isinstance(args.get("action"), str) else "list"
-
-        def need_actor() -> str:
-            if actor is None:
-                raise ToolError("actor_id required (or set AIDEMEMO_ACTOR_ID)")
-            return actor
-
-        def need(field: str) -> str:
-            value = read.raw(args.get(field))
-            if value is None:
-                raise ToolError(f"{field} required for action={action}")
-            return value
-
-        if action in ("list", "outbox"):
-            sent = action == "outbox"
-            who, source_id = need_actor(), self._source(args)
-            records = assignments.mailbox(store, who, source_id, read.flag(args.get("include_completed"), sent),
-                                          read.uint(args.get("limit"), 20), sent=sent)
-            return _sorted({"actor_id": who, "source_id": source_id, "assignments": [r.to_json() for r in records]})
-        if action == "show":
-            record, _ = assignments.load(store, need("handoff_id"))
-        elif action == "heartbeat":
-            who = need_actor()
-            record = assignments.heartbeat(store, need("handoff_id"), who, now)
-        elif action == "board":
-            given = args.get("stale_after")
-            stale = given if isinstance(given, str) else "1h"
-            return _sorted(assignments.board(store, actor, self._source(args), parse_duration_ms(stale),
-                                             read.flag(args.get("include_completed"), False),
-                                             read.uint(args.get("limit"), 50), now))
-        elif action == "status":
-            who = need_actor()
-            record = assignments.status(store, need("handoff_id"), who)
-        elif action == "accept":
-            who = need_actor()
-            accepted = assignments.accept(store, need("handoff_id"), who, read.raw(args.get("claim_id")), now)
-            return _sorted(accepted.to_json())
-        elif action == "complete":
-            who = need_actor()
-            record = assignments.complete(store, need("handoff_id"), who, now)
-        elif action == "return":
-            who = need_actor()
-            handoff_id, fact_id, outcome = need("handoff_id"), need("result_fact_id"), need("outcome")
-            record, _ = assignments.return_result(store, handoff_id, who, fact_id, outcome, now)
-        else:
-            raise ToolError(f"unknown handoff inbox action {json.dumps(action)}; expected list, outbox, show, heartbeat,"
-                            " board, status, accept, return, or complete")
-        return _sorted({"assignment": record.to_json()})
+        action = action_of(args)
+        handler = _INBOX.get(action)
+        if handler is None:
+            raise unknown_action(action, _INBOX)
+        return handler(_InboxCall(store, args, action, self._actor(args), self._source(args), now))
 
     def _profile_export(self, store: LocalStore, args: Mapping[str, Any], now: int) -> ToolResult:
         source_id = self._source(args)
@@ -247,3 +205,88 @@ class LocalTools:
                                                          read.flag(args.get("include_sessions"), False))
         return _sorted({"artifact": "project_profile", "source_id": source_id, "fact_count": facts,
                         "entity_count": entities, "bytes": len(content.encode("utf-8")), "content": content})
+
+
+# -- aidememo_handoff_inbox ------------------------------------------------------------------------
+class _InboxCall:
+    """One inbox call: its store transaction, arguments and the defaults already applied.
+
+    A plain slotted class: ``dataclasses`` would cost the stdio server's start-up (``tests/local/test_startup.py``).
+    """
+
+    __slots__ = ("store", "args", "action", "actor", "source_id", "now")
+
+    def __init__(self, store: LocalStore, args: Mapping[str, Any], action: str, actor: str | None,
+                 source_id: str | None, now: int) -> None:
+        self.store, self.args, self.action, self.actor, self.source_id, self.now = (store, args, action, actor,
+                                                                                    source_id, now)
+
+    def need_actor(self) -> str:
+        if self.actor is None:
+            raise ToolError("actor_id required (or set AIDEMEMO_ACTOR_ID)")
+        return self.actor
+
+    def need(self, field: str) -> str:
+        value = read.raw(self.args.get(field))
+        if value is None:
+            raise ToolError(f"{field} required for action={self.action}")
+        return value
+
+
+def _assignment(record: Assignment) -> ToolResult:
+    return _sorted({"assignment": record.to_json()})
+
+
+def _mailbox(call: _InboxCall) -> ToolResult:
+    sent = call.action == "outbox"
+    who = call.need_actor()
+    records = assignments.mailbox(call.store, who, call.source_id, read.flag(call.args.get("include_completed"), sent),
+                                  read.uint(call.args.get("limit"), 20), sent=sent)
+    return _sorted({"actor_id": who, "source_id": call.source_id, "assignments": [r.to_json() for r in records]})
+
+
+def _show(call: _InboxCall) -> ToolResult:
+    return _assignment(assignments.load(call.store, call.need("handoff_id"))[0])
+
+
+def _heartbeat(call: _InboxCall) -> ToolResult:
+    who = call.need_actor()
+    return _assignment(assignments.heartbeat(call.store, call.need("handoff_id"), who, call.now))
+
+
+def _board(call: _InboxCall) -> ToolResult:
+    given = call.args.get("stale_after")
+    stale = given if isinstance(given, str) else "1h"
+    return _sorted(assignments.board(call.store, call.actor, call.source_id, parse_duration_ms(stale),
+                                     read.flag(call.args.get("include_completed"), False),
+                                     read.uint(call.args.get("limit"), 50), call.now))
+
+
+def _status(call: _InboxCall) -> ToolResult:
+    who = call.need_actor()
+    return _assignment(assignments.status(call.store, call.need("handoff_id"), who))
+
+
+def _accept(call: _InboxCall) -> ToolResult:
+    who = call.need_actor()
+    accepted = assignments.accept(call.store, call.need("handoff_id"), who, read.raw(call.args.get("claim_id")),
+                                  call.now)
+    return _sorted(accepted.to_json())
+
+
+def _return(call: _InboxCall) -> ToolResult:
+    who = call.need_actor()
+    handoff_id, fact_id, outcome = call.need("handoff_id"), call.need("result_fact_id"), call.need("outcome")
+    return _assignment(assignments.return_result(call.store, handoff_id, who, fact_id, outcome, call.now)[0])
+
+
+def _complete(call: _InboxCall) -> ToolResult:
+    who = call.need_actor()
+    return _assignment(assignments.complete(call.store, call.need("handoff_id"), who, call.now))
+
+
+# In upstream's order: its refusal of an unknown action lists them so.
+_INBOX: dict[str, Callable[[_InboxCall], ToolResult]] = {
+    "list": _mailbox, "outbox": _mailbox, "show": _show, "heartbeat": _heartbeat, "board": _board,
+    "status": _status, "accept": _accept, "return": _return, "complete": _complete,
+}

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from aidememo_cli._local._errors import LocalError, invalid_input
@@ -24,6 +25,7 @@ from aidememo_cli._remote._input import reject_actor_override
 from aidememo_cli._remote._send import Sender
 
 from . import _arguments as read
+from ._inbox import action_of, unknown_action
 from ._local import LocalTools
 from ._protocol import ToolError, ToolResult
 
@@ -103,49 +105,76 @@ class RemoteTools:
                              read.text(args.get("done_when")))
 
     def _inbox(self, handoffs: RemoteHandoffs, args: Mapping[str, Any]) -> dict[str, Any]:
-        action = args.get("action") if isinstance(args.get("action"), str) else "list"
-        actor_id = read.text(args.get("actor_id"))
-        if action == "show" and actor_id is not None:
-            raise ToolError("actor_id cannot override actor identity for a remote profile")
-
-        def handoff_id() -> str:
-            found = read.text(args.get("handoff_id"))
-            if found is None:
-                raise ToolError(f"handoff_id required for action={action}")
-            return found
-
-        limit = args.get("limit")
-        limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else 20
-        outcome = result_fact_id = target = None
-        if action in ("show", "status"):
-            target = handoff_id()
-        elif action == "accept":
-            if read.text(args.get("claim_id")) is not None:
-                raise ToolError("claim_id cannot override the generated claim for a remote profile")
-            target = handoff_id()
-        elif action == "return":
-            outcome, result_fact_id = read.text(args.get("outcome")), read.text(args.get("result_fact_id"))
-            if outcome is None:
-                raise ToolError("outcome required for action=return")
-            if result_fact_id is None:
-                raise ToolError("result_fact_id required for action=return")
-            target = handoff_id()
-        elif action in LOCAL_ACTIONS:
-            raise ToolError(f"remote profiles do not support handoff inbox action {json.dumps(action)}")
-        elif action not in ("list", "outbox"):
-            raise ToolError(f"unknown handoff inbox action {json.dumps(action)}; expected list, outbox, show, status,"
-                            " accept, or return")
-        handoffs.identity()  # upstream resolves identity before it judges the actor override
+        action = action_of(args)
+        call = _InboxCall(handoffs, self._store, args, action, read.text(args.get("actor_id")), self._source(args))
+        prepare = _INBOX.get(action)
+        if prepare is None:
+            if action in LOCAL_ACTIONS:
+                raise ToolError(f"remote profiles do not support handoff inbox action {json.dumps(action)}")
+            raise unknown_action(action, _INBOX)
+        run = prepare(call)  # the arguments are judged first, then identity, then the actor override
+        handoffs.identity()
         if action != "show":
-            reject_actor_override(actor_id)
-        if action in ("list", "outbox"):
-            completed = args.get("include_completed")
-            include = completed if isinstance(completed, bool) else action == "outbox"
-            return handoffs.mailbox("inbox" if action == "list" else "outbox", self._source(args), include, limit)
-        assert target is not None
-        if action in ("show", "status"):
-            return handoffs.show(target)
-        if action == "accept":
-            return handoffs.accept(target, self._store)
-        assert outcome is not None and result_fact_id is not None
-        return handoffs.return_result(target, result_fact_id, outcome, self._store)
+            reject_actor_override(call.actor_id)
+        return run()
+
+
+# -- aidememo_handoff_inbox ------------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class _InboxCall:
+    """One remote inbox call. Each action checks its arguments and answers the request to run."""
+
+    handoffs: RemoteHandoffs
+    store: LocalStore
+    args: Mapping[str, Any]
+    action: str
+    actor_id: str | None
+    source_id: str | None
+
+    def handoff_id(self) -> str:
+        found = read.text(self.args.get("handoff_id"))
+        if found is None:
+            raise ToolError(f"handoff_id required for action={self.action}")
+        return found
+
+
+_Run = Callable[[], dict[str, Any]]
+
+
+def _mailbox(call: _InboxCall) -> _Run:
+    limit = call.args.get("limit")
+    limit = limit if isinstance(limit, int) and not isinstance(limit, bool) and limit >= 0 else 20
+    completed = call.args.get("include_completed")
+    include = completed if isinstance(completed, bool) else call.action == "outbox"
+    box = "inbox" if call.action == "list" else "outbox"
+    return lambda: call.handoffs.mailbox(box, call.source_id, include, limit)
+
+
+def _show(call: _InboxCall) -> _Run:
+    if call.action == "show" and call.actor_id is not None:
+        raise ToolError("actor_id cannot override actor identity for a remote profile")
+    target = call.handoff_id()
+    return lambda: call.handoffs.show(target)
+
+
+def _accept(call: _InboxCall) -> _Run:
+    if read.text(call.args.get("claim_id")) is not None:
+        raise ToolError("claim_id cannot override the generated claim for a remote profile")
+    target = call.handoff_id()
+    return lambda: call.handoffs.accept(target, call.store)
+
+
+def _return(call: _InboxCall) -> _Run:
+    outcome, result_fact_id = read.text(call.args.get("outcome")), read.text(call.args.get("result_fact_id"))
+    if outcome is None:
+        raise ToolError("outcome required for action=return")
+    if result_fact_id is None:
+        raise ToolError("result_fact_id required for action=return")
+    target = call.handoff_id()
+    return lambda: call.handoffs.return_result(target, result_fact_id, outcome, call.store)
+
+
+# In upstream's order: its refusal of an unknown action lists them so. Status answers as show.
+_INBOX: dict[str, Callable[[_InboxCall], _Run]] = {
+    "list": _mailbox, "outbox": _mailbox, "show": _show, "status": _show, "accept": _accept, "return": _return,
+}

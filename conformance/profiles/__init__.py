@@ -1,14 +1,4 @@
-"""The installed protocol profiles, by name: ``"module:attribute"`` of each ``Profile``.
+"""The protocol profiles, one package each; ``conformance.installed.PROFILES`` lists them by name.
 
-A new profile adds one line here (see docs/conformance.md, "Writing a profile").
+A new profile adds one line there (see docs/conformance.md, "Writing a profile").
 """
-
-from __future__ import annotations
-
-__all__ = ["PROFILES"]
-
-PROFILES: dict[str, str] = {
-    "aidememo": "conformance.profiles.aidememo:PROFILE",
-    "aidememo-local": "conformance.profiles.aidememo_local:PROFILE",
-    "xmemo": "conformance.profiles.xmemo:PROFILE",
-}

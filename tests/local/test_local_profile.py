@@ -49,7 +49,7 @@ def _run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *argv: str) -> tuple[i
 
 
 def test_every_requirement_has_a_check_and_every_check_a_mutant_that_kills_it() -> None:
-    from conformance.profile import load_profile
+    from conformance.installed import load_profile
 
     registry = load_profile("aidememo-local").registry()
     assert sorted(registry.requirements) == sorted(REQUIREMENTS)

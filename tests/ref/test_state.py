@@ -12,7 +12,7 @@ import pytest
 
 from aidememo_ref import LedgerError
 from aidememo_ref._commands import Op
-from aidememo_ref._records import Fact, Handoff, Outcome, Status
+from aidememo_ref._records import Handoff, LedgerFact, Outcome, Status
 from aidememo_ref._state import (
     LEASE_MS,
     TRANSITIONS,
@@ -41,7 +41,7 @@ def accepted(claim: str = "c1", at: int = NOW, **changes: object) -> Handoff:
     return record(**{**fields, **changes})
 
 
-FACT = Fact(fact_id="f", session_id="s", source_id="src", actor_id="b", content="done")
+FACT = LedgerFact(fact_id="f", session_id="s", source_id="src", actor_id="b", content="done")
 
 
 def accept(rec: Handoff, actor: str, claim: str, now: int) -> Handoff:
@@ -52,7 +52,7 @@ def heartbeat(rec: Handoff, actor: str, claim: str, now: int) -> Handoff:
     return transition(rec, Attempt(op=Op.HEARTBEAT, actor_id=actor, claim_id=claim, now_ms=now))
 
 
-def return_result(rec: Handoff, actor: str, claim: str, fact: Fact, outcome: str, now: int) -> Handoff:
+def return_result(rec: Handoff, actor: str, claim: str, fact: LedgerFact, outcome: str, now: int) -> Handoff:
     return transition(rec, Attempt(op=Op.RETURN, actor_id=actor, claim_id=claim, now_ms=now, fact=fact,
                                    outcome=Outcome(outcome)))
 
@@ -185,7 +185,7 @@ def test_heartbeat_rules() -> None:
         (replace(FACT, actor_id="a"), "result fact was not written by the receiving actor"),
     ],
 )
-def test_return_fails_closed_on_foreign_evidence(fact: Fact, message: str) -> None:
+def test_return_fails_closed_on_foreign_evidence(fact: LedgerFact, message: str) -> None:
     assert conflict(return_result, accepted(), "b", "c1", fact, "succeeded", NOW) == message
 
 

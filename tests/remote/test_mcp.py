@@ -125,6 +125,10 @@ def test_remote_mcp_refuses_identity_overrides_and_local_only_actions(world: Wor
         ("aidememo_handoff_inbox", {"action": "accept", "handoff_id": handoff_id, "claim_id": "mine"}),
         ("aidememo_handoff_inbox", {"action": "heartbeat", "handoff_id": handoff_id}),
         ("aidememo_handoff", {"dispatch": True, "to_actor": "codex-p1", "from_actor": "codex-p2"}),
+        ("aidememo_handoff_inbox", {"action": "reopen"}),
+        ("aidememo_handoff_inbox", {"action": "status", "actor_id": "codex-p1"}),
+        ("aidememo_handoff_inbox", {"action": "return", "handoff_id": handoff_id, "result_fact_id": "f"}),
+        ("aidememo_handoff_inbox", {"action": "return", "handoff_id": handoff_id, "outcome": "succeeded"}),
     ], monkeypatch)
     messages = [answer["error"]["message"] for answer in answers]
     assert messages == [
@@ -133,6 +137,10 @@ def test_remote_mcp_refuses_identity_overrides_and_local_only_actions(world: Wor
         "claim_id cannot override the generated claim for a remote profile",
         'remote profiles do not support handoff inbox action "heartbeat"',
         "invalid input: --actor-id/--from cannot override actor identity for a remote profile",
+        'unknown handoff inbox action "reopen"; expected list, outbox, show, status, accept, or return',
+        "handoff_id required for action=status",  # the arguments are judged before the actor override
+        "outcome required for action=return",
+        "result_fact_id required for action=return",
     ]
     assert world.commits(handoff_id) == 1
 

@@ -30,7 +30,7 @@ KILLS = {
 
 
 def test_every_remote_requirement_has_a_mutant_that_kills_it() -> None:
-    from conformance.profile import load_profile
+    from conformance.installed import load_profile
 
     registry = load_profile("aidememo-local").registry()
     remote = sorted(r for r in registry.requirements if r.startswith("AML-REM-"))

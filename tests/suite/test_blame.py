@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from conformance import profiles
+from conformance import installed
 
 pytest_plugins = ["pytester"]
 
@@ -141,7 +141,7 @@ def test_xmemo_blames_the_kit_for_its_own_bugs_and_the_server_for_a_missing_fiel
 
 
 def test_aidememo_local_blames_the_kit_for_its_own_bugs_and_the_cli_for_a_missing_field(pytester):
-    assert "aidememo-local" in profiles.PROFILES
+    assert "aidememo-local" in installed.PROFILES
     pytester.makepyfile(test_checks=LOCAL_CHECKS)
     pytester.runpytest_inprocess("-p", "no:cacheprovider", "--aidememo-profile", "aidememo-local")
     records = _records(pytester)

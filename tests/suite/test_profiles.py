@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conformance import profiles
+from conformance import installed
 from conformance.cli import main
 
 pytest_plugins = ["pytester"]
@@ -23,7 +23,7 @@ TOKEN = re.compile(r"toy-[0-9a-f]{16}")
 
 @pytest.fixture
 def toy(monkeypatch, pytester):
-    monkeypatch.setitem(profiles.PROFILES, "toy", "tests.suite.toy:PROFILE")
+    monkeypatch.setitem(installed.PROFILES, "toy", "tests.suite.toy:PROFILE")
     pytester.makepyfile(test_toy=(TOY / "checks" / "test_toy.py").read_text())
 
 

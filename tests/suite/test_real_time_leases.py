@@ -20,7 +20,7 @@ import pytest
 
 from refkit.process import ReferenceProcess
 from conformance.errors import ConfigError, Untestable
-from conformance.profile import resolve_run
+from conformance.installed import resolve_run
 from conformance.profiles.aidememo.leases import Arranged, Lease, LeaseWait, margin_after, margin_before
 from conformance.profiles.aidememo.settings import REAL_TIME_LEASES, configure
 from conformance.schedule import LATE_MARKER, LateScheduling

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from conformance.errors import ConfigError
-from conformance.profile import installed_profiles
+from conformance.installed import installed_profiles
 from conformance.registry import Clause, Registry, load_registry
 
 ENTRY = '[[requirement]]\nid = "P-1"\nlevel = "MUST"\nsource = "here"\ntext = "It does a and b."\n'

@@ -11,7 +11,8 @@ from pathlib import Path
 import pytest
 
 from conformance.errors import ConfigError
-from conformance.profile import BASELINE, TIMEOUT, URL, resolve_run
+from conformance.installed import resolve_run
+from conformance.profile import BASELINE, TIMEOUT, URL
 from conformance.profiles.aidememo.settings import PROVISION_COMMAND, PROVISION_TOKENS
 from conformance.capabilities import CAPABILITIES
 from conformance.settings import Layer, SettingsInput

@@ -12,7 +12,7 @@ from typing import Any
 
 from aidememo_ref import serve_in_thread
 from xmemo_ref import XMemoReference
-from conformance.profile import resolve_run
+from conformance.installed import resolve_run
 from conformance.profiles.xmemo.settings import PROVISION_BOUND_COMMAND, PROVISION_COMMAND, PROVISION_TOKENS
 from conformance.settings import SettingsInput
 from tests.targetfile import write_target
@@ -75,7 +75,7 @@ def test_a_fixed_key_list_scores_what_it_can_and_skips_the_rest(tmp_path: Path) 
 def test_every_requirement_is_documented_with_its_basis() -> None:
     import re
 
-    from conformance.profile import load_profile
+    from conformance.installed import load_profile
 
     registry = load_profile("xmemo").registry()
     documented = set(re.findall(r"XM-[A-Z]+-\d+", (EXAMPLES.parents[1] / "xmemo.md").read_text()))

@@ -16,7 +16,8 @@ from typing import Any
 from aidememo_wire.shapes import ROLES
 from conformance.capabilities import CAPABILITIES, Claim
 from conformance.errors import ConfigError
-from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription, resolve_run
+from conformance.installed import resolve_run
+from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription
 from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
 from conformance.settings import Setting, Settings, SettingsInput, parse_bool
 

@@ -10,10 +10,9 @@ target, the world and the checks are imported only when a run selects the profil
 
 from __future__ import annotations
 
-from typing import Any
-
 from conformance.capabilities import CORE, Capability
-from conformance.profile import CLI, CheckContext, Profile, StartContext, Target, TargetDescription, World
+from conformance.profile import Profile, lazy
+from conformance.profiles.aidememo_local.settings import SETTINGS, describe
 
 __all__ = ["PROFILE"]
 
@@ -29,23 +28,6 @@ CAPABILITIES = (
 )
 
 
-def _start(context: StartContext) -> Target:
-    from conformance.profiles.aidememo_local.target import start
-
-    return start(context)
-
-
-def _world(context: CheckContext) -> World:
-    from conformance.profiles.aidememo_local.world import LocalWorld
-
-    return LocalWorld(**LocalWorld.context_fields(context), target=context.target)
-
-
-def _describe(settings: Any, config: Any) -> TargetDescription:
-    command = settings[CLI]
-    return TargetDescription(target=" ".join(command) if command else "embedded aidememo-ref CLI", mode="command line")
-
-
 PROFILE = Profile(
     name="aidememo-local",
     title="AideMemo local",
@@ -53,8 +35,8 @@ PROFILE = Profile(
     package="conformance.profiles.aidememo_local",
     checks="conformance.profiles.aidememo_local.checks",
     capabilities=CAPABILITIES,
-    settings=(CLI,),
-    start=_start,
-    world=_world,
-    describe=_describe,
+    settings=SETTINGS,
+    start=lazy("conformance.profiles.aidememo_local.target:start"),
+    world=lazy("conformance.profiles.aidememo_local.world:LocalWorld.build"),
+    describe=describe,
 )

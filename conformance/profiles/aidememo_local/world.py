@@ -13,6 +13,7 @@ from typing import Any
 from conformance.answers import parse
 from conformance.errors import ShapeError, Untestable
 from conformance.process import CommandExchange, run_command
+from conformance.profile import CheckContext
 from conformance.profiles.aidememo_local.target import INITIALIZE, LocalTarget
 from conformance.world import BaseWorld
 
@@ -37,6 +38,10 @@ class Assignment:
 class LocalWorld(BaseWorld):
     target: LocalTarget = field(kw_only=True)
     _store: str | None = None
+
+    @classmethod
+    def build(cls, context: CheckContext) -> LocalWorld:
+        return cls(**cls.context_fields(context), target=context.target)
 
     @property
     def store(self) -> str:

@@ -16,7 +16,8 @@ import pytest
 from conformance.errors import NotScored
 from conformance.http import Exchange
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import Actor, World
+from conformance.profiles.aidememo.actors import Actor
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 BODY = b"artifact-v1"

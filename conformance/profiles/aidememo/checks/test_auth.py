@@ -13,7 +13,8 @@ import pytest
 from conformance.errors import NotScored
 from conformance.http import Exchange
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import Actor, World, setup_ok
+from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 from conformance.profiles.aidememo.routes import TYPED_WRITES, typed
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import Actor, Project, World
+from conformance.profiles.aidememo.actors import Actor, Project
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
 HOME, ELSEWHERE = "src-bound", "src-other"

@@ -13,7 +13,7 @@ import pytest
 
 from conformance.http import Exchange
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import World
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.race import race
 

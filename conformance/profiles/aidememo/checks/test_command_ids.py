@@ -19,7 +19,8 @@ from typing import Any
 import pytest
 
 from conformance.http import Exchange
-from conformance.profiles.aidememo.actors import Actor, World, setup_ok
+from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.profiles.aidememo.routes import RAW, TYPED_WRITES, WriteRoute
 

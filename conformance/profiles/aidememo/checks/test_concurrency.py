@@ -21,7 +21,8 @@ import pytest
 
 from conformance.errors import Indeterminate, TargetError
 from conformance.http import Exchange
-from conformance.profiles.aidememo.actors import Actor, World, setup_ok
+from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_status
 from conformance.race import race
 

@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 
 from conformance.http import Exchange
-from conformance.profiles.aidememo.actors import Actor, Project, World, setup_ok
+from conformance.profiles.aidememo.actors import Actor, Project, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 KIND = "custom.fixture"

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
+from conformance.profiles.aidememo.actors import HandoffRef, Project, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
 NULL_ON_SEND = ("claim_id", "claim_heartbeat_at_ms", "claim_expires_at_ms", "result_fact_id", "outcome")

@@ -13,7 +13,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import HandoffRef, Project, World, setup_ok
+from conformance.profiles.aidememo.actors import HandoffRef, Project, setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.profiles.aidememo.leases import Arranged, after_lease_expiry
 

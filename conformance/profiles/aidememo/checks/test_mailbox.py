@@ -11,7 +11,8 @@ from typing import Any
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 

@@ -13,7 +13,8 @@ import pytest
 from conformance.http import Exchange
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import MCP_VERSION as VERSION
-from conformance.profiles.aidememo.actors import Actor, World
+from conformance.profiles.aidememo.actors import Actor
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
 READ_TOOLS = {"search", "resource_get", "handoff_list", "handoff_status"}

@@ -13,7 +13,8 @@ import pytest
 
 from conformance.http import Exchange
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.derive import command_fingerprint
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.race import race

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import World, setup_ok
+from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
 # Over a socket even to the embedded reference: framework answers, bodies and headers are HTTP's bytes.

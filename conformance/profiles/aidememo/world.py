@@ -1,0 +1,216 @@
+"""One AideMemo check's world: fresh identities, provisioning, the clock and lease expiry.
+
+The world provisions a fresh project for a check (ids derived from the run seed and the check's
+node id, so any order and any xdist split works) and hands back its actors (``actors``).
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from aidememo_wire.shapes import WRITER_ROLES
+from conformance.errors import NotScored, Untestable
+from conformance.http import Wire
+from conformance.pool import Pending
+from conformance.profile import CheckContext
+from conformance.profiles.aidememo.actors import Actor, Project
+from conformance.profiles.aidememo.ahead import expected_identities, project_identities
+from conformance.profiles.aidememo.leases import MARKER, Arranged, LeaseMode, margin_before, not_observable
+from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
+from conformance.provisioning import FixedIdentity
+from conformance.world import BaseWorld
+
+__all__ = ["REAL_HTTP", "World"]
+
+REAL_HTTP = "real_http"  # the marker of checks whose answers depend on HTTP's bytes
+
+
+@dataclass(slots=True)
+class World(BaseWorld):
+    """One check's view of the target: fresh ids, provisioning, the transcript, the clock."""
+
+    runtime: AideMemoTarget = field(kw_only=True)
+    context: CheckContext = field(kw_only=True)
+    fresh_project: bool = field(default=False, kw_only=True)
+
+    @classmethod
+    def build(cls, context: CheckContext) -> World:
+        world = cls(**cls.context_fields(context), runtime=context.target, context=context,
+                    fresh_project="fresh_project" in context.markers)
+        pool = world.runtime.pool
+        if pool is not None:
+            if not world.runtime.pool_fed:  # the process's first check: what the rest will ask for
+                world.runtime.pool_fed = True
+                pool.expect(expected_identities(context.ahead(), context.run_tag))
+            pool.begin(context.check)
+        if world.runtime.lease_mode is LeaseMode.REAL and not world.runtime.lease_wait.begun:
+            world._lease_ahead()
+        return world
+
+    def _lease_ahead(self) -> None:
+        """At the process's first check, set up the lease of every lease-expiry check it will run
+        (they run last, so their one wait overlaps the rest of the run: ``leases``)."""
+        wait = self.runtime.lease_wait
+        wait.begun = True  # before the siblings' worlds are built: they come through here too
+        own = [self] if MARKER in self.context.markers else []
+        worlds = own + [s.world() for s in self.context.siblings(MARKER) if s.check != self.context.check]
+        if worlds:
+            wait.begin(worlds, lambda world: world.context.markers[MARKER][0], self.context.progress)
+
+    @property
+    def wire(self) -> Wire:
+        """The wire this check speaks over (a ``real_http`` check: a socket, even to the embedded reference)."""
+        return self.runtime.wire_for(REAL_HTTP in self.context.markers)
+
+    def require(self, capability: str) -> None:
+        self.runtime.require(capability)
+
+    def advance_clock(self, advance_ms: int) -> int:
+        self.runtime.require("test-clock")
+        return advance_clock(self.wire, self.transcript, advance_ms)
+
+    @property
+    def clock_is_virtual(self) -> bool:
+        """Checks move the test clock only in virtual lease mode (a real-time wait must not be disturbed)."""
+        return self.runtime.lease_mode is LeaseMode.VIRTUAL
+
+    def after_lease_expiry(self) -> Arranged:
+        """This check's arrangement (``after_lease_expiry(arrange)`` on the check) once its lease expired.
+
+        Raises:
+            NotScored: the target offers no way to observe expiry.
+            Untestable: the set-up failed, or the wait was interrupted.
+        """
+        marker = self.context.markers.get(MARKER)
+        if not marker or not callable(marker[0]):
+            raise Untestable(f"{self.context.check} lacks @after_lease_expiry(arrange) (a bug in the kit)")
+        mode = self.runtime.lease_mode
+        if mode is None:
+            raise not_observable()
+        if mode is LeaseMode.VIRTUAL:
+            arranged: Arranged = marker[0](self)
+            lease = arranged.lease
+            if arranged.before_expiry is not None:
+                # The test clock runs on from the wall clock too: what already passed counts.
+                passed_ms = int((time.monotonic() - lease.sent_at) * 1000)
+                self.advance_clock(max(0, lease.lease_ms - int(margin_before(lease.lease_s) * 1000) - passed_ms))
+                arranged.before = arranged.before_expiry()
+            else:
+                self.advance_clock(lease.lease_ms)
+            return arranged
+        wait = self.runtime.lease_wait
+        if wait.covers(self):
+            arranged = wait.finish(self, self.context.progress, self.context.stop)
+            self.transcript.notes.append("lease set up at the process's first check; the real-time wait was "
+                                         "shared by every lease-expiry check of the process")
+            return arranged
+        # Nobody set this lease up ahead (its process learnt of it late): set up the leases of the
+        # siblings not set up yet, and wait one whole lease for them.
+        siblings = [s.world() for s in self.context.siblings(MARKER)
+                    if s.check != self.context.check and not wait.covers(s.world())]
+        waited = wait.run([self, *siblings], lambda world: world.context.markers[MARKER][0],
+                          self.context.progress, self.context.stop)
+        for world in (self, *siblings):
+            world.transcript.notes.append(f"real-time lease wait of {waited:.1f} s, shared by "
+                                          f"{1 + len(siblings)} check(s)")
+        return wait.result(self)
+
+    def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:
+        """Provision a fresh project with the named actors (or draw them from the fixed tokens).
+
+        Raises:
+            NotScored: the target has no way to provide these identities.
+            Untestable: provisioning failed.
+        """
+        if self.runtime.provisioner is None:
+            return self._fixed_project(writers, readers)
+        first = self._counter + 1  # the ids project_identities derives, minted here in the same order
+        project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers)
+        tenant = identities[0]["tenant"] if identities else f"t-{self.run_tag}"
+        self.transcript.minted(tenant, self.run_tag)
+        names = [*writers, *readers]
+        minted = [self.new_id("p"), *(self.new_id(name) for name in names)]
+        if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
+            raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
+        project = Project(self, tenant, project_id)
+        # The actors are provisioned together (a command provisioner runs them concurrently).
+        started = [self._start(identity) for identity in identities]
+        for name, identity, pending in zip(names, identities, started):
+            self._provisioned(project, name, identity, pending)
+            self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}, "
+                                         f"actor {identity['actor']}, role {identity['role']}")
+        return project
+
+    def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
+        """A new writer of ``project`` whose token is bound (``--auth-bindings-file``) to ``source_id``
+        and to ``as_actor``'s id (default: its own), for the gateway's binding rules.
+
+        Raises:
+            NotScored: the target does not claim ``mcp-bindings`` or cannot bind tokens.
+        """
+        self.runtime.require("mcp-bindings")
+        if self.runtime.provisioner is None or not self.runtime.binds_tokens:
+            raise NotScored("the target claims mcp-bindings but its provisioning cannot bind a token to a source")
+        actor_id = self.new_id(name)
+        bound_to = as_actor.actor_id if as_actor is not None else actor_id
+        identity = {"tenant": project.tenant_id, "project": project.project_id, "actor": actor_id, "role": "writer",
+                    "bind_source": source_id, "bind_actor": bound_to}
+        actor = self._provisioned(project, name, identity)
+        self.transcript.notes.append(f"{actor.name}: actor {actor_id}, token bound to source {source_id}, "
+                                     f"actor {bound_to}")
+        return actor
+
+    def _start(self, identity: dict[str, str]) -> Pending | str:
+        """Start provisioning ``identity``: through the pool (a ``Pending``), or a new credential
+        to provision in ``_provisioned``."""
+        if self.runtime.pool is not None:
+            return self.runtime.pool.provision(identity)
+        return self.fresh_credential("tok-")
+
+    def _provisioned(self, project: Project, name: str, identity: dict[str, str],
+                     started: Pending | str | None = None) -> Actor:
+        """Provision ``identity`` with a new credential (or wait for ``started``); the actor ``name``
+        of ``project``.
+
+        Its credential label is unique in the transcript (a second project's writer is ``writer-2``),
+        so reports and replays never mix up two actors' tokens.
+        """
+        assert self.runtime.provisioner is not None
+        label = self.transcript.label(name)
+        started = self._start(identity) if started is None else started
+        token = started if isinstance(started, str) else started.token
+        self.transcript.secret(token, label)
+        self.transcript.identity(label, identity)
+        try:
+            if isinstance(started, str):
+                token = self.runtime.provisioner.provision(identity, token)
+            else:
+                token = started.result()[1]
+        except Untestable:
+            raise
+        except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
+            raise Untestable(f"provisioning {name} ({identity['role']}) failed: {exc}") from exc
+        self.transcript.secret(token, label)
+        project.actors[name] = Actor(label, identity["actor"], identity["role"], token, project)
+        return project.actors[name]
+
+    def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:
+        if self.fresh_project:
+            raise NotScored("this check needs a fresh project; the fixed token list cannot provide one")
+        for project_id, identities in sorted(self.runtime.fixed_tokens.grouped("project").items()):
+            writer_pool = [i for i in identities if i["role"] in WRITER_ROLES]
+            reader_pool = [i for i in identities if i["role"] == "reader"]
+            if len(writer_pool) >= len(writers) and len(reader_pool) >= len(readers):
+                project = Project(self, "(fixed)", project_id)
+                pairs: list[tuple[str, FixedIdentity]] = [*zip(writers, writer_pool), *zip(readers, reader_pool)]
+                for name, identity in pairs:
+                    label = self.transcript.label(name)
+                    self.transcript.secret(identity.token, label)
+                    self.transcript.identity(label, {"project": project_id, "actor": identity["actor"],
+                                                     "role": identity["role"]})
+                    project.actors[name] = Actor(label, identity["actor"], identity["role"], identity.token, project)
+                return project
+        raise NotScored(
+            f"the fixed token list has no project with {len(writers)} writer(s) and {len(readers)} reader(s)"
+        )
