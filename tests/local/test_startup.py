@@ -19,22 +19,11 @@ import pytest
 from aidememo_cli._local import _assignments as assignments
 from aidememo_cli._local import _memory as memory
 from aidememo_cli._local._store import LocalStore
-
-# Run one command in a fresh interpreter, then list every module it had loaded.
-_PROBE = (
-    "import sys\n"
-    "from aidememo_cli import main\n"
-    "code = main(sys.argv[2:])\n"
-    "with open(sys.argv[1], 'w') as out:\n"
-    "    out.write('\\n'.join(sorted(sys.modules)))\n"
-    "sys.exit(code)\n"
-)
+from tests.startup_probe import BARE, COMMAND, KIT
 
 # The kit's modules a local command may load: the local flow, its command line and MCP
 # server, and the few small modules it shares with the rest of the kit. Nothing of the server
 # package (aidememo_ref), the client or the XMemo reference.
-_KIT = ("refkit", "aidememo_wire", "aidememo_client", "aidememo_cli", "aidememo_ref", "xmemo_ref", "conformance",
-        "simulations")
 _LOCAL_PREFIXES = ("aidememo_cli._local", "aidememo_cli._commands", "aidememo_cli._mcp")
 _SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.records", "refkit.ulid", "refkit.version",
            "aidememo_wire", "aidememo_wire.status"}
@@ -67,7 +56,6 @@ def store(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str, str]:
 
 # A bare interpreter in the same environment: its site hooks (.pth files of the installed
 # packages) may load modules of their own, which are no command's doing.
-_BARE = "import sys\nwith open(sys.argv[1], 'w') as out:\n    out.write('\\n'.join(sorted(sys.modules)))\n"
 
 
 def _run(tmp_path: Path, program: str, argv: list[str], stdin: str) -> set[str]:
@@ -81,11 +69,11 @@ def _run(tmp_path: Path, program: str, argv: list[str], stdin: str) -> set[str]:
 
 def _loaded(tmp_path: Path, argv: list[str], stdin: str = "") -> set[str]:
     """The modules the command loaded beyond those a bare interpreter had already loaded."""
-    return _run(tmp_path, _PROBE, argv, stdin) - _run(tmp_path, _BARE, [], "")
+    return _run(tmp_path, COMMAND, argv, stdin) - _run(tmp_path, BARE, [], "")
 
 
 def _check(modules: set[str], *, extra_never: tuple[str, ...] = ()) -> None:
-    kit = {m for m in modules if m.split(".")[0] in _KIT}
+    kit = {m for m in modules if m.split(".")[0] in KIT}
     foreign = sorted(m for m in kit if m not in _SHARED and not m.startswith(_LOCAL_PREFIXES))
     assert not foreign, f"a local command loaded modules outside the local flow: {foreign}"
     heavy = sorted(m for m in modules if m.split(".")[0] in _NEVER + extra_never or m in _NEVER)

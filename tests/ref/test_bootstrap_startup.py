@@ -19,18 +19,8 @@ import pytest
 
 from aidememo_ref import provision
 from aidememo_ref._provision import ProvisionError, check, insert_identity, provision_current
+from tests.startup_probe import BARE, COMMAND, KIT
 
-_PROBE = (
-    "import sys\n"
-    "from aidememo_cli import main\n"
-    "code = main(sys.argv[2:])\n"
-    "with open(sys.argv[1], 'w') as out:\n"
-    "    out.write('\\n'.join(sorted(sys.modules)))\n"
-    "sys.exit(code)\n"
-)
-_BARE = "import sys\nwith open(sys.argv[1], 'w') as out:\n    out.write('\\n'.join(sorted(sys.modules)))\n"
-_KIT = ("refkit", "aidememo_wire", "aidememo_client", "aidememo_cli", "aidememo_ref", "xmemo_ref", "conformance",
-        "simulations")
 # What bootstrap on a current file may load of the kit: the dispatcher, the verb, its rules.
 _ALLOWED = {"aidememo_cli", "aidememo_ref", "aidememo_ref.verbs", "aidememo_ref._verbs", "aidememo_ref._verbs._backend",
             "aidememo_ref._verbs.bootstrap", "aidememo_ref._provision", "aidememo_wire", "aidememo_wire.errors",
@@ -51,7 +41,7 @@ def _modules(tmp_path: Path, program: str, argv: list[str]) -> tuple[int, set[st
 
 
 def _check(modules: set[str]) -> None:
-    kit = sorted(m for m in modules if m.split(".")[0] in _KIT and m not in _ALLOWED)
+    kit = sorted(m for m in modules if m.split(".")[0] in KIT and m not in _ALLOWED)
     assert not kit, f"bootstrap loaded modules beyond its own rules: {kit}"
     heavy = sorted(m for m in modules if m.split(".")[0] in _NEVER or m in _NEVER)
     assert not heavy, f"bootstrap loaded modules it does not need: {heavy}"
@@ -72,10 +62,10 @@ def _bootstrap(tmp_path: Path, database: Path, project: str, actor: str, token: 
 def test_bootstrap_on_a_current_file_loads_only_its_rules(tmp_path: Path) -> None:
     database = tmp_path / "ledger.sqlite"
     provision(database, tenant_id="t", project_id="p", actor_id="first", token="tok-first")
-    code, modules = _modules(tmp_path, _PROBE, _bootstrap(tmp_path, database, "p", "second",
+    code, modules = _modules(tmp_path, COMMAND, _bootstrap(tmp_path, database, "p", "second",
                                                           _token(tmp_path, "second.token", "tok-second")))
     assert code == 0
-    _, bare = _modules(tmp_path, _BARE, [])
+    _, bare = _modules(tmp_path, BARE, [])
     assert "aidememo_ref._provision" in modules  # the probe saw the command run
     _check(modules - bare)
     with sqlite3.connect(database) as conn:
@@ -84,7 +74,7 @@ def test_bootstrap_on_a_current_file_loads_only_its_rules(tmp_path: Path) -> Non
 
 def test_bootstrap_on_a_new_file_goes_the_whole_way_and_creates_the_ledger(tmp_path: Path) -> None:
     database = tmp_path / "new.sqlite"
-    code, modules = _modules(tmp_path, _PROBE, _bootstrap(tmp_path, database, "p", "a",
+    code, modules = _modules(tmp_path, COMMAND, _bootstrap(tmp_path, database, "p", "a",
                                                           _token(tmp_path, "a.token", "tok-a")))
     assert code == 0
     assert "aidememo_ref._sqlite" in modules
