@@ -15,7 +15,7 @@ from typing import Any
 from conformance.reports.modes import explain_mode
 from conformance.verdicts import VerdictRecord
 
-__all__ = ["render_html"]
+__all__ = ["REPORT_CSS", "render_html"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1d1d1f;max-width:1200px}
@@ -30,6 +30,8 @@ details{margin:.5em 0}.case{border:1px solid #ccc;border-radius:4px;padding:.3em
 .failed-step{border-left:4px solid #c0392b;padding-left:.5em}.failed{color:#c0392b}
 .vs td{font-family:monospace}
 """
+
+REPORT_CSS = _CSS  # the look other reports (diff.html) share
 
 _JS = """
 function only(status){document.querySelectorAll('#reqs tbody tr').forEach(function(r){

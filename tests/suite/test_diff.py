@@ -13,6 +13,7 @@ import re
 import shlex
 import subprocess
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +81,42 @@ def _diff(tmp_path: Path, capsys: Any, monkeypatch: Any, *words: str) -> tuple[i
     return code, out, err, json.loads(summary.read_text()) if summary.exists() else {}
 
 
+class _WellFormed(HTMLParser):
+    """Every element the page opens is closed, in order; the text, for the assertions."""
+
+    VOID = {"meta", "br", "hr", "img", "input", "link"}
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.open: list[str] = []
+        self.text: list[str] = []
+        self.errors: list[str] = []
+
+    def handle_starttag(self, tag: str, attrs: Any) -> None:
+        if tag not in self.VOID:
+            self.open.append(tag)
+
+    def handle_endtag(self, tag: str) -> None:
+        if not self.open or self.open[-1] != tag:
+            self.errors.append(f"</{tag}> closes {self.open[-1:] or 'nothing'}")
+        else:
+            self.open.pop()
+
+    def handle_data(self, data: str) -> None:
+        self.text.append(data)
+
+
+def _page(report_dir: Path) -> str:
+    """``diff.html``'s text, once it parsed as well-formed HTML holding no token."""
+    raw = (report_dir / "diff.html").read_text("utf-8")
+    assert not TOKEN.search(raw), "no token is written into diff.html"
+    parser = _WellFormed()
+    parser.feed(raw)
+    parser.close()
+    assert not parser.errors and not parser.open, (parser.errors, parser.open)
+    return " ".join(" ".join(parser.text).split())
+
+
 def test_the_reference_against_itself_diverges_nowhere_and_reaches_every_route(tmp_path, capsys, monkeypatch):
     code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "11", "--steps", "800")
     assert code == 0, out + err
@@ -87,6 +124,9 @@ def test_the_reference_against_itself_diverges_nowhere_and_reaches_every_route(t
     missing = {*ROUTES, CLOCK_ROUTE, MCP_ROUTE} - set(report["routes"])
     assert not missing, f"800 steps (under the default budget of 3000 steps or 60 s) never reached {missing}"
     assert "0 divergence(s)" in out and "rerun: aidememo-conformance diff --steps 800 --seed 11" in out
+    page = _page(tmp_path / "report")
+    assert "0 divergences" in page and "seed 11" in page and "800 steps" in page, page[:600]
+    assert f"reports: {tmp_path / 'report' / 'diff.html'}" in out
 
 
 def test_a_declared_departure_is_tolerated_and_reported(tmp_path, capsys, monkeypatch):
@@ -108,6 +148,10 @@ def test_a_user_departures_file_tolerates_a_target_difference(tmp_path, capsys, 
     args = ("--seed", "5", "--steps", "1000", "--embedded-factory", "mutants:scheme_case_insensitive")
     code, out, _, report = _diff(tmp_path, capsys, monkeypatch, *args)
     assert code == 1 and report["divergences"], "without the file the difference is a divergence"
+    page, case = _page(tmp_path / "report"), report["divergences"][0]
+    assert f"first differing field target reference {case['field']}" in page, page[:2000]
+    statuses = f"status HTTP {case['target']['status']} HTTP {case['reference']['status']}"
+    assert statuses in page and "DIVERGENCE 1" in page and case["replay"] in page, page[:2000]
     code, out, err, report = _diff(tmp_path, capsys, monkeypatch, *args, "--departures", str(departures))
     assert code == 0 and report["divergences"] == [], out + err
     assert [t["reason"] for t in report["tolerated"]] == ["our gateway folds the scheme case"]
@@ -208,6 +252,7 @@ def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_ser
     assert [done.returncode for done in fixed] == [0, 0], fixed[0].stdout + fixed[0].stderr
     assert "HTTP/1.1 409" in _last_step(fixed_script.stdout), "the fixed server refuses the reuse"
     case = Path(tmp_path, replay[-1]).read_text()
+    assert "/accept" in _page(Path(tmp_path, replay[-1]).parent), "diff.html, beside the case, names the route"
     for text in (first.stdout, first.stderr, again[0].stdout, case, script.read_text(),
                  *(done.stdout + done.stderr for done in [*scripted, fixed_script])):
         assert not TOKEN.search(text), "no token is printed or written"

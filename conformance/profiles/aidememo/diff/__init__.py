@@ -6,7 +6,7 @@
 The target is the one ``run`` would test (same target file, provisioning and redaction); the
 reference is a fresh embedded one. ``steps`` draws the stream, ``episode`` sends it and
 ``compare`` says what may differ; ``runner`` shrinks the first divergence; ``script`` writes the
-shell script beside its case file. Exit 0: no
+shell script beside its case file; ``html`` renders ``diff.html``. Exit 0: no
 divergence; 1: a divergence; 2: bad input.
 """
 
@@ -22,6 +22,7 @@ from typing import Any, TextIO
 
 from conformance.errors import ConfigError, ConformanceError
 from conformance.profiles.aidememo.diff.compare import Departures
+from conformance.profiles.aidememo.diff.html import render_diff_html
 from conformance.profiles.aidememo.diff.runner import Divergence, Result, Sides, read_case, replay, run, write_case
 from conformance.profiles.aidememo.diff.script import case_script
 from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
@@ -93,9 +94,10 @@ def _replay_target(settings: Any) -> ReplayTarget:
                         credential_prefix=description.credential_prefix, hint=description.replay_hint)
 
 
-def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[str],
+def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict[str, Any],
             target: ReplayTarget) -> list[tuple[str, Path]]:
-    """Write the case files, their scripts and ``diff.json``; each divergence's replay command and script."""
+    """Write the case files, their scripts, ``diff.json`` and ``diff.html``; each divergence's replay
+    command and script. ``header`` is the run's target, budget and notes."""
     report_dir.mkdir(parents=True, exist_ok=True)
     commands = []
     cases = []
@@ -106,11 +108,13 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], notes: list[
         script.write_text(case_script(divergence, target), "utf-8")
         commands.append((_replay_command(argv_base, case), script))
         cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
-    summary = {"seed": result.seed, "steps": result.steps, "episodes": result.episodes,
+    summary = {"seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
+               "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
                "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
-               "divergences": cases, "notes": notes}
+               "divergences": cases, "notes": header["notes"]}
     (report_dir / "diff.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    (report_dir / "diff.html").write_text(render_diff_html(summary), "utf-8")
     return commands
 
 
@@ -138,9 +142,12 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         seed = settings[SEED] if settings[SEED] is not None else random.randrange(2**32)
         out.write(f"aidememo-conformance diff: seed {seed}, target {view.url or 'embedded'}, namespace {sides.tag}\n")
         out.write(f"  {notes[0]}\n")
-        result = run(sides, seed=seed, budget_s=args.budget or DEFAULT_BUDGET_S, max_steps=int(args.steps or DEFAULT_STEPS),
+        header: dict[str, Any] = {"target": view.url or "embedded", "budget_s": args.budget or DEFAULT_BUDGET_S,
+                                  "max_steps": int(args.steps or DEFAULT_STEPS), "notes": notes}
+        result = run(sides, seed=seed, budget_s=header["budget_s"], max_steps=header["max_steps"],
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
-        commands = _report(result, Path(settings[REPORT_DIR]), argv_base, notes, _replay_target(settings))
+        report_dir = Path(settings[REPORT_DIR])
+        commands = _report(result, report_dir, argv_base, header, _replay_target(settings))
     finally:
         target.close()
         reference.close()
@@ -151,6 +158,7 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         out.write(f"  tolerated {count}x: {reason}\n")
     for index, (divergence, (command, script)) in enumerate(zip(result.divergences, commands), 1):
         _print_divergence(out, index, divergence, command, script)
+    out.write(f"reports: {report_dir / 'diff.html'}  {report_dir / 'diff.json'}\n")
     out.write(f"rerun: {' '.join(shlex.quote(p) for p in argv_base)} --seed {seed}\n")
     return 1 if result.divergences else 0
 
