@@ -136,6 +136,7 @@ def test_a_declared_departure_is_tolerated_and_reported(tmp_path, capsys, monkey
     assert code == 0, out + err
     assert [t["reason"][:9] for t in report["tolerated"]] == ["ERRATA 4:"], report["tolerated"]
     assert "tolerated" in out and "ERRATA 4" in out
+    assert "Tolerated departures" in (page := _page(tmp_path / "report")) and report["tolerated"][0]["reason"] in page
 
 
 def test_a_user_departures_file_tolerates_a_target_difference(tmp_path, capsys, monkeypatch):
