@@ -3,7 +3,9 @@ explain and shrink a race: the same finding as a campaign that keeps everything 
 
 from __future__ import annotations
 
+import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -43,3 +45,8 @@ def test_a_race_found_from_the_history_file_is_the_one_found_in_memory(name: str
     doc = load_replay(paths["replay file"])
     outcomes = [reproduce(doc) for _ in range(20)]
     assert sum(r.finding is not None for r in outcomes) == 20
+    # The command a user is told to run, twice: the same answer both times.
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    runs = [subprocess.run(["aidememo-sim", "replay", str(paths["replay file"])], env=env, capture_output=True,
+                           text=True, timeout=120) for _ in (1, 2)]
+    assert [r.returncode for r in runs] == [1, 1], runs[0].stdout + runs[0].stderr
