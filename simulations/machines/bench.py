@@ -1,52 +1,83 @@
-"""State-machine steps per second on the embedded reference, beside the model alone."""
+"""State-machine steps per second on the embedded reference, beside two baselines of the same
+run: an empty machine of the same shape (Hypothesis alone) and the model alone."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections.abc import Callable
+from typing import Any
 
 from hypothesis import HealthCheck, settings
-from hypothesis.stateful import invariant, run_state_machine_as_test
+from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, rule, run_state_machine_as_test
 
 from simulations.machines import MACHINES
 from simulations.machines.base import LedgerMachine
 from simulations.machines.wire import ACTORS, WRITERS
 from simulations.model import Command, LedgerState, Op, apply
 
-__all__ = ["bench_machines"]
+__all__ = ["bench_machines", "empty_like"]
 
 # Untyped in hypothesis releases before 6.170.x: a typed name keeps mypy --strict clean on both.
 _run_as_test: Callable[..., None] = run_state_machine_as_test
+_STEPS = 20  # steps per example, as the default test profile (dev) runs them
 
 
-def _steps_per_s(machine: type[LedgerMachine], steps: int) -> tuple[int, float, float]:
+def empty_like(machine: type[LedgerMachine]) -> type[Any]:
+    """A machine with ``machine``'s rules (their strategies, bundles and targets), as many
+    invariants, and bodies that do nothing: what Hypothesis alone costs for that shape. It has
+    no preconditions (they read the machine's state), so every rule stays enabled."""
+    members: dict[str, Any] = {}
+    made = iter(range(1 << 62))
+
+    def made_one(self: Any, **_: Any) -> int:
+        return next(made)
+
+    def did_nothing(self: Any, **_: Any) -> None:
+        return None
+
+    for name in dir(machine):
+        member = getattr(machine, name)
+        for marker, decorate in (("hypothesis_stateful_rule", rule), ("hypothesis_stateful_initialize_rule",
+                                                                       initialize)):
+            found = getattr(member, marker, None)
+            if found is not None:
+                targets = [Bundle(t) for t in found.targets]
+                members[name] = decorate(targets=targets, **found.arguments)(
+                    made_one if targets else did_nothing)
+        if getattr(member, "hypothesis_stateful_invariant", None) is not None:
+            members[name] = invariant()(lambda self: None)
+    return type(f"Empty{machine.__name__}", (RuleBasedStateMachine,), members)
+
+
+def _steps_per_s(machine: type[Any], steps: int) -> tuple[int, float, float]:
     """(steps, wall seconds, CPU seconds of this process): on a shared machine the CPU time is
     the fairer figure, the wall time the one a test run feels."""
     counted = {"steps": 0}
 
-    class Counted(machine):  # type: ignore[valid-type, misc]
+    class Counted(machine):  # type: ignore[misc]
         @invariant()
         def count_steps(self) -> None:  # invariants run once after each step (and after setup)
             counted["steps"] += 1
 
     started, cpu = time.perf_counter(), time.process_time()
     _run_as_test(Counted, settings=settings(
-        max_examples=max(1, steps // 25), stateful_step_count=25, deadline=None, derandomize=True, database=None,
-        suppress_health_check=list(HealthCheck)))
+        max_examples=max(1, steps // _STEPS), stateful_step_count=_STEPS, deadline=None, derandomize=True,
+        database=None, suppress_health_check=list(HealthCheck)))
     return counted["steps"], time.perf_counter() - started, time.process_time() - cpu
 
 
 def _model_alone(writes: int, seed: int) -> float:
-    """The model's time for ``writes`` sends, in examples of the machines' length (25 steps
-    from a fresh state), so both sides work on states of the same size."""
+    """The model's time for ``writes`` sends, in examples of the machines' length (``_STEPS``
+    steps from a fresh state), so both sides work on states of the same size."""
     rng = random.Random(seed)
     fresh = LedgerState()
     for actor in ACTORS:
         fresh = fresh.with_member(actor, "writer")
     started = time.perf_counter()
     for n in range(writes):
-        if n % 25 == 0:
+        if n % _STEPS == 0:
             _, state = apply(fresh, Command(actor="agent-a", operation=Op.SESSION_CREATE, command_id=f"s{n}",
                                             resource_id="s", payload={"session_id": "s", "source_id": None,
                                                                       "topic": "t"}))
@@ -58,10 +89,19 @@ def _model_alone(writes: int, seed: int) -> float:
 
 
 def bench_machines(steps: int, seed: int) -> None:
-    """Print each machine's steps per second (wall and CPU), beside the model alone as the baseline."""
+    """Print each machine's steps per second (wall and CPU) beside the same run's baselines: the
+    empty machine of its shape and the model alone."""
+    print(f"state machines: {steps} steps each, {_STEPS} per example, derandomized; load "
+          f"{os.getloadavg()[0]:.1f} at start")
+    started = time.perf_counter()
+    _steps_per_s(MACHINES[0], _STEPS)  # once per process, as in a test run: imports, the embedded ledger
+    print(f"  start-up (imports, the embedded ledger, one example): {time.perf_counter() - started:.2f} s, "
+          f"not counted below")
     for machine in MACHINES:
         count, took, cpu = _steps_per_s(machine, steps)
+        empty, _, empty_cpu = _steps_per_s(empty_like(machine), steps)
         base = _model_alone(count, seed)
-        print(f"state machine {machine.__name__}: {count} steps in {took:.2f} s = {count / took:.0f} steps/s "
-              f"({count / max(cpu, 1e-9):.0f} per CPU second; each step: its writes, then the invariants' "
-              f"reads); the model alone: {count / max(base, 1e-9):.0f} steps/s; ratio {took / max(base, 1e-9):.0f}x")
+        print(f"  {machine.__name__}: {count} steps in {took:.2f} s = {count / took:.0f} steps/s, "
+              f"{count / max(cpu, 1e-9):.0f} per CPU second; the empty machine of its shape "
+              f"{empty / max(empty_cpu, 1e-9):.0f} per CPU second; the model alone "
+              f"{count / max(base, 1e-9):.0f} steps/s; load {os.getloadavg()[0]:.1f}")
