@@ -71,6 +71,7 @@ class LedgerMachine(RuleBasedStateMachine):
         self._writes = 0  # writes sent: a read shared between invariants is valid until the next
         self._shared: dict[tuple[str, str], tuple[int, str | None, Any]] = {}  # (actor, handoff) -> read
         self._shared_at: tuple[int, int | None] = (-1, None)  # (writes, target clock) of those reads
+        self._afresh = False  # teardown forgot the steps' reads: those since are its own
         self._of_model: LedgerState | None = None  # the model state the records below are of
         self._handoffs: dict[str, Handoff | None] = {}
         self._by_status: dict[Status, list[str]] = {}
@@ -135,8 +136,11 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def forget_reads(self) -> None:
         """Teardown reads afresh: a target without a clock the kit sets (a URL) may have moved
-        since the last step's reads although nothing was written."""
-        self._shared, self._shared_at = {}, (-1, None)
+        since the last step's reads although nothing was written. Once: the reads a subclass's
+        teardown makes afterwards are fresh, and this class's teardown shares them."""
+        if not self._afresh:
+            self._shared, self._shared_at = {}, (-1, None)
+            self._afresh = True
 
     def shared_status(self, handoff_id: str) -> tuple[int, str | None, Any] | None:
         """A participant's status read of the handoff made since the last write, if any."""

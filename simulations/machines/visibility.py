@@ -59,6 +59,12 @@ class ActorVisibility(CreatingMachine):
         self.written: set[tuple[str, str]] = set()  # what the writes since then touched
         self.feed_seen: dict[tuple[str, bool], int] = {}  # (actor, materialized) -> entries checked
         self.feed_cursor: dict[tuple[str, bool], int] = {}  # (actor, materialized) -> after_seq
+        # The listings' own turn: it moves only after a step that committed something, since a
+        # listing read after a step that changed nothing would read what the last one read.
+        self.listing_turn = 0
+        self._listings_of: object = None  # the model state the listings last looked at
+        self._listings_now = False  # whether this step's listings read
+        self._listings_at = -1  # the write generation that decided it
 
     @rule(sender=st.sampled_from(WRITERS), receiver=st.sampled_from((*WRITERS, READER)),
           session=LedgerMachine.sessions, with_context=st.booleans())
@@ -91,21 +97,30 @@ class ActorVisibility(CreatingMachine):
         return self.written
 
     def _listed(self, listing: str) -> list[str]:
-        """The actor whose ``listing`` this step reads: one listing per step, each in turn, and
-        each actor in turn at it; in teardown (which steps through the actors) every listing."""
+        """The actor whose ``listing`` this step reads: one listing per step that committed a
+        write (a refused write changes no listing, and the model is unchanged: the next step
+        that changes the ledger reads on, and teardown reads every listing), each listing in
+        turn, and each actor in turn at it; in teardown (which steps through the actors) every
+        listing."""
         self._since_last_look()
         if self.everyone:
             return [ACTORS[self.turn % len(ACTORS)]]
-        if LISTINGS[self.turn % len(LISTINGS)] != listing:
+        if self._listings_at != self._generation:
+            self._listings_at = self._generation
+            self._listings_now = self._listings_of is not self.model
+            if self._listings_now:
+                self._listings_of = self.model
+                self.listing_turn += 1
+        if not self._listings_now or LISTINGS[self.listing_turn % len(LISTINGS)] != listing:
             return []
-        return [ACTORS[self.turn // len(LISTINGS) % len(ACTORS)]]
+        return [ACTORS[self.listing_turn // len(LISTINGS) % len(ACTORS)]]
 
     def _in_turn(self, *choices: T) -> tuple[T, ...]:
         """Which of a listing's variants (mailboxes, feeds) this step reads: each in turn,
         after every actor had its turn at the previous one; all of them in teardown."""
         if self.everyone:
             return choices
-        return (choices[self.turn // (len(LISTINGS) * len(ACTORS)) % len(choices)],)
+        return (choices[self.listing_turn // (len(LISTINGS) * len(ACTORS)) % len(choices)],)
 
     def _readers(self, path: str, kind: str, rid: str, may_see: Callable[[str], bool]) -> list[str]:
         """Who reads a resource on ``path``: the model splits the actors into the side that may
