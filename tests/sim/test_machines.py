@@ -213,3 +213,62 @@ def test_the_machines_against_the_configured_target(machine: type[LedgerMachine]
     bound = machine if target is None else bound_to(
         machine, lambda: Wire.over_http(target.url, target.project, dict(target.tokens)))
     run_state_machine_as_test(bound)
+
+
+class _Counting(EmbeddedTarget):
+    """The reference, remembering every request it answered (actor, method, path)."""
+
+    def __init__(self) -> None:
+        super().__init__(WRITERS, seed=0)
+        self.seen: list[tuple[str, str, str]] = []
+
+    def request(self, actor: str, method: str, path: str, body: bytes | None = None) -> Reply:
+        self.seen.append((actor, method, path))
+        return super().request(actor, method, path, body)
+
+
+def _counted_visibility() -> tuple[Any, _Counting]:
+    target = _Counting()
+    machine = bound_to(ActorVisibility, lambda: Wire(target, prefix="x"))()
+    target.seen.clear()  # the machine's own look at the project's head
+    return machine, target
+
+
+def _after_step(machine: Any) -> None:
+    for name, _ in inspect.getmembers(type(machine)):
+        if name in INVARIANTS:
+            getattr(machine, name)()
+
+
+def _listings(seen: list[tuple[str, str, str]]) -> int:
+    return sum(method == "GET" and (path.endswith("/snapshot") or "/changes" in path or "/handoffs?" in path)
+               for _, method, path in seen)
+
+
+def test_a_step_that_committed_nothing_reads_no_listing_and_the_next_one_reads_on() -> None:
+    machine, target = _counted_visibility()
+    session = machine.first_session()
+    _after_step(machine)
+    assert _listings(target.seen) == 1
+    for _ in range(2):
+        before = len(target.seen)
+        machine.create_session(actor=READER, source=None)  # the reader may not write: refused
+        _after_step(machine)
+        assert target.seen[before:] and _listings(target.seen[before:]) == 0, "a refused step read a listing"
+    before = len(target.seen)
+    machine.create_fact(actor=WRITERS[0], session=session)
+    _after_step(machine)
+    assert _listings(target.seen[before:]) == 1
+    machine.teardown()
+
+
+def test_teardown_reads_each_handoff_status_once_for_a_participant() -> None:
+    machine, target = _counted_visibility()
+    session = machine.first_session()
+    machine.send(sender=WRITERS[0], receiver=WRITERS[1], session=session, with_context=False)
+    handoff = machine.handoff_ids()[0]
+    before = len(target.seen)
+    machine.teardown()
+    participants = [a for a, method, path in target.seen[before:]
+                    if method == "GET" and path.endswith(f"/handoffs/{handoff}") and a in WRITERS[:2]]
+    assert len(participants) == 1, f"participants' status reads in teardown: {participants}"
