@@ -5,9 +5,9 @@ move handoffs between mailboxes); after every step one invariant per read path c
 target with the model (``read_status``, ``read_resource``, ``read_mailbox``, ``read_snapshot``,
 ``read_changes``). Each step reads only a few paths, so every step costs about the same and
 the machine runs at CI speed: each resource the step wrote is read by one actor, in turn one
-the model lets see it and one it does not (each side's actors in turn); one listing per step in turn
-(a mailbox, the snapshot, a change feed from the last cursor), each actor in turn at it, each
-mailbox and feed in turn. ``teardown`` reads
+the model lets see it and one it does not (each side's actors in turn); one listing in turn after
+each step that committed a write (a mailbox, the snapshot, a change feed from the last cursor),
+each actor in turn at it, each mailbox and feed in turn. ``teardown`` reads
 every listing for every actor, and every resource on each path by both sides at its current
 revision, so nothing is left unread at the end. Over a test run the turns put every actor on
 every side many times; the ``deep`` profile reads more.
