@@ -272,3 +272,25 @@ def test_teardown_reads_each_handoff_status_once_for_a_participant() -> None:
     participants = [a for a, method, path in target.seen[before:]
                     if method == "GET" and path.endswith(f"/handoffs/{handoff}") and a in WRITERS[:2]]
     assert len(participants) == 1, f"participants' status reads in teardown: {participants}"
+
+
+@pytest.mark.parametrize("machine", [HandoffLifecycle, ConcurrentSenders, RacingAccepters, StaleWriters,
+                                     ActorVisibility])
+def test_the_benchs_empty_machine_has_the_machines_shape(machine: type[LedgerMachine]) -> None:
+    """The bench's Hypothesis-alone baseline: the same rules with the same strategies and
+    targets, as many invariants, and nothing else (no preconditions: they read the machine)."""
+    from simulations.machines.bench import empty_like
+
+    def shape(cls: type[Any], marker: str) -> dict[str, tuple[Any, ...]]:
+        found = {name: getattr(getattr(cls, name), marker, None) for name in dir(cls)}
+        return {name: (tuple(r.targets), tuple(sorted((k, repr(v)) for k, v in r.arguments.items())))
+                for name, r in found.items() if r is not None}
+
+    empty = empty_like(machine)
+    for marker in ("hypothesis_stateful_rule", "hypothesis_stateful_initialize_rule"):
+        assert shape(empty, marker) == shape(machine, marker)
+        assert not any(getattr(getattr(empty, name), marker).preconditions for name in shape(empty, marker))
+    def invariants(cls: type[Any]) -> list[str]:
+        return [name for name in dir(cls) if hasattr(getattr(cls, name), "hypothesis_stateful_invariant")]
+
+    assert invariants(empty) == invariants(machine) != []
