@@ -161,14 +161,14 @@ def test_header_and_name_mismatches_and_unknown_tools_are_refused(world: World) 
 @pytest.mark.requirement("AM-MCP-5")
 def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world: World) -> None:
     """Isolation: shared: its own handoff, read back by its id."""
-    project = world.project(writers=("sender", "receiver", "bystander"))
+    project = world.project(writers=("sender", "receiver", "other"))  # other: a bystander
     sender, receiver = project.sender, project.receiver
     session_id, handoff_id = world.new_id("session"), world.new_id("handoff")
     tool_ok(sender.tool("session_create", operation_id=world.new_id("op"), session_id=session_id, source_id="src",
                         topic="gateway round trip"))
     tool_ok(sender.tool("handoff_send", operation_id=world.new_id("op"), handoff_id=handoff_id, session_id=session_id,
                         to_actor=receiver.actor_id, focus="review", done_when=None))
-    tool_error(project.bystander.tool("handoff_status", handoff_id=handoff_id), "handoff_actor_mismatch")
+    tool_error(project.other.tool("handoff_status", handoff_id=handoff_id), "handoff_actor_mismatch")
     claim = world.new_id("claim")
     accepted = tool_ok(receiver.tool("handoff_accept", operation_id=world.new_id("op"), handoff_id=handoff_id,
                                      expected_revision=1, claim_id=claim))
