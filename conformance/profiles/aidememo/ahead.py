@@ -6,8 +6,8 @@ actor in order), derived exactly as ``World.project`` derives them for the check
 shared identity is expected once, for the first check that will ask for it). Anything else first (another
 minting call, a world handed to code this cannot follow, arguments that are not literal) means
 no expectation, and the check provisions on demand as before. A wrong expectation costs one
-identity nobody uses, in that check's own namespace: the pool hands an identity out only to a
-check that asks for exactly it.
+identity nobody uses, in the run's namespace: the pool hands an identity out only to a check that
+asks for exactly it.
 """
 
 from __future__ import annotations
