@@ -139,38 +139,47 @@ class World(BaseWorld):
             Untestable: provisioning failed.
             IsolationError: the check's declared isolation allows no (further) project.
         """
-        level = self.isolation
-        self._projects += 1
-        if level is Isolation.NONE or (self._projects > 1 and level is not Isolation.PROJECT):
-            raise IsolationError(f"{self.context.check} is declared isolation '{level}' but asks for "
-                                 f"{'a' if level is Isolation.NONE else 'a second'} project (a bug in its declaration)")
+        level = self._admit_project()
         if self.runtime.provisioner is None:
             return self._fixed_project(writers, readers)
-        first = self._counter + 1  # the ids project_identities derives, minted here in the same order
-        project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers)
-        tenant = identities[0]["tenant"] if identities else f"t-{self.run_tag}"
-        self.transcript.minted(tenant, self.run_tag)
-        names = [*writers, *readers]
-        # Minted whatever the isolation, so a check's own ids are the same in every mode.
-        minted = [self.new_id("p"), *(self.new_id(name) for name in names)]
-        if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
-            raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
-        if level is not Isolation.PROJECT:
-            project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers, level)
-            for identity in identities:
-                self.transcript.minted(identity["actor"], self.run_tag)
-            self.transcript.minted(project_id, self.run_tag)
+        tenant, project_id, identities = self._mint_project(writers, readers, level)
         project = Project(self, tenant, project_id, isolation=level)
         # The actors are provisioned together (a command provisioner runs them concurrently).
         started = [self._shared(identity) if level in _SHARED_ACTORS else self._start(identity)
                    for identity in identities]
-        for name, identity, pending in zip(names, identities, started):
+        for name, identity, pending in zip([*writers, *readers], identities, started):
             self._provisioned(project, name, identity, pending)
             self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}"
                                          f"{' (shared)' if level is not Isolation.PROJECT else ''}, actor "
                                          f"{identity['actor']}{' (shared)' if level in _SHARED_ACTORS else ''}, "
                                          f"role {identity['role']}")
         return project
+
+    def _admit_project(self) -> Isolation:
+        """The check's level, once it may have this project: none in ``none``, one in a shared world."""
+        level = self.isolation
+        self._projects += 1
+        if level is Isolation.NONE or (self._projects > 1 and level is not Isolation.PROJECT):
+            raise IsolationError(f"{self.context.check} is declared isolation '{level}' but asks for "
+                                 f"{'a' if level is Isolation.NONE else 'a second'} project (a bug in its declaration)")
+        return level
+
+    def _mint_project(self, writers: tuple[str, ...], readers: tuple[str, ...], level: Isolation
+                      ) -> tuple[str, str, list[dict[str, str]]]:
+        """(tenant, project id, identities) as ``level`` hands them out; the check's own ids are minted
+        whatever the level, so they are the same in every mode (and ``ahead`` derives them alike)."""
+        first = self._counter + 1
+        project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers)
+        tenant = identities[0]["tenant"] if identities else f"t-{self.run_tag}"
+        self.transcript.minted(tenant, self.run_tag)
+        minted = [self.new_id("p"), *(self.new_id(name) for name in (*writers, *readers))]
+        if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
+            raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
+        if level is not Isolation.PROJECT:
+            project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers, level)
+            for value in (project_id, *(identity["actor"] for identity in identities)):
+                self.transcript.minted(value, self.run_tag)
+        return tenant, project_id, identities
 
     def _shared(self, identity: dict[str, str]) -> Pending:
         """The process's shared ``identity``, provisioned the first time a check asks for it."""
