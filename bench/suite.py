@@ -10,12 +10,14 @@ Prints figures, never asserts them; every ratio is against a baseline measured i
   ``PYTHONPYCACHEPREFIX`` filled by an untimed warm-up run, as an installed copy has);
 * the AideMemo suite against ``aidememo-ref serve`` provisioned by its bootstrap command, right
   after the embedded run it is compared with (same checks, same seed, cached bytecode), with the
-  identities it provisioned (the served ledger's token bindings) and what their bootstraps cost.
+  identities it provisioned (the served ledger's token bindings) and what their bootstraps cost
+  (the CPU of the suite process's children); then the same with ``--fresh-identities``, every
+  check in a fresh project as before checks declared their isolation (``--skip-fresh`` leaves it out).
 
 CPU time (user + system of the run and the processes it started) is printed beside wall time:
 on a machine other work loads, it is the steadier figure.
 
-    python bench/suite.py [--repeat 5] [--skip-served] [--workers N]
+    python bench/suite.py [--repeat 5] [--skip-served] [--served-only] [--skip-fresh] [--workers N]
 """
 
 from __future__ import annotations
@@ -108,18 +110,46 @@ def _startups(env: dict[str, str], scratch: Path, repeat: int) -> dict[str, tupl
     return {name: (statistics.median(w for w, _ in s), statistics.median(c for _, c in s)) for name, s in samples.items()}
 
 
-def _served(env: dict[str, str], scratch: Path, workers: str | None) -> tuple[float, float, int]:
-    """(wall s, CPU s, identities provisioned) of the suite against ``aidememo-ref serve``."""
+# Runs the suite in this process and writes its own CPU and its children's (without -n: the
+# bootstraps it ran) to the file named first, so the served run's CPU splits into the two.
+_SPLIT = """import resource, sys
+from conformance.cli import main
+code = main(sys.argv[2:])
+own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+with open(sys.argv[1], "w") as handle:
+    handle.write(f"{own.ru_utime + own.ru_stime} {children.ru_utime + children.ru_stime}")
+sys.exit(code)
+"""
+
+
+def _served(env: dict[str, str], scratch: Path, workers: str | None, *flags: str
+            ) -> tuple[float, float, int, tuple[float, float]]:
+    """(wall s, CPU s, identities provisioned, (the suite process's own CPU s, its children's))
+    of the suite against ``aidememo-ref serve``, provisioned by its bootstrap command."""
     from refkit.process import ReferenceProcess
 
-    database = scratch / "served.sqlite"
+    run = scratch / f"served{'-'.join(flags)}"
+    run.mkdir()
+    database = run / "served.sqlite"
     template = f"{_script('aidememo-ref')} {BOOTSTRAP.replace('{database}', str(database))}"
+    split = run / "cpu-split"
     with ReferenceProcess.start(database, test_clock=True) as server:
-        wall, cpu = _suite(env, scratch / "served-report", "--url", server.url, "--provision-command", template,
-                           *(["-n", workers] if workers else []))
+        wall, cpu = _ok([sys.executable, "-c", _SPLIT, str(split), "run", "--seed", "1", "--report-dir",
+                         str(run / "report"), "--url", server.url, "--provision-command", template, *flags,
+                         *(["-n", workers] if workers else [])], env)
     with sqlite3.connect(database) as conn:
         identities = int(conn.execute("SELECT count(*) FROM token_bindings").fetchone()[0])
-    return wall, cpu, identities
+    own, children = (float(word) for word in split.read_text().split())
+    return wall, cpu, identities, (own, children)
+
+
+def _served_lines(label: str, run: tuple[float, float, int, tuple[float, float]], embedded: tuple[float, float],
+                  workers: str | None) -> list[str]:
+    wall, cpu, identities, (own, children) = run
+    split = (f"bootstraps' CPU {children:.2f} s (the suite process's children), the suite's own {own:.2f} s"
+             if not workers else "CPU not split under -n (the workers are children too)")
+    return [_line(label, wall, cpu, embedded),
+            f"  {identities} identities provisioned, one bootstrap each; {split}"]
 
 
 def _line(label: str, wall: float, cpu: float, base: tuple[float, float] | None = None) -> str:
@@ -132,6 +162,10 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5, help="start-up samples of each command (median)")
     parser.add_argument("--skip-served", action="store_true", help="leave out the served-by-command run")
     parser.add_argument("--workers", default=None, help="run the two AideMemo runs compared with -n N")
+    parser.add_argument("--served-only", action="store_true",
+                        help="only the embedded baseline and the served runs compared with it")
+    parser.add_argument("--skip-fresh", action="store_true",
+                        help="leave out the served run with --fresh-identities (identities before sharing)")
     options = parser.parse_args()
     if options.repeat < 1 or (options.workers is not None and not options.workers.isdigit()):
         print("bench/suite.py: --repeat must be >= 1 and --workers a number", file=sys.stderr)
@@ -140,37 +174,52 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         cached, uncached = _env(True, scratch), _env(False, scratch)
-        startups = _startups(cached, scratch, options.repeat)
-        bare = startups["python -c pass"]
-        print(f"start-up (median of {options.repeat}, bytecode cached):")
-        for name, (wall, cpu) in startups.items():
-            print(f"  {name:<40} {wall:6.1f} ms wall {cpu:6.1f} ms CPU   {wall / bare[0]:.1f}x / {cpu / bare[1]:.1f}x "
-                  f"python -c pass")
-        local, boot = startups["aidememo-ref (local: session list)"], startups["aidememo-ref bootstrap"]
-        print(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, {boot[1] / local[1]:.2f}x CPU")
         _suite(cached, scratch / "warm")  # untimed: fills the bytecode cache
-        for name in PROFILES:
+        if not options.served_only:
+            _startup_table(cached, scratch, options.repeat)
+            _profile_tables(cached, uncached, scratch)
+        if not options.skip_served:
+            _served_part(cached, scratch, options.workers, fresh=not options.skip_fresh)
+
+
+def _startup_table(cached: dict[str, str], scratch: Path, repeat: int) -> None:
+    startups = _startups(cached, scratch, repeat)
+    bare = startups["python -c pass"]
+    print(f"start-up (median of {repeat}, bytecode cached):")
+    for name, (wall, cpu) in startups.items():
+        print(f"  {name:<40} {wall:6.1f} ms wall {cpu:6.1f} ms CPU   {wall / bare[0]:.1f}x / {cpu / bare[1]:.1f}x "
+              f"python -c pass")
+    local, boot = startups["aidememo-ref (local: session list)"], startups["aidememo-ref bootstrap"]
+    print(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, {boot[1] / local[1]:.2f}x CPU")
+
+
+def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: Path) -> None:
+    for name in PROFILES:
+        if name != "aidememo":
+            _suite(cached, scratch / f"warm-{name}", "--profile", name)
+    for label, env in (("bytecode not cached", uncached), ("bytecode cached", cached)):
+        runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
+        print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
+        for name, (wall, cpu) in runs.items():
             if name != "aidememo":
-                _suite(cached, scratch / f"warm-{name}", "--profile", name)
-        for label, env in (("bytecode not cached", uncached), ("bytecode cached", cached)):
-            runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
-            print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
-            for name, (wall, cpu) in runs.items():
-                if name != "aidememo":
-                    print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
-            print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
-                        sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
-        if options.skip_served:
-            return
-        flags = ["-n", options.workers] if options.workers else []
-        embedded = _suite(cached, scratch / "embedded-baseline", *flags)
-        wall, cpu, identities = _served(cached, scratch, options.workers)
-        shown = f" -n {options.workers}" if options.workers else ""
-        print(_line(f"embedded, AideMemo profile{shown} (baseline, bytecode cached)", *embedded))
-        print(_line(f"served by command, AideMemo profile{shown} (bytecode cached)", wall, cpu, embedded))
-        print(f"  {identities} identities provisioned, one bootstrap each: about {identities * boot[1] / 1000:.1f} s "
-              f"CPU of bootstraps, {identities * bare[1] / 1000:.1f} s of it interpreter start-up "
-              f"(python -c pass), {identities * (boot[1] - bare[1]) / 1000:.1f} s bootstrap's own imports and work")
+                print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+        print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
+                    sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
+
+
+def _served_part(cached: dict[str, str], scratch: Path, workers: str | None, *, fresh: bool) -> None:
+    """The embedded run, then right after it the served one compared with it (and the one before sharing)."""
+    shown = f" -n {workers}" if workers else ""
+    embedded = _suite(cached, scratch / "embedded-baseline", *(["-n", workers] if workers else []))
+    shared = _served(cached, scratch, workers)
+    print(_line(f"embedded, AideMemo profile{shown} (baseline, bytecode cached)", *embedded))
+    for line in _served_lines(f"served by command, AideMemo profile{shown} (bytecode cached)", shared, embedded,
+                              workers):
+        print(line)
+    if fresh:  # before sharing: a fresh project for every check, as every check had before it declared its isolation
+        for line in _served_lines(f"  the same with --fresh-identities (before sharing){shown}",
+                                  _served(cached, scratch, workers, "--fresh-identities"), embedded, workers):
+            print(line)
 
 
 if __name__ == "__main__":

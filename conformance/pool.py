@@ -53,6 +53,18 @@ class Pending:
         self._credential, self._error = credential, error
         self._done.set()
 
+    @classmethod
+    def now(cls, token: str, provision: Callable[[str], str]) -> Pending:
+        """``provision(token)`` run in the caller's thread, settled as a pool's would be (no pool needed)."""
+        pending = cls(token)
+        try:
+            credential = provision(token)
+        except Exception as exc:  # kept for whoever asks, as a pool keeps it
+            pending._settle(None, exc)
+        else:
+            pending._settle(credential, None)
+        return pending
+
     def result(self) -> tuple[str, str]:
         """(the token provisioned, the credential to use); the provisioner's exception otherwise."""
         self._done.wait()

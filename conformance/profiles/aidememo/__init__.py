@@ -46,6 +46,8 @@ PROFILE = Profile(
     describe=describe,
     validate=validate,
     markers=("fresh_project: the check needs a project nobody else writes to",
+             "isolation(level): what the check needs of its identities: none, shared, actors or project "
+             "(conformance.profiles.aidememo.isolation)",
              "lease_expiry(arrange): the check observes lease expiry after arrange(world) set up its lease",
              "real_http: the check's answers depend on HTTP's bytes: it goes over a socket even to the embedded "
              "reference"),

@@ -18,6 +18,7 @@ from typing import Any, Protocol
 
 from conformance.errors import Untestable
 from conformance.http import Exchange, Wire
+from conformance.profiles.aidememo.isolation import Isolation, IsolationError, refusal
 from conformance.profiles.aidememo.leases import Lease, lease_of
 from conformance.transcript import Transcript
 
@@ -93,6 +94,16 @@ class Actor:
 
     # -- plumbing --------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Exchange:
+        """One request with this actor's token, if the project's isolation lets the check read its answer.
+
+        Raises:
+            IsolationError: a listing the check's declared isolation forbids (its bug: ERROR).
+        """
+        if self.project.isolation is not Isolation.PROJECT:
+            why = refusal(self.project.isolation, method, path.partition("?")[0], kwargs.get("json_body"))
+            if why is not None:
+                raise IsolationError(f"{why}, which a check declared isolation '{self.project.isolation}' must not "
+                                     "read: declare it 'project' (or 'actors' for its own actors' mailboxes)")
         return self.project.world.wire.request(
             self.project.world.transcript, method, path, token=self.token, actor=self.name, **kwargs
         )
@@ -275,12 +286,13 @@ class Actor:
 
 @dataclass(slots=True)
 class Project:
-    """A project provisioned for one check, with its actors by name."""
+    """A project provisioned for one check (or the process's shared one), with its actors by name."""
 
     world: Stage
     tenant_id: str
     project_id: str
     actors: dict[str, Actor] = field(default_factory=dict)
+    isolation: Isolation = Isolation.PROJECT  # what its actors' requests may read (``isolation.refusal``)
 
     def __getattr__(self, name: str) -> Actor:
         try:

@@ -2,22 +2,25 @@
 
 Most checks open with ``world.project(writers=(...), readers=(...))``, directly or through a
 helper of their module taking the world; its ids are the world's first (the project, then each
-actor in order), derived exactly as ``World.project`` derives them. Anything else first (another
+actor in order), derived exactly as ``World.project`` derives them for the check's declared isolation (a
+shared identity is expected once, for the first check that will ask for it). Anything else first (another
 minting call, a world handed to code this cannot follow, arguments that are not literal) means
 no expectation, and the check provisions on demand as before. A wrong expectation costs one
-identity nobody uses, in that check's own namespace: the pool hands an identity out only to a
-check that asks for exactly it.
+identity nobody uses, in the run's namespace: the pool hands an identity out only to a check that
+asks for exactly it.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final
 
 from conformance.profile import Upcoming
+from conformance.profiles.aidememo.isolation import Isolation, isolation_of, shared_tag
 from conformance.world import minted_id
 
 __all__ = ["expected_identities", "first_project", "project_identities"]
@@ -28,26 +31,48 @@ Actors = tuple[tuple[str, ...], tuple[str, ...]]  # (writers, readers)
 
 
 def project_identities(run_tag: str, check_tag: str, first: int, writers: tuple[str, ...],
-                       readers: tuple[str, ...]) -> tuple[str, list[dict[str, str]]]:
-    """(project id, identities) of a project whose id is the check's ``first``-th minted id."""
+                       readers: tuple[str, ...], level: Isolation = Isolation.PROJECT
+                       ) -> tuple[str, list[dict[str, str]]]:
+    """(project id, identities) of a project whose id is the check's ``first``-th minted id, as
+    ``level`` hands it out: a fresh project, fresh actors in the process's shared project, or the
+    actors of its shared (or shared read-only) project, one per name and role for every check of the process."""
     tenant = f"t-{run_tag}"  # one tenant per run: the run's namespace
-    project_id = minted_id("p", run_tag, check_tag, first)
+    shared, reads = shared_tag(), level is Isolation.READS
+    fresh = level is Isolation.PROJECT
+    project_id = minted_id("p", run_tag, check_tag, first) if fresh else minted_id("p", run_tag, shared, 1 + reads)
     roles = [(n, "writer") for n in writers] + [(n, "reader") for n in readers]
-    return project_id, [{"tenant": tenant, "project": project_id, "actor": minted_id(name, run_tag, check_tag, first + i),
-                         "role": role} for i, (name, role) in enumerate(roles, 1)]
+
+    def actor(n: int, name: str, role: str) -> str:
+        if level in (Isolation.SHARED, Isolation.READS):  # one per name and role in each shared project
+            return minted_id(name, run_tag, shared, 2 * reads + (1 if role == "writer" else 2))
+        return minted_id(name, run_tag, check_tag, first + n)
+
+    return project_id, [{"tenant": tenant, "project": project_id, "actor": actor(i, name, role), "role": role}
+                        for i, (name, role) in enumerate(roles, 1)]
 
 
-def expected_identities(upcoming: list[Upcoming], run_tag: str) -> Iterator[tuple[str, Mapping[str, str]]]:
-    """(check, identity) for each upcoming check whose first project can be read, lazily, in order."""
+def expected_identities(upcoming: list[Upcoming], run_tag: str, *, fresh: bool = False,
+                        known: Callable[[Mapping[str, str]], bool] = lambda identity: False
+                        ) -> Iterator[tuple[str, Mapping[str, str]]]:
+    """(check, identity) for each upcoming check whose first project can be read, lazily, in order;
+    a shared identity once, for the first check that will ask for it, and only while not ``known``
+    (provisioned already)."""
+    seen: set[tuple[tuple[str, str], ...]] = set()
     for check in upcoming:
-        actors = first_project(check.function) if check.function is not None else None
+        level = isolation_of(check.markers, fresh=fresh)
+        actors = first_project(check.function) if check.function is not None and level is not Isolation.NONE else None
         if actors is None:
             continue
-        _, identities = project_identities(run_tag, check.check_tag, 1, *actors)
+        _, identities = project_identities(run_tag, check.check_tag, 1, *actors, level)
         for identity in identities:
+            key = tuple(sorted(identity.items()))
+            if level in (Isolation.SHARED, Isolation.READS) and (key in seen or known(identity)):
+                continue
+            seen.add(key)
             yield check.check, identity
 
 
+@functools.cache  # a parametrized check is one function for many items: read its source once
 def first_project(function: Callable[..., Any]) -> Actors | None:
     """The actors of the project ``function`` (a check taking ``world``) asks for first, if it can be read."""
     node = _parse(function)

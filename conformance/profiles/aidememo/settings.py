@@ -21,7 +21,7 @@ from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, 
 from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
 from conformance.settings import Setting, Settings, SettingsInput, parse_bool
 
-__all__ = ["BACKEND", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
+__all__ = ["BACKEND", "FRESH_IDENTITIES", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
            "AideMemoSettings", "configure", "target_settings"]
 
 PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
@@ -53,8 +53,13 @@ REAL_TIME_LEASES: Setting[bool] = Setting(
     help="score lease expiry by waiting for real (one shared wait of about one lease length), "
          "also where the test-clock extension is served")
 
+FRESH_IDENTITIES: Setting[bool] = Setting(
+    name="fresh_identities", parse=parse_bool, default=False, action="store_true",
+    help="fresh identities for every check (a fresh project each), as before checks declared their "
+         "isolation: more bootstrap calls")
+
 SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY, BACKEND,
-                                      REAL_TIME_LEASES)
+                                      REAL_TIME_LEASES, FRESH_IDENTITIES)
 
 
 def hook_implemented(config: Any) -> bool:
@@ -78,6 +83,7 @@ class AideMemoSettings:
     provision_hook: bool  # a conftest implements pytest_aidememo_provision
     embedded_backend: str = "sqlite"  # or "postgres": the database named by $AIDEMEMO_POSTGRES_URL
     real_time_leases: bool = False  # wait for real leases to expire instead of moving the test clock
+    fresh_identities: bool = False  # every check gets a fresh project, whatever its declared isolation
 
     @property
     def embedded(self) -> bool:
@@ -98,7 +104,7 @@ class AideMemoSettings:
                    capabilities=claims, provision_command=settings[PROVISION_COMMAND],
                    fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
                    provision_hook=hook_implemented(config), embedded_backend=settings[BACKEND],
-                   real_time_leases=settings[REAL_TIME_LEASES])
+                   real_time_leases=settings[REAL_TIME_LEASES], fresh_identities=settings[FRESH_IDENTITIES])
 
 
 def validate(settings: Settings, config: Any) -> None:

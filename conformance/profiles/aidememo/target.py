@@ -22,7 +22,7 @@ from conformance.errors import ConfigError, TargetError, Untestable
 from conformance.http import Exchange, Wire
 from conformance.profile import StartContext
 from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
-from conformance.pool import ProvisionPool
+from conformance.pool import Pending, ProvisionPool
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.transcript import Transcript
@@ -60,6 +60,8 @@ class AideMemoTarget:
     lease_wait: LeaseWait = field(default_factory=LeaseWait)
     pool: ProvisionPool | None = None  # a command provisioner's identities, provisioned ahead
     pool_fed: bool = False  # the pool was told what this process's checks will ask for
+    # The process's shared identities (``isolation``), by their template values, once provisioned or on their way.
+    shared: dict[tuple[tuple[str, str], ...], Pending] = field(default_factory=dict)
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def claimed(self, capability: str) -> bool:

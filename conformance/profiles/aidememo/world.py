@@ -1,12 +1,15 @@
-"""One AideMemo check's world: fresh identities, provisioning, the clock and lease expiry.
+"""One AideMemo check's world: its identities, provisioning, the clock and lease expiry.
 
-The world provisions a fresh project for a check (ids derived from the run seed and the check's
-node id, so any order and any xdist split works) and hands back its actors (``actors``).
+The world provisions a project for a check as its declared isolation allows (``isolation``): a
+fresh one (ids derived from the run tag and the check's name, so any order and any xdist split
+works), fresh actors in the process's shared project, or the shared project's actors, provisioned
+once per process; and hands back its actors (``actors``), whose requests it guards.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from aidememo_wire.shapes import WRITER_ROLES
@@ -16,6 +19,7 @@ from conformance.pool import Pending
 from conformance.profile import CheckContext
 from conformance.profiles.aidememo.actors import Actor, Project
 from conformance.profiles.aidememo.ahead import expected_identities, project_identities
+from conformance.profiles.aidememo.isolation import Isolation, IsolationError, isolation_of
 from conformance.profiles.aidememo.leases import MARKER, Arranged, LeaseMode, margin_before, not_observable
 from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
 from conformance.provisioning import FixedIdentity
@@ -23,7 +27,12 @@ from conformance.world import BaseWorld
 
 __all__ = ["REAL_HTTP", "World"]
 
+
+def _key(identity: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    return tuple(sorted(identity.items()))
+
 REAL_HTTP = "real_http"  # the marker of checks whose answers depend on HTTP's bytes
+_SHARED_ACTORS = (Isolation.SHARED, Isolation.READS)  # levels whose actors are the process's, not the check's
 
 
 @dataclass(slots=True)
@@ -33,16 +42,22 @@ class World(BaseWorld):
     runtime: AideMemoTarget = field(kw_only=True)
     context: CheckContext = field(kw_only=True)
     fresh_project: bool = field(default=False, kw_only=True)
+    isolation: Isolation = field(default=Isolation.PROJECT, kw_only=True)
+    _projects: int = 0  # projects handed out: a shared world hands out one
 
     @classmethod
     def build(cls, context: CheckContext) -> World:
-        world = cls(**cls.context_fields(context), runtime=context.target, context=context,
-                    fresh_project="fresh_project" in context.markers)
-        pool = world.runtime.pool
+        runtime: AideMemoTarget = context.target
+        fresh = runtime.settings.fresh_identities
+        world = cls(**cls.context_fields(context), runtime=runtime, context=context,
+                    fresh_project="fresh_project" in context.markers,
+                    isolation=isolation_of(context.markers, fresh=fresh))
+        pool = runtime.pool
         if pool is not None:
-            if not world.runtime.pool_fed:  # the process's first check: what the rest will ask for
-                world.runtime.pool_fed = True
-                pool.expect(expected_identities(context.ahead(), context.run_tag))
+            if not runtime.pool_fed:  # the process's first check: what the rest will ask for
+                runtime.pool_fed = True
+                pool.expect(expected_identities(context.ahead(), context.run_tag, fresh=fresh,
+                                                known=lambda identity: _key(identity) in runtime.shared))
             pool.begin(context.check)
         if world.runtime.lease_mode is LeaseMode.REAL and not world.runtime.lease_wait.begun:
             world._lease_ahead()
@@ -117,30 +132,67 @@ class World(BaseWorld):
         return wait.result(self)
 
     def project(self, writers: tuple[str, ...] = ("writer",), readers: tuple[str, ...] = ()) -> Project:
-        """Provision a fresh project with the named actors (or draw them from the fixed tokens).
+        """A project with the named actors, as the check's isolation allows (or from the fixed tokens).
 
         Raises:
             NotScored: the target has no way to provide these identities.
             Untestable: provisioning failed.
+            IsolationError: the check's declared isolation allows no (further) project.
         """
+        level = self._admit_project()
         if self.runtime.provisioner is None:
             return self._fixed_project(writers, readers)
-        first = self._counter + 1  # the ids project_identities derives, minted here in the same order
+        tenant, project_id, identities = self._mint_project(writers, readers, level)
+        project = Project(self, tenant, project_id, isolation=level)
+        # The actors are provisioned together (a command provisioner runs them concurrently).
+        started = [self._shared(identity) if level in _SHARED_ACTORS else self._start(identity)
+                   for identity in identities]
+        for name, identity, pending in zip([*writers, *readers], identities, started):
+            self._provisioned(project, name, identity, pending)
+            self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}"
+                                         f"{' (shared)' if level is not Isolation.PROJECT else ''}, actor "
+                                         f"{identity['actor']}{' (shared)' if level in _SHARED_ACTORS else ''}, "
+                                         f"role {identity['role']}")
+        return project
+
+    def _admit_project(self) -> Isolation:
+        """The check's level, once it may have this project: none in ``none``, one in a shared world."""
+        level = self.isolation
+        self._projects += 1
+        if level is Isolation.NONE or (self._projects > 1 and level is not Isolation.PROJECT):
+            raise IsolationError(f"{self.context.check} is declared isolation '{level}' but asks for "
+                                 f"{'a' if level is Isolation.NONE else 'a second'} project (a bug in its declaration)")
+        return level
+
+    def _mint_project(self, writers: tuple[str, ...], readers: tuple[str, ...], level: Isolation
+                      ) -> tuple[str, str, list[dict[str, str]]]:
+        """(tenant, project id, identities) as ``level`` hands them out; the check's own ids are minted
+        whatever the level, so they are the same in every mode (and ``ahead`` derives them alike)."""
+        first = self._counter + 1
         project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers)
         tenant = identities[0]["tenant"] if identities else f"t-{self.run_tag}"
         self.transcript.minted(tenant, self.run_tag)
-        names = [*writers, *readers]
-        minted = [self.new_id("p"), *(self.new_id(name) for name in names)]
+        minted = [self.new_id("p"), *(self.new_id(name) for name in (*writers, *readers))]
         if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
             raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
-        project = Project(self, tenant, project_id)
-        # The actors are provisioned together (a command provisioner runs them concurrently).
-        started = [self._start(identity) for identity in identities]
-        for name, identity, pending in zip(names, identities, started):
-            self._provisioned(project, name, identity, pending)
-            self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}, "
-                                         f"actor {identity['actor']}, role {identity['role']}")
-        return project
+        if level is not Isolation.PROJECT:
+            project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers, level)
+            for value in (project_id, *(identity["actor"] for identity in identities)):
+                self.transcript.minted(value, self.run_tag)
+        return tenant, project_id, identities
+
+    def _shared(self, identity: dict[str, str]) -> Pending:
+        """The process's shared ``identity``, provisioned the first time a check asks for it."""
+        key = _key(identity)
+        pending = self.runtime.shared.get(key)
+        if pending is None:
+            started = self._start(identity)
+            if isinstance(started, str):
+                provisioner = self.runtime.provisioner
+                assert provisioner is not None
+                started = Pending.now(started, lambda token: provisioner.provision(identity, token))
+            pending = self.runtime.shared[key] = started
+        return pending
 
     def bound(self, project: Project, name: str, source_id: str, as_actor: Actor | None = None) -> Actor:
         """A new writer of ``project`` whose token is bound (``--auth-bindings-file``) to ``source_id``

@@ -17,6 +17,7 @@ from conformance.errors import NotScored
 from conformance.http import Exchange
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -33,16 +34,20 @@ def _reserve(actor: Actor, request_id: str, path: str, expected_mutation_token: 
     return exchange
 
 
+@isolation.SHARED
 @reads("AM-ART-1", "reader")
 def test_reader_cannot_reserve(world: World) -> None:
+    """Isolation: shared: its own paths and request ids."""
     project = world.project(writers=("writer",), readers=("reader",))
     _reserve(project.writer, world.new_id("probe"), f"/conformance/{world.new_id('probe')}.bin")  # store enabled?
     exchange = _reserve(project.reader, world.new_id("req"), f"/conformance/{world.new_id('file')}.bin")
     expect_error(exchange, 403, "project_unauthorized")
 
 
+@isolation.SHARED
 @reads("AM-ART-1", "replay")
 def test_reservation_replay_is_identical_and_changes_conflict(world: World) -> None:
+    """Isolation: shared: its own paths and request ids."""
     project = world.project()
     writer = project.writer
     request_id, path = world.new_id("req"), f"/conformance/{world.new_id('file')}.bin"
@@ -53,8 +58,10 @@ def test_reservation_replay_is_identical_and_changes_conflict(world: World) -> N
     expect_error(_reserve(writer, request_id, path, ttl_ms=30_000), 409, "artifact_conflict")
 
 
+@isolation.SHARED
 @reads("AM-ART-1", "round-trip")
 def test_artifact_round_trip(world: World) -> None:
+    """Isolation: shared: its own paths and request ids."""
     project = world.project()
     writer = project.writer
     path = f"/conformance/{world.new_id('file')}.bin"

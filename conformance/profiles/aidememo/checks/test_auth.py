@@ -14,6 +14,7 @@ from conformance.errors import NotScored
 from conformance.http import Exchange
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 from conformance.profiles.aidememo.routes import TYPED_WRITES, typed
@@ -68,12 +69,14 @@ def _anonymous_write(world: World, project_id: str, route: str) -> tuple[str, di
     return f"/v1/projects/{project_id}/{route_of.path.format(handoff_id='h1')}", body
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-AUTH-1")
 @pytest.mark.parametrize("route", [
     *(pytest.param(name, marks=_FEEDS if name in ("snapshot", "changes", "materialized") else
                    _SEARCH if name == "search" else (), id=name) for name in _READS),
     "commands", *(route.name for route in TYPED_WRITES)])
 def test_missing_authorization_is_refused(world: World, route: str) -> None:
+    """Isolation: shared: sends no token: a conforming server answers 401 whatever the project holds."""
     project = world.project()
     wire, transcript = world.wire, world.transcript
     if route in _READS:
@@ -86,6 +89,7 @@ def test_missing_authorization_is_refused(world: World, route: str) -> None:
     assert error["message"] == "authentication failed", f"401 message {error['message']!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-AUTH-2")
 @pytest.mark.parametrize("form", [
     pytest.param("unknown-token", marks=reads("AM-AUTH-2", "unknown"), id="unknown-token"),
@@ -94,6 +98,7 @@ def test_missing_authorization_is_refused(world: World, route: str) -> None:
     pytest.param("double-space", marks=reads("AM-AUTH-2", "spacing"), id="double-space"),
     pytest.param("oversized-token", marks=reads("AM-AUTH-2", "oversized"), id="oversized-token")])
 def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None:
+    """Isolation: shared: reads only its identity, with a token it bent."""
     project = world.project()
     token = project.writer.token
     header = {"unknown-token": f"Bearer {world.new_id('nobody')}", "lowercase-scheme": f"bearer {token}",
@@ -104,11 +109,13 @@ def test_malformed_or_unknown_bearer_is_refused(world: World, form: str) -> None
     expect_error(exchange, 401, "authentication_failed")
 
 
+@isolation.PROJECT
 @pytest.mark.requirement("AM-AUTH-3")
 @pytest.mark.parametrize("where", [
     pytest.param("other-project", marks=reads("AM-AUTH-3", "member"), id="other-project"),
     pytest.param("missing-project", marks=reads("AM-AUTH-3", "missing"), id="missing-project")])
 def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where: str) -> None:
+    """Isolation: project: a second project of its own."""
     mine = world.project()
     other = world.project() if where == "other-project" else None
     if other is not None and other.project_id == mine.project_id:
@@ -123,17 +130,21 @@ def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where
     expect_error(exchange, 403, "project_unauthorized")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-AUTH-4", clauses=("writes",))
 @pytest.mark.parametrize("route", ["commands", *(route.name for route in TYPED_WRITES)])
 def test_reader_cannot_write(world: World, route: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("writer",), readers=("reader",))
     session_id = project.writer.setup_session()
     exchange = _write_routes(project.reader, world, session_id)[route]()
     expect_error(exchange, 403, "project_unauthorized")
 
 
+@isolation.PROJECT
 @pytest.mark.requirement("AM-AUTH-4", clauses=("reads",))
 def test_reader_reads_succeed(world: World) -> None:
+    """Isolation: project: reads the mailbox and the snapshot."""
     project = world.project(writers=("writer",), readers=("reader",))
     note = world.new_id("note")
     setup_ok(project.writer.put(note, {"v": 1}), "put note")
@@ -145,8 +156,10 @@ def test_reader_reads_succeed(world: World) -> None:
         expect_status(reader.snapshot(), 200)
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-AUTH-4", clauses=("writes",))
 def test_reader_cannot_replay_a_writers_command(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("writer",), readers=("reader",))
     command_id = world.new_id("cmd")
     note = world.new_id("note")
@@ -155,9 +168,11 @@ def test_reader_cannot_replay_a_writers_command(world: World) -> None:
     expect_error(exchange, 403, "project_unauthorized")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-AUTH-5", clauses=("body",))
 @pytest.mark.parametrize("field", ["tenant_id", "actor_id", "created_by"])
 def test_identity_fields_in_a_body_are_refused(world: World, field: str) -> None:
+    """Isolation: shared: its writes are refused; nothing read back."""
     project = world.project()
     payload = {"session_id": world.new_id("s"), "source_id": None, "topic": "t", field: "intruder"}
     expect_error(project.writer.create("sessions", payload), 400, "invalid_command")
@@ -165,8 +180,10 @@ def test_identity_fields_in_a_body_are_refused(world: World, field: str) -> None
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.READS
 @pytest.mark.requirement("AM-AUTH-5", clauses=("query",))
 def test_actor_id_in_the_mailbox_query_is_refused(world: World) -> None:
+    """Isolation: reads: only reads a mailbox, and writes nothing."""
     project = world.project(writers=("writer", "other"))
     exchange = project.writer.mailbox("inbox", actor_id=project.other.actor_id)
     expect_error(exchange, 400, "invalid_command")

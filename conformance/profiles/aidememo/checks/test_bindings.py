@@ -14,6 +14,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Actor, Project
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
@@ -31,23 +32,29 @@ def _scene(world: World) -> tuple[Project, Actor, dict[str, str], dict[str, str]
     return project, gate, {HOME: home, ELSEWHERE: away}, facts
 
 
+@isolation.PROJECT
 @reads("AM-BIND-1", "actor-argument")
 def test_a_bound_token_cannot_name_another_actor(world: World) -> None:
+    """Isolation: project: tokens bound to a source of its own project."""
     project, gate, _, _ = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", actor_id=project.peer.actor_id), 400, -32602)
     assert "caller override denied" in message and "actor_id" in message, message
     tool_ok(gate.tool("handoff_list", box="inbox", actor_id=gate.actor_id))  # its own id is merely redundant
 
 
+@isolation.PROJECT
 @reads("AM-BIND-1", "mismatch")
 def test_a_token_bound_to_another_actor_is_refused(world: World) -> None:
+    """Isolation: project: tokens bound to a source of its own project."""
     project = world.project(writers=("owner", "peer"))
     imposter = world.bound(project, "imposter", HOME, as_actor=project.peer)
     expect_error(imposter.mcp("tools/list"), 403, "identity_mismatch")
 
 
+@isolation.PROJECT
 @reads("AM-BIND-2", "reads")
 def test_a_bound_token_reads_only_its_source(world: World) -> None:
+    """Isolation: project: tokens bound to a source of its own project."""
     project, gate, sessions, facts = _scene(world)
     message = rpc_error(gate.tool("handoff_list", box="inbox", source_id=ELSEWHERE), 400, -32602)
     assert "caller override denied" in message and "source_id" in message, message
@@ -67,8 +74,10 @@ def test_a_bound_token_reads_only_its_source(world: World) -> None:
         assert all(hit["source_id"] == HOME for hit in found["results"]), f"search left the bound source: {found!r}"
 
 
+@isolation.PROJECT
 @reads("AM-BIND-2", "writes")
 def test_a_bound_token_writes_only_its_source(world: World) -> None:
+    """Isolation: project: tokens bound to a source of its own project."""
     project, gate, sessions, _ = _scene(world)
     fact_id = world.new_id("fact")
     tool_error(gate.tool("fact_create", operation_id=world.new_id("op"), fact_id=fact_id,
@@ -85,8 +94,10 @@ def test_a_bound_token_writes_only_its_source(world: World) -> None:
     assert (revision, record["status"]) == (there.revision, "pending"), "the refused accept changed the handoff"
 
 
+@isolation.PROJECT
 @pytest.mark.requirement("AM-BIND-3")
 def test_a_bound_token_is_refused_on_rest(world: World) -> None:
+    """Isolation: project: tokens bound to a source of its own project."""
     project, gate, sessions, _ = _scene(world)
     expect_error(gate.identity(), 403, "project_unauthorized")
     expect_error(gate.create_session(source_id=ELSEWHERE), 403, "project_unauthorized")

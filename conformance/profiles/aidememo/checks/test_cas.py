@@ -13,15 +13,18 @@ import pytest
 
 from conformance.http import Exchange
 from conformance.marks import reads
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.race import race
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-CAS-1")
 @pytest.mark.parametrize("verb", [pytest.param(v, marks=reads("AM-HL-CAS-1", v), id=v) for v in ("accept", "heartbeat",
                                                                                                  "return")])
 def test_transition_without_expected_revision_is_invalid(world: World, verb: str) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.receiver.setup_accept(project.sender.setup_handoff(project.receiver))
     fact = project.receiver.setup_fact(ref.session_id)
@@ -30,10 +33,12 @@ def test_transition_without_expected_revision_is_invalid(world: World, verb: str
     expect_error(project.receiver.transition(ref.handoff_id, verb, None, payload), 400, "invalid_command")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-CAS-2")
 @pytest.mark.parametrize("verb", [pytest.param(v, marks=reads("AM-HL-CAS-2", v), id=v)
                                   for v in ("heartbeat", "return")])
 def test_stale_transition_is_refused_and_changes_nothing(world: World, verb: str) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
@@ -47,8 +52,10 @@ def test_stale_transition_is_refused_and_changes_nothing(world: World, verb: str
     assert record_of(receiver.status(ref.handoff_id)) == before, "a stale transition changed the handoff"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-CAS-3")
 def test_concurrent_accepts_from_one_revision_commit_once(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = project.sender.setup_handoff(project.receiver)
@@ -68,16 +75,20 @@ def test_concurrent_accepts_from_one_revision_commit_once(world: World) -> None:
     assert record["attempt_count"] == 1, f"attempt_count {record['attempt_count']} after one winning accept"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-CAS-4")
 def test_revision_check_precedes_the_actor_check(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver", "other"))
     ref = project.sender.setup_handoff(project.receiver)
     exchange = project.other.accept(ref.handoff_id, ref.revision + 5, world.new_id("claim"))
     expect_error(exchange, 409, "stale_revision")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-REV-1")
 def test_each_transition_raises_the_revision_by_one(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     ref = project.sender.setup_handoff(project.receiver)

@@ -20,6 +20,7 @@ import pytest
 
 from conformance.http import Exchange
 from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.profiles.aidememo.routes import RAW, TYPED_WRITES, WriteRoute
@@ -93,9 +94,11 @@ def _scene(world: World, name: str) -> Scene:
     return _raw(world) if name == RAW.name else _typed(world, next(r for r in TYPED_WRITES if r.name == name))
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-CMD-2", clauses=("identical", "nothing"))
 @pytest.mark.parametrize("route", [RAW.name, *ROUTES])
 def test_identical_resubmission_returns_the_identical_receipt(world: World, route: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     scene = _scene(world, route)
     command_id = world.new_id("cmd")
     first = scene.send(command_id, False)
@@ -109,9 +112,11 @@ def test_identical_resubmission_returns_the_identical_receipt(world: World, rout
     assert after == before, f"{route}: the replay committed again (revision {before} -> {after})"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-CMD-3", clauses=("typed",))
 @pytest.mark.parametrize("route", ROUTES)
 def test_reused_command_id_on_a_typed_route_with_another_body_conflicts(world: World, route: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     # The same route, the same resource, the same actor: only the body differs (routes.WriteRoute.varied).
     scene = _scene(world, route)
     command_id = world.new_id("cmd")

@@ -22,6 +22,7 @@ import pytest
 from conformance.errors import Indeterminate, TargetError
 from conformance.http import Exchange
 from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_status
 from conformance.race import race
@@ -29,7 +30,8 @@ from conformance.race import race
 ROUNDS = 6
 # A stale read needs a write in flight at the very moment of the read: more tries than rounds.
 READ_ROUNDS = 60
-WRITERS = ("w1", "w2", "w3", "w4")
+# Names other checks use too, so a shared world's writers serve these checks as well.
+WRITERS = ("writer", "other", "sender", "receiver")
 
 
 def _put(actor: Actor, note: str, payload: dict[str, Any]) -> Callable[[], Exchange]:
@@ -47,9 +49,11 @@ def _feed_after(actor: Actor, epoch: str, after_seq: int) -> dict[int, dict[str,
         after_seq = page["next_cursor"]["after_seq"]
 
 
+@isolation.PROJECT
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-1")
 def test_each_concurrent_receipt_names_its_own_change_feed_entry(world: World) -> None:
+    """Isolation: project: the change feed."""
     world.require("replica-feeds")
     project = world.project(writers=WRITERS)
     writers: list[Actor] = [getattr(project, name) for name in WRITERS]
@@ -70,9 +74,11 @@ def test_each_concurrent_receipt_names_its_own_change_feed_entry(world: World) -
             f"the receipt says project_seq {receipt['project_seq']} is {said}; the change feed's entry there is {shown}")
 
 
+@isolation.SHARED
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-2")
 def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=WRITERS)
     writers: list[Actor] = [getattr(project, name) for name in WRITERS]
     note = world.new_id("note")
@@ -89,9 +95,11 @@ def test_concurrent_commits_to_one_resource_take_revisions_in_project_seq_order(
             f"revision {high_rev} was committed at project_seq {high_seq}, before revision {low_rev} at {low_seq}")
 
 
+@isolation.SHARED
 @pytest.mark.capability("concurrency")
 @pytest.mark.requirement("AM-RACE-3")
 def test_a_read_after_a_write_sees_it_while_other_writes_are_in_flight(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=WRITERS)
     writer, other, *busy = [getattr(project, name) for name in WRITERS]
     note = world.new_id("note")

@@ -12,26 +12,31 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Project, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 
 
 def _notes(world: World, count: int = 3) -> tuple[Project, list[dict[str, Any]]]:
-    project = world.project(writers=("writer",), readers=("reader",))
+    project = world.project()  # its writer is all these checks use
     receipts = [setup_ok(project.writer.put(world.new_id("note"), {"n": i}), f"put note {i}") for i in range(count)]
     return project, receipts
 
 
+@isolation.PROJECT
 @reads("AM-FEED-1", "epoch")
 def test_cursor_with_another_epoch_is_refused(world: World) -> None:
+    """Isolation: project: the change feeds."""
     project, _ = _notes(world, 1)
     expect_error(project.writer.changes(world.new_id("epoch"), 0), 409, "cursor_epoch_mismatch")
     expect_error(project.writer.changes(world.new_id("epoch"), 0, materialized=True), 409, "cursor_epoch_mismatch")
 
 
+@isolation.PROJECT
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @reads("AM-FEED-1", "range")
 def test_cursor_beyond_the_head_is_refused(world: World) -> None:
+    """Isolation: project: the snapshot's head."""
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()
     head = expect_status(project.writer.snapshot(), 200)["at_seq"]
@@ -39,16 +44,20 @@ def test_cursor_beyond_the_head_is_refused(world: World) -> None:
         expect_error(project.writer.changes(epoch, head + 1, materialized=materialized), 409, "cursor_out_of_range")
 
 
+@isolation.PROJECT
 @reads("AM-FEED-1", "limit")
 @pytest.mark.parametrize("limit", [0, 10001])
 def test_feed_limit_out_of_range_is_invalid(world: World, limit: int) -> None:
+    """Isolation: project: the change feed."""
     project, _ = _notes(world, 1)
     epoch = project.writer.setup_epoch()
     expect_error(project.writer.changes(epoch, 0, limit), 400, "invalid_change_batch")
 
 
+@isolation.PROJECT
 @pytest.mark.requirement("AM-FEED-2")
 def test_materialized_entries_carry_the_body_at_their_revision(world: World) -> None:
+    """Isolation: project: the materialized feed."""
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     first = setup_ok(writer.put(note, {"v": "one"}), "put v1")
@@ -66,9 +75,11 @@ def test_materialized_entries_carry_the_body_at_their_revision(world: World) -> 
         assert entry["resource"]["revision"] == entry["change"]["revision"], "resource revision != change revision"
 
 
+@isolation.PROJECT
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @reads("AM-FEED-3", "increasing", "next-cursor", "once")
 def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
+    """Isolation: project: the exact feed."""
     project, receipts = _notes(world, 5)
     writer = project.writer
     epoch = writer.setup_epoch()
@@ -91,9 +102,11 @@ def test_paging_by_next_cursor_visits_every_entry_once(world: World) -> None:
     assert seen == [r["project_seq"] for r in receipts], f"paging saw {seen}"
 
 
+@isolation.PROJECT
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @reads("AM-FEED-3", "head")
 def test_cursor_at_the_head_returns_an_empty_batch(world: World) -> None:
+    """Isolation: project: the feed's head."""
     project, receipts = _notes(world, 2)
     epoch = project.writer.setup_epoch()
     head = receipts[-1]["project_seq"]
@@ -102,8 +115,10 @@ def test_cursor_at_the_head_returns_an_empty_batch(world: World) -> None:
     assert batch["next_cursor"] == {"project_epoch": epoch, "after_seq": head}, f"next_cursor {batch['next_cursor']!r}"
 
 
+@isolation.PROJECT
 @pytest.mark.requirement("AM-VIS-2")
 def test_feeds_advance_across_hidden_entries(world: World) -> None:
+    """Isolation: project: the feeds and the outbox."""
     project = world.project(writers=("sender", "receiver"), readers=("reader",))
     session = project.sender.setup_session()
     ref = project.sender.setup_handoff(project.receiver, session)
@@ -121,9 +136,11 @@ def test_feeds_advance_across_hidden_entries(world: World) -> None:
         assert batch["has_more"] is True, "a visible change follows, so has_more must be true"
 
 
+@isolation.PROJECT
 @pytest.mark.fresh_project
 @pytest.mark.requirement("AM-SNAP-1")
 def test_snapshot_head_matches_a_full_feed_pull(world: World) -> None:
+    """Isolation: project: the snapshot and the whole feed."""
     project = world.project()
     writer = project.writer
     kept, gone = world.new_id("kept"), world.new_id("gone")

@@ -10,6 +10,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import HandoffRef, Project, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 
@@ -23,8 +24,10 @@ def _accepted(world: World) -> tuple[Project, HandoffRef]:
     return project, project.receiver.setup_accept(ref)
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-SEND-1")
 def test_send_creates_a_pending_handoff(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     session_id = project.sender.setup_session()
     handoff_id = world.new_id("handoff")
@@ -38,8 +41,10 @@ def test_send_creates_a_pending_handoff(world: World) -> None:
     assert all(record.get(name, "absent") is None for name in NULL_ON_SEND), f"fields must be null on send: {record!r}"
 
 
+@isolation.SHARED
 @reads("AM-HL-SEND-2", "foreign", "missing")
 def test_send_with_a_foreign_context_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = sender.setup_session()
@@ -51,9 +56,11 @@ def test_send_with_a_foreign_context_conflicts(world: World) -> None:
                  "resource_not_found")
 
 
+@isolation.SHARED
 @reads("AM-HO-1", "actor")
 @pytest.mark.parametrize("who", ["sender", "other"])
 def test_accept_by_a_non_receiver_is_refused(world: World, who: str) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver", "other"))
     ref = project.sender.setup_handoff(project.receiver)
     exchange = project.actors[who].accept(ref.handoff_id, ref.revision, world.new_id("claim"))
@@ -62,8 +69,10 @@ def test_accept_by_a_non_receiver_is_refused(world: World, who: str) -> None:
     assert revision == 1 and record["status"] == "pending", f"refused accept changed the handoff: {record!r}"
 
 
+@isolation.SHARED
 @reads("AM-HO-1", "stale")
 def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision + 1, world.new_id("claim")), 409,
@@ -72,8 +81,10 @@ def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision, accepted.claim), 409, "stale_revision")
 
 
+@isolation.SHARED
 @reads("AM-HO-3", "competing")
 def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     exchange = project.receiver.accept(ref.handoff_id, ref.revision, world.new_id("claim"))
     expect_error(exchange, 409, "handoff_conflict")
@@ -81,16 +92,20 @@ def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
     assert record["claim_id"] == ref.claim_id, f"a refused claim replaced the live one: {record['claim_id']!r}"
 
 
+@isolation.SHARED
 @reads("AM-HO-3", "wrong-claim", "sender")
 def test_heartbeat_with_the_wrong_claim_or_by_the_sender_is_refused(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
                  "handoff_conflict")
     expect_error(project.sender.heartbeat(ref.handoff_id, ref.revision, ref.claim), 403, "handoff_actor_mismatch")
 
 
+@isolation.SHARED
 @reads("AM-HO-4", "foreign-fact")
 def test_return_with_another_actors_fact_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     foreign = project.other.setup_fact(ref.session_id)
     exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, foreign)
@@ -99,16 +114,20 @@ def test_return_with_another_actors_fact_conflicts(world: World) -> None:
     assert record["status"] == "accepted" and record["result_fact_id"] is None, f"refused return left {record!r}"
 
 
+@isolation.SHARED
 @reads("AM-HO-4", "wrong-claim")
 def test_return_with_the_wrong_claim_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     exchange = project.receiver.return_result(ref.handoff_id, ref.revision, world.new_id("claim"), fact)
     expect_error(exchange, 409, "handoff_conflict")
 
 
+@isolation.SHARED
 @reads("AM-HO-4", "completes")
 def test_succeeded_return_completes(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     receipt = expect_receipt(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact),
@@ -119,8 +138,10 @@ def test_succeeded_return_completes(world: World) -> None:
     assert record["claim_id"] == ref.claim_id, "a succeeded return keeps the claim"
 
 
+@isolation.SHARED
 @reads("AM-HO-5", "keeps", "reclaim")
 def test_failed_return_keeps_accepted_and_allows_a_new_claim(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     receiver = project.receiver
     fact = receiver.setup_fact(ref.session_id)
@@ -136,8 +157,10 @@ def test_failed_return_keeps_accepted_and_allows_a_new_claim(world: World) -> No
     assert record["outcome"] is None and record["result_fact_id"] is None, "a re-claim clears the result"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HO-6")
 def test_replayed_accept_after_completion_returns_the_original_receipt(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     claim, command_id = world.new_id("claim"), world.new_id("accept")
@@ -150,8 +173,10 @@ def test_replayed_accept_after_completion_returns_the_original_receipt(world: Wo
     assert late.body == first.body, f"late replay differs:\n{first.body!r}\n{late.body!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-ACC-1")
 def test_same_claim_accept_under_a_new_command_id_commits_unchanged(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     before_revision, before = record_of(project.receiver.status(ref.handoff_id))
     receipt = expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim))
@@ -160,8 +185,10 @@ def test_same_claim_accept_under_a_new_command_id_commits_unchanged(world: World
     assert after == before, f"same-claim accept changed the record:\n{before!r}\n{after!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-ACC-2")
 def test_completed_handoff_cannot_be_accepted(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     done = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), "return")
@@ -169,8 +196,10 @@ def test_completed_handoff_cannot_be_accepted(world: World) -> None:
         expect_error(project.receiver.accept(ref.handoff_id, done["revision"], claim), 409, "handoff_conflict")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-RET-1")
 def test_return_on_a_pending_handoff_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     fact = project.receiver.setup_fact(ref.session_id)
@@ -178,15 +207,19 @@ def test_return_on_a_pending_handoff_conflicts(world: World) -> None:
     expect_error(exchange, 409, "handoff_conflict")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-RET-2")
 def test_return_with_a_missing_fact_is_not_found(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, world.new_id("no-fact"))
     expect_error(exchange, 404, "resource_not_found")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-RET-3")
 def test_return_with_a_fact_of_another_session_fails_closed(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     other_session = project.receiver.setup_session()
     fact = project.receiver.setup_fact(other_session)
@@ -196,8 +229,10 @@ def test_return_with_a_fact_of_another_session_fails_closed(world: World) -> Non
     assert revision == ref.revision and record["status"] == "accepted", f"refused return changed {record!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-RET-3")
 def test_return_with_a_fact_of_another_source_fails_closed(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.receiver.setup_accept(project.sender.setup_handoff(project.receiver,
                                                                      project.sender.setup_session("src-a")))
@@ -207,8 +242,10 @@ def test_return_with_a_fact_of_another_source_fails_closed(world: World) -> None
                  "handoff_conflict")
 
 
+@isolation.SHARED
 @reads("AM-HL-RET-4", "identical", "other-evidence")
 def test_completed_handoff_accepts_only_identical_evidence(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     receiver = project.receiver
     fact = receiver.setup_fact(ref.session_id)
@@ -225,18 +262,22 @@ def test_completed_handoff_accepts_only_identical_evidence(world: World) -> None
                  "handoff_conflict")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-RET-6")
 @pytest.mark.parametrize("outcome", ["done", "SUCCEEDED", ""])
 def test_unknown_outcome_is_invalid(world: World, outcome: str) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     exchange = project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact, outcome)
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-HL-WHO-1", "heartbeat", "return")
 @pytest.mark.parametrize("who", ["sender", "other"])
 def test_heartbeat_and_return_by_a_non_receiver_are_refused(world: World, who: str) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     actor = project.actors[who]
     fact = actor.setup_fact(ref.session_id)
@@ -245,8 +286,10 @@ def test_heartbeat_and_return_by_a_non_receiver_are_refused(world: World, who: s
                  "handoff_actor_mismatch")
 
 
+@isolation.SHARED
 @reads("AM-HL-WHO-2", "participants", "others", "missing")
 def test_status_is_served_to_participants_only(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver", "other"), readers=("reader",))
     ref = project.sender.setup_handoff(project.receiver)
     for who in ("sender", "receiver"):

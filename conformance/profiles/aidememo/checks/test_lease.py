@@ -14,6 +14,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import HandoffRef, Project, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.profiles.aidememo.leases import Arranged, after_lease_expiry
@@ -27,8 +28,10 @@ def _accepted(world: World) -> tuple[Project, HandoffRef]:
     return project, project.receiver.setup_accept(ref)
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HO-2")
 def test_accept_grants_a_lease_of_120_seconds(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     _, record = record_of(project.receiver.status(ref.handoff_id))
     assert record["status"] == "accepted" and record["claim_id"] == ref.claim, record
@@ -38,8 +41,10 @@ def test_accept_grants_a_lease_of_120_seconds(world: World) -> None:
     assert expires - heartbeat == LEASE_MS, f"lease is {expires - heartbeat} ms, expected {LEASE_MS}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-HL-HB-1")
 def test_heartbeat_renews_the_lease_only(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     receiver = project.receiver
     _, before = record_of(receiver.status(ref.handoff_id))
@@ -58,16 +63,20 @@ def test_heartbeat_renews_the_lease_only(world: World) -> None:
     assert {k: after[k] for k in unchanged} == unchanged, f"heartbeat changed more than the lease:\n{before}\n{after}"
 
 
+@isolation.SHARED
 @reads("AM-HL-HB-2", "pending")
 def test_heartbeat_on_a_pending_handoff_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project = world.project(writers=("sender", "receiver"))
     ref = project.sender.setup_handoff(project.receiver)
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, world.new_id("claim")), 409,
                  "handoff_conflict")
 
 
+@isolation.SHARED
 @reads("AM-HL-HB-2", "failed")
 def test_heartbeat_after_a_failed_return_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
     fact = project.receiver.setup_fact(ref.session_id)
     failed = setup_ok(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact, "failed"),
@@ -96,30 +105,38 @@ def _heartbeat_before_expiry(world: World) -> Arranged:
     return arranged
 
 
+@isolation.SHARED
 @after_lease_expiry(_leased)
 @pytest.mark.requirement("AM-HL-HB-3")
 def test_expired_claim_cannot_heartbeat(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = world.after_lease_expiry().value
     expect_error(project.receiver.heartbeat(ref.handoff_id, ref.revision, ref.claim), 409, "handoff_conflict")
 
 
+@isolation.SHARED
 @after_lease_expiry(_heartbeat_before_expiry)
 @pytest.mark.requirement("AM-HL-HB-3")
 def test_lease_is_live_until_its_last_moments(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     # Taken 5 s before expiry (a quarter of a lease shorter than 20 s), as the lease is surely live.
     expect_receipt(world.after_lease_expiry().before_answer())
 
 
+@isolation.SHARED
 @after_lease_expiry(_leased)
 @reads("AM-HL-ACC-3", "same-claim")
 def test_expired_claim_cannot_be_revived_by_the_same_claim(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = world.after_lease_expiry().value
     expect_error(project.receiver.accept(ref.handoff_id, ref.revision, ref.claim), 409, "handoff_conflict")
 
 
+@isolation.SHARED
 @after_lease_expiry(_leased)
 @reads("AM-HL-ACC-3", "takeover")
 def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = world.after_lease_expiry().value
     new_claim = world.new_id("claim")
     expect_receipt(project.receiver.accept(ref.handoff_id, ref.revision, new_claim))
@@ -127,17 +144,21 @@ def test_a_new_claim_takes_over_an_expired_lease(world: World) -> None:
     assert record["claim_id"] == new_claim and record["attempt_count"] == 2, f"takeover left {record!r}"
 
 
+@isolation.SHARED
 @after_lease_expiry(_leased_with_fact)
 @reads("AM-HL-RET-5", "expired")
 def test_return_after_expiry_conflicts(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref, fact = world.after_lease_expiry().value
     expect_error(project.receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), 409,
                  "handoff_conflict")
 
 
+@isolation.SHARED
 @after_lease_expiry(_leased_with_fact)
 @reads("AM-HL-RET-5", "fenced")
 def test_old_claim_is_fenced_after_a_takeover(world: World) -> None:
+    """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref, fact = world.after_lease_expiry().value
     receiver = project.receiver
     new_claim = world.new_id("claim")

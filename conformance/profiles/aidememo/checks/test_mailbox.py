@@ -12,6 +12,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -20,9 +21,11 @@ def _ids(page: dict[str, Any]) -> list[str]:
     return [entry["record"]["handoff_id"] for entry in page["assignments"]]
 
 
+@isolation.ACTORS
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "relative", "order")
 def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("sender", "receiver"))
     first = project.sender.setup_handoff(project.receiver)
     second = project.sender.setup_handoff(project.receiver)
@@ -33,9 +36,11 @@ def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
     assert _ids(expect_status(project.receiver.mailbox("outbox"), 200)) == [], "the receiver's outbox must be empty"
 
 
+@isolation.ACTORS
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "paging")
 def test_pages_follow_next_before_seq(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("sender", "receiver"))
     refs = [project.sender.setup_handoff(project.receiver) for _ in range(5)]
     newest_first = [ref.handoff_id for ref in reversed(refs)]
@@ -55,9 +60,11 @@ def test_pages_follow_next_before_seq(world: World) -> None:
     assert pages == 3, f"5 handoffs at limit 2 take 3 pages, took {pages}"
 
 
+@isolation.ACTORS
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "completed")
 def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
     done = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
@@ -71,11 +78,13 @@ def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
     assert done.handoff_id in outbox, "the outbox includes completed handoffs by default"
 
 
+@isolation.READS
 @reads("AM-MBOX-2", "range")
 @pytest.mark.parametrize("limit", [0, 101])
 @pytest.mark.parametrize("with_token", [
     pytest.param(True, id="token"), pytest.param(False, marks=reads("AM-MBOX-2", "unauthenticated"), id="no-token")])
 def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_token: bool) -> None:
+    """Isolation: reads: only reads a mailbox, and writes nothing."""
     project = world.project()
     if with_token:
         exchange = project.writer.mailbox("inbox", limit=limit)
@@ -85,9 +94,11 @@ def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_to
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.ACTORS
 @pytest.mark.fresh_project
 @reads("AM-MBOX-3", "entry", "top")
 def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("sender", "receiver"))
     older = project.sender.setup_handoff(project.receiver)
     newer = project.sender.setup_handoff(project.receiver)
@@ -100,8 +111,10 @@ def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     assert top["record"]["status"] == "accepted", "entry carries the current record"
 
 
+@isolation.ACTORS
 @reads("AM-MBOX-3", "source")
 def test_source_filter_is_exact(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("sender", "receiver"))
     sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))
     other = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alphabet"))
@@ -109,8 +122,10 @@ def test_source_filter_is_exact(world: World) -> None:
     assert sourced.handoff_id in ids and other.handoff_id not in ids, f"source_id=src:alpha lists {ids}"
 
 
+@isolation.READS
 @pytest.mark.requirement("AM-MBOX-4")
 def test_huge_before_seq_is_refused(world: World) -> None:
+    """Isolation: reads: only reads a mailbox, and writes nothing."""
     project = world.project()
     exchange = project.writer.mailbox("inbox", before_seq=2**63)
     if exchange.status == 500 and exchange.error_code() == "storage_failure":

@@ -14,6 +14,7 @@ from conformance.http import Exchange
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import MCP_VERSION as VERSION
 from conformance.profiles.aidememo.actors import Actor
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, rpc_error, tool_error, tool_ok, tool_result
 
@@ -28,28 +29,36 @@ def _post(actor: Actor, headers: dict[str, str], method: str = "tools/list") -> 
     return actor.request("POST", f"{actor.base}/mcp", json_body=body, headers=headers)
 
 
+@isolation.SHARED
 @reads("AM-MCP-1", "missing-version")
 def test_missing_protocol_version_is_refused(world: World) -> None:
+    """Isolation: shared: refused before any tool runs."""
     project = world.project()
     exchange = _post(project.writer, {"Mcp-Method": "tools/list"})
     rpc_error(exchange, 400, -32022)
 
 
+@isolation.SHARED
 @reads("AM-MCP-1", "wrong-version")
 @pytest.mark.parametrize("version", ["2025-06-18", "2026-07-29"])
 def test_another_protocol_version_is_refused(world: World, version: str) -> None:
+    """Isolation: shared: refused before any tool runs."""
     project = world.project()
     rpc_error(_post(project.writer, {"Mcp-Protocol-Version": version, "Mcp-Method": "tools/list"}), 400, -32022)
 
 
+@isolation.SHARED
 @reads("AM-MCP-1", "method")
 def test_missing_method_header_is_refused(world: World) -> None:
+    """Isolation: shared: refused before any tool runs."""
     project = world.project()
     rpc_error(_post(project.writer, {"Mcp-Protocol-Version": VERSION}), 400, -32020)
 
 
+@isolation.SHARED
 @reads("AM-MCP-1", "token")
 def test_missing_token_gets_the_rest_error(world: World) -> None:
+    """Isolation: shared: sends no token."""
     project = world.project()
     # With _meta: upstream checks the envelope, headers and _meta before it looks for a token.
     body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list",
@@ -59,8 +68,10 @@ def test_missing_token_gets_the_rest_error(world: World) -> None:
     expect_error(exchange, 401, "authentication_failed")
 
 
+@isolation.SHARED
 @reads("AM-MCP-2", "roles")
 def test_tools_list_depends_on_the_role(world: World) -> None:
+    """Isolation: shared: lists tools, not data."""
     project = world.project(writers=("writer",), readers=("reader",))
     for actor, expected in ((project.reader, READ_TOOLS), (project.writer, READ_TOOLS | WRITE_TOOLS)):
         tools = tool_result(actor.mcp("tools/list"))["tools"]
@@ -71,8 +82,10 @@ def test_tools_list_depends_on_the_role(world: World) -> None:
             assert identity not in schemas, f"a tool schema accepts {identity}; identity comes from the token"
 
 
+@isolation.SHARED
 @reads("AM-MCP-2", "is-error")
 def test_tool_failure_is_a_200_with_is_error(world: World) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project(writers=("writer",), readers=("reader",))
     exchange = project.reader.tool("session_create", operation_id=world.new_id("op"),
                                    session_id=world.new_id("session"), source_id=None, topic="refused")
@@ -84,8 +97,10 @@ def _same(mcp: Exchange, rest: Exchange, what: str) -> None:
     assert tool_ok(mcp) == rest.json(), f"MCP {what} differs from REST {what}"
 
 
+@isolation.PROJECT
 @reads("AM-MCP-3", "reads")
 def test_read_tools_answer_what_the_rest_routes_answer(world: World) -> None:
+    """Isolation: project: the mailboxes and search."""
     project = world.project(writers=("sender", "receiver"))
     sender, receiver = project.sender, project.receiver
     ref = sender.setup_handoff(receiver)
@@ -101,8 +116,10 @@ def test_read_tools_answer_what_the_rest_routes_answer(world: World) -> None:
         _same(receiver.tool("search", q=word, source_id="src"), receiver.search(word, source_id="src"), "search")
 
 
+@isolation.SHARED
 @reads("AM-MCP-3", "writes")
 def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     writer = project.writer
     session_id, operation = world.new_id("session"), world.new_id("op")
@@ -116,8 +133,10 @@ def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
     assert tool_ok(writer.tool("session_create", **arguments)) == receipt, "a replayed operation_id must replay"
 
 
+@isolation.ACTORS
 @reads("AM-MCP-4", "arguments")
 def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project = world.project(writers=("writer", "other"))
     message = rpc_error(project.writer.tool("handoff_list", box="inbox", actor_id=project.other.actor_id), 400, -32602)
     assert "actor_id" in message, f"the refusal should name the argument: {message!r}"
@@ -126,8 +145,10 @@ def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
     rpc_error(project.writer.tool("handoff_list", box="sideways"), 400, -32602)
 
 
+@isolation.READS
 @reads("AM-MCP-4", "name", "unknown")
 def test_header_and_name_mismatches_and_unknown_tools_are_refused(world: World) -> None:
+    """Isolation: reads: its calls are refused, and it writes nothing."""
     project = world.project()
     writer = project.writer
     rpc_error(writer.mcp("tools/call", {"name": "search", "arguments": {"q": "x"}}, Mcp_Name="resource_get"),
@@ -136,16 +157,18 @@ def test_header_and_name_mismatches_and_unknown_tools_are_refused(world: World) 
     rpc_error(writer.mcp("resources/list"), 404, -32601)
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-MCP-5")
 def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world: World) -> None:
-    project = world.project(writers=("sender", "receiver", "bystander"))
+    """Isolation: shared: its own handoff, read back by its id."""
+    project = world.project(writers=("sender", "receiver", "other"))  # other: a bystander
     sender, receiver = project.sender, project.receiver
     session_id, handoff_id = world.new_id("session"), world.new_id("handoff")
     tool_ok(sender.tool("session_create", operation_id=world.new_id("op"), session_id=session_id, source_id="src",
                         topic="gateway round trip"))
     tool_ok(sender.tool("handoff_send", operation_id=world.new_id("op"), handoff_id=handoff_id, session_id=session_id,
                         to_actor=receiver.actor_id, focus="review", done_when=None))
-    tool_error(project.bystander.tool("handoff_status", handoff_id=handoff_id), "handoff_actor_mismatch")
+    tool_error(project.other.tool("handoff_status", handoff_id=handoff_id), "handoff_actor_mismatch")
     claim = world.new_id("claim")
     accepted = tool_ok(receiver.tool("handoff_accept", operation_id=world.new_id("op"), handoff_id=handoff_id,
                                      expected_revision=1, claim_id=claim))
@@ -162,8 +185,10 @@ def test_a_handoff_round_trip_keeps_cas_and_participant_rules(world: World) -> N
         f"after the MCP round trip the handoff reads {record!r} at revision {revision}")
 
 
+@isolation.SHARED
 @reads("AM-MCP-6", "discover", "server-info", "list-cache")
 def test_discover_and_server_info(world: World) -> None:
+    """Isolation: shared: server information, not data."""
     project = world.project()
     discover = tool_result(project.writer.mcp("server/discover"))
     assert discover.get("resultType") == "complete" and discover.get("supportedVersions") == [VERSION], discover

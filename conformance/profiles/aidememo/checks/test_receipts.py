@@ -14,14 +14,17 @@ import pytest
 from conformance.http import Exchange
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.derive import command_fingerprint
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.race import race
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-CMD-1")
 def test_raw_put_returns_a_full_receipt(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
     receipt = expect_receipt(project.writer.put(note, {"z": 2, "a": {"d": 4, "b": 3}}, command_id=command_id),
@@ -31,12 +34,14 @@ def test_raw_put_returns_a_full_receipt(world: World) -> None:
     assert receipt["revision"] == 1, f"first put must be revision 1, got {receipt['revision']}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-CMD-3")
 @pytest.mark.parametrize("change", [
     pytest.param(change, marks=reads("AM-CMD-3", clause), id=change) for change, clause in (
         ("payload", "payload"), ("resource", "resource"), ("precondition", "precondition"), ("actor", "actor"),
         ("operation", "resource"))])
 def test_reused_command_id_with_a_different_request_conflicts(world: World, change: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("writer", "other"))
     writer = project.writer
     note, command_id = world.new_id("note"), world.new_id("cmd")
@@ -54,11 +59,13 @@ def test_reused_command_id_with_a_different_request_conflicts(world: World, chan
     expect_error(exchange, 409, "command_conflict")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-CMD-4")
 @pytest.mark.parametrize("case", [pytest.param(case, marks=reads("AM-CMD-4", clause), id=case) for case, clause in (
     ("typed-kind", "kind"), ("unknown-operation", "pair"), ("mismatched-change", "pair"),
     ("delete-with-payload", "delete-payload"))])
 def test_malformed_raw_command_is_invalid(world: World, case: str) -> None:
+    """Isolation: shared: its writes are refused; nothing read back."""
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     if case == "typed-kind":
@@ -72,8 +79,10 @@ def test_malformed_raw_command_is_invalid(world: World, case: str) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-CMD-5", "stale")
 def test_stale_expected_revision_is_refused(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     note = world.new_id("note")
     setup_ok(project.writer.put(note, {"v": 1}), "put revision 1")
@@ -83,14 +92,18 @@ def test_stale_expected_revision_is_refused(world: World) -> None:
     assert body["revision"] == 2 and body["state"].get("body") == {"v": 2}, f"stale write changed state: {body!r}"
 
 
+@isolation.SHARED
 @reads("AM-CMD-5", "absent")
 def test_expected_revision_on_an_absent_resource_is_not_found(world: World) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     expect_error(project.writer.put(world.new_id("absent"), {"v": 1}, expected_revision=1), 404, "resource_not_found")
 
 
+@isolation.SHARED
 @reads("AM-CMD-6", "tombstone")
 def test_delete_leaves_a_readable_tombstone(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     setup_ok(writer.put(note, {"v": 1}), "put")
@@ -100,9 +113,11 @@ def test_delete_leaves_a_readable_tombstone(world: World) -> None:
     assert body["revision"] == 2 and body["state"] == {"state": "deleted"}, f"tombstone reads as {body!r}"
 
 
+@isolation.PROJECT
 @pytest.mark.capability("replica-feeds")
 @reads("AM-CMD-6", "feed")
 def test_delete_appears_in_the_feed(world: World) -> None:
+    """Isolation: project: the change feed."""
     project = world.project()
     writer, note = project.writer, world.new_id("note")
     setup_ok(writer.put(note, {"v": 1}), "put")
@@ -113,11 +128,13 @@ def test_delete_appears_in_the_feed(world: World) -> None:
         f"feed lacks the delete at seq {receipt['project_seq']}: {feed['entries']!r}")
 
 
+@isolation.SHARED
 @reads("AM-CMD-7", "raw")
 @pytest.mark.parametrize("payload", [{"z": 2, "a": {"d": 4, "b": 3}}, {"content": "레디스 장애\n복구", "list": [3, 1],
                                      "n": 1.5, "nested": {"a": None, "b": True}}, None, []],
                          ids=["nested", "unicode", "null", "empty-list"])
 def test_raw_fingerprint_matches_the_canonical_envelope(world: World, payload: dict[str, object]) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     note = world.new_id("note")
     receipt = expect_receipt(project.writer.put(note, payload))
@@ -126,8 +143,10 @@ def test_raw_fingerprint_matches_the_canonical_envelope(world: World, payload: d
     assert receipt["fingerprint"] == expected, f"fingerprint {receipt['fingerprint']} != §7.2 value {expected}"
 
 
+@isolation.SHARED
 @reads("AM-CMD-7", "typed")
 def test_typed_fingerprints_fill_absent_optionals_with_null(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = world.new_id("session")
@@ -153,9 +172,11 @@ def test_typed_fingerprints_fill_absent_optionals_with_null(world: World) -> Non
     assert receipt["fingerprint"] == expected, "handoff.accept fingerprint departs from §7.2"
 
 
+@isolation.SHARED
 @reads("AM-TYPED-1", "receipt", "duplicate")
 @pytest.mark.parametrize("kind", ["session", "fact", "handoff_context", "handoff"])
 def test_typed_create_returns_revision_one_and_refuses_duplicates(world: World, kind: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("sender", "receiver"))
     sender, receiver = project.sender, project.receiver
     session_id = sender.setup_session() if kind != "session" else world.new_id("session")
@@ -171,9 +192,11 @@ def test_typed_create_returns_revision_one_and_refuses_duplicates(world: World, 
     expect_error(create(), 409, "resource_already_exists")
 
 
+@isolation.SHARED
 @reads("AM-TYPED-2", "missing-session")
 @pytest.mark.parametrize("kind", ["fact", "handoff_context", "handoff"])
 def test_creates_on_a_missing_session_are_not_found(world: World, kind: str) -> None:
+    """Isolation: shared: its writes are refused; nothing read back."""
     project = world.project(writers=("sender", "receiver"))
     sender, missing = project.sender, world.new_id("no-session")
     exchange = {"fact": lambda: sender.create_fact(missing),
@@ -182,10 +205,12 @@ def test_creates_on_a_missing_session_are_not_found(world: World, kind: str) -> 
     expect_error(exchange, 404, "resource_not_found")
 
 
+@isolation.SHARED
 @reads("AM-TYPED-2", "receiver")
 @pytest.mark.parametrize("receiver", ["non-member", "reader", "self"])
 @pytest.mark.parametrize("route", ["handoff", "handoff_context"])
 def test_routing_to_an_ineligible_receiver_is_invalid(world: World, receiver: str, route: str) -> None:
+    """Isolation: shared: its writes are refused; nothing read back."""
     project = world.project(writers=("sender",), readers=("reader",))
     sender = project.sender
     session_id = sender.setup_session()
@@ -199,8 +224,10 @@ def test_routing_to_an_ineligible_receiver_is_invalid(world: World, receiver: st
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-TYPED-3", "session", "fact", "context", "handoff")
 def test_server_stamps_actor_and_inherits_source(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     session_id = sender.setup_session(source_id="project:stamp")
@@ -218,8 +245,10 @@ def test_server_stamps_actor_and_inherits_source(world: World) -> None:
     assert handoff.get("from_actor") == sender.actor_id and handoff.get("source_id") == "project:stamp", handoff
 
 
+@isolation.SHARED
 @reads("AM-CMD-8", "identical")
 def test_concurrent_identical_commands_commit_once(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
     answers = race([lambda: project.writer.put(note, {"v": 1}, command_id=command_id)] * 4)
@@ -229,8 +258,10 @@ def test_concurrent_identical_commands_commit_once(world: World) -> None:
     assert body["revision"] == 1 == receipts[0]["revision"], f"identical commands committed more than once: {body!r}"
 
 
+@isolation.SHARED
 @reads("AM-CMD-8", "different")
 def test_concurrent_different_bodies_under_one_command_id_commit_once(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     note, command_id = world.new_id("note"), world.new_id("cmd")
     answers = race([partial(project.writer.put, note, {"v": v}, command_id=command_id) for v in range(4)])
@@ -243,11 +274,13 @@ def test_concurrent_different_bodies_under_one_command_id_commit_once(world: Wor
     assert body["revision"] == 1, f"resource at revision {body['revision']} after one commit"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-TYPED-4")
 @pytest.mark.parametrize("case", [pytest.param(case, marks=reads("AM-TYPED-4", clause), id=case) for case, clause in (
     ("topic-too-long", "topic"), ("blank-topic", "blank"), ("control-char", "control"), ("fact-too-long", "fact"),
     ("context-too-long", "context"), ("focus-too-long", "focus"))])
 def test_invalid_text_fields_are_refused(world: World, case: str) -> None:
+    """Isolation: shared: its writes are refused; nothing read back."""
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     if case == "topic-too-long":
@@ -267,8 +300,10 @@ def test_invalid_text_fields_are_refused(world: World, case: str) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-TYPED-4", "whitespace")
 def test_text_at_its_limits_is_accepted(world: World) -> None:
+    """Isolation: shared: its own receipts."""
     project = world.project(writers=("sender", "receiver"))
     sender = project.sender
     expect_receipt(sender.create_session(topic="한" * 170 + "ab"))   # 512 bytes of UTF-8

@@ -10,13 +10,16 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
 
+@isolation.PROJECT
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @reads("AM-SEARCH-1", "head", "source", "at-least")
 def test_lexical_search_finds_facts_at_the_head(world: World) -> None:
+    """Isolation: project: search results and the index head."""
     project = world.project(writers=("writer",), readers=("reader",))
     writer = project.writer
     word = f"zq{world.rng.getrandbits(40):x}"
@@ -35,15 +38,18 @@ def test_lexical_search_finds_facts_at_the_head(world: World) -> None:
     expect_error(project.reader.search(word, at_least_seq=last["project_seq"] + 1), 409, "cursor_out_of_range")
 
 
+@isolation.READS
 @pytest.mark.requirement("AM-SEARCH-2")
 @pytest.mark.parametrize("params", [{"q": "   "}, {"q": "x", "limit": 0}, {"q": "x", "limit": 101},
                                     {"q": "x", "mode": "fuzzy"}], ids=["blank-q", "limit-0", "limit-101", "bad-mode"])
 def test_bad_search_parameters_are_invalid(world: World, params: dict[str, object]) -> None:
+    """Isolation: reads: only searches, and writes nothing."""
     project = world.project()
     q = str(params.pop("q"))
     expect_error(project.writer.search(q, **params), 400, "invalid_command")
 
 
+@isolation.READS
 @pytest.mark.requirement("AM-SEARCH-3")
 @pytest.mark.parametrize(("mode", "accepted"), [
     ("LEXICAL", True), ("Auto", True), ("%20lexical%20", True), ("%09auto%0A", True), ("%C2%A0lexical%E3%80%80", True),
@@ -52,6 +58,7 @@ def test_bad_search_parameters_are_invalid(world: World, params: dict[str, objec
 ], ids=["upper", "title", "spaces", "tab-newline", "unicode-spaces", "empty", "blank", "inner-space",
         "unit-separator", "suffix", "fullwidth"])
 def test_search_mode_is_trimmed_and_ascii_lowercased(world: World, mode: str, accepted: bool) -> None:
+    """Isolation: reads: only searches, and writes nothing."""
     # Upstream: mode.unwrap_or("auto").trim().to_ascii_lowercase(), then one of four words (wire §1.6).
     # U+001F is not Unicode White_Space, so Rust's trim keeps it; fullwidth letters are not ASCII.
     project = world.project()

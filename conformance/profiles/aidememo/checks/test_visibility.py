@@ -10,6 +10,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import Project, setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
 
@@ -27,9 +28,11 @@ def _routed(world: World) -> tuple[Project, str, str]:
     return project, handoff_id, context_id
 
 
+@isolation.SHARED
 @reads("AM-VIS-1", "status", "resource")
 @pytest.mark.parametrize("who", ["other", "reader"])
 def test_non_participant_cannot_read_the_handoff_or_context(world: World, who: str) -> None:
+    """Isolation: shared: its own handoff, read back by its id."""
     project, handoff_id, context_id = _routed(world)
     actor = project.actors[who]
     expect_error(actor.status(handoff_id), 403, "handoff_actor_mismatch")
@@ -37,8 +40,10 @@ def test_non_participant_cannot_read_the_handoff_or_context(world: World, who: s
     expect_error(actor.resource("handoff_context", context_id), 404, "resource_not_found")
 
 
+@isolation.SHARED
 @reads("AM-VIS-1", "resource")
 def test_participants_can_read_the_handoff_and_context(world: World) -> None:
+    """Isolation: shared: its own handoff, read back by its id."""
     project, handoff_id, context_id = _routed(world)
     for who in ("sender", "receiver"):
         actor = project.actors[who]
@@ -46,9 +51,11 @@ def test_participants_can_read_the_handoff_and_context(world: World) -> None:
         expect_status(actor.resource("handoff_context", context_id), 200)
 
 
+@isolation.PROJECT
 @reads("AM-VIS-1", "snapshot", "feeds")
 @pytest.mark.parametrize("who", ["other", "reader"])
 def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: str) -> None:
+    """Isolation: project: snapshots and feeds."""
     world.require("replica-feeds")
     project, handoff_id, context_id = _routed(world)
     actor = project.actors[who]
@@ -67,8 +74,10 @@ def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: 
     assert hidden <= mine, f"the receiver's snapshot lacks {sorted(hidden - mine)}"
 
 
+@isolation.ACTORS
 @reads("AM-VIS-1", "mailbox")
 def test_non_participant_mailboxes_omit_the_handoff(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
     project, handoff_id, _ = _routed(world)
     for box in ("inbox", "outbox"):
         page = expect_status(project.other.mailbox(box, include_completed=True), 200)
@@ -76,8 +85,10 @@ def test_non_participant_mailboxes_omit_the_handoff(world: World) -> None:
         assert handoff_id not in ids, f"{box} of a non-participant lists {handoff_id}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-VIS-3")
 def test_shared_kinds_are_visible_to_every_member(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project(writers=("writer", "other"), readers=("reader",))
     session_id = project.writer.setup_session()
     fact_id = project.writer.setup_fact(session_id)

@@ -10,6 +10,7 @@ import pytest
 
 from conformance.marks import reads
 from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status, is_error_shape
 
@@ -17,8 +18,10 @@ from conformance.profiles.aidememo.expect import expect_error, expect_status, is
 pytestmark = pytest.mark.real_http
 
 
+@isolation.NONE
 @pytest.mark.requirement("AM-HEALTH-1")
 def test_health_answers_without_a_token(world: World) -> None:
+    """Isolation: none: no identity."""
     exchange = world.wire.request(world.transcript, "GET", "/health")
     body = expect_status(exchange, 200)
     assert isinstance(body, dict), "health body must be a JSON object"
@@ -27,8 +30,10 @@ def test_health_answers_without_a_token(world: World) -> None:
         f"schema_version must be an integer, got {body.get('schema_version')!r}")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-ID-1")
 def test_identity_reports_the_token_binding(world: World) -> None:
+    """Isolation: shared: reads its actors' identities, compared with what they were provisioned as."""
     project = world.project(writers=("writer",), readers=("reader",))
     for actor in (project.writer, project.reader):
         body = expect_status(actor.identity(), 200)
@@ -40,10 +45,12 @@ def test_identity_reports_the_token_binding(world: World) -> None:
             assert body["tenant_id"] == project.tenant_id, f"identity tenant {body['tenant_id']!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-ERR-1")
 @pytest.mark.parametrize("case", ["stale_revision", "resource_not_found", "authentication_failed",
                                   "project_unauthorized", "invalid_command"])
 def test_error_answers_have_the_wire_shape(world: World, case: str) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
     project = world.project()
     writer = project.writer
     expected = {"stale_revision": 409, "resource_not_found": 404, "authentication_failed": 401,
@@ -66,16 +73,20 @@ def test_error_answers_have_the_wire_shape(world: World, case: str) -> None:
         f"error body must be exactly {{\"error\":{{code,message}}}}: {exchange.body[:200]!r}")
 
 
+@isolation.SHARED
 @reads("AM-WIRE-1", "unknown-path")
 def test_unknown_path_answers_404(world: World) -> None:
+    """Isolation: shared: framework answers; nothing of the project read."""
     project = world.project()
     for path in ("/v1/nowhere", f"{project.writer.base}/identity/", "/v1//commands"):
         exchange = project.writer.request("GET", path)
         assert exchange.status == 404, f"GET {path} answered {exchange.status}, expected 404"
 
 
+@isolation.SHARED
 @reads("AM-WIRE-1", "method")
 def test_wrong_method_answers_405_with_allow(world: World) -> None:
+    """Isolation: shared: framework answers; nothing of the project read."""
     project = world.project()
     exchange = project.writer.request("DELETE", f"{project.writer.base}/identity")
     assert exchange.status == 405, f"DELETE identity answered {exchange.status}, expected 405"
@@ -83,8 +94,10 @@ def test_wrong_method_answers_405_with_allow(world: World) -> None:
     assert "GET" in allow.upper(), f"405 lacks an Allow header naming GET: {allow!r}"
 
 
+@isolation.NONE
 @reads("AM-WIRE-1", "head")
 def test_head_is_served_on_get_routes(world: World) -> None:
+    """Isolation: none: no identity."""
     wire, transcript = world.wire, world.transcript
     got = expect_status(wire.request(transcript, "GET", "/health"), 200)
     assert isinstance(got, dict) and got.get("status") == "ok", f"GET /health answered {got!r}"
@@ -92,8 +105,10 @@ def test_head_is_served_on_get_routes(world: World) -> None:
     assert head.status == 200 and head.body == b"", f"HEAD /health answered {head.status} {head.body[:80]!r}"
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-WIRE-2")
 def test_deeply_nested_json_is_a_client_error(world: World) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     depth = 200
     payload = "[" * depth + "]" * depth
@@ -106,10 +121,12 @@ def test_deeply_nested_json_is_a_client_error(world: World) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-JSON-1", "content-type")
 @pytest.mark.parametrize("with_token", [
     pytest.param(True, id="token"), pytest.param(False, marks=reads("AM-JSON-1", "unauthenticated"), id="no-token")])
 def test_missing_content_type_is_invalid_command(world: World, with_token: bool) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     session = {"command_id": world.new_id("cmd"),
                "payload": {"session_id": world.new_id("s"), "source_id": None, "topic": "t"}}
@@ -124,9 +141,11 @@ def test_missing_content_type_is_invalid_command(world: World, with_token: bool)
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-JSON-1", "malformed", "unauthenticated")
 @pytest.mark.parametrize("route", ["commands", "sessions", "accept"])
 def test_malformed_json_is_invalid_command_before_authentication(world: World, route: str) -> None:
+    """Isolation: shared: sends no token."""
     project = world.project()
     path = {"commands": "/v1/commands", "sessions": f"{project.writer.base}/sessions",
             "accept": f"{project.writer.base}/handoffs/{world.new_id('h')}/accept"}[route]
@@ -135,8 +154,10 @@ def test_malformed_json_is_invalid_command_before_authentication(world: World, r
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @pytest.mark.requirement("AM-JSON-2")
 def test_body_over_one_mebibyte_is_invalid_command(world: World) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     filler = "x" * (1024 * 1024 + 16)
     exchange = project.writer.put(world.new_id("big"), {"filler": filler})
@@ -144,25 +165,31 @@ def test_body_over_one_mebibyte_is_invalid_command(world: World) -> None:
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-JSON-3", "unknown-field")
 def test_unknown_body_field_is_invalid_command(world: World) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     exchange = project.writer.create("sessions", {"session_id": world.new_id("s"), "source_id": None, "topic": "t",
                                                   "colour": "red"})
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-JSON-3", "body-id")
 @pytest.mark.parametrize("bad_id", ["", "has space", "x" * 129, "slash/inside", "ümlaut"],
                          ids=["empty", "space", "too-long", "slash", "non-ascii"])
 def test_bad_identifier_in_body_is_invalid_command(world: World, bad_id: str) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
     project = world.project()
     exchange = project.writer.create_session(bad_id)
     expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.SHARED
 @reads("AM-JSON-3", "path-id")
 def test_bad_identifier_in_path_is_invalid_identifier(world: World) -> None:
+    """Isolation: shared: its reads are refused."""
     project = world.project()
     exchange = project.writer.request("GET", f"/v1/projects/{'p' * 129}/identity")
     expect_error(exchange, 400, "invalid_identifier")
@@ -175,6 +202,7 @@ _FEEDS = pytest.mark.capability("replica-feeds")
 _SEARCH = pytest.mark.capability("search")
 
 
+@isolation.READS
 @pytest.mark.requirement("AM-WIRE-3")
 @pytest.mark.parametrize(("route", "query", "empty"), [
     pytest.param("search", "q=probe", "mode=", marks=_SEARCH, id="search-mode"),
@@ -190,6 +218,7 @@ _SEARCH = pytest.mark.capability("search")
     pytest.param("changes/materialized", "after_seq=0", "limit=", marks=_FEEDS, id="materialized-limit"),
 ])
 def test_a_present_empty_query_value_is_not_an_absence(world: World, route: str, query: str, empty: str) -> None:
+    """Isolation: reads: reads listings and writes nothing."""
     # Upstream's query structs hold Option<T>: `key=` is Some(""), which T refuses (wire §0.4).
     project = world.project()
     writer = project.writer
