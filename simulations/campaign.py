@@ -13,7 +13,7 @@ import functools
 import random
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
@@ -22,14 +22,14 @@ from simulations.errors import SimulationError
 from simulations.execution import execute_batch
 from simulations.linearizability.history import Header, Operation, Recorder, dump_history, parse_history
 from simulations.ledger import LEDGER
-from simulations.plan import RUN_ID, Batch, Plan, actor_names, workers_for
+from simulations.plan import RUN_ID, SEGMENT_BATCHES, Batch, Plan, actor_names, workers_for
 from simulations.planner import Planner, setup
 from simulations.feed import FeedFollower
 from simulations.receipts import FeedEntry, ReceiptChecks, Violation
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Target, reference_factory
 
-__all__ = ["Finding", "HistoryCheck", "RunResult", "batch_seed", "check_history", "fresh_run_id", "rerun",
-           "rerun_over_http", "run_campaign", "violations_by_rule"]
+__all__ = ["SEGMENT_BATCHES", "Finding", "HistoryCheck", "RunResult", "batch_seed", "check_history", "fresh_run_id",
+           "rerun", "rerun_over_http", "run_campaign", "segment_run_id", "segment_seed", "violations_by_rule"]
 
 
 def fresh_run_id(seed: int) -> str:
@@ -64,13 +64,22 @@ class RunResult:
     elapsed_s: float
     feed: tuple[FeedEntry, ...] = ()  # the change-feed entries read during the run
     # Set when ``history`` (and ``feed``) were not kept: a campaign that found nothing, whose
-    # history is in its history file.
+    # history is in its history file; the operations of the whole run.
     recorded: int | None = None
+    # A segmented campaign's result is its last segment's (seed, plan, history, decisions):
+    # which one, and the batches and operations of the segments before it.
+    segment: int = 0
+    earlier: tuple[int, int] = (0, 0)
 
     @property
     def operations(self) -> int:
-        """How many operations the run recorded, kept or not."""
-        return len(self.history) if self.recorded is None else self.recorded
+        """How many operations the run recorded, kept or not, over every segment."""
+        return self.earlier[1] + len(self.history) if self.recorded is None else self.recorded
+
+    @property
+    def batches(self) -> int:
+        """How many batches the run sent, over every segment."""
+        return self.earlier[0] + len(self.plan.batches)
 
 
 class HistoryCheck:
@@ -79,11 +88,11 @@ class HistoryCheck:
     ``explain=False`` gives the verdict only (the witness is then the whole partition): what
     shrinking needs, many times over. With ``history_file`` (where the operations are appended
     before they are added) neither check keeps the operations it has settled; a violation reads
-    the ones it names back from the file.
+    the ones it names back from the file, where the checked operations begin at index ``first``.
     """
 
-    def __init__(self, *, explain: bool = True, history_file: Path | None = None) -> None:
-        self._reread = None if history_file is None else functools.partial(read_back, history_file)
+    def __init__(self, *, explain: bool = True, history_file: Path | None = None, first: int = 0) -> None:
+        self._reread = None if history_file is None else functools.partial(_read_segment, history_file, first)
         self.checker: Checker[object] = Checker(LEDGER, reread=self._reread)  # type: ignore[arg-type]
         self.receipts = ReceiptChecks(keep=history_file is None)
         self.explain = explain
@@ -149,6 +158,18 @@ def check_history(history: Sequence[Operation], budget_s: float = 10.0,
     return check.run(budget_s)
 
 
+def segment_seed(seed: int, segment: int) -> int:
+    """The seed of a campaign's segment ``segment``: the campaign's own for the first (so a run
+    that never rotates is the run it always was); batch seeds are drawn from it as from a run's."""
+    return seed if segment == 0 else (seed * 1_000_003 + (segment << 32)) & 0xFFFF_FFFF_FFFF
+
+
+def segment_run_id(segment: int) -> str:
+    """The run id of a segment's ids: every segment's own, so one history file holds them all
+    and each handoff's operations stay one partition."""
+    return RUN_ID if segment == 0 else f"{RUN_ID}{segment}"
+
+
 def run_campaign(
     *,
     seed: int,
@@ -160,6 +181,7 @@ def run_campaign(
     progress: Callable[[str], None] | None = None,
     on_batch: Callable[[float, int], None] | None = None,
     history_file: Path | None = None,
+    segment_batches: int = SEGMENT_BATCHES,
 ) -> RunResult:
     """Plan and run batches until a violation, ``max_batches`` or ``budget_s``.
 
@@ -168,75 +190,157 @@ def run_campaign(
     JSON lines (the format ``aidememo-sim check`` reads) as soon as the batch ends, so a run that
     is stopped or killed still leaves its history; the run keeps only what its checks need, and
     its result has the history (read back) only with a violation, else its length (``recorded``).
+    On the embedded reference such a run is also cut into segments of ``segment_batches``
+    batches (0: never), each on a fresh reference with its own seed and run id, checked on its
+    own; the result is then the segment's (seed, plan, history), with ``earlier`` counting the
+    segments before it.
 
     Raises:
         SimulationError: when the history file cannot be written.
     """
-    started = time.monotonic()
-    rng = random.Random(seed)
-    tgt, names, run_id = _open_target(seed, actors, factory, target)
-    workers = workers_for(names)
-    keep = history_file is None
-    recorder = Recorder(keep=keep)
-    check = HistoryCheck(history_file=history_file)
-    batches: list[Batch] = []
-    decisions: list[tuple[int, ...]] = []
-    verdict, finding = Verdict.OK, None
-    last_report = started
-    operations = 0
-    feed: list[FeedEntry] = []
-    sink = _history_sink(history_file)
+    run = _Run(seed=seed, started=time.monotonic(), budget_s=budget_s, rng=random.Random(seed),
+               recorder=Recorder(keep=history_file is None), history_file=history_file,
+               sink=_history_sink(history_file), progress=progress, on_batch=on_batch,
+               segment_batches=segment_batches if history_file is not None and target is None else 0)
+    segment: _Segment | None = None
     try:
-        setup(tgt, run_id)
-        follower = FeedFollower(tgt)
-        planner = Planner(target=tgt, run_id=run_id, rng=rng, workers=workers)
-        while max_batches is None or len(batches) < max_batches:
-            if time.monotonic() - started > budget_s * 0.8:
+        segment = run.open(0, actors, factory, target)
+        while max_batches is None or run.batches + len(segment.batches) < max_batches:
+            if time.monotonic() - run.started > budget_s * 0.8:
                 break  # the rest of the budget is for the last check and the shrinking
-            planner.refresh()
-            batch = planner.next_batch()
-            batches.append(batch)
-            decisions.append(tuple(execute_batch(tgt, batch, recorder, batch_seed(seed, len(batches) - 1))))
-            new = recorder.take()
-            operations += len(new)
-            if sink is not None:
-                _append(sink, new)
-            check.add(new)
-            entries = follower.poll()
-            feed.extend(entries if keep else ())
-            check.feed(entries)
-            verdict, finding = check.run()
-            if on_batch is not None:
-                on_batch(time.monotonic() - started, operations)
-            if progress is not None and time.monotonic() - last_report > 2.0:
-                last_report = time.monotonic()
-                progress(f"  {last_report - started:5.1f} s: {len(batches)} batches, {operations} operations, "
-                         f"{verdict.value}")
-            if finding is not None:
+            if run.segment_batches and len(segment.batches) >= run.segment_batches:
+                if run.close(segment, budget_s=max(1.0, budget_s * 0.1)) is not None:
+                    break
+                index = segment.index + 1
+                run.let_go(segment)
+                segment = None  # nothing keeps it (nor closes it again, should the next one not open)
+                segment = run.open(index, actors, factory, target)
+            if run.batch(segment) is not None:
                 break
-        if finding is None:
-            entries = follower.poll()
-            feed.extend(entries if keep else ())
-            check.feed(entries, complete=True)
-            verdict, finding = check.run(budget_s=max(1.0, budget_s * 0.1))
+        if segment.finding is None:
+            run.close(segment, budget_s=max(1.0, budget_s * 0.1))
     finally:
-        tgt.close()
-        if sink is not None:
-            sink.close()
-    history = _kept_history(recorder, history_file, finding)
-    return RunResult(
-        seed=seed, plan=Plan(actors=names, workers=workers, batches=tuple(batches), run_id=run_id, project=tgt.project),
-        history=history, decisions=tuple(decisions), verdict=verdict, finding=finding,
-        elapsed_s=time.monotonic() - started, feed=tuple(feed), recorded=None if history else operations,
-    )
+        if segment is not None:
+            segment.target.close()
+        if run.sink is not None:
+            run.sink.close()
+    return run.result(segment)
 
 
-def _kept_history(recorder: Recorder, history_file: Path | None, finding: Finding | None) -> tuple[Operation, ...]:
-    if recorder.keep:
-        return tuple(recorder.history())
-    if finding is None or history_file is None:
-        return ()
-    return tuple(read_back(history_file))  # the shrinker and the exports start from the whole history
+@dataclass(slots=True, kw_only=True)
+class _Segment:
+    """A campaign's stretch on one target: what its checks, its shrinking and its replay need."""
+
+    index: int
+    seed: int
+    target: Target
+    names: tuple[str, ...]
+    run_id: str
+    planner: Planner
+    follower: FeedFollower
+    check: HistoryCheck
+    first: int  # the history file's index of its first operation
+    batches: list[Batch] = field(default_factory=list)
+    decisions: list[tuple[int, ...]] = field(default_factory=list)
+    feed: list[FeedEntry] = field(default_factory=list)  # kept only without a history file
+    verdict: Verdict = Verdict.OK
+    finding: Finding | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class _Run:
+    """What a campaign keeps across its segments: counts, the history file, the verdicts."""
+
+    seed: int
+    started: float
+    budget_s: float
+    rng: random.Random
+    recorder: Recorder
+    history_file: Path | None
+    sink: IO[str] | None
+    progress: Callable[[str], None] | None
+    on_batch: Callable[[float, int], None] | None
+    segment_batches: int
+    batches: int = 0  # of the segments let go
+    operations: int = 0  # of every segment, the open one too
+    unknown: bool = False  # a segment let go had run out of checking budget
+    last_report: float = 0.0
+
+    def open(self, index: int, actors: int, factory: LedgerFactory, target: HttpTarget | None) -> _Segment:
+        seed = segment_seed(self.seed, index)
+        tgt, names, run_id = _open_target(seed, actors, factory, target)
+        run_id = segment_run_id(index) if target is None else run_id
+        try:
+            setup(tgt, run_id)
+            follower = FeedFollower(tgt)
+        except BaseException:
+            tgt.close()
+            raise
+        planner = Planner(target=tgt, run_id=run_id, rng=self.rng, workers=workers_for(names))
+        check = HistoryCheck(history_file=self.history_file, first=self.operations)
+        return _Segment(index=index, seed=seed, target=tgt, names=names, run_id=run_id, planner=planner,
+                        follower=follower, check=check, first=self.operations)
+
+    def batch(self, segment: _Segment) -> Finding | None:
+        """Plan, run, record and check one batch; the finding, if it made one."""
+        segment.planner.refresh()
+        batch = segment.planner.next_batch()
+        segment.batches.append(batch)
+        seed = batch_seed(segment.seed, len(segment.batches) - 1)
+        segment.decisions.append(tuple(execute_batch(segment.target, batch, self.recorder, seed)))
+        new = self.recorder.take()
+        self.operations += len(new)
+        if self.sink is not None:
+            _append(self.sink, new)
+        segment.check.add(new)
+        entries = segment.follower.poll()
+        segment.feed.extend(entries if self.recorder.keep else ())
+        segment.check.feed(entries)
+        segment.verdict, segment.finding = segment.check.run()
+        self._report(segment)
+        return segment.finding
+
+    def _report(self, segment: _Segment) -> None:
+        now = time.monotonic()
+        if self.on_batch is not None:
+            self.on_batch(now - self.started, self.operations)
+        if self.progress is not None and now - max(self.last_report, self.started) > 2.0:
+            self.last_report = now
+            self.progress(f"  {now - self.started:5.1f} s: {self.batches + len(segment.batches)} batches, "
+                          f"{self.operations} operations, {segment.verdict.value}")
+
+    def close(self, segment: _Segment, *, budget_s: float) -> Finding | None:
+        """The segment's last checks, with its feed read to the head; the finding, if any."""
+        entries = segment.follower.poll()
+        segment.feed.extend(entries if self.recorder.keep else ())
+        segment.check.feed(entries, complete=True)
+        segment.verdict, segment.finding = segment.check.run(budget_s=budget_s)
+        return segment.finding
+
+    def let_go(self, segment: _Segment) -> None:
+        """A closed segment that found nothing: only its counts and its verdict stay."""
+        self.unknown |= segment.verdict is Verdict.UNKNOWN
+        self.batches += len(segment.batches)
+        segment.target.close()
+
+    def result(self, segment: _Segment | None) -> RunResult:
+        assert segment is not None
+        history = self.kept_history(segment)
+        verdict = Verdict.UNKNOWN if segment.verdict is Verdict.OK and self.unknown else segment.verdict
+        plan = Plan(actors=segment.names, workers=workers_for(segment.names), batches=tuple(segment.batches),
+                    run_id=segment.run_id, project=segment.target.project)
+        return RunResult(seed=segment.seed, plan=plan, history=history, decisions=tuple(segment.decisions),
+                         verdict=verdict, finding=segment.finding, elapsed_s=time.monotonic() - self.started,
+                         feed=tuple(segment.feed), recorded=None if history else self.operations,
+                         segment=segment.index, earlier=(self.batches, segment.first))
+
+    def kept_history(self, segment: _Segment) -> tuple[Operation, ...]:
+        if self.recorder.keep:
+            return tuple(self.recorder.history())
+        if segment.finding is None or self.history_file is None:
+            return ()
+        # The shrinker and the exports start from the segment's whole history.
+        return tuple(read_back(self.history_file, range(segment.first, self.operations)))
 
 
 def _open_target(seed: int, actors: int, factory: LedgerFactory,
@@ -285,6 +389,10 @@ def read_back(path: Path, indices: Sequence[int] | None = None) -> list[Operatio
     if missing:
         raise SimulationError(f"{path} has no operation #{missing[0]}")
     return [found[i] for i in order]
+
+
+def _read_segment(path: Path, first: int, indices: Sequence[int]) -> list[Operation]:
+    return read_back(path, [first + i for i in indices])
 
 
 def _append(sink: IO[str], ops: Sequence[Operation]) -> None:

@@ -71,6 +71,16 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _count(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"not an integer: {text!r}") from exc
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative: {text!r}")
+    return value
+
+
 def _fraction(text: str) -> float:
     try:
         value = float(text)
@@ -125,6 +135,8 @@ def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
 
 
 def _add_run(sub: Any) -> None:
+    from simulations.plan import SEGMENT_BATCHES
+
     run = sub.add_parser("run", help="generate races, run them, check them against the model")
     _target_arguments(run, "repeat; at least two actors")
     run.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
@@ -139,6 +151,9 @@ def _add_run(sub: Any) -> None:
                           "(how the kit's planted race bugs are run)")
     run.add_argument("--out", type=Path, default=Path("sim-failures"),
                      help="where a failure's replay file, timeline, pytest and curl files go")
+    run.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
+                     help=f"embedded only: move to a fresh reference, checked on its own, every N batches, so "
+                          f"memory stays flat however long the run (default {SEGMENT_BATCHES}; 0: never)")
     _hunt_arguments(run)
 
 
@@ -295,6 +310,10 @@ def _rerun_command(args: argparse.Namespace, seed: int) -> str:
              *(["--batches", str(args.batches)] if args.batches else []), *_target_words(args)]
     if args.ledger:
         parts += ["--ledger", args.ledger]
+    from simulations.plan import SEGMENT_BATCHES
+
+    if getattr(args, "segment", SEGMENT_BATCHES) != SEGMENT_BATCHES:
+        parts += ["--segment", str(args.segment)]
     return " ".join(parts)
 
 
@@ -339,11 +358,16 @@ def _run(args: argparse.Namespace) -> int:
     history_file = Path(args.out) / f"run-seed-{seed}.jsonl"
     print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
     result = run_campaign(seed=seed, actors=args.actors, budget_s=args.budget, max_batches=args.batches,
-                          target=target, factory=factory, progress=print, history_file=history_file)
-    print(f"{len(result.plan.batches)} batches, {result.operations} operations, "
+                          target=target, factory=factory, progress=print, history_file=history_file,
+                          segment_batches=args.segment)
+    print(f"{result.batches} batches, {result.operations} operations, "
           f"verdict {result.verdict.value.upper()} in {result.elapsed_s:.1f} s")
     if result.finding is None:
         return EXIT_UNKNOWN if result.verdict is Verdict.UNKNOWN else EXIT_OK
+    if result.segment:
+        print(f"found in segment {result.segment} (from batch {result.earlier[0] + 1}, operation "
+              f"#{result.earlier[1]} of the history file), on a fresh reference with segment seed {result.seed}; "
+              f"the operation numbers below are the segment's")
     print(result.finding.explanation)
     rate = None
     print("shrinking ..." if target is None else

@@ -24,6 +24,7 @@ __all__ = [
     "SESSION_ID",
     "SOURCE",
     "EMBEDDED_PROJECT",
+    "SEGMENT_BATCHES",
     "START_MS",
     "Batch",
     "Plan",
@@ -39,6 +40,11 @@ SESSION_ID = "session-sim"
 READER = "observer"  # a reader member: sees nothing participant-scoped
 RUN_ID = "r"  # embedded runs start from an empty ledger, so their ids need no uniqueness
 EMBEDDED_PROJECT = "project-sim"  # the embedded target's project
+# A campaign with a history file moves to a fresh embedded reference every this many batches, so
+# that what its checks and the reference keep follows the segment, not the run. The planner
+# retires a handoff after 10 batches and replays commands of the last 12, so a planned race
+# spans a few batches; at about 200 batches a second, a segment is some ten seconds of a run.
+SEGMENT_BATCHES = 2_000
 _PROJECT_PATH = re.compile(r"^/v1/projects/([^/?]+)")
 _RUN_ID = re.compile(r'(?<=-)r(?=[-"])|(?<=")r(?=-)')
 

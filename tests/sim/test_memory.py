@@ -79,3 +79,41 @@ def test_the_printed_check_command_reads_the_runs_history(tmp_path: Path) -> Non
     answers = [sh(printed.group(1)) for _ in (1, 2)]
     assert [a.returncode for a in answers] == [1, 1], answers[0].stdout  # the whole history is illegal
     assert answers[0].stdout == answers[1].stdout and "ILLEGAL" in answers[0].stdout
+
+
+def _retained() -> int:
+    """Every object the collector tracks, plus the entries of every list, dict, set and deque:
+    what a structure growing batch by batch would add to, however small its entries."""
+    import gc
+    from collections import deque
+
+    gc.collect()
+    tracked = gc.get_objects()
+    return len(tracked) + sum(len(o) for o in tracked if isinstance(o, (dict, list, set, deque)))
+
+
+def test_a_segmented_campaign_retains_as_much_after_4n_batches_as_after_n(tmp_path: Path) -> None:
+    from simulations.campaign import HistoryCheck
+    from simulations.targets import EmbeddedTarget
+
+    def measured(segment_batches: int) -> tuple[int, int, int]:
+        sizes: dict[int, int] = {}
+        live = 0
+
+        def on_batch(_elapsed: float, _operations: int) -> None:
+            nonlocal live
+            sizes[len(sizes) + 1] = _retained() if len(sizes) + 1 in (40, 160) else 0
+            if len(sizes) == 160:
+                import gc
+                live = max(sum(isinstance(o, t) for o in gc.get_objects()) for t in (EmbeddedTarget, HistoryCheck))
+
+        run_campaign(seed=1, max_batches=160, budget_s=300, history_file=tmp_path / f"{segment_batches}.jsonl",
+                     segment_batches=segment_batches, on_batch=on_batch)
+        return sizes[40], sizes[160], live
+
+    # Measured at the same point of a segment (its last batch), so both hold one whole segment.
+    at_n, at_4n, live = measured(20)
+    whole_n, whole_4n, _ = measured(0)
+    assert whole_4n - whole_n > 0  # one segment: what its checks and the reference keep grows
+    assert (at_4n - at_n) * 20 < whole_4n - whole_n, (at_n, at_4n, whole_n, whole_4n)
+    assert live == 1  # the segments let go are gone: one target, one check
