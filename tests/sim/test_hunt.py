@@ -18,7 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from simulations.hunt import Display, ShardSpec, run_shard, shard_seed
+from simulations.hunt import Display
+from simulations.shards import ShardSpec, run_shard, shard_seed
 
 Popen = subprocess.Popen[bytes]
 BIN = Path(sys.executable).parent
