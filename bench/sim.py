@@ -273,13 +273,14 @@ def bench_campaign(seconds: float, seed: int) -> None:
 def bench_workers(seconds: float, seed: int) -> None:
     """1 vs 2 campaign shards on a Dask LocalCluster, embedded reference: operations/s of the
     whole hunt (each shard's operations over its own campaign time, summed), side by side."""
-    from simulations.hunt import Display, ShardSpec, run_hunt
+    from simulations.hunt import Display, run_hunt
+    from simulations.shards import ShardSpec
 
     rates = {}
     for workers in (1, 2):
-        specs = [ShardSpec(root_seed=seed, index=i, actors=3, budget_s=seconds, max_batches=None, factory=None)
-                 for i in range(workers)]
-        with tempfile.TemporaryDirectory() as out:
+        with tempfile.TemporaryDirectory() as out:  # each shard's history file goes here, as in a hunt
+            specs = [ShardSpec(root_seed=seed, index=i, actors=3, budget_s=seconds, max_batches=None, factory=None,
+                               out=out) for i in range(workers)]
             hunt = run_hunt(specs, workers=workers, scheduler=None, out=Path(out), display=Display(io.StringIO()))
         rates[workers] = sum(o.operations / o.elapsed_s for o in hunt.done)
         print(f"workers: {workers} x {seconds:g} s shards: {hunt.operations} operations, {rates[workers]:.0f} ops/s")

@@ -157,8 +157,8 @@ def _add_run(sub: Any) -> None:
     _hunt_arguments(run)
 
 
-def _hunt_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--workers", type=_workers, default=1, metavar="N|auto",
+def _hunt_arguments(parser: argparse.ArgumentParser, default: int | None = 1) -> None:
+    parser.add_argument("--workers", type=_workers, default=default, metavar="N|auto",
                         help="campaign shards run in parallel on a Dask cluster, each with a seed derived from "
                              "--seed (default 1: this process alone; auto: one per core)")
     parser.add_argument("--scheduler", metavar="tcp://HOST:8786",
@@ -209,12 +209,16 @@ def _build_parser() -> argparse.ArgumentParser:
                                              "identical retry and recovered: true reruns) while answers are lost")
     _target_arguments(clients, "repeat; the first two writers send and receive")
     clients.add_argument("--rounds", type=_positive_int, default=4, metavar="N",
-                         help="handoffs, each taken by --workers racing clients of the receiver (default 4)")
-    clients.add_argument("--workers", type=_positive_int, default=3, metavar="K", help="racing clients (default 3)")
+                         help="handoffs, each taken by --clients racing clients of the receiver (default 4)")
+    clients.add_argument("--clients", type=_positive_int, metavar="K",
+                         help=f"racing clients per handoff (default {CLIENTS}; before the hunts this was --workers)")
     clients.add_argument("--loss", type=_fraction, default=0.3, metavar="P",
                          help="share of the POST answers lost after the server applied them (default 0.3)")
     clients.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                          help="time for checking the history against the model (default 20)")
+    clients.add_argument("--out", type=Path, default=Path("sim-failures"),
+                         help="where a hunt writes the history of each distinct finding")
+    _hunt_arguments(clients, default=None)
 
     xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
     xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
@@ -387,7 +391,8 @@ def _run(args: argparse.Namespace) -> int:
 
 
 def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
-    from simulations.hunt import Display, ShardSpec, run_hunt
+    from simulations.hunt import Display, run_hunt
+    from simulations.shards import ShardSpec
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
     print(f"aidememo-sim run: root seed {seed}, {args.workers} shards, {args.actors} actors, budget "
@@ -396,8 +401,10 @@ def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
     if args.scheduler:
         command += f" --scheduler {args.scheduler}"
     print(f"replay this hunt with: {command}")
+    print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
-                       max_batches=args.batches, factory=_factory_spec(args.ledger)) for index in range(args.workers)]
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), out=str(Path(args.out).resolve()))
+             for index in range(args.workers)]
     if first is not None:
         specs = _shard_projects(args, specs, first)
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
@@ -416,7 +423,8 @@ def _shard_projects(args: argparse.Namespace, specs: list[Any], first: HttpTarge
 
     from simulations.targets import target_from_config
 
-    targets = [first, *(target_from_config(args.config, args.actors) for _ in specs[1:])]
+    actors = getattr(args, "actors", len(CLIENT_ACTORS))  # ``clients`` races three actors
+    targets = [first, *(target_from_config(args.config, actors) for _ in specs[1:])]
     if len({t.project for t in targets if t is not None}) < len(specs):
         raise SimulationError(f"{args.config} has fixed tokens: shards need a project each, so give the target "
                               "file a provisioning command")
@@ -478,19 +486,20 @@ def _clients(args: argparse.Namespace) -> int:
     from simulations.clients import run_client_campaign
     from simulations.targets import EmbeddedTarget, Target
 
+    _clients_options(args)
     seed = _seed_of(args)
     http_target = _target_from_args(args)
+    if args.workers > 1 or args.scheduler is not None:
+        return _clients_hunt(args, seed, http_target)
     target: Target = http_target if http_target is not None else EmbeddedTarget(CLIENT_ACTORS, seed=seed)
     where = "the embedded reference" if http_target is None else args.url or str(args.config)
-    print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.workers} clients of "
+    print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.clients} clients of "
           f"{target.actors[1]}, loss {args.loss:g}, against {where}")
-    print("replay this run with: " + " ".join([
-        "aidememo-sim", "clients", "--seed", str(seed), "--rounds", str(args.rounds), "--workers", str(args.workers),
-        "--loss", f"{args.loss:g}", "--budget", f"{args.budget:g}", *_target_words(args)]))
+    print(f"replay this run with: {_clients_command(args, seed)}")
     try:
         # A server keeps every receipt, so a run by URL needs ids of its own; the embedded one starts empty.
         run = run_client_campaign(target, seed=seed, run_id="r" if http_target is None else fresh_run_id(seed),
-                                  rounds=args.rounds, workers=args.workers, loss=args.loss, budget_s=args.budget)
+                                  rounds=args.rounds, workers=args.clients, loss=args.loss, budget_s=args.budget)
     finally:
         target.close()
     print(f"{len(run.history)} operations, {run.dropped} answers lost, {run.doubts} calls rerun after doubt, "
@@ -502,7 +511,53 @@ def _clients(args: argparse.Namespace) -> int:
     return EXIT_OK if run.clean else EXIT_VIOLATION
 
 
-CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")
+def _clients_options(args: argparse.Namespace) -> None:
+    """``--clients`` and the hunt's ``--workers``. ``clients --workers K`` once meant K racing
+    clients; so that no such command silently becomes a hunt of K shards, ``--workers`` there is
+    refused unless ``--clients`` is given beside it (docs/simulations.md, the changelog).
+
+    Raises:
+        SimulationError: ``--workers`` without ``--clients``.
+    """
+    if args.workers is not None and args.clients is None:
+        raise SimulationError(f"clients --workers now counts hunt shards, as in run; the racing clients per handoff "
+                              f"are --clients K (give --clients {args.workers} for the old meaning, or --clients "
+                              f"{CLIENTS} --workers {args.workers} for a hunt)")
+    args.clients = CLIENTS if args.clients is None else args.clients
+    args.workers = 1 if args.workers is None else args.workers
+
+
+def _clients_command(args: argparse.Namespace, seed: int | str) -> str:
+    return " ".join(["aidememo-sim", "clients", "--seed", str(seed), "--rounds", str(args.rounds), "--clients",
+                     str(args.clients), "--loss", f"{args.loss:g}", "--budget", f"{args.budget:g}",
+                     *_target_words(args)])
+
+
+def _clients_hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
+    from simulations.hunt import Display, run_hunt
+    from simulations.shards import ShardSpec
+
+    if args.url is not None:
+        raise SimulationError("--workers with --url would put every shard in one project; give a target file "
+                              "with a provisioning command (--config), which gives each shard its own")
+    where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
+    print(f"aidememo-sim clients: root seed {seed}, {args.workers} shards of {args.rounds} handoffs x {args.clients} "
+          f"clients, loss {args.loss:g}, on {where}")
+    command = " ".join([_clients_command(args, seed), "--workers", str(args.workers),
+                        *(["--scheduler", args.scheduler] if args.scheduler else [])])
+    print(f"replay this hunt with: {command}")
+    specs = [ShardSpec(root_seed=seed, index=index, actors=len(CLIENT_ACTORS), budget_s=args.budget, max_batches=None,
+                       factory=None, protocol="clients", rounds=args.rounds, clients=args.clients, loss=args.loss)
+             for index in range(args.workers)]
+    if first is not None:
+        specs = _shard_projects(args, specs, first)
+    hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
+                    display=Display(sys.stdout))
+    return _hunt_ending(hunt, command, _clients_command(args, "{seed}"))
+
+
+CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")  # simulations.shards races the same three
+CLIENTS = 3  # racing clients per handoff, by default
 
 
 def _seed_of(args: argparse.Namespace) -> int:
@@ -607,7 +662,8 @@ def _xmemo_run(args: argparse.Namespace) -> int:
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
-    from simulations.hunt import Display, ShardSpec, run_hunt
+    from simulations.hunt import Display, run_hunt
+    from simulations.shards import ShardSpec
 
     where = f"the Dask scheduler at {args.scheduler}" if args.scheduler else f"a local cluster of {args.workers}"
     print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")

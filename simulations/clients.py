@@ -213,9 +213,11 @@ def _send(target: Target, recorder: Recorder, run_id: str, index: int) -> str:
 
 def run_client_campaign(target: Target, *, seed: int, run_id: str, rounds: int = 3, workers: int = 3,
                         loss: float = 0.3, client_class: ClientClass = AideMemoClient,
-                        budget_s: float = 20.0) -> ClientRun:
+                        budget_s: float = 20.0, on_round: Callable[[float, int], None] | None = None) -> ClientRun:
     """``rounds`` handoffs from the first actor to the second, each taken by ``workers`` racing
-    clients of the receiver through a target that loses ``loss`` of the POST answers it applied."""
+    clients of the receiver through a target that loses ``loss`` of the POST answers it applied.
+    ``on_round(seconds since start, operations so far)`` hears about every round (a hunt's shard
+    publishes its counts with it)."""
     started = time.monotonic()
     receiver = target.actors[1]
     setup(target, run_id)
@@ -268,6 +270,8 @@ def run_client_campaign(target: Target, *, seed: int, run_id: str, rounds: int =
         client_findings += _judge(target, handoff_id, receiver, outcomes, recorder.history())
         doubts += sum(o.doubts for o in outcomes)
         dropped += sum(t.dropped for t in transports)
+        if on_round is not None:
+            on_round(time.monotonic() - started, len(recorder.history()))
     history = recorder.history()
     _, finding = check_history(history, budget_s)
     return ClientRun(seed=seed, history=tuple(history), finding=finding, client_findings=tuple(client_findings),

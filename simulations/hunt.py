@@ -1,149 +1,44 @@
-"""Hunts: campaign shards on a Dask cluster, their findings deduplicated and written once.
+"""Hunts: campaign shards on a Dask cluster, their progress watched, their findings written once.
 
-A hunt of N shards runs N ordinary campaigns (``run_campaign``, then ``shrink``), each with a seed
-derived from the printed root seed and its shard number, each on its own embedded reference (the
-AideMemo or the XMemo one) or, against a server, in a project the coordinator provisioned for it
-alone. The cluster is Dask's: a ``LocalCluster`` of N processes started
-here, or any running scheduler (``dask scheduler`` and ``dask worker``, or a deployment's).
-A shard is a pure function of its ``ShardSpec``, so when a worker dies Dask runs it again
-elsewhere and nothing else of the hunt changes. Findings are told apart by what was violated
-(the finding's kind and the operations of the shrunk case), and each distinct one is written
-once, by the coordinator, with the command that replays it on one machine.
+A hunt of N shards runs N ordinary campaigns (``shards.run_shard``), each with a seed derived
+from the printed root seed and its shard number. The cluster is Dask's: a ``LocalCluster`` of N
+processes started here, or any running scheduler (``dask scheduler`` and ``dask worker``, or a
+deployment's). Running shards publish their counts as Dask worker events on the hunt's topic,
+which the coordinator subscribes to, so the progress line counts running shards as well as
+finished ones. A shard is a pure function of its spec, so when a worker dies Dask runs it again
+elsewhere and nothing else of the hunt changes. Findings are told apart by ``findings.finding_key``
+(what was violated, and the shape of the shrunk case), and each distinct one is written once,
+here, with the command that replays it on one machine.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
+import os
 import signal
+import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator
 from concurrent.futures import CancelledError
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
-from simulations.campaign import RunResult, run_campaign
+from simulations.clients import ClientRun
 from simulations.errors import SimulationError
+from simulations.findings import Distinct, Key, finding_key, violated
+from simulations.linearizability.history import Header, dump_history
 from simulations.replay import export_failure
-from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
-from simulations.targets import HttpTarget, load_factory
+from simulations.shards import ShardOutcome, ShardSpec, run_shard
 from simulations.xmemo.races import XMemoRun
 
-__all__ = ["Display", "Distinct", "HuntResult", "ShardOutcome", "ShardSpec", "finding_key", "run_hunt", "run_shard",
-           "shard_seed", "summary"]
+__all__ = ["Display", "HuntResult", "Progress", "run_hunt", "summary"]
 
-_PROGRESS_S = 2.0  # how often the coordinator prints a progress line
+_PROGRESS_S = 2.0  # how often the coordinator prints a progress line when the output is not a terminal
 _POLL_S = 0.25  # how often it looks for finished shards and for Ctrl-C
 _CONNECT_S = 5  # how long to wait for a scheduler that was named
-
-
-def shard_seed(root: int, index: int) -> int:
-    """Shard ``index``'s seed: a hash of the root seed and the shard number (32 bits, as printed seeds)."""
-    digest = hashlib.blake2b(f"aidememo-sim shard {root} {index}".encode(), digest_size=4).digest()
-    return int.from_bytes(digest, "big")
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShardSpec:
-    """Everything a shard needs; the same spec gives the same campaign (``--batches`` exactly)."""
-
-    root_seed: int
-    index: int
-    actors: int
-    budget_s: float
-    max_batches: int | None
-    factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
-    protocol: str = "aidememo"  # or "xmemo": an XMemo campaign on the embedded XMemo reference
-    # A server by URL: the project the coordinator provisioned for this shard alone, and its
-    # actors' tokens (in memory only: never printed, logged or written; repr hides them).
-    url: str | None = None
-    project: str | None = None
-    tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
-    timeout_s: float = 10.0
-    config: str | None = None  # the target file, recorded in a replay file so a replay provisions again
-
-    @property
-    def seed(self) -> int:
-        return shard_seed(self.root_seed, self.index)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ShardOutcome:
-    index: int
-    seed: int
-    batches: int
-    operations: int
-    elapsed_s: float
-    verdict: str
-    found: RunResult | XMemoRun | None  # the shrunk failing campaign, when the shard found one
-    reproduction: tuple[int, int] | None = None  # over a URL: how often the shrunk case reproduced
-
-
-def run_shard(spec: ShardSpec) -> ShardOutcome:
-    """One shard on a worker: a campaign on its own embedded reference, shrunk when it fails."""
-    if spec.protocol == "xmemo":
-        return _xmemo_shard(spec)
-    if spec.url is not None:
-        return _url_shard(spec)
-    factory = load_factory(spec.factory)
-    result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s,
-                          max_batches=spec.max_batches, factory=factory)
-    found = shrink(result, factory) if result.finding is not None else None
-    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
-                        operations=len(result.history), elapsed_s=result.elapsed_s,
-                        verdict=result.verdict.value, found=found)
-
-
-def _url_shard(spec: ShardSpec) -> ShardOutcome:
-    """A shard against a server, in its own project: found, shrunk and measured there, as one process does."""
-    assert spec.url is not None and spec.project is not None
-    target = HttpTarget(spec.url, spec.project, spec.tokens, timeout_s=spec.timeout_s)
-    result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s, max_batches=spec.max_batches,
-                          target=target)
-    found, rate = None, None
-    if result.finding is not None:
-        found = shrink_over_http(result, target)
-        rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
-    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
-                        operations=len(result.history), elapsed_s=result.elapsed_s, verdict=result.verdict.value,
-                        found=found, reproduction=rate)
-
-
-def _xmemo_shard(spec: ShardSpec) -> ShardOutcome:
-    from simulations.xmemo import races
-
-    factory = load_factory(spec.factory) if spec.factory else races.reference_factory
-    run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory)
-    found = races.shrink(run, factory) if run.finding is not None else None
-    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(run.plan.batches), operations=len(run.history),
-                        elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found)
-
-
-def _violated(result: RunResult | XMemoRun) -> str:
-    """The AideMemo rule (or the ledger model) a finding broke, or the XMemo requirement."""
-    finding = result.finding
-    assert finding is not None
-    return finding.requirement if isinstance(result, XMemoRun) else finding.kind  # type: ignore[union-attr]
-
-
-def finding_key(result: RunResult | XMemoRun) -> tuple[str, tuple[str, ...]]:
-    """What a shrunk failure violated: the rule, model or requirement, and its operations' kinds."""
-    assert result.finding is not None
-    ops = tuple(sorted(str(result.history[i].input.get("op")) for i in result.finding.witness
-                       if i < len(result.history)))
-    return _violated(result), ops
-
-
-@dataclass(slots=True)
-class Distinct:
-    """One distinct finding: the first shard's case, and every shard that found it."""
-
-    result: RunResult | XMemoRun
-    shards: list[int]
-    paths: dict[str, Path] = field(default_factory=dict)
 
 
 @dataclass(slots=True)
@@ -151,7 +46,7 @@ class HuntResult:
     shards: int
     done: list[ShardOutcome] = field(default_factory=list)
     lost: list[int] = field(default_factory=list)
-    findings: dict[tuple[str, tuple[str, ...]], Distinct] = field(default_factory=dict)
+    findings: dict[Key, Distinct] = field(default_factory=dict)
     workers: int = 0
     elapsed_s: float = 0.0
     interrupted: bool = False
@@ -172,6 +67,41 @@ class HuntResult:
             return None
         self.findings[key] = Distinct(outcome.found, [outcome.index])
         return self.findings[key]
+
+
+class Progress:
+    """What the running shards last published (Dask worker events on the hunt's topic): their
+    operations so far and whether they found something. The handler runs on the Dask client's
+    thread, the status line on the hunt's: hence the lock. A shard Dask runs again after its
+    worker died starts again from 0."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._latest: dict[int, dict[str, Any]] = {}
+        self._previous: tuple[float, int] | None = None
+
+    def heard(self, event: tuple[float, Any]) -> None:
+        _stamp, message = event
+        if isinstance(message, dict) and isinstance(message.get("index"), int):
+            with self._lock:
+                self._latest[message["index"]] = message
+
+    def line(self, hunt: HuntResult, elapsed_s: float) -> str:
+        """The status: shards done, running and queued, operations and their rate since the last
+        line, findings so far (found by running shards too) and how many are distinct."""
+        finished = {outcome.index for outcome in hunt.done} | set(hunt.lost)
+        with self._lock:
+            running = {i: m for i, m in self._latest.items() if i not in finished}
+        operations = hunt.operations + sum(int(m.get("operations", 0)) for m in running.values())
+        found = sum(o.found is not None for o in hunt.done) + sum(bool(m.get("found")) for m in running.values())
+        rate = 0.0
+        if self._previous is not None and elapsed_s > self._previous[0]:
+            rate = max(0, operations - self._previous[1]) / (elapsed_s - self._previous[0])
+        self._previous = (elapsed_s, operations)
+        queued = hunt.shards - len(finished) - len(running)
+        return (f"  {elapsed_s:5.1f} s: {len(hunt.done)} shards done, {len(running)} running, {queued} queued, "
+                f"{len(hunt.lost)} lost, {operations} operations, {rate:.0f} operations/s, {found} findings so far "
+                f"({len(hunt.findings)} distinct)")
 
 
 @contextmanager
@@ -205,11 +135,11 @@ class Display:
     """Where a hunt's progress goes: one live status line on a terminal, rewritten in place, or a
     plain line every two seconds when the output is not a terminal (a log, a CI job)."""
 
-    def __init__(self, stream: TextIO) -> None:
+    def __init__(self, stream: TextIO, every_s: float | None = None) -> None:
         self._stream = stream
         self.live = stream.isatty()
         self._shown = False
-        self.every_s = _POLL_S * 2 if self.live else _PROGRESS_S
+        self.every_s = every_s if every_s is not None else _POLL_S * 2 if self.live else _PROGRESS_S
 
     def line(self, text: str) -> None:
         """A line that stays (a finding, the summary)."""
@@ -275,10 +205,13 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
     started = time.monotonic()
     hunt = HuntResult(shards=len(specs))
     interrupts = _Interrupts()
+    # The topic names this hunt alone: a scheduler may serve several hunts at once.
+    topic = f"aidememo-sim-hunt-{specs[0].root_seed if specs else 0}-{os.getpid()}-{time.monotonic_ns()}"
+    specs = [replace(spec, topic=topic) for spec in specs]
     try:
         with interrupts.held():
             _hunt(hunt, specs, workers, scheduler, out, display, interrupts)
-    except CancelledError as exc:  # distributed cancels every future when the scheduler goes
+    except CancelledError:  # distributed cancels every future when the scheduler goes
         where = "" if scheduler is None else f" at {scheduler}"
         raise SimulationError(f"lost the Dask scheduler{where} after {len(hunt.done)} of {hunt.shards} shards "
                               f"({len(hunt.findings)} distinct findings written to {out})") from None
@@ -288,33 +221,42 @@ def run_hunt(specs: list[ShardSpec], *, workers: int, scheduler: str | None, out
 
 def _hunt(hunt: HuntResult, specs: list[ShardSpec], workers: int, scheduler: str | None, out: Path,
           display: Display, interrupts: _Interrupts) -> None:
-    from distributed import wait
-
     started = time.monotonic()
+    progress = Progress()
     with _client(workers, scheduler) as client:
         hunt.workers = len(client.scheduler_info().get("workers", {})) or workers
         link = _dashboard(client)
         if link is not None:
             display.line(f"dask dashboard: {link}")
+        if specs and specs[0].topic is not None:
+            client.subscribe_topic(specs[0].topic, progress.heard)
         pending = {client.submit(run_shard, spec, key=f"aidememo-sim-shard-{spec.root_seed}-{spec.index}",
                                  pure=False): spec for spec in specs}
-        last = time.monotonic()
-        while pending and not interrupts.caught:
-            try:
-                finished, _ = wait(list(pending), timeout=_POLL_S,  # type: ignore[no-untyped-call]
-                                   return_when="FIRST_COMPLETED")
-            except TimeoutError:
-                finished = set()
-            for future in finished:
-                spec = pending.pop(future)
-                _collect(hunt, future, spec, out, display.line)
-            if time.monotonic() - last >= display.every_s:
-                last = time.monotonic()
-                display.status(_progress(hunt, len(pending), last - started))
+        _watch(hunt, pending, out, display, interrupts, lambda: progress.line(hunt, time.monotonic() - started))
         if interrupts.caught:
             hunt.interrupted = True
             client.cancel(list(pending))
     display.line("")  # ends a live line; a blank line before the summary otherwise
+
+
+def _watch(hunt: HuntResult, pending: dict[Any, ShardSpec], out: Path, display: Display,
+           interrupts: _Interrupts, status: Callable[[], str]) -> None:
+    """Collect finished shards as they come, a status line every ``display.every_s``, until every
+    shard is in or Ctrl-C."""
+    from distributed import wait
+
+    last = time.monotonic()
+    while pending and not interrupts.caught:
+        try:
+            finished, _ = wait(list(pending), timeout=_POLL_S,  # type: ignore[no-untyped-call]
+                               return_when="FIRST_COMPLETED")
+        except TimeoutError:
+            finished = set()
+        for future in finished:
+            _collect(hunt, future, pending.pop(future), out, display.line)
+        if time.monotonic() - last >= display.every_s:
+            last = time.monotonic()
+            display.status(status())
 
 
 def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: Callable[[str], None]) -> None:
@@ -329,24 +271,34 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         report(f"shard {spec.index} (seed {spec.seed}) lost: {type(exc).__name__}: {exc}")
         return
     distinct = hunt.note(outcome)
-    if distinct is not None:  # written by the coordinator, once
-        if isinstance(distinct.result, XMemoRun):
-            from simulations.xmemo.races import export_failure as export_xmemo
-
-            distinct.paths = export_xmemo(distinct.result, out, factory=spec.factory)
-        elif spec.url is not None:
-            distinct.paths = export_failure(distinct.result, out, target="url", url=spec.url,
-                                            config=None if spec.config is None else Path(spec.config),
-                                            reproduction=outcome.reproduction)
-        else:
-            distinct.paths = export_failure(distinct.result, out, target="embedded", factory=spec.factory)
-        report(f"shard {spec.index} (seed {spec.seed}) found a {_violated(distinct.result)} violation: "
-               f"aidememo-sim replay {distinct.paths['replay file']}")
+    if distinct is None:
+        return
+    distinct.paths = _export(distinct.result, outcome, spec, out)  # by the coordinator, once
+    where = distinct.paths.get("replay file", distinct.paths.get("history"))
+    report(f"shard {spec.index} (seed {spec.seed}) found a {violated(distinct.result)} violation: {where}")
 
 
-def _progress(hunt: HuntResult, running: int, elapsed_s: float) -> str:
-    return (f"  {elapsed_s:5.1f} s: {len(hunt.done)} shards done, {running} running, {len(hunt.lost)} lost, "
-            f"{hunt.operations} operations, {len(hunt.findings)} distinct findings")
+def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> dict[str, Path]:
+    """A distinct finding's files in the coordinator's ``out``: the replay file and its exports,
+    or, for the remote client's races (which replay from their seed), their history."""
+    if isinstance(found, XMemoRun):
+        from simulations.xmemo.races import export_failure as export_xmemo
+
+        return export_xmemo(found, out, factory=spec.factory)
+    if isinstance(found, ClientRun):
+        path = out / f"clients-seed-{found.seed}.jsonl"
+        try:
+            out.mkdir(parents=True, exist_ok=True)
+            with path.open("w", encoding="utf-8") as handle:
+                dump_history(found.history, handle, Header(model="ledger"))
+        except OSError as exc:
+            raise SimulationError(f"cannot write the failure files to {out}: {exc.strerror}") from exc
+        return {"history": path}
+    if spec.url is not None:
+        return export_failure(found, out, target="url", url=spec.url,
+                              config=None if spec.config is None else Path(spec.config),
+                              reproduction=outcome.reproduction)
+    return export_failure(found, out, target="embedded", factory=spec.factory)
 
 
 def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
@@ -360,11 +312,17 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
     lines = [f"hunt: {len(hunt.done)} of {hunt.shards} shards run, {len(hunt.lost)} lost, {hunt.operations} "
              f"operations, {rate:.0f} operations/s per worker ({hunt.workers} workers), "
              f"{len(hunt.findings)} distinct findings in {hunt.elapsed_s:.1f} s"]
+    here = {o.index: o for o in hunt.done}
     for number, distinct in enumerate(hunt.findings.values(), 1):
         first = distinct.result.seed
-        lines.append(f"finding {number}: {_violated(distinct.result)}, found by shards "
+        lines.append(f"finding {number}: {violated(distinct.result)}, found by shards "
                      f"{', '.join(map(str, sorted(distinct.shards)))} (seed {first} first)")
         lines.append(f"  the shard alone: {rerun_words.replace('{seed}', str(first), 1)}")
+        shard = here.get(distinct.shards[0])
+        if shard is not None and shard.history is not None:
+            away = shard.host and shard.host != socket.gethostname()
+            lines.append(f"  its shard's history: {shard.history}" + (f" (on {shard.host})" if away else ""))
         if "replay file" in distinct.paths:
             lines.append(f"  reproduce with: aidememo-sim replay {distinct.paths['replay file']}")
     return lines
+

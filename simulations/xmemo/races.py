@@ -295,10 +295,13 @@ def _batch_seed(seed: int, index: int) -> int:
 
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,
                  factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None,
-                 progress: Callable[[str], None] | None = None) -> XMemoRun:
+                 progress: Callable[[str], None] | None = None,
+                 on_batch: Callable[[float, int], None] | None = None) -> XMemoRun:
     """Plan and run batches until ``max_batches`` or the budget, then the census; check the history.
 
-    ``progress`` gets a line about every two seconds (batches and operations so far).
+    ``progress`` gets a line about every two seconds (batches and operations so far);
+    ``on_batch(seconds since start, operations so far)`` hears about every batch (a hunt's shard
+    publishes its counts with it).
     """
     started = last_report = time.monotonic()
     run_id = "r" if target is None else f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
@@ -307,11 +310,15 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
     recorder = Recorder()
     batches: list[Batch] = []
     decisions: list[tuple[int, ...]] = []
+    sent = 0
     try:
         while (max_batches is None or len(batches) < max_batches) and time.monotonic() - started < budget_s * 0.8:
             batch = planner.next_batch()
             decisions.append(tuple(execute_batch(tgt, batch, recorder, _batch_seed(seed, len(batches)))))
             batches.append(batch)
+            if on_batch is not None:
+                sent += len(batch.ops)  # a count, not len(history()), which sorts the whole history
+                on_batch(time.monotonic() - started, sent)
             if progress is not None and time.monotonic() - last_report > 2.0:
                 last_report = time.monotonic()
                 progress(f"  {last_report - started:5.1f} s: {len(batches)} batches, {len(recorder.history())} operations")

@@ -3,7 +3,12 @@ and a client whose retry refreshes its request is caught by the same judges."""
 
 from __future__ import annotations
 
+import os
+import re
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 
 import pytest
 
@@ -65,13 +70,48 @@ def test_a_refreshing_retry_is_found() -> None:
                for problem in run.client_findings), run.client_findings
 
 
-def test_the_clients_command_prints_its_replay_and_judges(capsys: pytest.CaptureFixture[str]) -> None:
+def _sh(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
+    return subprocess.run(["sh", "-c", command], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+def test_the_clients_command_prints_its_replay_and_judges(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     from simulations.cli import main
 
-    assert main(["clients", "--seed", "3", "--rounds", "1"]) == 0
+    assert main(["clients", "--seed", "3", "--rounds", "1", "--clients", "2"]) == 0
     out = capsys.readouterr().out
-    assert "replay this run with: aidememo-sim clients --seed 3 --rounds 1 --workers 3 --loss 0.3 --budget 20" in out
+    assert "1 handoffs x 2 clients of agent-b" in out
+    printed = re.search(r"^replay this run with: (.*)$", out, re.MULTILINE)
+    assert printed is not None and printed.group(1) == \
+        "aidememo-sim clients --seed 3 --rounds 1 --clients 2 --loss 0.3 --budget 20"
     assert "answers lost" in out
+    answers = [_sh(printed.group(1), tmp_path) for _ in (1, 2)]  # the printed command, twice
+    assert [a.returncode for a in answers] == [0, 0], answers[0].stdout + answers[0].stderr
+    counts = [re.sub(r" in [\d.]+ s$", "", a.stdout.strip().splitlines()[-1]) for a in answers]
+    assert counts[0] == counts[1] == re.sub(r" in [\d.]+ s$", "", out.strip().splitlines()[-1])
+
+
+def test_clients_workers_in_its_old_meaning_is_refused_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """``clients --workers K`` used to mean K racing clients; it now counts hunt shards, so alone
+    it is refused rather than silently turned into a hunt."""
+    from simulations.cli import main
+
+    assert main(["clients", "--seed", "3", "--rounds", "1", "--workers", "3"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and "--clients 3" in lines[0] and "hunt shards" in lines[0], captured.err
+
+
+def test_clients_takes_the_hunts_workers_and_runs_shards_on_a_local_cluster(tmp_path: Path) -> None:
+    hunt = _sh("aidememo-sim clients --seed 3 --rounds 1 --clients 2 --workers 2 --out found", tmp_path)
+    assert hunt.returncode == 0, hunt.stdout + hunt.stderr
+    assert "2 shards of 1 handoffs x 2 clients" in hunt.stdout
+    assert re.search(r"^hunt: 2 of 2 shards run, 0 lost, [1-9]\d* operations, .* 0 distinct findings", hunt.stdout,
+                     re.MULTILINE), hunt.stdout
+    again = re.search(r"^replay this hunt with: (.*)$", hunt.stdout, re.MULTILINE)
+    assert again is not None
+    assert again.group(1) == "aidememo-sim clients --seed 3 --rounds 1 --clients 2 --loss 0.3 --budget 20 --workers 2"
 
 
 def test_the_clients_command_refuses_bad_input(capsys: pytest.CaptureFixture[str]) -> None:

@@ -15,15 +15,19 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from simulations.hunt import Display, ShardSpec, run_shard, shard_seed
+from simulations.hunt import Display, HuntResult, Progress, run_hunt
+from simulations.shards import ShardSpec, run_shard, shard_seed
 
 Popen = subprocess.Popen[bytes]
 BIN = Path(sys.executable).parent
 MUTANTS = Path(__file__).with_name("mutants.py")
-SEED, BATCHES = 5, 30  # both shards of this hunt find split_decide; --batches makes each shard exact
+# Shards 0, 1 and 2 of root seed 2 each find split_decide as two accepts both answered 200 (one
+# finding; shard 3 finds it as two sends, another); --batches makes each shard exact.
+SEED, BATCHES, SHARDS = 2, 300, 3
 
 
 def _free_port() -> int:
@@ -38,10 +42,29 @@ def _start(*words: str, log: Path) -> Popen:
                             start_new_session=True)
 
 
-def _kill(process: Popen) -> None:
+def _group_gone(group: int, timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(group, 0)
+        except ProcessLookupError:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def _kill(process: subprocess.Popen[Any]) -> None:
+    """Kill ``process`` and its group (a worker's nanny and the worker it spawned), and wait until
+    the group is gone."""
     if process.poll() is None:
         os.killpg(process.pid, signal.SIGKILL)
-    process.wait(10)
+    process.wait(30)
+    try:
+        os.killpg(process.pid, signal.SIGKILL)  # what the group leader left behind
+    except ProcessLookupError:
+        return
+    if not _group_gone(process.pid):
+        raise AssertionError(f"process group {process.pid} outlived SIGKILL")
 
 
 def _env() -> dict[str, str]:
@@ -89,50 +112,56 @@ def test_shard_seeds_are_derived_apart_and_a_shard_is_a_pure_function() -> None:
 
 
 def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
+    """Three shards on two workers; the worker named w1 is killed while it runs one of them."""
     with _cluster(tmp_path) as (address, _scheduler, workers):
         from distributed import Client
 
-        command = (f"aidememo-sim run --seed {SEED} --batches {BATCHES} --budget 60 --workers 2 --scheduler {address} "
-                   f"--ledger {MUTANTS}:split_decide --out {tmp_path / 'found'}")
-        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}"}
-        hunt = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.STDOUT, text=True)
+        command = (f"aidememo-sim run --seed {SEED} --batches {BATCHES} --budget 120 --workers {SHARDS} "
+                   f"--scheduler {address} --ledger {MUTANTS}:split_decide --out {tmp_path / 'found'}")
+        hunt = subprocess.Popen(["sh", "-c", command], cwd=tmp_path, env=_env(), stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
         try:
-            killed = False
+            killed = None
             with Client(address, timeout="30s") as client:
-                deadline = time.monotonic() + 120
-                while not killed and time.monotonic() < deadline and hunt.poll() is None:
-                    busy = {addr for addr, keys in client.processing().items() if keys}
+                deadline = time.monotonic() + 240
+                while killed is None and time.monotonic() < deadline and hunt.poll() is None:
                     names = {addr: info.get("name") for addr, info in client.scheduler_info()["workers"].items()}
-                    if any(names.get(addr) == "w1" for addr in busy):
-                        _kill(workers[1])  # mid-shard: its shard is on it right now
-                        killed = True
+                    for addr, keys in client.processing().items():
+                        if keys and names.get(addr) == "w1":
+                            _kill(workers[1])  # mid-shard: a shard is on it right now
+                            killed = keys[0]
+                            break
                     time.sleep(0.02)
-            output, _ = hunt.communicate(timeout=300)
+            output, _ = hunt.communicate(timeout=600)
         finally:
-            if hunt.poll() is None:
-                hunt.kill()
-        assert killed, output
+            _kill(hunt)
+        assert killed is not None, output
     assert hunt.returncode == 1, output
-    summary = re.search(r"hunt: (\d+) of 2 shards run, (\d+) lost, .* (\d+) distinct findings", output)
+    summary = re.search(r"hunt: (\d+) of (\d+) shards run, (\d+) lost, .* (\d+) distinct findings", output)
     assert summary is not None, output
-    assert summary.groups() == ("2", "0", "1"), output  # the killed worker's shard ran again elsewhere
-    assert "linearizability" in output
+    # The killed worker's shard ran again on the other one: nothing lost, the race reported once.
+    assert summary.groups() == (str(SHARDS), str(SHARDS), "0", "1"), output
+    assert re.search(r"^finding 1: linearizability, found by shards 0, 1, 2 ", output, re.MULTILINE), output
     replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", output, re.MULTILINE)
     assert len(replays) == 1, output
+    found = tmp_path / "found"
+    assert len(list(found.glob("race-seed-*.json"))) == 1
+    # Each shard wrote its own history file (the killed one's shard again, from the start).
+    assert sorted(found.glob("run-seed-*.jsonl")) == sorted(found / f"run-seed-{shard_seed(SEED, i)}.jsonl"
+                                                            for i in range(SHARDS))
     # The cluster is gone: the printed command reproduces the race on this machine alone, twice.
-    answers = [_sh(replays[0] + " --times 2", tmp_path) for _ in (1, 2)]
+    answers = [_sh(replays[0] + " --times 20", tmp_path) for _ in (1, 2)]
     for answer in answers:
         assert answer.returncode == 1, answer.stdout + answer.stderr
-        assert "reproduced 2/2" in answer.stdout
+        assert "reproduced 20/20" in answer.stdout
     assert answers[0].stdout == answers[1].stdout
-    assert len(list((tmp_path / "found").glob("race-seed-*.json"))) == 1
 
 
 def test_a_lost_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> None:
     with _cluster(tmp_path, workers=1) as (address, scheduler, _workers):
         hunt = subprocess.Popen(["sh", "-c", f"aidememo-sim run --seed 3 --budget 60 --workers 2 --scheduler {address}"],
-                                cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                start_new_session=True)
         try:
             assert hunt.stdout is not None
             for line in hunt.stdout:
@@ -141,8 +170,7 @@ def test_a_lost_scheduler_is_one_line_and_a_non_zero_exit(tmp_path: Path) -> Non
             _kill(scheduler)
             _out, err = hunt.communicate(timeout=120)
         finally:
-            if hunt.poll() is None:
-                hunt.kill()
+            _kill(hunt)
     assert hunt.returncode == 2
     lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith(f"aidememo-sim: lost the Dask scheduler at {address}"), err
@@ -161,7 +189,8 @@ pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 def test_ctrl_c_stops_a_hunt_cleanly_with_the_command_that_runs_it_again(tmp_path: Path) -> None:
     hunt = subprocess.Popen([str(BIN / "aidememo-sim"), "run", "--seed", "11", "--budget", "120", "--workers", "2"],
-                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            cwd=tmp_path, env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
     try:
         assert hunt.stdout is not None
         seen = []
@@ -171,9 +200,10 @@ def test_ctrl_c_stops_a_hunt_cleanly_with_the_command_that_runs_it_again(tmp_pat
                 break
         hunt.send_signal(signal.SIGINT)
         out, err = hunt.communicate(timeout=120)
+        # The local cluster's processes went with the hunt: nothing of its process group is left.
+        assert _group_gone(hunt.pid), "a process of the interrupted hunt's local cluster outlived it"
     finally:
-        if hunt.poll() is None:
-            hunt.kill()
+        _kill(hunt)
     assert hunt.returncode == 130, "".join(seen) + out + err
     assert "Traceback" not in err and "Traceback" not in out, err
     assert re.search(r"^hunt: 0 of 2 shards run", out, re.MULTILINE), out
@@ -237,6 +267,42 @@ def test_progress_is_one_live_line_on_a_terminal_and_plain_lines_elsewhere() -> 
     assert log.getvalue().splitlines() == ["  2.0 s: 0 shards done, 2 running", "  4.0 s: 1 shards done, 1 running",
                                            "shard 1 found a linearizability violation",
                                            "  6.0 s: 2 shards done, 0 running", "hunt: 2 of 2 shards run"]
+
+
+STATUS = re.compile(r"^ +[\d.]+ s: (?P<done>\d+) shards done, (?P<running>\d+) running, (?P<queued>\d+) queued, "
+                    r"(?P<lost>\d+) lost, (?P<ops>\d+) operations, \d+ operations/s, (?P<found>\d+) findings so far "
+                    r"\((?P<distinct>\d+) distinct\)$")
+
+
+def test_progress_counts_the_running_shards_and_a_log_gets_plain_lines(tmp_path: Path) -> None:
+    log = io.StringIO()  # not a terminal
+    specs = [ShardSpec(root_seed=7, index=i, actors=3, budget_s=8, max_batches=None, factory=None, out=str(tmp_path))
+             for i in range(2)]
+    hunt = run_hunt(specs, workers=2, scheduler=None, out=tmp_path, display=Display(log, every_s=0.5))
+    text = log.getvalue()
+    assert "\r" not in text and "\x1b" not in text, text
+    assert re.search(r"^dask dashboard: http://\S+$", text, re.MULTILINE), text  # the local cluster serves one
+    status = [m for m in map(STATUS.match, text.splitlines()) if m]
+    running = [int(m["ops"]) for m in status if m["done"] == "0" and m["running"] == "2"]
+    # Before any shard is done the line already counts the running shards' operations, and they grow.
+    counted = [n for n in running if n > 0]  # a shard publishes 0 as it starts
+    assert len(counted) >= 3 and counted[0] < counted[-1], text
+    assert running == sorted(running), text
+    assert len(hunt.done) == 2 and hunt.operations >= running[-1]
+
+
+def test_the_status_line_counts_what_running_shards_published() -> None:
+    hunt = HuntResult(shards=3)
+    progress = Progress()
+    progress.heard((1.0, {"index": 0, "operations": 40, "found": None}))
+    progress.heard((1.5, {"index": 1, "operations": 10, "found": "linearizability"}))
+    progress.heard((2.0, {"index": 0, "operations": 90, "found": None}))  # the latest counts
+    progress.heard((2.0, "not a shard's message"))
+    line = progress.line(hunt, 2.0)
+    assert STATUS.match(line) and "0 shards done, 2 running, 1 queued, 0 lost, 100 operations" in line
+    assert "1 findings so far (0 distinct)" in line
+    progress.heard((3.0, {"index": 1, "operations": 30, "found": "linearizability"}))
+    assert "120 operations, 20 operations/s" in progress.line(hunt, 3.0)
 
 
 @pytest.mark.slow

@@ -1,0 +1,222 @@
+"""Hunt shards: what one Dask task runs, and the progress it publishes while it runs.
+
+A shard is an ordinary campaign (AideMemo's ``run_campaign`` then ``shrink``, the XMemo one, or
+the remote client's), with a seed derived from the hunt's printed root seed and its shard
+number, on its own embedded reference or, against a server, in a project the coordinator
+provisioned for it alone. An AideMemo shard writes its history to its own JSON-lines file in the
+hunt's output folder (``run-seed-SEED.jsonl``, the file ``aidememo-sim run --seed SEED`` writes),
+through the same ``history_file`` path a single-process run takes, so a shard keeps in memory
+only what its checks need and its finding is explained from that file. A shard is a pure
+function of its ``ShardSpec``: when a worker dies Dask runs it again elsewhere and nothing else
+of the hunt changes. This module runs on the workers; it writes no finding (the coordinator
+does, once) and prints nothing.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import socket
+import tempfile
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from simulations.campaign import RunResult, run_campaign
+from simulations.clients import ClientRun
+from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
+from simulations.targets import HttpTarget, load_factory
+from simulations.xmemo.races import XMemoRun
+
+__all__ = ["PUBLISH_S", "Found", "ShardOutcome", "ShardSpec", "history_path", "run_shard", "shard_seed"]
+
+PUBLISH_S = 1.0  # how often a running shard publishes its counts: often enough for a live line
+Found = RunResult | XMemoRun | ClientRun  # what a shard found, shrunk where its kind shrinks
+
+
+def shard_seed(root: int, index: int) -> int:
+    """Shard ``index``'s seed: a hash of the root seed and the shard number (32 bits, as printed seeds)."""
+    digest = hashlib.blake2b(f"aidememo-sim shard {root} {index}".encode(), digest_size=4).digest()
+    return int.from_bytes(digest, "big")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardSpec:
+    """Everything a shard needs; the same spec gives the same campaign (``--batches`` exactly)."""
+
+    root_seed: int
+    index: int
+    actors: int
+    budget_s: float
+    max_batches: int | None
+    factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
+    protocol: str = "aidememo"  # "xmemo": an XMemo campaign; "clients": the remote client's races
+    # The hunt's output folder (absolute): an AideMemo shard writes its history there. None: the
+    # shard keeps its history in memory (a library caller's choice, never the command line's).
+    out: str | None = None
+    # A server by URL: the project the coordinator provisioned for this shard alone, and its
+    # actors' tokens (in memory only: never printed, logged or written; repr hides them).
+    url: str | None = None
+    project: str | None = None
+    tokens: Mapping[str, str] = field(default_factory=dict, repr=False)
+    timeout_s: float = 10.0
+    config: str | None = None  # the target file, recorded in a replay file so a replay provisions again
+    # ``clients`` only: handoffs, racing clients per handoff, share of the answers lost.
+    rounds: int = 4
+    clients: int = 3
+    loss: float = 0.3
+    topic: str | None = None  # the Dask event topic the coordinator reads progress from
+
+    @property
+    def seed(self) -> int:
+        return shard_seed(self.root_seed, self.index)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShardOutcome:
+    index: int
+    seed: int
+    batches: int
+    operations: int
+    elapsed_s: float
+    verdict: str
+    found: Found | None  # the shrunk failing campaign, when the shard found one
+    reproduction: tuple[int, int] | None = None  # over a URL: how often the shrunk case reproduced
+    history: str | None = None  # the shard's history file, on the machine ``host`` names
+    host: str = ""
+
+
+def history_path(spec: ShardSpec) -> Path | None:
+    """Where an AideMemo shard writes its history: the hunt's ``--out`` folder, as the shard run
+    alone would; on a worker that cannot write there (another machine), its temporary folder."""
+    if spec.out is None or spec.protocol != "aidememo":
+        return None
+    name = f"run-seed-{spec.seed}.jsonl"
+    for folder in (Path(spec.out), Path(tempfile.gettempdir()) / f"aidememo-sim-hunt-{spec.root_seed}"):
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder / name
+    return None
+
+
+def run_shard(spec: ShardSpec) -> ShardOutcome:
+    """One shard on a worker: its campaign, shrunk when it fails, publishing progress as it runs."""
+    publish = _publisher(spec)
+    publish(0.0, 0, None)
+    if spec.protocol == "xmemo":
+        outcome = _xmemo_shard(spec, publish)
+    elif spec.protocol == "clients":
+        outcome = _clients_shard(spec, publish)
+    else:
+        outcome = _aidememo_shard(spec, publish)
+    publish(outcome.elapsed_s, outcome.operations, _violated_word(outcome.found), force=True, done=True)
+    return outcome
+
+
+def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
+    """A campaign on its own embedded reference or, with a URL, in its own project: found,
+    shrunk and (over a URL) measured there, as one process does."""
+    target = None if spec.url is None else HttpTarget(spec.url, str(spec.project), spec.tokens,
+                                                      timeout_s=spec.timeout_s)
+    factory = load_factory(spec.factory)
+    history = history_path(spec)
+    result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s, max_batches=spec.max_batches,
+                          factory=factory, target=target, history_file=history,
+                          on_batch=lambda seconds, operations: publish(seconds, operations, None))
+    found, rate = None, None
+    if result.finding is not None:
+        publish(result.elapsed_s, result.operations, result.finding.kind, force=True)  # before the shrinking
+        if target is None:
+            found = shrink(result, factory)
+        else:
+            found = shrink_over_http(result, target)
+            rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
+                        operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict.value,
+                        found=found, reproduction=rate, history=None if history is None else str(history),
+                        host=socket.gethostname())
+
+
+def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
+    from simulations.xmemo import races
+
+    factory = load_factory(spec.factory) if spec.factory else races.reference_factory
+    run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
+                             on_batch=lambda seconds, operations: publish(seconds, operations, None))
+    found = None
+    if run.finding is not None:
+        publish(run.elapsed_s, len(run.history), run.finding.requirement, force=True)
+        found = races.shrink(run, factory)
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(run.plan.batches), operations=len(run.history),
+                        elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found,
+                        host=socket.gethostname())
+
+
+def _clients_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
+    """The remote client's races (``aidememo-sim clients``): embedded under the shard's seed, or
+    in the shard's own project on the server. They are not shrunk: the shard's seed is the case."""
+    from simulations.campaign import fresh_run_id
+    from simulations.clients import run_client_campaign
+    from simulations.targets import EmbeddedTarget, Target
+
+    actors = ("agent-a", "agent-b", "agent-c")
+    target: Target = (EmbeddedTarget(actors, seed=spec.seed) if spec.url is None else
+                      HttpTarget(spec.url, str(spec.project), spec.tokens, timeout_s=spec.timeout_s))
+    try:
+        run = run_client_campaign(target, seed=spec.seed, run_id="r" if spec.url is None else fresh_run_id(spec.seed),
+                                  rounds=spec.rounds, workers=spec.clients, loss=spec.loss, budget_s=spec.budget_s,
+                                  on_round=lambda seconds, operations: publish(seconds, operations, None))
+    finally:
+        target.close()
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.rounds, operations=len(run.history),
+                        elapsed_s=run.elapsed_s, verdict="ok" if run.clean else "illegal",
+                        found=None if run.clean else run, host=socket.gethostname())
+
+
+def _violated_word(found: Found | None) -> str | None:
+    if found is None:
+        return None
+    if isinstance(found, XMemoRun):
+        return found.finding.requirement if found.finding is not None else "xmemo"
+    if isinstance(found, ClientRun):
+        return "client" if found.finding is None else found.finding.kind
+    return found.finding.kind if found.finding is not None else "finding"
+
+
+class _Publish:
+    """A running shard's counts, sent as Dask worker events (``log_event``) on the hunt's topic at
+    most every ``PUBLISH_S``; the coordinator subscribes to the topic (``subscribe_topic``). Outside
+    a Dask worker (a shard run in-process) it sends nothing."""
+
+    def __init__(self, spec: ShardSpec, send: Callable[[str, object], None] | None) -> None:
+        self._spec, self._send = spec, send
+        self._last = float("-inf")
+        self._found: str | None = None
+
+    def __call__(self, seconds: float, operations: int, found: str | None, *, force: bool = False,
+                 done: bool = False) -> None:
+        self._found = found or self._found
+        if self._send is None or self._spec.topic is None:
+            return
+        now = time.monotonic()
+        if not force and now - self._last < PUBLISH_S:
+            return
+        self._last = now
+        self._send(self._spec.topic, {"index": self._spec.index, "operations": operations,
+                                      "seconds": round(seconds, 3), "found": self._found, "done": done})
+
+
+def _publisher(spec: ShardSpec) -> _Publish:
+    if spec.topic is None:
+        return _Publish(spec, None)
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not on a Dask worker
+        return _Publish(spec, None)
+    return _Publish(spec, worker.log_event)
