@@ -38,6 +38,7 @@ from conformance.schedule import LATE_MARKER, LATE_WORKER, late_collection, late
 from conformance.settings import Setting, Settings, SettingsInput, resolve
 
 if TYPE_CHECKING:
+    from conformance.overlap import Overlap
     from conformance.profile import Target, TargetDescription
     from conformance.registry import Registry
     from conformance.reports.baseline import Baseline
@@ -95,6 +96,7 @@ class _RunState:
         self.collected_sent = False  # a worker has told the controller what it collected
         self.summary: dict[str, Any] | None = None
         self.others = {p.prefix: p.name for p in installed_profiles().values() if p.name != self.profile.name}
+        self.overlap: Overlap | None = None  # the checks started ahead, once the first sets up
 
     def target_or_start(self) -> Target:
         if self.target is None:
@@ -287,6 +289,9 @@ def conformance_target(request: pytest.FixtureRequest) -> Generator[Any, None, N
     except ConfigError as exc:
         pytest.exit(f"aidememo: {exc}", returncode=2)
     yield target
+    if state.overlap is not None:  # the checks still running use the target
+        state.overlap.close()
+        state.overlap = None
     target.close()
     state.target = None
 
@@ -300,7 +305,36 @@ def world(request: pytest.FixtureRequest, conformance_target: Any) -> Any:
     instance = _world_of(state, request.node, conformance_target)
     for capability in _needs(state, request.node):
         conformance_target.claims.require(capability)
+    _start_ahead(state, request.node, conformance_target)
     return instance
+
+
+def _start_ahead(state: _RunState, item: pytest.Item, target: Any) -> None:
+    """Start this check and the checks after it, ``overlap`` at a time, if the profile asks (see
+    ``conformance.overlap``; not under xdist, whose workers do not know the checks they will get)."""
+    if state.profile.overlap <= 1 or state.overlap is not None or hasattr(item.config, "workerinput"):
+        return
+    from functools import partial
+
+    from conformance.overlap import Overlap, runs_ahead
+
+    state.overlap = overlap = Overlap(state.profile.overlap)
+    items = item.session.items
+    start = next((n for n, other in enumerate(items) if other is item), len(items))
+    for other in items[start:]:
+        if _requirement_of(other) and runs_ahead(other) and all(target.claims.claimed(n) for n in _needs(state, other)):
+            overlap.start(other.nodeid, partial(getattr(other, "obj"), world=_world_of(state, other, target)))
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_pyfunc_call(pyfuncitem: pytest.Function) -> bool | None:
+    """A check started ahead: its outcome, raised as it raised (else pytest calls it)."""
+    state = pyfuncitem.config.stash.get(_STATE, None)
+    future = state.overlap.outcome(pyfuncitem.nodeid) if state is not None and state.overlap is not None else None
+    if future is None:
+        return None
+    future.result()
+    return True
 
 
 def _needs(state: _RunState, item: pytest.Item) -> list[str]:

@@ -103,8 +103,12 @@ def run_command(
     max_output_bytes: int,
     cwd: str | None = None,
     actor: str | None = None,
+    unrecorded_env: Mapping[str, str] | None = None,
 ) -> CommandExchange:
     """Run one command within the bounds and record it.
+
+    ``env`` is what the check sets and the transcript shows; ``unrecorded_env`` is the kit's own
+    plumbing that changes nothing the command answers (a bytecode cache), so it is left out.
 
     Raises:
         TargetError: it could not start, outlived ``timeout_s`` or printed more than the bound.
@@ -114,7 +118,7 @@ def run_command(
     base = {"argv": tuple(argv), "env": tuple(extra.items()), "stdin": stdin, "actor": actor}
     try:
         process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**os.environ, **extra}, cwd=cwd)
+                                   env={**os.environ, **(unrecorded_env or {}), **extra}, cwd=cwd)
     except OSError as exc:
         exchange = CommandExchange(**base, exit_code=None, error=f"cannot start: {exc.strerror or exc}")  # type: ignore[arg-type]
         if transcript is not None:

@@ -197,6 +197,9 @@ class Profile:
     # ``diff``: (parsed arguments, settings, the command's own words) -> exit status; None: the
     # profile has no reference to compare a target against.
     diff: Callable[[Any, Settings, list[str]], int] | None = None
+    # ``overlap``: how many checks one process may run at once (``conformance.overlap``), for checks
+    # that spend their time waiting on the target and share nothing; 1 runs them one by one.
+    overlap: int = 1
 
     @property
     def capability_names(self) -> tuple[str, ...]:

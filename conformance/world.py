@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import random
 import secrets
+import threading
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,6 +33,9 @@ def new_credential(prefix: str) -> str:
 
 
 _FAKERS: list[Any] = []  # the process's one Faker: building one registers some 25 providers
+# Held while the one Faker draws for a world: checks run ahead in threads (conformance.overlap)
+# would otherwise draw from each other's randomness.
+_FAKER_LOCK = threading.Lock()
 
 
 def _faker() -> Any:
@@ -78,13 +82,14 @@ class BaseWorld:
 
     def text(self, what: str) -> str:
         """A realistic, seeded sentence labelled ``what``."""
-        faker = _faker()
         if self._faker is None:
             # What seed_instance does to a Faker of its own: a Random seeded so. Each world keeps
             # its own, so worlds built ahead (and their interleaved texts) draw what they drew alone.
             self._faker = random.Random(self.rng.getrandbits(64))
-        faker.random = self._faker
-        return f"{what}: {faker.sentence(nb_words=6)}"
+        with _FAKER_LOCK:
+            faker = _faker()
+            faker.random = self._faker
+            return f"{what}: {faker.sentence(nb_words=6)}"
 
     def warn(self, message: str) -> None:
         """Record a tolerated departure; a passing check with warnings reads as WARN."""

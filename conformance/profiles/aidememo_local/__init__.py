@@ -39,4 +39,7 @@ PROFILE = Profile(
     start=lazy("conformance.profiles.aidememo_local.target:start"),
     world=lazy("conformance.profiles.aidememo_local.world:LocalWorld.build"),
     describe=describe,
+    # Each check is a few dozen processes of the CLI on a store (and, remote, a project) of its own,
+    # so three run at once (conformance.overlap).
+    overlap=3,
 )

@@ -16,6 +16,7 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
@@ -40,19 +41,21 @@ class RemoteServer:
     _stack: ExitStack
     _workdir: str
     _http: Any = None
+    _opening: threading.Lock = field(default_factory=threading.Lock)  # checks run in threads
 
     def provision(self, project: str, actor: str, token: str) -> None:
         self._ledger.provision(tenant_id=TENANT, project_id=project, actor_id=actor, token=token, role="writer")
 
     def get(self, path: str, token: str, params: Mapping[str, Any]) -> Any:
         """The server's answer to one GET, read directly (beside the CLI under test)."""
-        if self._http is None:
-            import httpx
+        with self._opening:
+            if self._http is None:
+                import httpx
 
-            # One client for the run, over plain HTTP: a client per read loaded the CA bundle
-            # each time (a fifth of a second apiece on a loaded machine), for a loopback URL.
-            self._http = httpx.Client(base_url=self.url, transport=httpx.HTTPTransport(verify=False), timeout=30)
-            self._stack.callback(self._http.close)
+                # One client for the run, over plain HTTP: a client per read loaded the CA bundle
+                # each time (a fifth of a second apiece on a loaded machine), for a loopback URL.
+                self._http = httpx.Client(base_url=self.url, transport=httpx.HTTPTransport(verify=False), timeout=30)
+                self._stack.callback(self._http.close)
         return self._http.get(path, params=dict(params), headers={"Authorization": f"Bearer {token}"})
 
     def close(self) -> None:
