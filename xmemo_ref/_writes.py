@@ -22,9 +22,11 @@ before ``decide`` runs, in the same transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
+
+from refkit.records import distinct
 
 from ._errors import RequestError
 from ._records import Caller, Kind, Memory, MemoryType, quick_init
@@ -45,9 +47,10 @@ __all__ = [
 DEFAULT_STATUS: Final = "active"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Remember:
+@distinct
+class Remember(NamedTuple):
+    """``POST /v1/remember`` (and MCP ``remember``), decoded: a tuple record, one per capture."""
+
     content: str
     path: str
     bucket: str
@@ -104,9 +107,8 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WriteDecision:
+@distinct
+class WriteDecision(NamedTuple):
     outcome: Outcome
     memory: Memory  # the row as it is after the write
 
@@ -166,7 +168,7 @@ def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
 
 def _revise(old: Memory, new: Memory, now_ms: int) -> Memory:
     """``old``'s identity (id, creation time) with ``new``'s content and writer, one version on."""
-    return replace(new, id=old.id, version=old.version + 1, created_at_ms=old.created_at_ms, updated_at_ms=now_ms)
+    return new._replace(id=old.id, version=old.version + 1, created_at_ms=old.created_at_ms, updated_at_ms=now_ms)
 
 
 def decide(write: Write, existing: Existing, caller: Caller, now_ms: int, new_id: str) -> WriteDecision:

@@ -144,7 +144,7 @@ def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape() -> Non
                   agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1,
                   created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
     _hot.answer_text(base, "created", None)
-    again = Memory(**{**{f: getattr(base, f) for f in Memory.__dataclass_fields__},
+    again = Memory(**{**{f: getattr(base, f) for f in Memory._fields},
                       "id": "m2", "content": 'two "quoted" ☃', "path": "q", "created_at_ms": 5, "updated_at_ms": 9})
     shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, again.semantic_key,
              again.state_key, again.event_type, again.session_id, again.source, again.agent_id,

@@ -30,7 +30,7 @@ def memory(mid: str = "m1", *, agent: str | None = "claude", instance: str | Non
         agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1, created_at_ms=updated,
         updated_at_ms=updated, expires_at_ms=None,
     )
-    return replace(base, **fields)  # type: ignore[arg-type]
+    return base._replace(**fields)  # type: ignore[arg-type]
 
 
 # (caller agent, caller instance, writer agent, writer instance) -> relation
@@ -169,7 +169,7 @@ def remember(content: str = "text", **fields: object) -> Remember:
     base = Remember(content=content, path="notes", bucket="work", scope="memory-os", team_id=None,
                     memory_type=MemoryType.SEMANTIC, status="active", importance=None, confidence=None,
                     semantic_key=None, dedupe=False, source=None, metadata_json="{}", expires_at_ms=None)
-    return replace(base, **fields)  # type: ignore[arg-type]
+    return base._replace(**fields)  # type: ignore[arg-type]
 
 
 CODEX = resolve_caller(UNBOUND, asserted_agent_id="codex", asserted_instance_id=None)
