@@ -40,6 +40,7 @@ _PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id
                                   "memory_type"})
 _CACHED: Final = 1_024  # entries per cache: one per credential and agent seen, cleared when full
 _string: Final = json.encoder.encode_basestring  # as _codec escapes strings
+_tuple_new: Final = tuple.__new__
 
 
 def _label(value: object, limit: int) -> bool:
@@ -66,10 +67,9 @@ def plain_remember(body: object) -> Remember | None:
             and content.strip()):
         return None
     # decode_remember's record for these fields, the others at what their absence gives.
-    return Remember(content=content, path=path, bucket=bucket, scope=scope, team_id=team_id,
-                    memory_type=_STORED_TYPES[memory_type or "auto"], status=DEFAULT_STATUS, importance=None,
-                    confidence=None, semantic_key=semantic_key, dedupe=False, source=source, metadata_json="{}",
-                    expires_at_ms=None, memory_id=None)
+    # (Positionally, in Remember's field order: a third of the keyword call's cost.)
+    return _tuple_new(Remember, (content, path, bucket, scope, team_id, _STORED_TYPES[memory_type or "auto"],
+                                 DEFAULT_STATUS, None, None, semantic_key, False, source, "{}", None, None))
 
 
 _digests: dict[tuple[str | None, str | None], bytes] = {}  # (x-api-key, authorization) -> key digest
