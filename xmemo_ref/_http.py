@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
+from refkit.records import distinct
 from refkit.response import Response
 
 from ._codec import compact_json
 from ._errors import RequestError
-from ._records import quick_init
 
 __all__ = [
     "HttpRequest",
@@ -39,9 +38,10 @@ _JSON: Final = (("content-type", "application/json"),)
 _VISIBLE: Final = re.compile(r"[!-~]*\Z")  # visible ASCII: 0x21 to 0x7E
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class HttpRequest:
+@distinct
+class HttpRequest(NamedTuple):
+    """One request as the routes see it (a tuple record: one is built per request)."""
+
     method: str
     query: str
     headers: dict[str, str]  # lower-cased names; the first of repeated headers wins
@@ -54,7 +54,7 @@ class HttpRequest:
         headers: dict[str, str] = {}
         for name, value in pairs:
             headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-        return cls(method=method, query=query, headers=headers, body=body, deferred=deferred)
+        return cls(method, query, headers, body, deferred)
 
 
 def json_response(value: object, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:

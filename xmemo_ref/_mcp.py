@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cache
 from typing import Any, Final
 
@@ -241,7 +240,7 @@ class McpEndpoint:
             body["bucket"] = args.get("bucket", "public")  # the hosted tool's default bucket
             if (metadata := _metadata(args)) is not None:
                 body["metadata"] = metadata
-            write = replace(decode_remember(body), memory_id=args.get("memory_id"))
+            write = decode_remember(body)._replace(memory_id=args.get("memory_id"))
             return ops.write(caller, write, route="remember")[0]
         if name == "update_state":
             caller = caller_for(None, None)

@@ -28,7 +28,7 @@ from ._decode import (
     parse_body,
 )
 from ._errors import KeyChanged, RequestError
-from ._hot import caller_of, digest_of, plain_remember
+from ._hot import caller_of, digest_of, plain_json, plain_remember
 from ._http import AUDIT_HEADER, HttpRequest, error_response, json_response
 from ._mcp import McpEndpoint
 from ._operations import Operations, Rules
@@ -162,7 +162,7 @@ class XMemoService:
                plain: Callable[[object], Write | None] | None = None) -> Response:
         caller = self._caller(request)
         self.ops.require(caller, WRITE_SCOPE)
-        body = parse_body(request.body)
+        body = plain_json(request.body)  # parse_body's answer (``_hot``)
         headers = request.headers
         write = None
         if plain is not None and "idempotency-key" not in headers and "x-idempotency-key" not in headers:

@@ -303,7 +303,7 @@ class SQLiteXMemoStore:
         numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
         if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
             # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
-            memory = replace(memory, importance=real(memory.importance), confidence=real(memory.confidence))
+            memory = memory._replace(importance=real(memory.importance), confidence=real(memory.confidence))
         state = self._state
         try:
             with state.lock:

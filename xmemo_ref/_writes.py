@@ -22,9 +22,11 @@ before ``decide`` runs, in the same transaction.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Final, Protocol
+from typing import Final, NamedTuple, Protocol
+
+from refkit.records import distinct
 
 from ._errors import RequestError
 from ._records import Caller, Kind, Memory, MemoryType, quick_init
@@ -43,11 +45,13 @@ __all__ = [
 ]
 
 DEFAULT_STATUS: Final = "active"
+_tuple_new: Final = tuple.__new__
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Remember:
+@distinct
+class Remember(NamedTuple):
+    """``POST /v1/remember`` (and MCP ``remember``), decoded: a tuple record, one per capture."""
+
     content: str
     path: str
     bucket: str
@@ -104,9 +108,8 @@ class Outcome(StrEnum):
     UNCHANGED = "unchanged"
 
 
-@quick_init
-@dataclass(frozen=True, slots=True, kw_only=True)
-class WriteDecision:
+@distinct
+class WriteDecision(NamedTuple):
     outcome: Outcome
     memory: Memory  # the row as it is after the write
 
@@ -133,16 +136,14 @@ def compose_state(content: str, current_task: str, next_action: str, blocked_rea
 
 
 def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
-    if isinstance(write, Remember):  # every capture's record: built in one step
-        return Memory(
-            id=new_id, tenant=caller.principal.tenant, kind=Kind.MEMORY, content=write.content, path=write.path,
-            bucket=write.bucket, scope=write.scope, team_id=write.team_id, memory_type=write.memory_type,
-            status=write.status, importance=write.importance, confidence=write.confidence,
-            semantic_key=write.semantic_key, state_key=None, event_type=None, session_id=None, source=write.source,
-            agent_id=caller.agent_id, agent_instance_id_hash=caller.agent_instance_id_hash, agent_trust=caller.trust,
-            metadata_json=write.metadata_json, version=1, created_at_ms=now_ms, updated_at_ms=now_ms,
-            expires_at_ms=write.expires_at_ms,
-        )
+    if isinstance(write, Remember):
+        # Every capture's record, built positionally in Memory's field order (a third of the
+        # keyword call's cost); tests/xmemo/test_rules.py holds it to the keyword spelling.
+        return _tuple_new(Memory, (
+            new_id, caller.principal.tenant, Kind.MEMORY, write.content, write.path, write.bucket, write.scope,
+            write.team_id, write.memory_type, write.status, write.importance, write.confidence, write.semantic_key,
+            None, None, None, write.source, caller.agent_id, caller.agent_instance_id_hash, caller.trust,
+            write.metadata_json, 1, now_ms, now_ms, write.expires_at_ms))
     if isinstance(write, UpdateState):
         kind, path, memory_type, status = Kind.STATE, f"state/{write.state_key}", MemoryType.WORKING, DEFAULT_STATUS
         importance, confidence = None, None
@@ -166,7 +167,7 @@ def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
 
 def _revise(old: Memory, new: Memory, now_ms: int) -> Memory:
     """``old``'s identity (id, creation time) with ``new``'s content and writer, one version on."""
-    return replace(new, id=old.id, version=old.version + 1, created_at_ms=old.created_at_ms, updated_at_ms=now_ms)
+    return new._replace(id=old.id, version=old.version + 1, created_at_ms=old.created_at_ms, updated_at_ms=now_ms)
 
 
 def decide(write: Write, existing: Existing, caller: Caller, now_ms: int, new_id: str) -> WriteDecision:

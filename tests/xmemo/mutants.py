@@ -286,13 +286,13 @@ def replay_stored_twice(database: str) -> XMemoReference:
 def semantic_duplicates(database: str) -> XMemoReference:
     """Writes a new memory for a repeated semantic_key with the same content."""
     return _ref(database, rules=_deciding(
-        lambda w: replace(w, semantic_key=None, dedupe=False) if isinstance(w, _writes.Remember) else w))
+        lambda w: w._replace(semantic_key=None, dedupe=False) if isinstance(w, _writes.Remember) else w))
 
 
 def _state_appends(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
     decision = _writes.decide(write, existing, caller, now_ms, new_id)
     if isinstance(write, _writes.UpdateState) and decision.outcome is _writes.Outcome.UPDATED:
-        fresh = replace(decision.memory, id=new_id, kind=Kind.EVENT, state_key=None)
+        fresh = decision.memory._replace(id=new_id, kind=Kind.EVENT, state_key=None)
         return _writes.WriteDecision(outcome=_writes.Outcome.CREATED, memory=fresh)
     return decision
 
@@ -300,7 +300,7 @@ def _state_appends(write: Any, existing: Any, caller: Caller, now_ms: int, new_i
 def _state_unversioned(write: Any, existing: Any, caller: Caller, now_ms: int, new_id: str) -> Any:
     decision = _writes.decide(write, existing, caller, now_ms, new_id)
     if isinstance(write, _writes.UpdateState) and decision.outcome is _writes.Outcome.UPDATED:
-        return replace(decision, memory=replace(decision.memory, version=decision.memory.version - 1))
+        return decision._replace(memory=decision.memory._replace(version=decision.memory.version - 1))
     return decision
 
 
@@ -337,7 +337,7 @@ def empty_accepted(database: str) -> XMemoReference:
 
     def lenient(body: object) -> Any:
         if isinstance(body, dict) and isinstance(body.get("content"), str) and not body["content"].strip():
-            return replace(original({**body, "content": "placeholder"}), content=body["content"])
+            return original({**body, "content": "placeholder"})._replace(content=body["content"])
         return original(body)
 
     service = reference.service
@@ -355,13 +355,13 @@ def short_ids(database: str) -> XMemoReference:
 def status_dropped(database: str) -> XMemoReference:
     """Ignores ``status`` on remember (a task's started/completed reads back as active)."""
     return _ref(database, rules=_deciding(
-        lambda w: replace(w, status=_writes.DEFAULT_STATUS) if isinstance(w, _writes.Remember) else w))
+        lambda w: w._replace(status=_writes.DEFAULT_STATUS) if isinstance(w, _writes.Remember) else w))
 
 
 def semantic_as_episodic(database: str) -> XMemoReference:
     """Stores decisions and bug fixes (semantic) as episodic memories."""
     return _ref(database, rules=_deciding(
-        lambda w: replace(w, memory_type=MemoryType.EPISODIC)
+        lambda w: w._replace(memory_type=MemoryType.EPISODIC)
         if isinstance(w, _writes.Remember) and w.memory_type is MemoryType.SEMANTIC else w))
 
 

@@ -56,7 +56,7 @@ def test_the_answer_text_is_the_answer_object_written_by_json(memory: Memory, ou
     back = memory_from_json(TENANT, json.loads(text))
     floats = {"importance": None if memory.importance is None else float(memory.importance),
               "confidence": None if memory.confidence is None else float(memory.confidence)}
-    assert back == Memory(**{**{f: getattr(memory, f) for f in Memory.__dataclass_fields__}, **floats})
+    assert back == Memory(**{**{f: getattr(memory, f) for f in Memory._fields}, **floats})
 
 
 bodies = st.dictionaries(

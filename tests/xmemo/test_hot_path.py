@@ -23,7 +23,7 @@ from aidememo_ref import ManualClock
 from xmemo_ref import XMemoReference, _hot, _service
 from xmemo_ref._boundary import resolve_caller
 from xmemo_ref._codec import answer_text as general_answer_text
-from xmemo_ref._decode import decode_remember, idempotency_key
+from xmemo_ref._decode import decode_remember, idempotency_key, parse_body
 from xmemo_ref._errors import RequestError
 from xmemo_ref._http import AGENT_HEADER, INSTANCE_HEADER, agent_header, credential
 from xmemo_ref._keys import key_digest
@@ -144,7 +144,7 @@ def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape() -> Non
                   agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1,
                   created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
     _hot.answer_text(base, "created", None)
-    again = Memory(**{**{f: getattr(base, f) for f in Memory.__dataclass_fields__},
+    again = Memory(**{**{f: getattr(base, f) for f in Memory._fields},
                       "id": "m2", "content": 'two "quoted" ☃', "path": "q", "created_at_ms": 5, "updated_at_ms": 9})
     shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, again.semantic_key,
              again.state_key, again.event_type, again.session_id, again.source, again.agent_id,
@@ -177,6 +177,26 @@ def pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[XMemoReference, XMem
 raw_bodies = st.one_of(bodies.map(lambda b: json.dumps(b).encode()),
                        st.sampled_from([b"", b"{", b"[]", b"null", b'{"content": "a", "path": "p"} x', b"\xff",
                                         b'{"content": "\\ud800", "path": "p"}']))
+# Bodies that start as one JSON object and then go wrong, or end in a brace that is not its own.
+EDGE_BYTES = [b"{}", b"{ }", b'{"a": 1} }', b'{"a": 1}}', b'{"a": 1} x}', b'{"a": {}', b'{"a": "}', b"{\x00}",
+              b'{"a": "\xff"}', b'{"a": "\\ud800"}', b'{"a": 1, }', b'{"a": NaN}', b'{"a": 1e999}', b' {"a": 1}',
+              b'{"a": 1} ', b'{"a": 1}\n', b'{"a": "\x01"}', b'{"a":1,"a":2}', b"{" + b'"a":[' * 50 + b"]" * 50 + b"}"]
+
+
+def _parsed(parse: Callable[[bytes], object], raw: bytes) -> object:
+    try:
+        return repr(parse(raw))  # repr: NaN is not equal to itself, and 1 == 1.0
+    except RequestError as error:
+        return error.status, error.detail
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.sampled_from(EDGE_BYTES), st.binary(max_size=12).map(lambda tail: b'{"a": ' + tail),
+                 bodies.map(lambda b: json.dumps(b).encode())))
+def test_the_direct_scan_parses_as_parse_body(raw: bytes) -> None:
+    assert _parsed(_hot.plain_json, raw) == _parsed(parse_body, raw)
+
+
 sent_headers = st.sampled_from([{}, {"idempotency-key": "k1"}, {AGENT_HEADER: "codex"}, {AGENT_HEADER: "x" * 129},
                                 {"x-idempotency-key": "k2", AGENT_HEADER: "claude"}])
 
@@ -191,6 +211,7 @@ def test_a_capture_answers_as_it_does_without_the_one_pass_decoder(
     fast = hot.service.handle("POST", "/v1/remember", headers, body)
     with monkeypatch.context() as patched:
         patched.setattr(_service, "plain_remember", lambda body: None)
+        patched.setattr(_service, "plain_json", parse_body)
         slow = general.service.handle("POST", "/v1/remember", headers, body)
     def seen(response: Any) -> tuple[int, list[tuple[str, str]], bytes]:
         return response.status, [h for h in response.headers if h[0] != "X-XMemo-Audit-ID"], response.body

@@ -12,7 +12,6 @@ are common.
 
 from __future__ import annotations
 
-from dataclasses import replace
 from typing import Any
 
 from hypothesis import given, settings
@@ -117,9 +116,9 @@ def test_a_rewritten_memory_leaves_its_old_terms_behind() -> None:
                   agent_id=None, agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}",
                   version=1, created_at_ms=1, updated_at_ms=1, expires_at_ms=None)
     tenant.put(base)
-    tenant.put(replace(base, id="m-2", content="deploy"))
+    tenant.put(base._replace(id="m-2", content="deploy"))
     assert indexed(tenant, "memory-os", "redis", True, NOW)[0][0] == "m-1"
-    tenant.put(replace(base, content="deploy adapter", scope="other", version=2, updated_at_ms=2))
+    tenant.put(base._replace(content="deploy adapter", scope="other", version=2, updated_at_ms=2))
     partition = tenant.recall.partition(tenant.memories, "memory-os")
     assert "redis" not in partition.postings and set(partition.docs) == {"m-2"}
     assert indexed(tenant, None, "redis", True, NOW) == scanned(tenant, None, "redis", True, NOW)

@@ -30,7 +30,7 @@ def memory(mid: str = "m1", *, agent: str | None = "claude", instance: str | Non
         agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1, created_at_ms=updated,
         updated_at_ms=updated, expires_at_ms=None,
     )
-    return replace(base, **fields)  # type: ignore[arg-type]
+    return base._replace(**fields)  # type: ignore[arg-type]
 
 
 # (caller agent, caller instance, writer agent, writer instance) -> relation
@@ -169,7 +169,7 @@ def remember(content: str = "text", **fields: object) -> Remember:
     base = Remember(content=content, path="notes", bucket="work", scope="memory-os", team_id=None,
                     memory_type=MemoryType.SEMANTIC, status="active", importance=None, confidence=None,
                     semantic_key=None, dedupe=False, source=None, metadata_json="{}", expires_at_ms=None)
-    return replace(base, **fields)  # type: ignore[arg-type]
+    return base._replace(**fields)  # type: ignore[arg-type]
 
 
 CODEX = resolve_caller(UNBOUND, asserted_agent_id="codex", asserted_instance_id=None)
@@ -190,6 +190,21 @@ def test_remember_decisions(write: Remember, existing: Existing, outcome: Outcom
     if outcome is Outcome.UPDATED:
         assert decision.memory.version == 2 and decision.memory.content == write.content
         assert decision.memory.created_at_ms == KEYED.created_at_ms and decision.memory.updated_at_ms == 5_000
+
+
+def test_a_new_memory_of_a_remember_is_the_keyword_record_field_for_field() -> None:
+    """``_new`` builds it positionally: every field gets a value of its own, so a swap shows."""
+    write = Remember(content="c", path="p", bucket="b", scope="s", team_id="t", memory_type=MemoryType.PROCEDURAL,
+                     status="st", importance=0.25, confidence=0.75, semantic_key="k", dedupe=False, source="src",
+                     metadata_json='{"m":1}', expires_at_ms=9_000)
+    caller = resolve_caller(UNBOUND, asserted_agent_id="codex", asserted_instance_id="desk")
+    made = decide(write, Existing(), caller, 5_000, "new").memory
+    assert made == Memory(
+        id="new", tenant=TENANT, kind=Kind.MEMORY, content="c", path="p", bucket="b", scope="s", team_id="t",
+        memory_type=MemoryType.PROCEDURAL, status="st", importance=0.25, confidence=0.75, semantic_key="k",
+        state_key=None, event_type=None, session_id=None, source="src", agent_id="codex",
+        agent_instance_id_hash=instance_hash(TENANT, "desk"), agent_trust=Trust.CLIENT_ASSERTED,
+        metadata_json='{"m":1}', version=1, created_at_ms=5_000, updated_at_ms=5_000, expires_at_ms=9_000)
 
 
 def test_remember_of_an_unknown_memory_id_is_404() -> None:
