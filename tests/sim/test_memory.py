@@ -96,16 +96,23 @@ def test_a_segmented_campaign_retains_as_much_after_4n_batches_as_after_n(tmp_pa
     from simulations.campaign import HistoryCheck
     from simulations.targets import EmbeddedTarget
 
+    import gc
+
+    def alive() -> tuple[int, ...]:
+        objects = gc.get_objects()
+        return tuple(sum(isinstance(o, t) for o in objects) for t in (EmbeddedTarget, HistoryCheck))
+
     def measured(segment_batches: int) -> tuple[int, int, int]:
         sizes: dict[int, int] = {}
         live = 0
+        gc.collect()
+        before = alive()  # what earlier tests in this process still hold is not this run's
 
         def on_batch(_elapsed: float, _operations: int) -> None:
             nonlocal live
             sizes[len(sizes) + 1] = _retained() if len(sizes) + 1 in (40, 160) else 0
             if len(sizes) == 160:
-                import gc
-                live = max(sum(isinstance(o, t) for o in gc.get_objects()) for t in (EmbeddedTarget, HistoryCheck))
+                live = max(now - then for now, then in zip(alive(), before))
 
         run_campaign(seed=1, max_batches=160, budget_s=300, history_file=tmp_path / f"{segment_batches}.jsonl",
                      segment_batches=segment_batches, on_batch=on_batch)
