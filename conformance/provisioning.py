@@ -17,6 +17,7 @@ present. No token is ever printed: errors name the identity, never its credentia
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import shlex
@@ -61,6 +62,10 @@ class Provisioner(Protocol):
         ...
 
 
+_SPAWN_TRIES = 3
+_SPAWN_TRANSIENT = frozenset({errno.EFAULT, errno.EAGAIN, errno.ENOMEM})
+
+
 class CommandProvisioner:
     """Runs a bootstrap command template once per identity, with a fresh 0600 token file."""
 
@@ -86,7 +91,7 @@ class CommandProvisioner:
             raise Untestable(f"provisioning command template names an unknown placeholder {exc}") from None
         shown = ", ".join(f"{k}={v}" for k, v in identity.items())
         try:
-            done = subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
+            done = self._run(argv)
         except (OSError, subprocess.TimeoutExpired) as exc:
             raise Untestable(f"provisioning command failed to run for {shown}: {exc}") from exc
         if done.returncode != 0:
@@ -98,6 +103,18 @@ class CommandProvisioner:
         except (OSError, UnicodeDecodeError):
             written = ""
         return written or token
+
+    def _run(self, argv: list[str]) -> subprocess.CompletedProcess[str]:
+        """Run the command; a spawn that failed before the program ran (seen as EFAULT from a
+        vfork'd exec while the pool's threads spawn at once) is tried again: nothing ran, so
+        nothing is provisioned twice."""
+        for attempt in range(_SPAWN_TRIES):
+            try:
+                return subprocess.run(argv, capture_output=True, text=True, timeout=self.timeout_s, check=False)
+            except OSError as exc:
+                if exc.errno not in _SPAWN_TRANSIENT or attempt == _SPAWN_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")  # the loop returns or raises
 
 
 class FunctionProvisioner:
