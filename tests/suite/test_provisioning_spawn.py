@@ -40,23 +40,15 @@ def test_a_spawn_that_failed_with_efault_is_run_again(monkeypatch: pytest.Monkey
     assert len(calls) == 3
 
 
-def test_a_missing_program_is_not_retried(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _failing_first(monkeypatch, errno.ENOENT, 1)
+@pytest.mark.parametrize(("code", "times", "tried"), [(errno.ENOENT, 1, 1), (errno.EFAULT, 10, 3)],
+                         ids=["a missing program is not retried", "a spawn failing every time gives up"])
+def test_a_spawn_failure_that_stays_is_untestable(monkeypatch: pytest.MonkeyPatch, code: int, times: int,
+                                                 tried: int) -> None:
+    calls = _failing_first(monkeypatch, code, times)
     provisioner = CommandProvisioner(_TEMPLATE)
     try:
         with pytest.raises(Untestable, match="failed to run"):
             provisioner.provision(_IDENTITY, "tok")
     finally:
         provisioner.close()
-    assert len(calls) == 1
-
-
-def test_a_spawn_failing_every_time_gives_up(monkeypatch: pytest.MonkeyPatch) -> None:
-    calls = _failing_first(monkeypatch, errno.EFAULT, 10)
-    provisioner = CommandProvisioner(_TEMPLATE)
-    try:
-        with pytest.raises(Untestable, match="failed to run"):
-            provisioner.provision(_IDENTITY, "tok")
-    finally:
-        provisioner.close()
-    assert len(calls) == 3
+    assert len(calls) == tried
