@@ -299,8 +299,6 @@ def conformance_target(request: pytest.FixtureRequest) -> Generator[Any, None, N
 @pytest.fixture
 def world(request: pytest.FixtureRequest, conformance_target: Any) -> Any:
     """A fresh view of the target for one check: ids, identities, transcript (built by the profile)."""
-    from conformance.transcript import Transcript
-
     state = _ensure_state(request.config)
     instance = _world_of(state, request.node, conformance_target)
     for capability in _needs(state, request.node):
