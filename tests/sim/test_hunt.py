@@ -23,7 +23,7 @@ from simulations.hunt import Display, HuntResult, Progress, run_hunt
 from simulations.shards import ShardSpec, run_shard, shard_seed
 
 Popen = subprocess.Popen[bytes]
-BIN = Path(sys.executable).parent
+BIN = Path(sys.executable).parent  # where the kit's own scripts are installed
 MUTANTS = Path(__file__).with_name("mutants.py")
 # Shards 0, 1 and 2 of root seed 2 each find split_decide as two accepts both answered 200 (one
 # finding; shard 3 finds it as two sends, another); --batches makes each shard exact.
@@ -37,8 +37,10 @@ def _free_port() -> int:
 
 
 def _start(*words: str, log: Path) -> Popen:
-    # A session of its own, so the whole process group (a worker's nanny and its child) can be killed.
-    return subprocess.Popen([str(BIN / "dask"), *words], stdout=log.open("wb"), stderr=subprocess.STDOUT,
+    # The `dask` command itself, run by this interpreter: its console script need not sit beside
+    # sys.executable (a venv over the system's packages puts it elsewhere). A session of its own,
+    # so the whole process group (a worker's nanny and its child) can be killed.
+    return subprocess.Popen([sys.executable, "-m", "dask", *words], stdout=log.open("wb"), stderr=subprocess.STDOUT,
                             start_new_session=True)
 
 

@@ -129,15 +129,19 @@ def remember(reference: XMemoReference, who: str, content: str, **fields: object
 
 def test_two_references_on_one_file_see_each_others_writes_and_replays(tmp_path: Path) -> None:
     db = tmp_path / "x.sqlite"
-    first = XMemoReference(db)
+    # One clock for both: the two captures score alike, so recency orders them, and two writes
+    # inside one wall-clock millisecond would leave the order to their random ids.
+    clock = ManualClock()
+    first = XMemoReference(db, clock=clock)
     for key, options in fixture.KEYS.values():
         first.provision(key=key, **options)
-    second = XMemoReference(db)
+    second = XMemoReference(db, clock=clock)
     written = remember(first, "claude", "redis timeout decision", idempotency_key="k")
     assert remember(second, "claude", "redis timeout decision", idempotency_key="k") == written
     recall = json.dumps({"query": "redis"}).encode()
     items = json.loads(second.service.handle("POST", "/v1/recall/context", fixture.headers("codex"), recall).body)
     assert [item["id"] for item in items["items"]] == [written["id"]]
+    clock.advance(1)
     later = remember(second, "claude", "redis pool fix")
     items = json.loads(first.service.handle("POST", "/v1/recall/context", fixture.headers("codex"), recall).body)
     assert [item["id"] for item in items["items"]] == [later["id"], written["id"]]
