@@ -387,7 +387,7 @@ def _run(args: argparse.Namespace) -> int:
     paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
                            url=None if target is None else target.url, factory=_factory_spec(args.ledger),
                            config=args.config, reproduction=rate)
-    return _exported(paths, _replay_words(args, result.plan.project))
+    return _exported(paths, _replay_words(args, result.plan.project), rate)
 
 
 def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
@@ -582,10 +582,14 @@ def _replay_words(args: argparse.Namespace, project: str) -> list[str]:
             *_secret_words("--token", "TOKEN", [pair.partition("=")[0] for pair in args.token])]
 
 
-def _exported(paths: dict[str, Path], replay_words: Sequence[str] = ()) -> int:
+def _exported(paths: dict[str, Path], replay_words: Sequence[str] = (),
+              reproduction: tuple[int, int] | None = None) -> int:
+    from simulations.replay import reproduce_lines
+
     for label, path in paths.items():
         print(f"{label}: {path}")
-    print(f"reproduce with: {' '.join(['aidememo-sim', 'replay', str(paths['replay file']), *replay_words])}")
+    for line in reproduce_lines(paths, reproduction, list(replay_words)):
+        print(line)
     return EXIT_VIOLATION
 
 

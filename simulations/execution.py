@@ -60,9 +60,11 @@ def output_of(reply: Reply, op: PlannedOp) -> dict[str, Any]:
     return out
 
 
-def _perform(target: Target, op: PlannedOp, recorder: Recorder, client_id: int) -> None:
+def _perform(target: Target, op: PlannedOp, recorder: Recorder, client_id: int, sent: list[dict[str, Any]]) -> None:
     body = None if op.body is None else json.dumps(op.body).encode()
-    ticket = recorder.invoke(client_id, {**op.input, "request": {"method": op.method, "path": op.path}})
+    recorded = {**op.input, "request": {"method": op.method, "path": op.path}}
+    sent.append(recorded)
+    ticket = recorder.invoke(client_id, recorded)
     settle(recorder, ticket, lambda: target.request(op.actor, op.method, op.path, body),
            status=lambda reply: reply.status, output=lambda reply: output_of(reply, op), retry=op.method == "POST")
 
@@ -190,9 +192,27 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
                   script: Sequence[int] = ()) -> list[int]:
     """Set the target's clock to the batch's, then run it (``run_lanes``) against ``target``.
 
+    Over a URL the server's clock is read again after the batch, and the batch's inputs say the
+    server's time lay between the two readings (``now_ms`` .. ``now_max_ms``, as ``ledger.py``
+    models it): wall time passes during a batch, and a test clock the server shares with other
+    clients (another shard of a hunt) can move under it or before it.
+
     Raises:
         SimulationError: when a worker stalls or fails outside the request it was sending.
     """
+    windowed = target.scheduler is None  # the embedded targets' clock moves only when told
     if batch.clock_ms is not None:
-        target.set_clock(batch.clock_ms)
-    return run_lanes(batch, lambda op, worker: _perform(target, op, recorder, worker), target.scheduler, seed, script)
+        now = target.set_clock(batch.clock_ms)
+        if windowed and now is not None and now != batch.clock_ms:
+            batch = batch.at(now)  # the server is past the plan's time: the model is told the server's
+    sent: list[dict[str, Any]] = []
+    decisions = run_lanes(batch, lambda op, worker: _perform(target, op, recorder, worker, sent),
+                          target.scheduler, seed, script)
+    if windowed and batch.clock_ms is not None:
+        after = target.now_ms()
+        if after is not None and after > batch.clock_ms:
+            # Before anything takes the batch from the recorder: the inputs are the recorded ones.
+            for recorded in sent:
+                if recorded.get("now_ms") is not None:
+                    recorded["now_max_ms"] = after
+    return decisions

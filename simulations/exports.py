@@ -192,7 +192,7 @@ def _blamed(doc: Mapping[str, Any]) -> dict[int, tuple[str, ...]]:
 
 def _identity(op_input: Mapping[str, Any]) -> str:
     # Without the time: a rerun over a URL tells the model the server's time, not the plan's.
-    return json.dumps({k: v for k, v in op_input.items() if k not in ("request", "now_ms")}, sort_keys=True,
+    return json.dumps({k: v for k, v in op_input.items() if k not in ("request", "now_ms", "now_max_ms")}, sort_keys=True,
                       default=str)
 
 
@@ -212,7 +212,7 @@ def _recorded(doc: Mapping[str, Any]) -> dict[tuple[int, str], tuple[int, str | 
 
 def _send_line(label: str, allowed: Sequence[str], actor: str, op: PlannedOp, recorded: str | None,
                run_id: str) -> str:
-    parts = [answer_parts(a) for a in allowed]
+    parts = [answer_parts(one) for a in allowed for one in a.split(" or ")]  # a clock window allows either
     lines = "\n".join(f"{s} {c or '-'} {'-' if r is None else r}" for s, c, r in (p for p in parts if p))
     shown = label + (f" (recorded: {recorded})" if recorded else "")
     if allowed:

@@ -41,6 +41,7 @@ class Distinct:
     result: Found
     shards: list[int]
     paths: dict[str, Path] = field(default_factory=dict)
+    reproduction: tuple[int, int] | None = None  # over a URL: how often its shrunk case failed
 
 
 def violated(found: Found) -> str:

@@ -30,7 +30,7 @@ from simulations.clients import ClientRun
 from simulations.errors import SimulationError
 from simulations.findings import Distinct, Key, finding_key, violated
 from simulations.linearizability.history import Header, dump_history
-from simulations.replay import export_failure
+from simulations.replay import export_failure, reproduce_lines
 from simulations.shards import ShardOutcome, ShardSpec, run_shard
 from simulations.xmemo.races import XMemoRun
 
@@ -65,7 +65,7 @@ class HuntResult:
         if known is not None:
             known.shards.append(outcome.index)
             return None
-        self.findings[key] = Distinct(outcome.found, [outcome.index])
+        self.findings[key] = Distinct(outcome.found, [outcome.index], reproduction=outcome.reproduction)
         return self.findings[key]
 
 
@@ -323,6 +323,6 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
             away = shard.host and shard.host != socket.gethostname()
             lines.append(f"  its shard's history: {shard.history}" + (f" (on {shard.host})" if away else ""))
         if "replay file" in distinct.paths:
-            lines.append(f"  reproduce with: aidememo-sim replay {distinct.paths['replay file']}")
+            lines += [f"  {line}" for line in reproduce_lines(distinct.paths, distinct.reproduction)]
     return lines
 

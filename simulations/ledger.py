@@ -9,9 +9,18 @@ outputs compared are the answer's shape (HTTP status, error code, revision, and 
 status reads).
 
 Inputs, as the runner writes them: ``{"op": <Op or "handoff.status">, "actor", "handoff_id",
-"command_id", "expected_revision", "payload", "now_ms", "fact": {session_id, source_id,
-actor_id} | null, "session": {source_id} | null, "receiver_writable": bool}``. What one handoff
-cannot know (``project_seq``, other handoffs' receipts) is checked in ``receipts.py``.
+"command_id", "expected_revision", "payload", "now_ms", "now_max_ms", "fact": {session_id,
+source_id, actor_id} | null, "session": {source_id} | null, "receiver_writable": bool}``. What
+one handoff cannot know (``project_seq``, other handoffs' receipts) is checked in ``receipts.py``.
+
+Time. ``now_ms`` alone is the target's exact clock (the embedded reference: nothing moves it
+during a batch). Over a URL the server's clock is only known to lie between ``now_ms`` (read
+before the batch) and ``now_max_ms`` (read after it): wall time passes, and anything else that
+moves a shared test clock (another shard of a hunt) moves it under the batch. A command decided
+inside that window is modelled at the time its receipt gives when that lies in the window (the
+server's own word, so its lease is exact), else at both ends: a lease's expiry is monotone in
+both times, so the two ends give every answer some time in the window could give. Modelling
+only ``now_ms`` accused correct servers whose clock another client had moved.
 """
 
 from __future__ import annotations
@@ -55,10 +64,9 @@ def _abstract(h: Handoff) -> dict[str, object]:
     }
 
 
-def _command_of(inp: Input) -> Command:
+def _command_of(inp: Input, now: object) -> Command:
     payload = inp.get("payload")
     expected = inp.get("expected_revision")
-    now = inp.get("now_ms")
     return Command(
         actor=str(inp["actor"]),
         operation=Op(str(inp["op"])),
@@ -79,8 +87,21 @@ def _fact_of(inp: Input) -> FactInfo | None:
                     actor_id=str(raw.get("actor_id")))
 
 
-def _answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _PartState]:
-    """The deterministic answer of the model to one input, and the next state."""
+def _times(inp: Input, output: Output) -> tuple[object, ...]:
+    """The times the model decides ``inp`` at: one where the clock is exact, else the receipt's
+    time within the window, else both ends of it."""
+    low, high = inp.get("now_ms"), inp.get("now_max_ms")
+    if not isinstance(low, int) or not isinstance(high, int) or high <= low:
+        return (low,)
+    receipt = output.get("receipt") if output is not None else None
+    said = receipt.get("committed_at_ms") if isinstance(receipt, Mapping) else None
+    if isinstance(said, int) and low <= said <= high:
+        return (said,)
+    return (low, high)
+
+
+def _answer(state: _PartState, inp: Input, now: object) -> tuple[dict[str, object], _PartState]:
+    """The deterministic answer of the model to one input decided at ``now``, and the next state."""
     h = state.handoff
     if inp["op"] == "handoff.status":
         status = status_of(h, str(inp["actor"]))
@@ -88,7 +109,7 @@ def _answer(state: _PartState, inp: Input) -> tuple[dict[str, object], _PartStat
             return {"http": status.http, "code": status.code}, state
         assert h is not None
         return {"http": 200, "code": None, "revision": h.revision, "record": _abstract(h)}, state
-    cmd = _command_of(inp)
+    cmd = _command_of(inp, now)
     replay = replayed(next((r for r in state.receipts if r.command_id == cmd.command_id), None), cmd)
     if replay is not None:
         if replay.receipt is None:
@@ -122,11 +143,11 @@ def _matches(expected: Mapping[str, object], output: Mapping[str, object]) -> bo
 
 
 def _step(state: _PartState, inp: Input, output: Output) -> list[_PartState]:
-    expected, nxt = _answer(state, inp)
+    answers = [_answer(state, inp, now) for now in _times(inp, output)]
     if output is None:
-        # Unanswered: it took effect (the model's answer) or it did not.
-        return [nxt, state] if nxt != state else [state]
-    return [nxt] if _matches(expected, output) else []
+        # Unanswered: it took effect (the model's answer at some time) or it did not.
+        return list(dict.fromkeys([*(nxt for _, nxt in answers), state]))
+    return list(dict.fromkeys(nxt for expected, nxt in answers if _matches(expected, output)))
 
 
 def _effect_free(inp: Input, output: Output) -> bool:
@@ -184,7 +205,8 @@ def answer_parts(text: str) -> tuple[int, str | None, int | None] | None:
 
 
 def _describe_expected(state: _PartState, inp: Input) -> str:
-    return describe_answer(_answer(state, inp)[0])
+    answers = dict.fromkeys(describe_answer(_answer(state, inp, now)[0]) for now in _times(inp, None))
+    return " or ".join(answers)
 
 
 LEDGER: Model[_PartState] = Model(

@@ -206,8 +206,7 @@ class Planner:
         advance = LEASE_MS + 1 if rng.random() < 0.2 else rng.choice([0, 0, 1_000])
         now = self.target.now_ms()
         if now is not None:
-            now += advance
-            self.target.set_clock(now)
+            now = self.target.set_clock(now + advance)  # a shared clock may be past it already
         ops: list[PlannedOp] = []
         live = [h for h, k in self.live.items() if k.status != "completed" and k.batches < _HANDOFF_BATCHES]
         if len(live) < 2:

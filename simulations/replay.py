@@ -13,6 +13,7 @@ pytest file and a curl script (``exports.py``). Tokens are never written.
 from __future__ import annotations
 
 import json
+import math
 import os
 from collections.abc import Mapping
 from pathlib import Path
@@ -27,7 +28,7 @@ from simulations.plan import Plan
 from simulations.targets import HttpTarget, load_factory, target_from_config, token_variable
 from simulations.linearizability.timeline import write_timeline
 
-__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce"]
+__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce", "reproduce_lines"]
 
 FORMAT = "aidememo-sim-replay/1"
 CONFIG_ENV = "AIDEMEMO_SIM_CONFIG"  # a target file to replay against, instead of the recorded one
@@ -181,3 +182,34 @@ def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | 
     )
     return {"replay file": replay_path, "timeline": html_path, "pytest file": test_path, "curl script": curl_path,
             "history (aidememo-sim check --model ledger)": history_path}
+
+
+_MISS = 0.001  # how often a printed ``replay --times N`` may miss a race it reproduced k/n times
+_MOST_TIMES = 200
+
+
+def reproduce_lines(paths: Mapping[str, Path], reproduction: tuple[int, int] | None,
+                    replay_words: tuple[str, ...] | list[str] = ()) -> list[str]:
+    """The lines that tell how to see a finding again, as the one-process run and a hunt print them.
+
+    On the embedded reference, or over a URL when the shrunk case failed every measured rerun,
+    one ``replay``. Over a URL a race the network interleaves fails only some reruns: the replay
+    is printed with enough ``--times`` that it misses the race about once in a thousand (its
+    exit status is 1 when any run fails), beside the check of the recorded history, which gives
+    the same verdict every time; a case that failed no measured rerun gets the check alone.
+    """
+    replay = ["aidememo-sim", "replay", str(paths["replay file"])]
+    check = next((f"aidememo-sim check {path} --model ledger" for label, path in paths.items()
+                  if label.startswith("history")), None)
+    if reproduction is None or reproduction[0] >= reproduction[1] or check is None:
+        return [f"reproduce with: {' '.join([*replay, *replay_words])}"]
+    reproduced, runs = reproduction
+    lines = [f"check what was seen (the same verdict every time): {check}"]
+    if reproduced == 0:
+        lines.append(f"its replay failed none of {runs} reruns over the URL (a race the network interleaves); "
+                     f"to try again: {' '.join([*replay, '--times', str(_MOST_TIMES), *replay_words])}")
+        return lines
+    times = min(_MOST_TIMES, math.ceil(math.log(_MISS) / math.log(1 - reproduced / runs)))
+    lines.append(f"reproduce with: {' '.join([*replay, '--times', str(times), *replay_words])} "
+                 f"(over the URL it failed {reproduced} of {runs} reruns; exit 1 when any run fails)")
+    return lines

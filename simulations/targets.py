@@ -85,7 +85,10 @@ class Target(Protocol):
 
     def now_ms(self) -> int | None: ...
 
-    def set_clock(self, now_ms: int) -> bool: ...
+    def set_clock(self, now_ms: int) -> int | None:
+        """Move the clock to ``now_ms`` unless it is past it; the target's time afterwards (None:
+        a clock that cannot be read)."""
+        ...
 
     def close(self) -> None: ...
 
@@ -167,9 +170,9 @@ class EmbeddedTarget:
     def now_ms(self) -> int | None:
         return int(self.clock.now_ms())
 
-    def set_clock(self, now_ms: int) -> bool:
+    def set_clock(self, now_ms: int) -> int | None:
         self.clock.set(now_ms)
-        return True
+        return now_ms
 
     def close(self) -> None:
         self.ledger.close()
@@ -247,12 +250,12 @@ class HttpTarget:
     def now_ms(self) -> int | None:
         return self._clock(None)
 
-    def set_clock(self, now_ms: int) -> bool:
+    def set_clock(self, now_ms: int) -> int | None:
         now = self.now_ms()
-        if now is None:
-            return False
-        # The extension only moves forward; a target already past the plan's time stays there.
-        return now_ms <= now or self._clock(now_ms - now) is not None
+        if now is None or now_ms <= now:
+            # The extension only moves forward; a target already past the plan's time stays there.
+            return now
+        return self._clock(now_ms - now)
 
     def close(self) -> None:
         if self._wire is not None:

@@ -39,7 +39,7 @@ class _Lossy:
     def now_ms(self) -> int | None:
         return self.inner.now_ms()
 
-    def set_clock(self, now_ms: int) -> bool:
+    def set_clock(self, now_ms: int) -> int | None:
         return self.inner.set_clock(now_ms)
 
     def close(self) -> None:
