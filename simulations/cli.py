@@ -214,6 +214,9 @@ def _build_parser() -> argparse.ArgumentParser:
                          help=f"racing clients per handoff (default {CLIENTS}; before the hunts this was --workers)")
     clients.add_argument("--loss", type=_fraction, default=0.3, metavar="P",
                          help="share of the POST answers lost after the server applied them (default 0.3)")
+    clients.add_argument("--client", metavar="FILE.py:NAME",
+                         help="the client class to race (default: the kit's aidememo_client.AideMemoClient); "
+                              "a class built and used as that one is, e.g. a subclass with its recovery changed")
     clients.add_argument("--budget", type=_positive_float, default=20.0, metavar="SECONDS",
                          help="time for checking the history against the model (default 20)")
     clients.add_argument("--out", type=Path, default=Path("sim-failures"),
@@ -483,11 +486,13 @@ def _replay(args: argparse.Namespace) -> int:
 
 def _clients(args: argparse.Namespace) -> int:
     from simulations.campaign import fresh_run_id
+    from aidememo_client.client import AideMemoClient
     from simulations.clients import run_client_campaign
-    from simulations.targets import EmbeddedTarget, Target
+    from simulations.targets import EmbeddedTarget, Target, load_factory
 
     _clients_options(args)
     seed = _seed_of(args)
+    client_class = load_factory(args.client, "client class") if args.client else AideMemoClient
     http_target = _target_from_args(args)
     if args.workers > 1 or args.scheduler is not None:
         return _clients_hunt(args, seed, http_target)
@@ -499,7 +504,8 @@ def _clients(args: argparse.Namespace) -> int:
     try:
         # A server keeps every receipt, so a run by URL needs ids of its own; the embedded one starts empty.
         run = run_client_campaign(target, seed=seed, run_id="r" if http_target is None else fresh_run_id(seed),
-                                  rounds=args.rounds, workers=args.clients, loss=args.loss, budget_s=args.budget)
+                                  rounds=args.rounds, workers=args.clients, loss=args.loss, budget_s=args.budget,
+                                  client_class=client_class)
     finally:
         target.close()
     print(f"{len(run.history)} operations, {run.dropped} answers lost, {run.doubts} calls rerun after doubt, "
@@ -530,7 +536,7 @@ def _clients_options(args: argparse.Namespace) -> None:
 def _clients_command(args: argparse.Namespace, seed: int | str) -> str:
     return " ".join(["aidememo-sim", "clients", "--seed", str(seed), "--rounds", str(args.rounds), "--clients",
                      str(args.clients), "--loss", f"{args.loss:g}", "--budget", f"{args.budget:g}",
-                     *_target_words(args)])
+                     *(["--client", str(_factory_spec(args.client))] if args.client else []), *_target_words(args)])
 
 
 def _clients_hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
@@ -547,7 +553,8 @@ def _clients_hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None)
                         *(["--scheduler", args.scheduler] if args.scheduler else [])])
     print(f"replay this hunt with: {command}")
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(CLIENT_ACTORS), budget_s=args.budget, max_batches=None,
-                       factory=None, protocol="clients", rounds=args.rounds, clients=args.clients, loss=args.loss)
+                       factory=_factory_spec(args.client), protocol="clients", rounds=args.rounds,
+                       clients=args.clients, loss=args.loss)
              for index in range(args.workers)]
     if first is not None:
         specs = _shard_projects(args, specs, first)

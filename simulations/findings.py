@@ -29,8 +29,10 @@ from simulations.xmemo.races import XMemoRun
 __all__ = ["Distinct", "Key", "finding_key", "shape", "violated"]
 
 Key = tuple[str, tuple[str, ...]]
-# What a client's promise text names that differs from run to run: the handoff, a claim, numbers.
-_INCIDENTAL = re.compile(r"^\S+: |\b[0-9a-f]{8,}\b(\.\.\.)?|\d+")
+# What a client's promise text names that differs from run to run: the handoff, the operation it
+# broke the promise on (one retry bug shows on accepts in one shard, on returns in another), a
+# claim, numbers.
+_INCIDENTAL = re.compile(r"^\S+: |\bhandoff\.[a-z]+ |\bclaim[-_][\w-]+(\.\.\.)?|\b[0-9a-f]{8,}\b(\.\.\.)?|\d+")
 _NUMBER = re.compile(r"\d+")
 
 
@@ -61,7 +63,7 @@ def finding_key(found: Found) -> Key:
 
 def shape(found: Found) -> tuple[str, ...]:
     """The blamed operations as ``op role answer`` words, sorted and without repeats; for the
-    remote client's promise, its problems with their ids and numbers left out."""
+    remote client's promise, its problems with their ids, operations and numbers left out."""
     if isinstance(found, ClientRun) and found.finding is None:
         return tuple(sorted({_INCIDENTAL.sub("", problem).strip() for problem in found.client_findings}))
     finding = found.finding

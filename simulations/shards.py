@@ -50,7 +50,9 @@ class ShardSpec:
     actors: int
     budget_s: float
     max_batches: int | None
-    factory: str | None  # FILE.py:NAME of a planted variant, an absolute path; None: the reference
+    # FILE.py:NAME of a planted variant (for ``clients``, of the client class), an absolute path;
+    # None: the reference (the kit's client)
+    factory: str | None
     protocol: str = "aidememo"  # "xmemo": an XMemo campaign; "clients": the remote client's races
     # The hunt's output folder (absolute): an AideMemo shard writes its history there. None: the
     # shard keeps its history in memory (a library caller's choice, never the command line's).
@@ -159,17 +161,19 @@ def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
 def _clients_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     """The remote client's races (``aidememo-sim clients``): embedded under the shard's seed, or
     in the shard's own project on the server. They are not shrunk: the shard's seed is the case."""
+    from aidememo_client.client import AideMemoClient
     from simulations.campaign import fresh_run_id
     from simulations.clients import run_client_campaign
     from simulations.targets import EmbeddedTarget, Target
 
     actors = ("agent-a", "agent-b", "agent-c")
+    client_class = load_factory(spec.factory, "client class") if spec.factory else AideMemoClient
     target: Target = (EmbeddedTarget(actors, seed=spec.seed) if spec.url is None else
                       HttpTarget(spec.url, str(spec.project), spec.tokens, timeout_s=spec.timeout_s))
     try:
         run = run_client_campaign(target, seed=spec.seed, run_id="r" if spec.url is None else fresh_run_id(spec.seed),
                                   rounds=spec.rounds, workers=spec.clients, loss=spec.loss, budget_s=spec.budget_s,
-                                  on_round=lambda seconds, operations: publish(seconds, operations, None))
+                                  client_class=client_class, on_round=lambda seconds, operations: publish(seconds, operations, None))
     finally:
         target.close()
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.rounds, operations=len(run.history),

@@ -102,8 +102,9 @@ def reference_factory(database: Path, *, clock: Any, scheduler: Any) -> Any:
     return ReferenceLedger(database, clock=clock, scheduler=scheduler)
 
 
-def load_factory(spec: str | None) -> LedgerFactory:
-    """``None`` for the reference, else ``path/to/file.py:name`` (how planted variants travel).
+def load_factory(spec: str | None, what: str = "ledger factory") -> LedgerFactory:
+    """``None`` for the reference, else ``path/to/file.py:name`` (how planted variants travel:
+    ledger factories, and for ``clients`` the client class, ``what`` names it in errors).
 
     Raises:
         SimulationError: when the file or the name is not there.
@@ -112,16 +113,16 @@ def load_factory(spec: str | None) -> LedgerFactory:
         return reference_factory
     path, sep, name = spec.rpartition(":")
     if not sep or not path:
-        raise SimulationError(f"ledger factory must be FILE.py:NAME, not {spec!r}")
+        raise SimulationError(f"{what} must be FILE.py:NAME, not {spec!r}")
     module_spec = importlib.util.spec_from_file_location(f"_sim_factory_{abs(hash(path))}", path)
     if module_spec is None or module_spec.loader is None or not Path(path).is_file():
-        raise SimulationError(f"cannot load ledger factory file {path}")
+        raise SimulationError(f"cannot load {what} file {path}")
     module = importlib.util.module_from_spec(module_spec)
     sys.modules[module_spec.name] = module
     module_spec.loader.exec_module(module)
     factory = getattr(module, name, None)
     if factory is None:
-        raise SimulationError(f"{path} has no ledger factory named {name}")
+        raise SimulationError(f"{path} has no {what} named {name}")
     return factory  # type: ignore[no-any-return]
 
 

@@ -7,31 +7,16 @@ import os
 import re
 import subprocess
 import sys
-from collections.abc import Mapping
 from pathlib import Path
 
 import pytest
 
-from aidememo_client.client import AideMemoClient, OutcomeUnknown
-from aidememo_wire.shapes import JSON
 from simulations.clients import run_client_campaign
 from simulations.targets import EmbeddedTarget, HttpTarget
 
+from .client_mutants import RefreshingRetryClient
+
 ACTORS = ("agent-a", "agent-b", "agent-c")
-
-
-class RefreshingRetryClient(AideMemoClient):
-    """A plausible client bug: after a lost answer it re-reads the handoff and posts again under
-    a new command id at the fresh revision, instead of resending the identical body."""
-
-    def post(self, path: str, body: Mapping[str, object]) -> JSON:
-        try:
-            return self._send("POST", path, body=body)
-        except OutcomeUnknown:
-            fresh = self.get(path.rsplit("/", 1)[0])
-            assert isinstance(fresh, dict)
-            return self._send("POST", path, body={**body, "command_id": f"{body['command_id']}-again",
-                                                  "expected_revision": fresh["revision"]})
 
 
 @pytest.mark.parametrize("seed", [1, 3])
@@ -121,3 +106,32 @@ def test_the_clients_command_refuses_bad_input(capsys: pytest.CaptureFixture[str
     assert "must be at least 0 and below 1" in capsys.readouterr().err
     assert main(["clients", "--token", "a=b"]) == 2
     assert "--token and --project need --url" in capsys.readouterr().err
+
+
+PLANTED = f"{Path(__file__).with_name('client_mutants.py')}:RefreshingRetryClient"
+
+
+def test_a_clients_hunt_reports_a_planted_client_once_and_its_printed_commands_agree_twice(tmp_path: Path) -> None:
+    # Shards 1 and 2 of root seed 1 break the client's promise, one on returns only, the other on
+    # accepts and returns: one bug, one finding.
+    hunt = _sh(f"aidememo-sim clients --seed 1 --rounds 4 --clients 3 --client {PLANTED} --workers 3 --out found",
+               tmp_path)
+    assert hunt.returncode == 1, hunt.stdout[-3000:] + hunt.stderr[-2000:]
+    assert re.search(r"^hunt: 3 of 3 shards run, 0 lost, .* 1 distinct findings", hunt.stdout, re.MULTILINE), hunt.stdout
+    assert "finding 1: client, found by shards 1, 2 " in hunt.stdout
+    assert len(list((tmp_path / "found").glob("clients-seed-*.jsonl"))) == 1
+    alone = re.search(r"^  the shard alone: (.*)$", hunt.stdout, re.MULTILINE)
+    again = re.search(r"^replay this hunt with: (.*)$", hunt.stdout, re.MULTILINE)
+    assert alone is not None and again is not None and f"--client {PLANTED}" in alone.group(1)
+    shard_runs = [_sh(alone.group(1), tmp_path) for _ in (1, 2)]
+    problems = [[line for line in run.stdout.splitlines() if line.startswith("client: ")] for run in shard_runs]
+    assert [run.returncode for run in shard_runs] == [1, 1] and problems[0] == problems[1] != []
+    hunts = [_sh(again.group(1), tmp_path) for _ in (1, 2)]  # as printed: into the default folder
+    for run in hunts:
+        assert run.returncode == 1 and "1 distinct findings" in run.stdout and "found by shards 1, 2 " in run.stdout
+
+
+def test_a_client_class_that_is_not_there_is_one_line(tmp_path: Path) -> None:
+    answer = _sh("aidememo-sim clients --seed 1 --rounds 1 --client nowhere.py:Client", tmp_path)
+    assert answer.returncode == 2 and "Traceback" not in answer.stderr
+    assert answer.stderr.strip() == "aidememo-sim: cannot load client class file nowhere.py", answer.stderr
