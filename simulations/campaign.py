@@ -22,7 +22,7 @@ from simulations.errors import SimulationError
 from simulations.execution import execute_batch
 from simulations.linearizability.history import Header, Operation, Recorder, dump_history, parse_history
 from simulations.ledger import LEDGER
-from simulations.plan import RUN_ID, SEGMENT_BATCHES, Batch, Plan, actor_names, workers_for
+from simulations.plan import RUN_ID, SEGMENT_BATCHES, Batch, Plan, actor_names, segment_seed, workers_for
 from simulations.planner import Planner, setup
 from simulations.feed import FeedFollower
 from simulations.receipts import FeedEntry, ReceiptChecks, Violation
@@ -156,12 +156,6 @@ def check_history(history: Sequence[Operation], budget_s: float = 10.0,
     check = HistoryCheck(explain=explain)
     check.add(history)
     return check.run(budget_s)
-
-
-def segment_seed(seed: int, segment: int) -> int:
-    """The seed of a campaign's segment ``segment``: the campaign's own for the first (so a run
-    that never rotates is the run it always was); batch seeds are drawn from it as from a run's."""
-    return seed if segment == 0 else (seed * 1_000_003 + (segment << 32)) & 0xFFFF_FFFF_FFFF
 
 
 def segment_run_id(segment: int) -> str:

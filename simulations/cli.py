@@ -223,6 +223,8 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="where a hunt writes the history of each distinct finding")
     _hunt_arguments(clients, default=None)
 
+    from simulations.plan import SEGMENT_BATCHES
+
     xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
     xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
     xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
@@ -240,6 +242,9 @@ def _build_parser() -> argparse.ArgumentParser:
                            "(how the kit's planted races are run)")
     xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
                       help="where a failure's replay file, timeline and pytest file go")
+    xrun.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
+                      help=f"embedded only: move to a fresh reference, closed by its census and checked on its "
+                           f"own, every N batches, so memory stays flat (default {SEGMENT_BATCHES}; 0: never)")
     _hunt_arguments(xrun)
     xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
     xreplay.add_argument("file", type=Path)
@@ -635,6 +640,8 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
     elif args.key:
         raise SimulationError("--key needs --url")
+    from simulations.plan import SEGMENT_BATCHES
+
     factory = load_factory(args.ledger) if args.ledger else reference_factory
     words = ["aidememo-sim", "xmemo", "run", "--seed", str(seed), "--budget", f"{args.budget:g}"]
     if args.batches:
@@ -645,6 +652,8 @@ def _xmemo_run(args: argparse.Namespace) -> int:
                                                     [""] if shared else [p.partition("=")[0] for p in args.key])]
     if args.ledger:
         words += ["--ledger", args.ledger]
+    if args.segment != SEGMENT_BATCHES:
+        words += ["--segment", str(args.segment)]
     if args.workers > 1 or args.scheduler is not None:
         if target is not None:
             raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
@@ -653,11 +662,15 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {' '.join(words)}")
     run = run_campaign(seed=seed, budget_s=args.budget, max_batches=args.batches, factory=factory, target=target,
-                       progress=print)
-    print(f"{len(run.plan.batches)} batches (the last is the census), {len(run.history)} operations, "
+                       progress=print, segment_batches=args.segment)
+    closing = "the last is the census" if run.segment == 0 else f"{run.segment + 1} segments, each closed by its census"
+    print(f"{run.batches} batches ({closing}), {run.operations} operations, "
           f"{len(run.findings)} violations in {run.elapsed_s:.1f} s")
     if run.finding is None:
         return EXIT_OK
+    if run.segment:
+        print(f"found in segment {run.segment} (from batch {run.earlier[0] + 1}), on a fresh reference with "
+              f"segment seed {run.seed}; the operations below are the segment's")
     print(f"{run.finding.requirement}: {run.finding.explanation}")
     if target is not None:
         # Over a URL the interleaving was the network's: the replay file re-runs the plan on the embedded reference.
@@ -681,7 +694,8 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
     command = " ".join([*words, "--workers", str(args.workers), *(["--scheduler", args.scheduler] if args.scheduler else [])])
     print(f"replay this hunt with: {command}")
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
-                       max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo")
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo",
+                       segment=args.segment)
              for index in range(args.workers)]
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))

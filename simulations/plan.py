@@ -19,6 +19,7 @@ from typing import Any
 from simulations.errors import SimulationError
 
 __all__ = [
+    "segment_seed",
     "READER",
     "RUN_ID",
     "SESSION_ID",
@@ -177,3 +178,9 @@ def actor_names(count: int) -> tuple[str, ...]:
 def workers_for(actors: Sequence[str]) -> tuple[str, ...]:
     # Two workers per actor: one identity, two processes racing (a retry, a second lane).
     return tuple(a for a in actors for _ in range(2)) + (READER,)
+
+
+def segment_seed(seed: int, segment: int) -> int:
+    """The seed of a campaign's segment ``segment``: the campaign's own for the first (so a run
+    that never rotates is the run it always was); batch seeds are drawn from it as from a run's."""
+    return seed if segment == 0 else (seed * 1_000_003 + (segment << 32)) & 0xFFFF_FFFF_FFFF

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
+from simulations.plan import SEGMENT_BATCHES
 from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
 from simulations.targets import HttpTarget, load_factory
 from simulations.xmemo.races import XMemoRun
@@ -69,6 +70,7 @@ class ShardSpec:
     clients: int = 3
     loss: float = 0.3
     topic: str | None = None  # the Dask event topic the coordinator reads progress from
+    segment: int = SEGMENT_BATCHES  # batches per segment of an XMemo campaign (0: one segment)
 
     @property
     def seed(self) -> int:
@@ -148,12 +150,13 @@ def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
 
     factory = load_factory(spec.factory) if spec.factory else races.reference_factory
     run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
-                             on_batch=lambda seconds, operations: publish(seconds, operations, None))
+                             on_batch=lambda seconds, operations: publish(seconds, operations, None),
+                             segment_batches=spec.segment)
     found = None
     if run.finding is not None:
-        publish(run.elapsed_s, len(run.history), run.finding.requirement, force=True)
+        publish(run.elapsed_s, run.operations, run.finding.requirement, force=True)
         found = races.shrink(run, factory)
-    return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(run.plan.batches), operations=len(run.history),
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.batches, operations=run.operations,
                         elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found,
                         host=socket.gethostname())
 

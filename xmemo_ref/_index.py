@@ -53,10 +53,15 @@ class Partition:
         self.working: SortedList[tuple[int, str]] = SortedList()
         self.expiring: SortedList[tuple[int, str]] = SortedList()  # (expires_at_ms, id)
         self.cursor = 0  # how much of the tenant's journal this partition has applied
+        # No document's id is shorter (kept through removals: a bound, not the minimum); lets
+        # packing stop once no entry can fit (``_recall.pack``).
+        self.shortest_id: int | None = None
 
     def add(self, doc: Doc) -> None:
         memory, postings, length = doc.memory, self.postings, doc.length
         self.docs[memory.id] = doc
+        if self.shortest_id is None or len(memory.id) < self.shortest_id:
+            self.shortest_id = len(memory.id)
         for term, tf in doc.terms.items():
             groups = postings.get(term)
             if groups is None:

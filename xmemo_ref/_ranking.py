@@ -72,6 +72,7 @@ class Ranking:
 
     def __init__(self, view: View, query: str, prefer_working: bool) -> None:
         self._view, self._query, self._prefer = view, query, prefer_working
+        self.shortest_id = view.partition.shortest_id  # what ``_recall.pack`` may stop on
 
     def __len__(self) -> int:
         return self._view.count

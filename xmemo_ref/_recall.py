@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Final, Protocol
 
 from refkit.search import bm25, tokenize
-from ._records import Boundary, Memory, MemoryType, quick_init
+from ._records import Boundary, Memory, MemoryType, Relation, quick_init
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -154,6 +154,26 @@ def _fit(position: int, memory: Memory, boundary: Boundary, budget: int) -> str 
     return render_entry(position, memory, boundary, content[:lo] + TRUNCATION_MARK)
 
 
+# The fixed part of an entry's header, and the shortest values its fields can take (an agent is
+# at least "-", content may be empty): no entry is shorter than this plus its position and id.
+_HEADER_BYTES: Final = (len("[] id= memory_type= agent_id= relation=\n") + min(len(t.value) for t in MemoryType)
+                        + 1 + min(len(r.value) for r in Relation))
+
+
+def _least_entry(position: int, shortest_id: int, separated: bool) -> int:
+    """No candidate's entry at ``position`` (whole, or truncated to its header) takes fewer bytes."""
+    return _HEADER_BYTES + len(str(position)) + shortest_id + (len(ENTRY_SEPARATOR) if separated else 0)
+
+
+def _walk(ranked: Candidates, full: Callable[[], bool]) -> Iterator[Ranked]:
+    """``ranked`` in order, until ``full()`` says nothing more can be packed (checked before
+    each candidate is read, so a lazy ranking reads no further)."""
+    for candidate in ranked:
+        yield candidate
+        if full():
+            return
+
+
 def pack(
     ranked: Candidates,
     *,
@@ -161,13 +181,23 @@ def pack(
     max_tokens: int,
     boundary_of: Callable[[Memory], Boundary],
 ) -> Packet:
-    """Keep ranked items in order while both bounds hold."""
+    """Keep ranked items in order while both bounds hold.
+
+    Candidates that name the length of their shortest id (``shortest_id``, as the store's index
+    does) let the walk stop once the budget left is below any entry: every candidate after that
+    would be skipped as over the token bound, so they are counted as such unread. Without it a
+    small ``max_tokens`` walked (and ranked) every visible memory.
+    """
     budget = max_tokens * BYTES_PER_TOKEN  # estimate_tokens(t) <= max_tokens  <=>  bytes(t) <= budget
+    shortest: int | None = getattr(ranked, "shortest_id", None)
     entries: list[str] = []
     items: list[PackedItem] = []
     used = 0
     by_tokens = 0
-    for candidate in ranked:
+    walked = 0
+    for candidate in _walk(ranked, lambda: shortest is not None and len(items) < max_items and
+                           budget - used < _least_entry(len(items) + 1, shortest, bool(entries))):
+        walked += 1
         if len(items) == max_items:
             break
         position = len(items) + 1
@@ -188,6 +218,8 @@ def pack(
         used += cost
         items.append(PackedItem(memory=candidate.memory, score=candidate.score, rank=position,
                                 boundary=bound, truncated=truncated))
+    else:
+        by_tokens += len(ranked) - walked  # the walk stopped early: none of the rest could fit
     context_text = ENTRY_SEPARATOR.join(entries)
     tokens = estimate_tokens(context_text)
     assert len(items) <= max_items and tokens <= max_tokens, "a packet must hold both bounds"

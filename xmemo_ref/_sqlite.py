@@ -342,8 +342,9 @@ class SQLiteXMemoStore:
         with state.lock:
             memories = state.tenant(tenant)
             if replace(filters, scope=None) != _LIVE_ONLY:
-                return consume(rank([m for m in memories.memories.values() if filters.admits(m, now_ms)],
-                                    query, prefer_working))
+                exact = filters.path is not None and not filters.path.endswith(("%", "*"))
+                pool = memories.at_path(str(filters.path)) if exact else memories.memories.values()
+                return consume(rank([m for m in pool if filters.admits(m, now_ms)], query, prefer_working))
             if memories.recall is None:
                 memories.recall = RecallIndex()
             partition = memories.recall.partition(memories.memories, filters.scope)

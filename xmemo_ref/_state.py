@@ -63,7 +63,8 @@ class Replay(NamedTuple):
 class TenantMemories:
     """One tenant's memories and the lookups built from them."""
 
-    __slots__ = ("tenant", "memories", "_ordinal", "_semantic", "_duplicates", "_slots", "replays", "recall")
+    __slots__ = ("tenant", "memories", "_ordinal", "_semantic", "_duplicates", "_slots", "_paths", "replays",
+                 "recall")
 
     def __init__(self, tenant: Tenant) -> None:
         self.tenant = tenant
@@ -72,6 +73,7 @@ class TenantMemories:
         self._semantic: dict[tuple[str | None, str], set[str]] = {}
         self._duplicates: dict[_DuplicateKey, set[str]] = {}
         self._slots: dict[tuple[str, str, str], set[str]] = {}
+        self._paths: dict[str, set[str]] = {}  # a read filtered on one exact path reads only those
         self.replays: dict[str, Replay] = {}
         self.recall: RecallIndex | None = None  # built by the first recall that needs it
 
@@ -88,6 +90,7 @@ class TenantMemories:
 
     def _lookups(self, memory: Memory, *, add: bool) -> None:
         mid = memory.id
+        _file(self._paths, memory.path, mid, add)
         if memory.kind is Kind.MEMORY:
             _file(self._duplicates, (memory.content, memory.path, memory.bucket, memory.scope, memory.team_id,
                                      memory.memory_type), mid, add)
@@ -95,6 +98,10 @@ class TenantMemories:
                 _file(self._semantic, (memory.scope, memory.semantic_key), mid, add)
         elif memory.kind is Kind.STATE and memory.state_key is not None:
             _file(self._slots, (memory.bucket, memory.scope or "", memory.state_key), mid, add)
+
+    def at_path(self, path: str) -> list[Memory]:
+        """The memories whose path is exactly ``path``, in first-written order (as ``memories``)."""
+        return [self.memories[mid] for mid in sorted(self._paths.get(path, ()), key=self._ordinal.__getitem__)]
 
     def first(self, ids: set[str] | None) -> Memory | None:
         """The first written of ``ids``."""

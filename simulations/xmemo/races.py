@@ -26,7 +26,7 @@ import tempfile
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ import httpx
 from simulations.errors import SimulationError
 from simulations.execution import run_lanes, settle
 from simulations.linearizability.history import Operation, Recorder
-from simulations.plan import Batch, Plan, PlannedOp
+from simulations.plan import SEGMENT_BATCHES, Batch, Plan, PlannedOp, segment_seed
 from simulations.scheduler import SeededScheduler
 from simulations.targets import Lost, load_factory
 from simulations.xmemo.model import Finding, describe_operation, estimate_tokens, violations
@@ -277,16 +277,32 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int, s
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class XMemoRun:
+    """One campaign, or its last segment: ``seed``, ``plan`` and ``history`` are the segment's (what
+    replays and shrinks alone); ``earlier`` counts the batches and operations of the segments
+    before it."""
+
     seed: int
     plan: Plan
     history: tuple[Operation, ...]
     decisions: tuple[tuple[int, ...], ...]
     findings: tuple[Finding, ...]
     elapsed_s: float
+    segment: int = 0
+    earlier: tuple[int, int] = (0, 0)
 
     @property
     def finding(self) -> Finding | None:
         return self.findings[0] if self.findings else None
+
+    @property
+    def batches(self) -> int:
+        """Batches run by the whole campaign, each segment's census included."""
+        return self.earlier[0] + len(self.plan.batches)
+
+    @property
+    def operations(self) -> int:
+        """Operations of the whole campaign."""
+        return self.earlier[1] + len(self.history)
 
 
 def _batch_seed(seed: int, index: int) -> int:
@@ -296,32 +312,68 @@ def _batch_seed(seed: int, index: int) -> int:
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,
                  factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None,
                  progress: Callable[[str], None] | None = None,
-                 on_batch: Callable[[float, int], None] | None = None) -> XMemoRun:
+                 on_batch: Callable[[float, int], None] | None = None,
+                 segment_batches: int = SEGMENT_BATCHES) -> XMemoRun:
     """Plan and run batches until ``max_batches`` or the budget, then the census; check the history.
 
+    On the embedded reference the campaign runs in segments of ``segment_batches`` batches (0:
+    one segment), each on a fresh reference under its own seed (``segment_seed``: the first is
+    the campaign's, so a run shorter than a segment is the run it always was), closed by its own
+    census and checked, so memory is one segment's however long the run. A violation ends the
+    campaign with its segment, which replays and shrinks alone. Over a URL: one segment.
     ``progress`` gets a line about every two seconds (batches and operations so far);
     ``on_batch(seconds since start, operations so far)`` hears about every batch (a hunt's shard
     publishes its counts with it).
     """
-    started = last_report = time.monotonic()
+    started = time.monotonic()
+    per_segment = None if target is not None or segment_batches <= 0 else segment_batches
+    earlier, segment = (0, 0), 0
+    reporter = _Reporter(started, progress, on_batch)
+    while True:
+        left = None if max_batches is None else max_batches - (earlier[0] - segment)  # censuses aside
+        limit = per_segment if left is None else left if per_segment is None else min(left, per_segment)
+        run = _segment(segment_seed(seed, segment), started, budget_s, limit, factory, target, reporter, earlier)
+        run = replace(run, segment=segment, earlier=earlier)
+        over = time.monotonic() - started >= budget_s * 0.8 or (left is not None and limit == left)
+        if run.findings or per_segment is None or over:
+            return replace(run, elapsed_s=time.monotonic() - started)
+        earlier, segment = (run.batches, run.operations), segment + 1
+
+
+class _Reporter:
+    """The campaign's counts, across its segments, for ``progress`` and ``on_batch``."""
+
+    def __init__(self, started: float, progress: Callable[[str], None] | None,
+                 on_batch: Callable[[float, int], None] | None) -> None:
+        self.started, self.last = started, started
+        self.progress, self.on_batch = progress, on_batch
+
+    def batch(self, batches: int, operations: int) -> None:
+        now = time.monotonic()
+        if self.on_batch is not None:
+            self.on_batch(now - self.started, operations)
+        if self.progress is not None and now - self.last > 2.0:
+            self.last = now
+            self.progress(f"  {now - self.started:5.1f} s: {batches} batches, {operations} operations")
+
+
+def _segment(seed: int, started: float, budget_s: float, max_batches: int | None, factory: XMemoFactory,
+             target: XMemoHttpTarget | None, reporter: _Reporter, earlier: tuple[int, int]) -> XMemoRun:
+    """One segment: batches on a fresh reference (or the URL) under ``seed``, its census, its check."""
     run_id = "r" if target is None else f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
     tgt: Target = XMemoEmbeddedTarget(seed=seed, factory=factory) if target is None else target
     planner = XMemoPlanner(rng=random.Random(seed), run_id=run_id, workers=_workers())
     recorder = Recorder()
     batches: list[Batch] = []
     decisions: list[tuple[int, ...]] = []
-    sent = 0
+    sent = earlier[1]  # a count, not len(history()), which sorts the whole history
     try:
         while (max_batches is None or len(batches) < max_batches) and time.monotonic() - started < budget_s * 0.8:
             batch = planner.next_batch()
             decisions.append(tuple(execute_batch(tgt, batch, recorder, _batch_seed(seed, len(batches)))))
             batches.append(batch)
-            if on_batch is not None:
-                sent += len(batch.ops)  # a count, not len(history()), which sorts the whole history
-                on_batch(time.monotonic() - started, sent)
-            if progress is not None and time.monotonic() - last_report > 2.0:
-                last_report = time.monotonic()
-                progress(f"  {last_report - started:5.1f} s: {len(batches)} batches, {len(recorder.history())} operations")
+            sent += len(batch.ops)
+            reporter.batch(earlier[0] + len(batches), sent)
         census = planner.census()
         decisions.append(tuple(execute_batch(tgt, census, recorder, _batch_seed(seed, len(batches)))))
         batches.append(census)

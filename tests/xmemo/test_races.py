@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -77,3 +80,51 @@ def test_a_check_then_act_idempotency_store_is_caught_shrunk_and_replayed(tmp_pa
 def test_a_recall_over_max_items_is_caught() -> None:
     run = run_campaign(seed=5, max_batches=10, factory=races.unbounded_items)
     assert run.finding is not None and run.finding.requirement == "XM-RECALL-1", run.findings
+
+
+# -- segments: a long campaign holds one segment's history ----------------------------------------
+
+
+def test_a_run_shorter_than_a_segment_is_the_run_it_always_was() -> None:
+    whole = run_campaign(seed=11, max_batches=12, segment_batches=0)
+    rotating = run_campaign(seed=11, max_batches=12)  # the default segment is far longer
+    assert rotating.segment == 0 and rotating.seed == 11 and rotating.earlier == (0, 0)
+    assert rotating.decisions == whole.decisions
+    assert [o.output for o in rotating.history] == [o.output for o in whole.history]
+
+
+def test_a_long_campaign_keeps_one_segment_and_counts_them_all() -> None:
+    run = run_campaign(seed=11, max_batches=40, segment_batches=5)
+    assert run.finding is None and run.segment == 7  # eight segments of five batches
+    assert run.batches == 40 + 8  # each segment closed by its census
+    assert len(run.plan.batches) == 6 and run.operations > 4 * len(run.history)
+
+
+def test_a_race_found_in_a_later_segment_replays_alone_from_its_segment_seed(tmp_path: Path) -> None:
+    from simulations.plan import segment_seed
+    from simulations.xmemo.races import rerun
+
+    found = None
+    for seed in range(1, 40):
+        run = run_campaign(seed=seed, max_batches=30, segment_batches=3, factory=races.check_then_act)
+        if run.finding is not None and run.segment >= 1:
+            found, root = run, seed
+            break
+    assert found is not None and found.finding is not None, "the planted race was never hit after segment 0"
+    assert found.seed == segment_seed(root, found.segment) and found.earlier[0] == 4 * found.segment
+    for _ in range(20):  # the segment alone, on a fresh reference under its seed and schedule
+        again = rerun(found.plan, found.seed, races.check_then_act, found.decisions)
+        assert [f.kind for f in again.findings] == [f.kind for f in found.findings]
+    bin_dir = Path(sys.executable).parent
+    command = [str(bin_dir / "aidememo-sim"), "xmemo", "run", "--seed", str(root), "--batches", "30", "--segment", "3",
+               "--ledger", f"{RACES}:check_then_act", "--out", "out"]
+    done = subprocess.run(command, cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1, done.stdout[-2000:] + done.stderr
+    assert f"found in segment {found.segment} (from batch {found.earlier[0] + 1})" in done.stdout
+    printed = [line.removeprefix("reproduce with: ") for line in done.stdout.splitlines()
+               if line.startswith("reproduce with: ")]
+    assert len(printed) == 1
+    for _ in (1, 2):  # the printed replay, twice
+        replay = subprocess.run(printed[0].split(), cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                                env={**os.environ, "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}"})
+        assert replay.returncode == 1 and "reproduced 1/1" in replay.stdout, replay.stdout[-2000:] + replay.stderr

@@ -17,6 +17,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from xmemo_ref._boundary import instance_hash
 from xmemo_ref._index import RecallIndex
 from xmemo_ref._ranking import Ranking, View
 from xmemo_ref._recall import rank
@@ -122,3 +123,97 @@ def test_a_rewritten_memory_leaves_its_old_terms_behind() -> None:
     partition = tenant.recall.partition(tenant.memories, "memory-os")
     assert "redis" not in partition.postings and set(partition.docs) == {"m-2"}
     assert indexed(tenant, None, "redis", True, NOW) == scanned(tenant, None, "redis", True, NOW)
+
+
+# -- packing stops early, reading an exact path reads only that path ------------------------------
+
+
+class _Listed(list[Any]):
+    """Ranked candidates that name their shortest id, as the index's ``Ranking`` does."""
+
+    shortest_id: int | None = None
+
+
+@st.composite
+def tight(draw: Any) -> list[Memory]:
+    """Memories whose entries come near the shortest an entry can be: no content or a word, the
+    shortest type, the caller's own one-letter agent (relation ``self``), one-letter ids."""
+    rows = []
+    for i in range(draw(st.integers(0, 12))):
+        memory = draw(memories(f"{draw(st.sampled_from(['', 'm', 'long-memory-id-']))}{i}"))
+        rows.append(memory._replace(
+            content=draw(st.sampled_from(["", "a", "ab", "fix", memory.content])),
+            memory_type=draw(st.sampled_from([MemoryType.WORKING, memory.memory_type])),
+            agent_id=draw(st.sampled_from(["x", None])), expires_at_ms=None,
+            agent_instance_id_hash=instance_hash(TENANT, "laptop")))
+    return rows
+
+
+@settings(max_examples=500, deadline=None)
+@given(tight(), queries, st.booleans(), st.integers(1, 9), st.integers(1, 90))
+def test_a_packet_that_stops_once_nothing_fits_is_the_packet_that_walked_everything(
+        rows: list[Memory], query: str, prefer: bool, max_items: int, max_tokens: int) -> None:
+    from xmemo_ref._boundary import boundary, resolve_caller
+    from xmemo_ref._recall import pack
+    from xmemo_ref._records import Principal
+
+    ranked = rank(rows, query, prefer)
+    caller = resolve_caller(Principal(tenant=TENANT, scopes=("memory:read",)), asserted_agent_id="x",
+                            asserted_instance_id="laptop")
+    assert all(boundary(caller, m).relation.value == "self" for m in rows if m.agent_id == "x")
+
+    def packed(candidates: Any) -> Any:
+        packet = pack(candidates, max_items=max_items, max_tokens=max_tokens,
+                      boundary_of=lambda m: boundary(caller, m))
+        return ([(i.memory.id, i.truncated) for i in packet.items], packet.context_text, packet.used_tokens,
+                packet.candidates, packet.omitted_by_items, packet.omitted_by_tokens)
+
+    stopping = _Listed(ranked)
+    stopping.shortest_id = min((len(m.id) for m in rows), default=None)
+    assert packed(stopping) == packed(ranked)
+
+
+@settings(max_examples=200, deadline=None)
+@given(tenants(), queries, st.sampled_from(["notes", "decisions/redis", "a", "absent", "decisions/%", "%"]),
+       st.sampled_from([None, "memory-os"]), st.sampled_from([NOW - 1, NOW, NOW + 100_000]))
+def test_a_read_on_an_exact_path_ranks_what_a_scan_of_every_memory_ranks(
+        world: tuple[TenantMemories, list[Memory]], query: str, path: str, scope: str | None, now_ms: int) -> None:
+    tenant, later = world
+    for memory in later:
+        tenant.put(memory)
+    filters = ReadFilter(scope=scope, path=path)
+    exact = not path.endswith(("%", "*"))
+    pool = tenant.at_path(path) if exact else list(tenant.memories.values())
+    scan = [m for m in tenant.memories.values() if filters.admits(m, now_ms)]
+    assert [(r.memory.id, r.score) for r in rank([m for m in pool if filters.admits(m, now_ms)], query, True)] == \
+        [(r.memory.id, r.score) for r in rank(scan, query, True)]
+
+
+def test_an_entry_of_the_least_possible_size_still_fits_a_budget_of_exactly_its_size() -> None:
+    from xmemo_ref._boundary import boundary, resolve_caller
+    from xmemo_ref._recall import ENTRY_SEPARATOR, pack, render_entry
+    from xmemo_ref._records import Principal
+
+    caller = resolve_caller(Principal(tenant=TENANT, scopes=("memory:read",)), asserted_agent_id="x",
+                            asserted_instance_id="laptop")
+    base = Memory(id="", tenant=TENANT, kind=Kind.MEMORY, content="", path="p", bucket="work", scope=None, team_id=None,
+                  memory_type=MemoryType.WORKING, status="active", importance=None, confidence=None, semantic_key=None,
+                  state_key=None, event_type=None, session_id=None, source=None, agent_id="x",
+                  agent_instance_id_hash=instance_hash(TENANT, "laptop"), agent_trust=Trust.CLIENT_ASSERTED,
+                  metadata_json="{}", version=1, created_at_ms=NOW - 100, updated_at_ms=NOW, expires_at_ms=None)
+    for first_id in ("a", "ab", "abc", "abcd"):  # one of them makes the entries a whole number of tokens
+        rows = [base._replace(id=first_id, updated_at_ms=NOW), base._replace(id="z" * len(first_id), updated_at_ms=NOW - 1)]
+        entries = [render_entry(n, m, boundary(caller, m), "") for n, m in enumerate(rows, 1)]
+        size = len(entries[0]) + len(ENTRY_SEPARATOR) + len(entries[1])
+        if size % 4:
+            continue
+        listed = _Listed(rank(rows, "", True))
+        listed.shortest_id = len(first_id)
+        packet = pack(listed, max_items=5, max_tokens=size // 4, boundary_of=lambda m: boundary(caller, m))
+        assert [i.memory.id for i in packet.items] == [m.id for m in rows] and not packet.omitted_by_tokens
+        alone = _Listed(rank(rows[:1], "", True))
+        alone.shortest_id = len(first_id)
+        packet = pack(alone, max_items=5, max_tokens=-(-len(entries[0]) // 4), boundary_of=lambda m: boundary(caller, m))
+        assert [i.memory.id for i in packet.items] == [first_id]
+        return
+    raise AssertionError("no id length gave a whole number of tokens")
