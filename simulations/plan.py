@@ -19,7 +19,6 @@ from typing import Any
 from simulations.errors import SimulationError
 
 __all__ = [
-    "segment_seed",
     "READER",
     "RUN_ID",
     "SESSION_ID",
@@ -32,6 +31,7 @@ __all__ = [
     "PlannedOp",
     "actor_names",
     "marked_run",
+    "segment_seed",
     "workers_for",
 ]
 
