@@ -166,8 +166,8 @@ def _least_entry(position: int, shortest_id: int, separated: bool) -> int:
 
 
 def _walk(ranked: Candidates, full: Callable[[], bool]) -> Iterator[Ranked]:
-    """``ranked`` in order, until ``full()`` says nothing more can be packed (checked before
-    each candidate is read, so a lazy ranking reads no further)."""
+    """``ranked`` in order, until ``full()`` says nothing more can be packed (asked after each
+    candidate, before the next is read, so a lazy ranking reads no further)."""
     for candidate in ranked:
         yield candidate
         if full():
