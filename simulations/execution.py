@@ -20,6 +20,7 @@ import functools
 import json
 import queue
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -195,7 +196,8 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
     Over a URL the server's clock is read again after the batch, and the batch's inputs say the
     server's time lay between the two readings (``now_ms`` .. ``now_max_ms``, as ``ledger.py``
     models it): wall time passes during a batch, and a test clock the server shares with other
-    clients (another shard of a hunt) can move under it or before it.
+    clients (another shard of a hunt) can move under it or before it. A server without the test
+    clock gets this process's wall clock, read around the batch, instead.
 
     Raises:
         SimulationError: when a worker stalls or fails outside the request it was sending.
@@ -206,13 +208,29 @@ def execute_batch(target: Target, batch: Batch, recorder: Recorder, seed: int,
         if windowed and now is not None and now != batch.clock_ms:
             batch = batch.at(now)  # the server is past the plan's time: the model is told the server's
     sent: list[dict[str, Any]] = []
+    wall = _wall_ms()
     decisions = run_lanes(batch, lambda op, worker: _perform(target, op, recorder, worker, sent),
                           target.scheduler, seed, script)
-    if windowed and batch.clock_ms is not None:
+    if not windowed:
+        return decisions
+    # Before anything takes the batch from the recorder: the inputs stamped are the recorded ones.
+    if batch.clock_ms is not None:
         after = target.now_ms()
         if after is not None and after > batch.clock_ms:
-            # Before anything takes the batch from the recorder: the inputs are the recorded ones.
             for recorded in sent:
                 if recorded.get("now_ms") is not None:
                     recorded["now_max_ms"] = after
+    else:
+        # No test clock: the server's leases run on its wall clock, which runs at this process's
+        # rate; a lease compares two times of one clock, so this process's clock, read around the
+        # batch, serves (its offset from the server's cancels). Its receipts' times are the
+        # server's, so the model never takes them for this clock's (``clock: wall``).
+        after = _wall_ms()
+        for recorded in sent:
+            if "now_ms" in recorded:
+                recorded.update(now_ms=wall, now_max_ms=after, clock="wall")
     return decisions
+
+
+def _wall_ms() -> int:
+    return time.monotonic_ns() // 1_000_000

@@ -20,7 +20,10 @@ moves a shared test clock (another shard of a hunt) moves it under the batch. A 
 inside that window is modelled at the time its receipt gives when that lies in the window (the
 server's own word, so its lease is exact), else at both ends: a lease's expiry is monotone in
 both times, so the two ends give every answer some time in the window could give. Modelling
-only ``now_ms`` accused correct servers whose clock another client had moved.
+only ``now_ms`` accused correct servers whose clock another client had moved. A server without
+the test clock is timed by the runner's own wall clock (``"clock": "wall"``): its leases run on
+the server's wall clock, at the same rate, and a lease compares two times of one clock; without
+it the model could not know a lease had run out in real time.
 """
 
 from __future__ import annotations
@@ -93,6 +96,8 @@ def _times(inp: Input, output: Output) -> tuple[object, ...]:
     low, high = inp.get("now_ms"), inp.get("now_max_ms")
     if not isinstance(low, int) or not isinstance(high, int) or high <= low:
         return (low,)
+    if inp.get("clock") == "wall":  # the runner's clock, not the server's: receipts speak the other
+        return (low, high)
     receipt = output.get("receipt") if output is not None else None
     said = receipt.get("committed_at_ms") if isinstance(receipt, Mapping) else None
     if isinstance(said, int) and low <= said <= high:
