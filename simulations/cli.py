@@ -180,6 +180,7 @@ def _add_replay(sub: Any) -> None:
 
 def _build_parser() -> argparse.ArgumentParser:
     from simulations.linearizability.porcupine import FORMATS
+    from simulations.plan import SEGMENT_BATCHES
 
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -222,8 +223,6 @@ def _build_parser() -> argparse.ArgumentParser:
     clients.add_argument("--out", type=Path, default=Path("sim-failures"),
                          help="where a hunt writes the history of each distinct finding")
     _hunt_arguments(clients, default=None)
-
-    from simulations.plan import SEGMENT_BATCHES
 
     xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
     xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
@@ -490,8 +489,8 @@ def _replay(args: argparse.Namespace) -> int:
 
 
 def _clients(args: argparse.Namespace) -> int:
-    from simulations.campaign import fresh_run_id
     from aidememo_client.client import AideMemoClient
+    from simulations.campaign import fresh_run_id
     from simulations.clients import run_client_campaign
     from simulations.targets import EmbeddedTarget, Target, load_factory
 
@@ -600,7 +599,7 @@ def _exported(paths: dict[str, Path], replay_words: Sequence[str] = (),
 
     for label, path in paths.items():
         print(f"{label}: {path}")
-    for line in reproduce_lines(paths, reproduction, list(replay_words)):
+    for line in reproduce_lines(paths, reproduction, replay_words):
         print(line)
     return EXIT_VIOLATION
 
@@ -629,6 +628,7 @@ def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
 
 
 def _xmemo_run(args: argparse.Namespace) -> int:
+    from simulations.plan import SEGMENT_BATCHES
     from simulations.targets import load_factory
     from simulations.xmemo.races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
 
@@ -640,8 +640,6 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
     elif args.key:
         raise SimulationError("--key needs --url")
-    from simulations.plan import SEGMENT_BATCHES
-
     factory = load_factory(args.ledger) if args.ledger else reference_factory
     words = ["aidememo-sim", "xmemo", "run", "--seed", str(seed), "--budget", f"{args.budget:g}"]
     if args.batches:

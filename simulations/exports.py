@@ -192,7 +192,9 @@ def _blamed(doc: Mapping[str, Any]) -> dict[int, tuple[str, ...]]:
 
 def _identity(op_input: Mapping[str, Any]) -> str:
     # Without the time: a rerun over a URL tells the model the server's time, not the plan's.
-    return json.dumps({k: v for k, v in op_input.items() if k not in ("request", "now_ms", "now_max_ms", "clock")}, sort_keys=True,
+    # What the runner stamps on a recorded request (its clock readings) is not part of the request.
+    stamped = ("request", "now_ms", "now_max_ms", "clock")
+    return json.dumps({k: v for k, v in op_input.items() if k not in stamped}, sort_keys=True,
                       default=str)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -189,7 +189,7 @@ _MOST_TIMES = 200
 
 
 def reproduce_lines(paths: Mapping[str, Path], reproduction: tuple[int, int] | None,
-                    replay_words: tuple[str, ...] | list[str] = ()) -> list[str]:
+                    replay_words: Sequence[str] = ()) -> list[str]:
     """The lines that tell how to see a finding again, as the one-process run and a hunt print them.
 
     On the embedded reference, or over a URL when the shrunk case failed every measured rerun,

@@ -176,7 +176,8 @@ def _clients_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     try:
         run = run_client_campaign(target, seed=spec.seed, run_id="r" if spec.url is None else fresh_run_id(spec.seed),
                                   rounds=spec.rounds, workers=spec.clients, loss=spec.loss, budget_s=spec.budget_s,
-                                  client_class=client_class, on_round=lambda seconds, operations: publish(seconds, operations, None))
+                                  client_class=client_class,
+                                  on_round=lambda seconds, operations: publish(seconds, operations, None))
     finally:
         target.close()
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.rounds, operations=len(run.history),

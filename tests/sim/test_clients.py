@@ -117,7 +117,8 @@ def test_a_clients_hunt_reports_a_planted_client_once_and_its_printed_commands_a
     hunt = _sh(f"aidememo-sim clients --seed 1 --rounds 4 --clients 3 --client {PLANTED} --workers 3 --out found",
                tmp_path)
     assert hunt.returncode == 1, hunt.stdout[-3000:] + hunt.stderr[-2000:]
-    assert re.search(r"^hunt: 3 of 3 shards run, 0 lost, .* 1 distinct findings", hunt.stdout, re.MULTILINE), hunt.stdout
+    summary = r"^hunt: 3 of 3 shards run, 0 lost, .* 1 distinct findings"
+    assert re.search(summary, hunt.stdout, re.MULTILINE), hunt.stdout
     assert "finding 1: client, found by shards 1, 2 " in hunt.stdout
     assert len(list((tmp_path / "found").glob("clients-seed-*.jsonl"))) == 1
     alone = re.search(r"^  the shard alone: (.*)$", hunt.stdout, re.MULTILINE)

@@ -202,7 +202,8 @@ def test_an_entry_of_the_least_possible_size_still_fits_a_budget_of_exactly_its_
                   agent_instance_id_hash=instance_hash(TENANT, "laptop"), agent_trust=Trust.CLIENT_ASSERTED,
                   metadata_json="{}", version=1, created_at_ms=NOW - 100, updated_at_ms=NOW, expires_at_ms=None)
     for first_id in ("a", "ab", "abc", "abcd"):  # one of them makes the entries a whole number of tokens
-        rows = [base._replace(id=first_id, updated_at_ms=NOW), base._replace(id="z" * len(first_id), updated_at_ms=NOW - 1)]
+        rows = [base._replace(id=first_id, updated_at_ms=NOW),
+                base._replace(id="z" * len(first_id), updated_at_ms=NOW - 1)]
         entries = [render_entry(n, m, boundary(caller, m), "") for n, m in enumerate(rows, 1)]
         size = len(entries[0]) + len(ENTRY_SEPARATOR) + len(entries[1])
         if size % 4:
