@@ -14,13 +14,21 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from conformance.answers import parse
 from conformance.errors import TargetError
 from conformance.transcript import Transcript, shown_text
 
-__all__ = ["CommandExchange", "run_command"]
+__all__ = ["CommandExchange", "Launcher", "run_command"]
+
+
+class Launcher(Protocol):
+    """Another way to start a command line (``conformance.forked.ForkServer``): it returns an
+    object with the part of ``subprocess.Popen`` used here, whose ``wait`` takes a timeout and
+    returns None while the command runs."""
+
+    def start(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None) -> Any: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,6 +101,27 @@ def _drain(stream: object, sink: list[bytes], limit: int, over: threading.Event)
         sink.append(chunk)
 
 
+def _feed_and_wait(process: Any, stdin: bytes, deadline: float, over: threading.Event, *, exact: bool,
+                   bounds: tuple[float, int]) -> str | None:
+    """Write stdin, then wait for the exit; what broke a bound (the process still runs), or None."""
+    if process.stdin is not None:
+        try:
+            process.stdin.write(stdin)
+            process.stdin.close()
+        except BrokenPipeError:
+            pass  # it exited without reading its input; what it printed still counts
+    while process.poll() is None:
+        if over.is_set():
+            return f"printed more than {bounds[1]} bytes"
+        if time.perf_counter() > deadline:
+            return f"did not finish within the {bounds[0]:g} s deadline"
+        if exact:
+            process.wait(timeout=0.05)  # a launcher's wait returns at the exit, not at the next tick
+        else:
+            time.sleep(0.005)
+    return None
+
+
 def run_command(
     transcript: Transcript | None,
     argv: Sequence[str],
@@ -104,11 +133,13 @@ def run_command(
     cwd: str | None = None,
     actor: str | None = None,
     unrecorded_env: Mapping[str, str] | None = None,
+    launcher: Launcher | None = None,
 ) -> CommandExchange:
     """Run one command within the bounds and record it.
 
     ``env`` is what the check sets and the transcript shows; ``unrecorded_env`` is the kit's own
     plumbing that changes nothing the command answers (a bytecode cache), so it is left out.
+    ``launcher`` starts the command instead of ``subprocess`` (same argv, environment and bounds).
 
     Raises:
         TargetError: it could not start, outlived ``timeout_s`` or printed more than the bound.
@@ -116,9 +147,14 @@ def run_command(
     extra = dict(env or {})
     started = time.perf_counter()
     base = {"argv": tuple(argv), "env": tuple(extra.items()), "stdin": stdin, "actor": actor}
+    environment = {**os.environ, **(unrecorded_env or {}), **extra}
+    process: Any
     try:
-        process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   env={**os.environ, **(unrecorded_env or {}), **extra}, cwd=cwd)
+        if launcher is not None:
+            process = launcher.start(argv, env=environment, cwd=cwd)
+        else:
+            process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                       stderr=subprocess.PIPE, env=environment, cwd=cwd)
     except OSError as exc:
         exchange = CommandExchange(**base, exit_code=None, error=f"cannot start: {exc.strerror or exc}")  # type: ignore[arg-type]
         if transcript is not None:
@@ -131,29 +167,18 @@ def run_command(
                threading.Thread(target=_drain, args=(process.stderr, err, max_output_bytes, over), daemon=True)]
     for reader in readers:
         reader.start()
-    error: str | None = None
     try:
-        if process.stdin is not None:
-            try:
-                process.stdin.write(stdin)
-                process.stdin.close()
-            except BrokenPipeError:
-                pass  # it exited without reading its input; what it printed still counts
-        deadline = started + timeout_s
-        while process.poll() is None:
-            if over.is_set():
-                error = f"printed more than {max_output_bytes} bytes"
-                break
-            if time.perf_counter() > deadline:
-                error = f"did not finish within the {timeout_s:g} s deadline"
-                break
-            time.sleep(0.005)
+        error = _feed_and_wait(process, stdin, started + timeout_s, over, exact=launcher is not None,
+                               bounds=(timeout_s, max_output_bytes))
     finally:
         if process.poll() is None:
             process.kill()
         process.wait()
         for reader in readers:
             reader.join(timeout=1.0)
+        if not any(reader.is_alive() for reader in readers):  # one still reading keeps its stream
+            for stream in (process.stdout, process.stderr):
+                stream.close()
     if over.is_set() and error is None:
         error = f"printed more than {max_output_bytes} bytes"
     exchange = CommandExchange(**base, exit_code=None if error else process.returncode,  # type: ignore[arg-type]

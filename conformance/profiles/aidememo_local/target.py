@@ -13,14 +13,17 @@ from dataclasses import dataclass, field
 from conformance.capabilities import CAPABILITIES as CLAIMS
 from conformance.capabilities import Claims, settle
 from conformance.errors import TargetError
-from conformance.process import run_command
+from conformance.forked import ForkServer, available
+from conformance.process import Launcher, run_command
 from conformance.profile import CLI, MAX_BODY_BYTES, TIMEOUT, StartContext
 from conformance.profiles.aidememo_local.remote import RemoteServer, start_server
 
 __all__ = ["LocalTarget", "start", "EMBEDDED", "INITIALIZE"]
 
-# This kit's CLI, run from the installed package.
+# This kit's CLI, run from the installed package (forked from a warm interpreter: conformance.forked).
 EMBEDDED = (sys.executable, "-m", "aidememo_ref")
+# What a command of it imports, so that no fork imports it again; the remote verbs' client too.
+_PRELOAD = ("aidememo_cli.**", "aidememo_client.**", "hashlib", "locale")
 # What upstream's SDK sends first to an ``mcp`` server; the ``mcp`` capability is detected with it.
 INITIALIZE = {"jsonrpc": "2.0", "id": 0, "method": "initialize",
               "params": {"clientInfo": {"name": "aidememo-conformance", "version": "0"}}}
@@ -34,6 +37,7 @@ class LocalTarget:
     max_output_bytes: int
     claims: Claims = field(default_factory=Claims)
     environ: dict[str, str] = field(default_factory=dict)  # every run's, unrecorded (see _bytecode_cache)
+    launcher: Launcher | None = None  # None: each command a fresh process
     _server: RemoteServer | None = None
     _starting: threading.Lock = field(default_factory=threading.Lock)  # checks run in threads
 
@@ -45,6 +49,8 @@ class LocalTarget:
             return self._server
 
     def close(self) -> None:
+        if isinstance(self.launcher, ForkServer):
+            self.launcher.close()
         if self._server is not None:
             self._server.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -56,6 +62,8 @@ def start(context: StartContext) -> LocalTarget:
     root = tempfile.mkdtemp(prefix="aidememo-local-")
     target = LocalTarget(argv=command or EMBEDDED, root=root, timeout_s=settings[TIMEOUT],
                          max_output_bytes=settings[MAX_BODY_BYTES], environ={} if command else _bytecode_cache(root))
+    if command is None and available():
+        target.launcher = embedded_launcher(target.environ)
 
     def detect(name: str) -> tuple[bool, str]:
         if name == "remote":
@@ -64,7 +72,7 @@ def start(context: StartContext) -> LocalTarget:
         try:
             done = run_command(None, [*target.argv, "--store", probe, "mcp"], stdin=(json.dumps(INITIALIZE) + "\n").encode(),
                                timeout_s=target.timeout_s, max_output_bytes=target.max_output_bytes,
-                               unrecorded_env=target.environ)
+                               unrecorded_env=target.environ, launcher=target.launcher)
         except TargetError as exc:
             return False, f"probe failed: {exc}"
         try:
@@ -76,6 +84,15 @@ def start(context: StartContext) -> LocalTarget:
     declared: dict[str, bool | None] = settings[CLAIMS]
     target.claims = settle(declared, context.capabilities, detect)
     return target
+
+
+def embedded_launcher(environ: dict[str, str]) -> ForkServer:
+    """The kit's CLI as ``EMBEDDED`` runs it: ``aidememo_ref/__main__.py`` calling ``aidememo_cli.main``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("aidememo_ref.__main__")
+    argv0 = spec.origin if spec is not None and spec.origin else "aidememo_ref"
+    return ForkServer(EMBEDDED, "aidememo_cli:main", argv0, _PRELOAD, env={**os.environ, **environ})
 
 
 def _bytecode_cache(root: str) -> dict[str, str]:
@@ -98,7 +115,8 @@ def _detect_remote(target: LocalTarget) -> tuple[bool, str]:
     home = tempfile.mkdtemp(prefix="probe-home-", dir=target.root)
     try:
         done = run_command(None, [*target.argv, "auth", "list"], env={"HOME": home}, timeout_s=target.timeout_s,
-                           max_output_bytes=target.max_output_bytes, unrecorded_env=target.environ)
+                           max_output_bytes=target.max_output_bytes, unrecorded_env=target.environ,
+                           launcher=target.launcher)
     except TargetError as exc:
         return False, f"probe failed: {exc}"
     if done.exit_code != 0:

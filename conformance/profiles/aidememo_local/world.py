@@ -55,7 +55,7 @@ class LocalWorld(BaseWorld):
         return run_command(self.transcript, [*self.target.argv, "--store", store or self.store, *words],
                            env={**_NEUTRAL, **(env or {})}, stdin=stdin, timeout_s=self.target.timeout_s,
                            max_output_bytes=self.target.max_output_bytes, actor=actor,
-                           unrecorded_env=self.target.environ)
+                           unrecorded_env=self.target.environ, launcher=self.target.launcher)
 
     def json(self, *words: str, env: Mapping[str, str] | None = None) -> Any:
         """A setup step that must succeed with JSON on stdout (else the check is untestable)."""
