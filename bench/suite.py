@@ -4,7 +4,9 @@ Prints figures, never asserts them; every ratio is against a baseline measured i
 
 * start-up: ``python -c pass``, a local ``aidememo-ref`` read, and ``aidememo-ref bootstrap`` on
   a ledger file that exists (what the suite runs once per identity against a served reference);
-* the embedded AideMemo profile, and every installed profile one after the other, each without
+* the embedded AideMemo profile, and every installed profile one after the other (the
+  aidememo-local profile's CLI forked per command from a warm interpreter, as it runs by default,
+  and beside it the same run with ``--cli``, each command a fresh interpreter), each without
   cached bytecode (``PYTHONDONTWRITEBYTECODE=1``, as these machines run, so every module is
   compiled and every check module assertion-rewritten) and with it (a private
   ``PYTHONPYCACHEPREFIX`` filled by an untimed warm-up run, as an installed copy has);
@@ -203,6 +205,11 @@ def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: P
         for name, (wall, cpu) in runs.items():
             if name != "aidememo":
                 print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+        if "aidememo-local" in PROFILES:  # the kit's CLI forked per command, against started fresh
+            fresh = _suite(env, scratch / f"local-fresh-{label}", "--profile", "aidememo-local", "--cli",
+                           f"{sys.executable} -m aidememo_ref")
+            print(_line("    the same, each command a fresh interpreter (--cli)", *fresh,
+                        runs["aidememo-local"]).replace("of the embedded run", "of the forked run"))
         print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
                     sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
 
