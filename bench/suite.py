@@ -203,13 +203,14 @@ def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: P
         runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
         print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
         for name, (wall, cpu) in runs.items():
-            if name != "aidememo":
-                print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
-        if "aidememo-local" in PROFILES:  # the kit's CLI forked per command, against started fresh
-            fresh = _suite(env, scratch / f"local-fresh-{label}", "--profile", "aidememo-local", "--cli",
-                           f"{sys.executable} -m aidememo_ref")
-            print(_line("    the same, each command a fresh interpreter (--cli)", *fresh,
-                        runs["aidememo-local"]).replace("of the embedded run", "of the forked run"))
+            if name == "aidememo":
+                continue
+            print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+            if name == "aidememo-local":  # the kit's CLI forked per command, against started fresh
+                fresh = _suite(env, scratch / f"local-fresh-{label}", "--profile", name, "--cli",
+                               f"{sys.executable} -m aidememo_ref")
+                print(_line("    the same, each command a fresh interpreter (--cli)", *fresh,
+                            (wall, cpu)).replace("of the embedded run", "of the forked run"))
         print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
                     sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
 
