@@ -130,8 +130,7 @@ class ForkedProcess:
                 pass
 
     def _close_all(self) -> None:
-        for sock in (self._status,):
-            sock.close()
+        self._status.close()
         self.stdin.close()
         self.stdout.close()
         self.stderr.close()
@@ -234,8 +233,9 @@ def _serve(fd: int, preload: Sequence[str]) -> None:
         try:
             message, fds, _flags, _address = socket.recv_fds(control, _MAX_REQUEST, 4)
         except OSError:
-            return
+            message, fds = b"", []
         if not message:  # the parent closed its end, or died
+            _wait_for_supervisors()
             return
         if len(fds) != 4:
             for descriptor in fds:
@@ -258,6 +258,17 @@ def _reap(_signal: int, _frame: object) -> None:
         except ChildProcessError:
             return
         if pid == 0:
+            return
+
+
+def _wait_for_supervisors() -> None:
+    """Wait for the supervisors still sending a status: one reaped by nobody takes its command's
+    CPU time out of the parent's account."""
+    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+    while True:
+        try:
+            os.waitpid(-1, 0)
+        except ChildProcessError:
             return
 
 

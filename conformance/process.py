@@ -30,6 +30,9 @@ class Launcher(Protocol):
 
     def start(self, argv: Sequence[str], *, env: Mapping[str, str], cwd: str | None = None) -> Any: ...
 
+    def close(self) -> None:
+        """Stop whatever it keeps running between commands."""
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class CommandExchange:

@@ -49,7 +49,7 @@ class LocalTarget:
             return self._server
 
     def close(self) -> None:
-        if isinstance(self.launcher, ForkServer):
+        if self.launcher is not None:
             self.launcher.close()
         if self._server is not None:
             self._server.close()
