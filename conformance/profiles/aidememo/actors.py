@@ -22,7 +22,7 @@ from conformance.profiles.aidememo.isolation import Isolation, IsolationError, r
 from conformance.profiles.aidememo.leases import Lease, lease_of
 from conformance.transcript import Transcript
 
-__all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "Stage", "setup_ok"]
+__all__ = ["Actor", "HandoffRef", "MCP_VERSION", "Project", "Stage", "setup_ok", "setup_revision"]
 
 MCP_VERSION = "2026-07-28"
 
@@ -58,10 +58,15 @@ def setup_ok(exchange: Exchange, step: str) -> dict[str, Any]:
     return data
 
 
+def setup_revision(exchange: Exchange, step: str) -> int:
+    """The ``revision`` at the top of a successful prerequisite step's JSON (else untestable)."""
+    return _revision(setup_ok(exchange, step), step)
+
+
 def _revision(receipt: dict[str, Any], step: str) -> int:
     revision = receipt.get("revision")
     if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
-        raise Untestable(f"setup step '{step}' returned a receipt without a positive integer revision")
+        raise Untestable(f"setup step '{step}' answered without a positive integer revision")
     return revision
 
 

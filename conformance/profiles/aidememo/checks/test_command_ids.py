@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from conformance.http import Exchange
-from conformance.profiles.aidememo.actors import Actor, setup_ok
+from conformance.profiles.aidememo.actors import Actor, setup_ok, setup_revision
 from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
@@ -37,7 +37,7 @@ class Scene:
     writer: Actor  # a writer of the same project
 
     def revision(self, step: str) -> int:
-        return int(setup_ok(self.read(), step)["revision"])
+        return setup_revision(self.read(), step)
 
 
 def _typed(world: World, route: WriteRoute) -> Scene:
