@@ -17,7 +17,7 @@ read this one table. Pure: time arrives as ``now_ms``.
 
 from __future__ import annotations
 
-import unicodedata
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Final, TypeAlias
@@ -47,12 +47,15 @@ __all__ = [
 
 LEASE_MS: Final = 120_000  # srv/product.rs HANDOFF_LEASE_MS
 
+# Unicode's Cc (a closed set: C0, DEL, C1) without tab, line feed and carriage return.
+_CONTROL: Final = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
 
 def text_problem(value: str, max_bytes: int) -> str | None:
     """Why a topic/content/focus/done_when text is refused (``dom/handoff.rs validate_text``)."""
     if not trim(value) or len(value.encode("utf-8")) > max_bytes:
         return "size"
-    if any(unicodedata.category(ch) == "Cc" and ch not in "\n\r\t" for ch in value):
+    if _CONTROL.search(value):
         return "control"
     return None
 

@@ -239,3 +239,16 @@ def test_text_rules_trim_with_rusts_whitespace_set() -> None:
     assert trim("\u3000\xa0 x\x1f\t") == "x\x1f" and ascii_lower("AİK\u212a") == "aİk\u212a"
     # "\x1f" is not blank upstream: it is refused for its control character, not for its size.
     assert (text_problem("\x1f", 64), text_problem(" \u2003", 64)) == ("control", "size")
+
+
+def test_text_control_rule_is_unicodes_cc_but_tab_and_line_ends() -> None:
+    import sys
+    import unicodedata
+
+    from aidememo_ref._state import text_problem
+
+    # Lone surrogates never get here: the wire refuses them (aidememo_wire.canonical).
+    points = [c for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    refused = {c for c in points if text_problem(f"a{chr(c)}", 64) == "control"}
+    expected = {c for c in points if unicodedata.category(chr(c)) == "Cc" and chr(c) not in "\n\r\t"}
+    assert refused == expected
