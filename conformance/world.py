@@ -32,17 +32,23 @@ def new_credential(prefix: str) -> str:
     return f"{prefix}{secrets.token_hex(16)}"
 
 
-_FAKERS: list[Any] = []  # the process's one Faker: building one registers some 25 providers
-# Held while the one Faker draws for a world: checks run ahead in threads (conformance.overlap)
+_FAKERS: list[Any] = []  # the process's one text generator
+# Held while the one generator draws for a world: checks run ahead in threads (conformance.overlap)
 # would otherwise draw from each other's randomness.
 _FAKER_LOCK = threading.Lock()
 
 
 def _faker() -> Any:
+    """Faker's generator with only the provider a world draws from (``Faker()`` imports and registers
+    some 25 for the default locale); its sentences are ``Faker().sentence``'s for the same randomness."""
     if not _FAKERS:
-        from faker import Faker  # imported only when a check runs: the plugin must cost nothing idle
+        # Imported only when a check runs: the plugin must cost nothing idle.
+        from faker import Generator
+        from faker.providers.lorem.en_US import Provider as Lorem
 
-        _FAKERS.append(Faker())
+        generator = Generator()
+        generator.add_provider(Lorem)
+        _FAKERS.append(generator)
     return _FAKERS[0]
 
 
