@@ -4,6 +4,8 @@ Prints figures, never asserts them; every ratio is against a baseline measured i
 
 * start-up: ``python -c pass``, a local ``aidememo-ref`` read, and ``aidememo-ref bootstrap`` on
   a ledger file that exists (what the suite runs once per identity against a served reference);
+  and the embedded reference's socket server started in a thread, asked once and stopped, against
+  the same with uvicorn's own ``Server`` class (in this process);
 * the embedded AideMemo profile, and every installed profile one after the other (the
   aidememo-local profile's CLI forked per command from a warm interpreter, as it runs by default,
   and beside it the same run with ``--cli``, each command a fresh interpreter), each without
@@ -184,6 +186,50 @@ def main() -> None:
             _served_part(cached, scratch, options.workers, fresh=not options.skip_fresh)
 
 
+def _thread_server(repeat: int) -> None:
+    """Median start, one request and stop of the embedded reference's socket server (what every
+    embedded run and most tests do), against the same with uvicorn's own ``Server`` class."""
+    import threading
+
+    import httpx
+    import uvicorn
+
+    from aidememo_ref import ReferenceLedger
+    from refkit import serving
+
+    def cycle(ledger: ReferenceLedger, prompt: bool) -> float:
+        started = time.perf_counter()
+        if prompt:
+            with serving.serve_in_thread(ledger) as url, httpx.Client() as client:
+                client.get(f"{url}/health")
+            return time.perf_counter() - started
+        sock = serving.bind_socket("127.0.0.1", 0)
+        server = uvicorn.Server(uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False))
+        thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+        thread.start()
+        while not server.started:
+            time.sleep(0.005)
+        with httpx.Client() as client:
+            client.get(f"http://127.0.0.1:{sock.getsockname()[1]}/health")
+        server.should_exit = True
+        thread.join()
+        sock.close()
+        return time.perf_counter() - started
+
+    with tempfile.TemporaryDirectory() as tmp:
+        ledger = ReferenceLedger(str(Path(tmp) / "ledger.sqlite"))
+        try:
+            times: dict[bool, list[float]] = {True: [], False: []}
+            for _ in range(max(repeat, 5)):
+                for prompt in (False, True):
+                    times[prompt].append(cycle(ledger, prompt) * 1000)
+        finally:
+            ledger.close()
+    stock, ours = statistics.median(times[False]), statistics.median(times[True])
+    print(f"  socket server in a thread, start + /health + stop: {ours:6.1f} ms; with uvicorn's own Server "
+          f"class {stock:6.1f} ms ({ours / stock:.2f}x)")
+
+
 def _startup_table(cached: dict[str, str], scratch: Path, repeat: int) -> None:
     startups = _startups(cached, scratch, repeat)
     bare = startups["python -c pass"]
@@ -193,6 +239,7 @@ def _startup_table(cached: dict[str, str], scratch: Path, repeat: int) -> None:
               f"python -c pass")
     local, boot = startups["aidememo-ref (local: session list)"], startups["aidememo-ref bootstrap"]
     print(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, {boot[1] / local[1]:.2f}x CPU")
+    _thread_server(repeat)
 
 
 def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: Path) -> None:

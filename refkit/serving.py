@@ -130,7 +130,7 @@ def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) ->
 
     sock = bind_socket(host, port)
     config = uvicorn.Config(ledger.asgi, log_level="warning", lifespan="off", access_log=False)
-    server = uvicorn.Server(config)
+    server = _prompt_server_class()(config)
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
     try:
@@ -142,6 +142,55 @@ def serve_in_thread(ledger: Servable, host: str = "127.0.0.1", port: int = 0) ->
         shown = f"[{bound[0]}]" if ":" in bound[0] else bound[0]
         yield f"http://{shown}:{bound[1]}"
     finally:
-        server.should_exit = True
+        server.stop()
         thread.join(timeout=10)
         sock.close()
+
+
+def _prompt_server_class() -> type:
+    import asyncio
+
+    import uvicorn
+
+    class PromptServer(uvicorn.Server):
+        """Stops as soon as ``stop`` is called: uvicorn looks at ``should_exit`` every 0.1 s, which
+        was most of the time a thread's server took to stop (a run stops one at its end)."""
+
+        _loop: asyncio.AbstractEventLoop | None = None
+        _wake: asyncio.Event | None = None
+
+        async def main_loop(self) -> None:
+            # uvicorn's loop (on_tick keeps the date header fresh and reads should_exit), with the
+            # 0.1 s sleep cut short by stop().
+            self._wake = asyncio.Event()
+            self._loop = asyncio.get_running_loop()
+            counter = 0
+            while not await self.on_tick(counter):
+                counter = (counter + 1) % 864000
+                try:
+                    await asyncio.wait_for(self._wake.wait(), 0.1)
+                except asyncio.TimeoutError:
+                    pass
+
+        async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+            if self.config.lifespan != "off" or self.server_state.connections or self.server_state.tasks:
+                await super().shutdown(sockets)  # uvicorn's: asks each connection to close, waits 0.1 s and for them
+                return
+            # Every client has gone (a run closes its wires first): nothing to ask or wait for.
+            for server in self.servers:
+                server.close()
+            for sock in sockets or []:
+                sock.close()
+            for server in self.servers:
+                await server.wait_closed()
+
+        def stop(self) -> None:
+            self.should_exit = True
+            loop, wake = self._loop, self._wake
+            if loop is not None and wake is not None:
+                try:
+                    loop.call_soon_threadsafe(wake.set)
+                except RuntimeError:  # the loop has already closed
+                    pass
+
+    return PromptServer
