@@ -73,11 +73,21 @@ def _server(database: Path) -> Iterator[HttpTarget]:
         yield HttpTarget(url, "p", tokens)
 
 
-def _campaign(target: _Crowded, batches: int) -> list[Operation]:
+def _heartbeat_answers(history: list[Operation]) -> set[object]:
+    return {op.output.get("http") for op in history
+            if op.input.get("op") == "handoff.heartbeat" and op.output is not None}
+
+
+def _campaign(target: _Crowded, batches: int, most: int) -> list[Operation]:
+    """``batches`` batches, then more (up to ``most``) until a heartbeat was answered and one refused:
+    which happens when depends on how the batches interleave, and a loaded machine once saw no 200
+    in the first 60."""
     setup(target.inner, "r")
     planner = Planner(target=target, run_id="r", rng=random.Random(3), workers=workers_for(ACTORS))
     recorder = Recorder()
-    for index in range(batches):
+    for index in range(most):
+        if index >= batches and {200, 409} <= _heartbeat_answers(recorder.history()):
+            break
         planner.refresh()
         execute_batch(target, planner.next_batch(), recorder, index)
     return recorder.history()
@@ -88,14 +98,12 @@ def test_a_clock_moved_by_another_client_is_no_violation_of_a_correct_server(whe
     with _server(tmp_path / "ledger.sqlite") as http:
         target = _Crowded(http, random.Random(5), when)
         try:
-            history = _campaign(target, 60)
+            history = _campaign(target, 60, most=300)
         finally:
             target.close()
     assert target.moves >= 5
     # The leases did expire under the campaign: heartbeats were refused as well as answered.
-    heartbeats = {op.output.get("http") for op in history
-                  if op.input.get("op") == "handoff.heartbeat" and op.output is not None}
-    assert {200, 409} <= heartbeats
+    assert {200, 409} <= _heartbeat_answers(history)
     verdict, finding = check_history(history)
     assert finding is None and verdict is Verdict.OK, None if finding is None else finding.explanation
 
