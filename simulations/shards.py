@@ -17,7 +17,9 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
+import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -109,6 +111,7 @@ def history_path(spec: ShardSpec) -> Path | None:
 
 def run_shard(spec: ShardSpec) -> ShardOutcome:
     """One shard on a worker: its campaign, shrunk when it fails, publishing progress as it runs."""
+    _pause_worker_profiler()
     publish = _publisher(spec)
     publish(0.0, 0, None)
     if spec.protocol == "xmemo":
@@ -228,3 +231,35 @@ def _publisher(spec: ShardSpec) -> _Publish:
     except (ImportError, ValueError):  # not on a Dask worker
         return _Publish(spec, None)
     return _Publish(spec, worker.log_event)
+
+
+# CPython 3.11's sys._current_frames can run the garbage collector while it holds the runtime's
+# thread-list lock; a finalizer that lets go of the GIL then deadlocks the whole process
+# (python/cpython#106883). A Dask worker's statistical profiler calls it every 10 ms while a task
+# runs, and a shard runs many threads and drops SQLite connections: on 3.11 a hunt hung for good
+# about one run in fifteen on a loaded machine. distributed itself keeps its event-loop profiler
+# off on 3.11 for this reason; the task profiler it leaves on.
+_PROFILER_DEADLOCKS = sys.version_info[:2] == (3, 11)
+
+
+def _pause_worker_profiler() -> None:
+    """On 3.11, stop this Dask worker's task profiler (for the rest of the worker's life: starting
+    it again between shards would reopen the window). Elsewhere, and off a worker, nothing."""
+    if not _PROFILER_DEADLOCKS:
+        return
+    try:
+        from distributed import get_worker
+
+        worker = get_worker()
+    except (ImportError, ValueError):  # not on a Dask worker
+        return
+    profiler = worker.periodic_callbacks.get("profile")
+    if profiler is None or not profiler.is_running():
+        return
+    stopped = threading.Event()
+
+    def stop() -> None:  # on the worker's event loop: tornado's callbacks are not thread-safe
+        profiler.stop()
+        stopped.set()
+    worker.loop.add_callback(stop)
+    stopped.wait(10)

@@ -113,6 +113,25 @@ def test_shard_seeds_are_derived_apart_and_a_shard_is_a_pure_function() -> None:
     assert first.found.plan == again.found.plan and first.found.decisions == again.found.decisions
 
 
+def test_a_shard_stops_its_workers_profiler_where_that_profiler_can_deadlock_the_process() -> None:
+    """CPython 3.11's sys._current_frames, which a Dask worker's profiler calls every 10 ms, can
+    deadlock a process running many threads (python/cpython#106883): a hunt on `dask worker`
+    processes hung for good. On 3.11 a shard stops it; elsewhere it is left alone."""
+    from distributed import Client, LocalCluster
+
+    def profiling(dask_worker: Any) -> bool:
+        return bool(dask_worker.periodic_callbacks["profile"].is_running())
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False, dashboard_address=None) as cluster, \
+            Client(cluster) as client:
+        before = list(client.run(profiling).values())
+        spec = ShardSpec(root_seed=SEED, index=0, actors=3, budget_s=60, max_batches=2, factory=None)
+        outcome = client.submit(run_shard, spec, pure=False).result(timeout=120)
+        after = list(client.run(profiling).values())
+    assert outcome.batches == 2
+    assert before == [True]
+    assert after == [sys.version_info[:2] != (3, 11)]
+
+
 def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     """Three shards on two workers; the worker named w1 is killed while it runs one of them."""
     with _cluster(tmp_path) as (address, _scheduler, workers):
