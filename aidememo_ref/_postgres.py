@@ -223,12 +223,18 @@ class _Tx:
         self._pipeline: AbstractContextManager[psycopg.Pipeline] | None = None
         self._epoch = ""
         self._head = 0
+        self._pending: tuple[bytes, str, Membership] | None = None
+        self._lock_row: psycopg.Cursor[tuple[object, ...]] | None = None  # the project row, not fetched yet
+        self._ahead: tuple[tuple[str, str], psycopg.Cursor[tuple[object, ...]]] | None = None
 
     def __enter__(self) -> _Tx:
         # One pipeline per transaction: statements whose answer is not needed yet (BEGIN, the
-        # writes but the last, COMMIT) travel with the next one that is, so a command costs a
-        # round trip per read it needs instead of one per statement.
+        # project's row, the writes but the last, COMMIT) travel with the next one that is, so a
+        # command costs a round trip per read it needs instead of one per statement. A write's
+        # project row comes back with its receipt lookup: the server runs them in order, the
+        # lookup once the lock is held.
         pending, self._store._local.pending = self._store._local.pending, None
+        self._pending = pending
         try:
             self._cm = self._store._pool.connection(timeout=self._store._acquire_s)
             conn = self._conn = self._cm.__enter__()
@@ -238,24 +244,43 @@ class _Tx:
                          else "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
             # For a write, the project row is the lock every writer of this project takes first.
             if pending is None:
-                row = conn.execute(_PROJECT + (" FOR UPDATE" if self._write else ""),
-                                   (self._tenant, self._project)).fetchone()
+                self._lock_row = conn.execute(_PROJECT + (" FOR UPDATE" if self._write else ""),
+                                              (self._tenant, self._project))
             else:
-                row = conn.execute(_PROJECT_AND_MEMBER + (" FOR UPDATE OF p" if self._write else ""),
-                                   (pending[1], pending[0], self._tenant, self._project)).fetchone()
+                self._lock_row = conn.execute(_PROJECT_AND_MEMBER + (" FOR UPDATE OF p" if self._write else ""),
+                                              (pending[1], pending[0], self._tenant, self._project))
         except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
             self._release(exc)
             self._store._local.pending = pending  # unchecked still: ``confirm`` checks it
             raise _map(exc) from exc
+        if not self._write:
+            try:
+                self._locked()
+            except BaseException as exc:
+                self._release(exc if isinstance(exc, psycopg.Error) else None)
+                if isinstance(exc, psycopg.Error):
+                    raise _map(exc) from exc
+                raise
+        return self
+
+    def _locked(self) -> None:
+        """The project's row, read once: its epoch and head, and the deferred membership check.
+        A database fault leaves the membership unchecked (``confirm`` checks it)."""
+        cursor, self._lock_row = self._lock_row, None
+        if cursor is None:
+            return
+        pending = self._pending
+        try:
+            row = cursor.fetchone()
+        except psycopg.Error:
+            self._store._local.pending = pending
+            raise
         if pending is not None and (row is None or _membership(row[2:], pending[1]) != pending[2]):
-            self._release(None)
             self._store._local.members.pop((pending[0], pending[1]), None)
             raise MembershipChanged()  # nothing read or written: the caller checks afresh
         if row is None:
-            self._release(None)
             raise LedgerError.unauthorized(self._project)
         self._epoch, self._head = str(row[0]), int(str(row[1]))
-        return self
 
     def _end(self, statement: str, exc: BaseException | None) -> psycopg.Error | None:
         """Send ``statement`` (COMMIT or ROLLBACK) with whatever is queued, close the pipeline,
@@ -305,11 +330,17 @@ class _Tx:
     @property
     def conn(self) -> psycopg.Connection[tuple[object, ...]]:
         assert self._conn is not None
+        self._locked()
         return self._conn
 
     # -- View --------------------------------------------------------------------------------
     def resource(self, kind: str, resource_id: str) -> Resource | None:
-        row = self.conn.execute(_RESOURCE, (self._tenant, self._project, kind, resource_id)).fetchone()
+        ahead, self._ahead = self._ahead, None
+        if ahead is not None and ahead[0] == (kind, resource_id):
+            self._locked()
+            row = ahead[1].fetchone()
+        else:
+            row = self.conn.execute(_RESOURCE, (self._tenant, self._project, kind, resource_id)).fetchone()
         if row is None:
             return None
         return Resource(kind=kind, resource_id=resource_id, revision=int(str(row[0])), body=_text(row[1]))  # type: ignore[arg-type]
@@ -320,10 +351,19 @@ class _Tx:
 
     # -- primitives ------------------------------------------------------------------------------
     def replay(self, command: Command) -> Receipt | None:
-        row = self.conn.execute(
+        assert self._conn is not None
+        conn = self._conn
+        found = conn.execute(
             "SELECT actor_id, fingerprint, resource_kind, resource_id, project_seq, revision, committed_at_ms "
             "FROM ssot_receipts WHERE tenant_id = %s AND project_id = %s AND command_id = %s",
-            (self._tenant, self._project, command.command_id)).fetchone()
+            (self._tenant, self._project, command.command_id))
+        if self._write:
+            # The resource the command names, which the rules read next unless this is a replay:
+            # asked in the same round trip, and after the lookup, under the same lock.
+            self._ahead = ((command.kind, command.resource_id),
+                           conn.execute(_RESOURCE, (self._tenant, self._project, command.kind, command.resource_id)))
+        self._locked()
+        row = found.fetchone()
         if row is None:
             return None
         actor, fingerprint, kind, rid, seq, revision, committed = (str(v) for v in row)
