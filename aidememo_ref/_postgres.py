@@ -253,13 +253,14 @@ class _Tx:
             self._release(exc)
             self._store._local.pending = pending  # unchecked still: ``confirm`` checks it
             raise _map(exc) from exc
-        if not self._write:
+        if not self._write:  # a read's first statement needs the row: nothing to send with it
             try:
                 self._locked()
-            except BaseException as exc:
-                self._release(exc if isinstance(exc, psycopg.Error) else None)
-                if isinstance(exc, psycopg.Error):
-                    raise _map(exc) from exc
+            except psycopg.Error as exc:
+                self._release(exc)
+                raise _map(exc) from exc
+            except BaseException:
+                self._release(None)
                 raise
         return self
 

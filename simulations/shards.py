@@ -24,6 +24,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
@@ -111,7 +112,7 @@ def history_path(spec: ShardSpec) -> Path | None:
 
 def run_shard(spec: ShardSpec) -> ShardOutcome:
     """One shard on a worker: its campaign, shrunk when it fails, publishing progress as it runs."""
-    _pause_worker_profiler()
+    _stop_worker_profiler()
     publish = _publisher(spec)
     publish(0.0, 0, None)
     if spec.protocol == "xmemo":
@@ -221,16 +222,19 @@ class _Publish:
                                       "seconds": round(seconds, 3), "found": self._found, "done": done})
 
 
-def _publisher(spec: ShardSpec) -> _Publish:
-    if spec.topic is None:
-        return _Publish(spec, None)
+def _worker() -> Any | None:
+    """The Dask worker running this shard, or None (a shard run in-process)."""
     try:
         from distributed import get_worker
 
-        worker = get_worker()
+        return get_worker()
     except (ImportError, ValueError):  # not on a Dask worker
-        return _Publish(spec, None)
-    return _Publish(spec, worker.log_event)
+        return None
+
+
+def _publisher(spec: ShardSpec) -> _Publish:
+    worker = None if spec.topic is None else _worker()
+    return _Publish(spec, None if worker is None else worker.log_event)
 
 
 # CPython 3.11's sys._current_frames can run the garbage collector while it holds the runtime's
@@ -242,16 +246,11 @@ def _publisher(spec: ShardSpec) -> _Publish:
 _PROFILER_DEADLOCKS = sys.version_info[:2] == (3, 11)
 
 
-def _pause_worker_profiler() -> None:
+def _stop_worker_profiler() -> None:
     """On 3.11, stop this Dask worker's task profiler (for the rest of the worker's life: starting
     it again between shards would reopen the window). Elsewhere, and off a worker, nothing."""
-    if not _PROFILER_DEADLOCKS:
-        return
-    try:
-        from distributed import get_worker
-
-        worker = get_worker()
-    except (ImportError, ValueError):  # not on a Dask worker
+    worker = _worker() if _PROFILER_DEADLOCKS else None
+    if worker is None:
         return
     profiler = worker.periodic_callbacks.get("profile")
     if profiler is None or not profiler.is_running():
