@@ -241,7 +241,7 @@ def _publisher(spec: ShardSpec) -> _Publish:
 # thread-list lock; a finalizer that lets go of the GIL then deadlocks the whole process
 # (python/cpython#106883). A Dask worker's statistical profiler calls it every 10 ms while a task
 # runs, and a shard runs many threads and drops SQLite connections: on 3.11 a hunt hung for good
-# about one run in fifteen on a loaded machine. distributed itself keeps its event-loop profiler
+# in 4 of 25 runs on a loaded machine. distributed itself keeps its event-loop profiler
 # off on 3.11 for this reason; the task profiler it leaves on.
 _PROFILER_DEADLOCKS = sys.version_info[:2] == (3, 11)
 
