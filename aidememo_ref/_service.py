@@ -55,6 +55,7 @@ _log = logging.getLogger("aidememo_ref")
 _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
+_ROUTED: Final = 4096  # routed paths remembered with their route and decoded parameters
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
@@ -177,6 +178,7 @@ class Service:
                 self._patterns.setdefault(len(pattern), []).append((pattern, methods))
         # The exact paths as whole targets, str and bytes: the commonest requests skip parsing.
         self._targets: dict[str | bytes, dict[str, Handler]] = {}
+        self._routed: dict[bytes, tuple[dict[str, Handler], tuple[str, ...]]] = {}
         for segments, methods in self._exact.items():
             path = "/" + "/".join(segments)
             self._targets[path] = self._targets[path.encode()] = methods
@@ -194,7 +196,7 @@ class Service:
         """Answer one request. ``target`` is the raw path with its query string; ``on_behalf``
         only for the MCP gateway's REST calls (``_mcp`` hands the gateway that handle)."""
         methods = self._targets.get(target)
-        params: list[str] = []
+        params: tuple[str, ...] = ()
         query = b""
         if methods is None:
             routed = self._route(target)
@@ -219,18 +221,31 @@ class Service:
             return Response(response.status, response.headers, b"")
         return response
 
-    def _route(self, target: str | bytes) -> tuple[dict[str, Handler], list[str], bytes] | Response:
+    def _route(self, target: str | bytes) -> tuple[dict[str, Handler], tuple[str, ...], bytes] | Response:
         """A target that is not an exact path: its route's methods, decoded parameters and query,
         or the answer when there is none (404, or axum's 400 for a non-UTF-8 segment)."""
         raw = target.encode("latin-1") if isinstance(target, str) else target
         path, _, query = raw.partition(b"?")
+        routed = self._routed.get(path)
+        if routed is None:
+            found = self._route_path(path)
+            if isinstance(found, Response):
+                return found
+            # A path's route is a function of the path alone, and clients ask for the same few
+            # paths again and again; only routed paths are kept, and only so many.
+            if len(self._routed) >= _ROUTED:
+                self._routed.clear()
+            routed = self._routed[path] = found
+        return routed[0], routed[1], query
+
+    def _route_path(self, path: bytes) -> tuple[dict[str, Handler], tuple[str, ...]] | Response:
         if not path.startswith(b"/") or path.endswith(b"/") or b"//" in path:
             return Response(404)  # axum: trailing slashes and empty segments are other paths
         methods, raw_params = self._match(tuple(path[1:].decode("latin-1").split("/")))
         if methods is None:
             return Response(404)
         try:
-            return methods, [_unquote(p) for p in raw_params], query
+            return methods, tuple(_unquote(p) for p in raw_params)
         except UnicodeDecodeError:
             return Response(
                 400,
@@ -313,14 +328,15 @@ class Service:
 
         return _ok(files("aidememo_ref").joinpath("openapi.json").read_bytes())
 
-    def _write(self, attempt: Callable[[bool], Response]) -> Response:
-        """Answer a write route, first with a deferred membership check.
+    def _deferred(self, attempt: Callable[[bool], Response]) -> Response:
+        """Answer a route, first with a deferred membership check.
 
-        The store checks a remembered membership inside the command's own transaction instead
-        of in a read of its own; an error found before that transaction is answered only after
-        ``confirm``. Either check may find the membership changed (``MembershipChanged``, with
-        nothing written): the request is then answered again from the start with a full check,
-        so every answer, and which error wins, is what the full check gives.
+        The store checks a remembered membership in the route's own transaction or read (the
+        statement that catches its memory up with the file) instead of in a read of its own; an
+        error found before that is answered only after ``confirm``. Either check may find the
+        membership changed (``MembershipChanged``, with nothing written): the request is then
+        answered again from the start with a full check, so every answer, and which error wins,
+        is what the full check gives.
         """
         try:
             try:
@@ -328,7 +344,7 @@ class Service:
             except LedgerError:
                 self.store.confirm()
                 raise
-            self.store.confirm()  # a no-op once the transaction checked it
+            self.store.confirm()  # a no-op once the transaction or the read checked it
             return response
         except _store.MembershipChanged:
             return attempt(False)
@@ -342,20 +358,20 @@ class Service:
             self._writable(member)
             return self._execute(member, command)
 
-        return self._write(attempt)
+        return self._deferred(attempt)
 
     def _create(self, request: _Request, project_id: str, *, segment: str) -> Response:
         check_id("project_id", project_id)
         body = self._json_body(request)
         command = typed_command(project_id, segment=segment, handoff_id=None, body=body)
-        return self._write(partial(self._typed, request, command))
+        return self._deferred(partial(self._typed, request, command))
 
     def _transition(self, request: _Request, project_id: str, handoff_id: str, *, segment: str) -> Response:
         check_id("project_id", project_id)
         check_id("handoff_id", handoff_id)
         body = self._json_body(request)
         command = typed_command(project_id, segment=segment, handoff_id=handoff_id, body=body)
-        return self._write(partial(self._typed, request, command))
+        return self._deferred(partial(self._typed, request, command))
 
     def _typed(self, request: _Request, command: Command, deferred: bool) -> Response:
         member = self._member(request, command.project_id, deferred=deferred)
@@ -370,42 +386,58 @@ class Service:
         check_id("project_id", project_id)
         check_name("resource kind", kind)
         check_id("resource_id", resource_id)
-        m = self._member(request, project_id)
-        row = self.store.resource(m, kind, resource_id)
-        if row is None or not _reads.visible_resources([row], m.actor_id):
-            raise LedgerError.not_found()
-        return _ok(_render.resource(m, row))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            row = self.store.resource(m, kind, resource_id)
+            if row is None or not _reads.visible_resources([row], m.actor_id):
+                raise LedgerError.not_found()
+            return _ok(_render.resource(m, row))
+
+        return self._deferred(attempt)
 
     def _status(self, request: _Request, project_id: str, handoff_id: str) -> Response:
         check_id("project_id", project_id)
         check_id("handoff_id", handoff_id)
-        m = self._member(request, project_id)
-        row = self.store.resource(m, HANDOFF, handoff_id)
-        if row is None or row.body is None:
-            raise LedgerError.not_found()
-        if not _reads.visible_resources([row], m.actor_id):
-            raise LedgerError.actor_mismatch()
-        return _ok(_render.status(row.revision, Handoff.from_json(row.body)))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            row = self.store.resource(m, HANDOFF, handoff_id)
+            if row is None or row.body is None:
+                raise LedgerError.not_found()
+            if not _reads.visible_resources([row], m.actor_id):
+                raise LedgerError.actor_mismatch()
+            return _ok(_render.status(row.revision, row.body))
+
+        return self._deferred(attempt)
 
     def _snapshot(self, request: _Request, project_id: str) -> Response:
         check_id("project_id", project_id)
-        m = self._member(request, project_id)
-        snap = self.store.snapshot(m, _reads.MAX_SNAPSHOT_RESOURCES)
-        if snap is None:
-            raise _reads.too_large()
-        visible = _reads.visible_resources(snap.resources, m.actor_id)
-        return _ok(_render.snapshot(m, snap.epoch, snap.at_seq, visible))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            snap = self.store.snapshot(m, _reads.MAX_SNAPSHOT_RESOURCES)
+            if snap is None:
+                raise _reads.too_large()
+            visible = _reads.visible_resources(snap.resources, m.actor_id)
+            return _ok(_render.snapshot(m, snap.epoch, snap.at_seq, visible))
+
+        return self._deferred(attempt)
 
     def _feed(self, request: _Request, project_id: str, *, materialized: bool) -> Response:
         check_id("project_id", project_id)
         query = decode_query(request.query, CHANGE_QUERY)
-        m = self._member(request, project_id)
-        limit = _reads.change_limit(_opt_int(query, "limit"))
-        epoch, after_seq = _str(query, "project_epoch"), _opt_int(query, "after_seq")
-        assert after_seq is not None
-        read = self.store.changes(m, after_seq, limit)
-        page = _reads.feed_page(m, epoch, after_seq, limit, read, materialized=materialized)
-        return _ok(_render.feed(m, epoch, after_seq, page))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            limit = _reads.change_limit(_opt_int(query, "limit"))
+            epoch, after_seq = _str(query, "project_epoch"), _opt_int(query, "after_seq")
+            assert after_seq is not None
+            read = self.store.changes(m, after_seq, limit)
+            page = _reads.feed_page(m, epoch, after_seq, limit, read, materialized=materialized)
+            return _ok(_render.feed(m, epoch, after_seq, page))
+
+        return self._deferred(attempt)
 
     def _changes(self, request: _Request, project_id: str) -> Response:
         return self._feed(request, project_id, materialized=False)
@@ -420,10 +452,14 @@ class Service:
             box=_str(query, "box"), source_id=_opt_str(query, "source_id"),
             include_completed=_opt_bool(query, "include_completed"), before_seq=_opt_int(query, "before_seq"),
             limit=_opt_int(query, "limit"))
-        m = self._member(request, project_id)
-        rows = self.store.mailbox(m, _reads.mailbox_for(m, checked))
-        page, next_before = _reads.mailbox_page(rows, checked.limit)
-        return _ok(_render.mailbox(page, next_before))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            rows = self.store.mailbox(m, _reads.mailbox_for(m, checked))
+            page, next_before = _reads.mailbox_page(rows, checked.limit)
+            return _ok(_render.mailbox(page, next_before))
+
+        return self._deferred(attempt)
 
     def route_table(self) -> frozenset[tuple[str, tuple[str, ...]]]:
         """Every served (method, path pattern); ``*`` stands for one path segment."""
@@ -448,11 +484,15 @@ class Service:
         check_id("project_id", project_id)
         query = decode_query(request.query, SEARCH_QUERY)
         terms, limit = _reads.search_request(_str(query, "q"), _opt_int(query, "limit"))
-        m = self._member(request, project_id)
-        index = self.store.search(m, terms)
-        hits = _reads.rank(index, at_least_seq=_opt_int(query, "at_least_seq"), mode=_opt_str(query, "mode"),
-                           source_id=_opt_str(query, "source_id"), limit=limit)
-        return _ok(_render.search(index.epoch, index.head, hits))
+
+        def attempt(deferred: bool) -> Response:
+            m = self._member(request, project_id, deferred=deferred)
+            index = self.store.search(m, terms)
+            hits = _reads.rank(index, at_least_seq=_opt_int(query, "at_least_seq"), mode=_opt_str(query, "mode"),
+                               source_id=_opt_str(query, "source_id"), limit=limit)
+            return _ok(_render.search(index.epoch, index.head, hits))
+
+        return self._deferred(attempt)
 
     # -- the virtual-clock extension (only with --test-clock) --------------------------------
     def _clock_get(self, request: _Request) -> Response:

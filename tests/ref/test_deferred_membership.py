@@ -119,3 +119,75 @@ def test_only_authorization_values_that_proved_a_membership_are_remembered(sqlit
         assert error_of(r) == (401, "authentication_failed")
     assert _write(world, "c1") == 200
     assert list(world.ledger.service._digests) == [b"Bearer writer-token-0123456789"]
+
+
+# -- reads: the membership is checked by the read itself (the statement that catches memory up) ----
+READS = {
+    "resource": "/resources/session/session_remote",
+    "status": "/handoffs/h1",
+    "snapshot": "/snapshot",
+    "changes": "/changes?project_epoch={epoch}&after_seq=0",
+    "materialized": "/changes/materialized?project_epoch={epoch}&after_seq=0",
+    "mailbox": "/handoffs?box=outbox",
+    "search": "/search?q=done",
+}
+ELSEWHERE = {  # (SQLite, PostgreSQL) statements another connection commits
+    "suspend": ("UPDATE memberships SET status='suspended' WHERE actor_id='codex-p1'",
+                "UPDATE ssot_memberships SET status='suspended' WHERE actor_id='codex-p1'"),
+    "revoke": ("UPDATE token_bindings SET active=0 WHERE actor_id='codex-p1'",
+               "UPDATE ssot_token_bindings SET active=FALSE WHERE actor_id='codex-p1'"),
+}
+REFUSED = {"suspend": (403, "project_unauthorized"), "revoke": (401, "authentication_failed")}
+
+
+def _elsewhere(world: World, change: str) -> None:
+    sqlite_sql, postgres_sql = ELSEWHERE[change]
+    if world.postgres_url is None:
+        _other_connection(world, sqlite_sql)
+        return
+    import psycopg
+
+    with psycopg.connect(world.postgres_url, autocommit=True) as conn:
+        conn.execute(postgres_sql)
+
+
+def _read(world: World, path: str) -> tuple[int, str] | int:
+    r = world.call("codex-p1", "GET", world.p(path))
+    return r.status_code if r.status_code == 200 else error_of(r)
+
+
+def _epoch(world: World) -> str:
+    return str(world.call("codex-p2", "GET", world.p("/snapshot")).json()["project_epoch"])
+
+
+@pytest.mark.parametrize("change", sorted(ELSEWHERE))
+@pytest.mark.parametrize("route", sorted(READS))
+def test_another_connections_change_applies_to_the_next_read(world: World, route: str, change: str) -> None:
+    """A read answers from the membership the connection remembers and checks it in the same
+    statement that catches its memory up with the database: a suspension or revocation committed
+    by another connection applies to the very next read, on every read route."""
+    world.session()
+    world.send("h1")
+    world.fact("f0")
+    path = READS[route].format(epoch=_epoch(world))
+    assert _read(world, path) == 200  # the membership is now remembered
+    _elsewhere(world, change)
+    assert _read(world, path) == REFUSED[change]  # the next request after the change, this one
+
+
+@pytest.mark.parametrize(("route", "path", "later"), [
+    ("resource", "/resources/session/absent", (404, "resource_not_found")),
+    ("status", "/handoffs/absent", (404, "resource_not_found")),
+    ("changes", "/changes?project_epoch={epoch}&after_seq=0&limit=0", (400, "invalid_change_batch")),
+    ("changes", "/changes?project_epoch=other&after_seq=0", (409, "cursor_epoch_mismatch")),
+])
+def test_a_changed_membership_wins_over_a_reads_later_errors(world: World, route: str, path: str,
+                                                             later: tuple[int, str]) -> None:
+    """§2.2: 401 and 403 come before the errors a read finds after authenticating, even when the
+    membership was answered from memory."""
+    world.session()
+    world.send("h1")
+    path = path.format(epoch=_epoch(world))
+    assert _read(world, path) == later
+    _elsewhere(world, "revoke")
+    assert _read(world, path) == (401, "authentication_failed")
