@@ -8,10 +8,11 @@ trick stays inline for its speed, its line points here.
 
 * ``build`` makes a record from all its fields in order, without the Python-level ``__new__``
   that ``Cls(...)`` runs (a third of its cost): for the ``_Request`` of every request, the raw
-  route's ``Command`` and ``ResourcePayload`` and every ``Row`` the SQLite store appends or reads
-  back, where each field is at hand and already checked. Those records are NamedTuples, not
-  frozen dataclasses, for the same reason: a frozen dataclass's ``__init__`` (an
-  ``object.__setattr__`` per field) costs five times a tuple's.
+  route's ``Command`` and ``ResourcePayload``, every ``Row`` the SQLite store appends or reads
+  back, and the ``Resource`` and ``Change`` rows its reads hand on, where each field is at hand
+  and already checked. Those records are NamedTuples, not frozen dataclasses, for the same
+  reason (so are ``FeedEntry`` and ``MailboxRow``, one per entry of a listing): a frozen
+  dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs five times a tuple's.
 * ``AppendStatements`` keeps the ``INSERT`` of a log row keyed by the positions of its None
   fields, which are left to the column's default (NULL) rather than bound: sqlite3 binds None
   through its adapter lookup, which raises and clears two AttributeErrors per value (about 3,500

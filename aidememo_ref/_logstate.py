@@ -24,6 +24,7 @@ from collections import Counter
 from typing import NamedTuple
 
 from refkit.records import distinct
+from ._hot import build
 from ._records import FACT, Change, LedgerFact, Resource
 from refkit.search import term_counts
 
@@ -53,7 +54,7 @@ class Row(NamedTuple):
 
     def resource(self) -> Resource:
         """The resource as this row left it."""
-        return Resource(kind=self.kind, resource_id=self.resource_id, revision=self.revision, body=self.body)
+        return build(Resource, (self.kind, self.resource_id, self.revision, self.body))  # ``_hot``
 
 
 @distinct
@@ -93,8 +94,8 @@ class Project:
     def feed(self, after_seq: int, count: int) -> list[Change]:
         """Up to ``count`` feed entries after ``after_seq`` (clamped to 0..head)."""
         start = max(0, min(after_seq, len(self.rows)))
-        return [Change(seq=row.seq, kind=row.kind, resource_id=row.resource_id, revision=row.revision,
-                       actor_id=row.actor_id, committed_at_ms=row.committed_at_ms, body=row.body)
+        return [build(Change, (row.seq, row.kind, row.resource_id, row.revision, row.actor_id,  # ``_hot``
+                               row.committed_at_ms, row.body))
                 for row in self.rows[start:start + count]]
 
     def resource(self, kind: str, resource_id: str) -> Resource | None:

@@ -9,11 +9,12 @@ and returns typed results for the service to render. Nothing here does I/O.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Final, NamedTuple
 
 from . import _visibility
 from aidememo_wire.errors import ErrorCode, LedgerError
 from ._records import Change, LedgerFact, Membership, Resource
+from refkit.records import distinct
 from refkit.search import bm25, tokenize
 from ._store import FeedRead, MailboxQuery, MailboxRow, SearchIndex
 from refkit.text import ascii_lower, trim
@@ -62,8 +63,8 @@ def visible_resources(resources: list[Resource], actor_id: str) -> list[Resource
 
 
 # -- change feeds ---------------------------------------------------------------------------------
-@dataclass(frozen=True, slots=True, kw_only=True)
-class FeedEntry:
+@distinct
+class FeedEntry(NamedTuple):  # one per entry of every feed read: a tuple, see ``_records``
     change: Change
     materialized: bool  # render the resource at this change's revision too
 

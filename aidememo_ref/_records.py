@@ -1,7 +1,8 @@
 """The ledger's values: the records it stores, the rows it reads back, the receipts it answers.
 
-Every value is a frozen, slotted, keyword-only dataclass, but ``Receipt`` (a NamedTuple, see
-there). Product records (``Session``, ``LedgerFact``, ``HandoffContext``, ``Handoff``) carry
+Every value is a frozen, slotted, keyword-only dataclass, but the rows every read builds by the
+dozen (``Resource``, ``Change``) and ``Receipt``: ``@distinct`` NamedTuples (``refkit.records``),
+which cost a fifth of a frozen dataclass to build. Product records (``Session``, ``LedgerFact``, ``HandoffContext``, ``Handoff``) carry
 upstream's field names and declaration order (``dom/handoff.rs``); ``canonical()`` is the
 stored body (keys sorted, serde's bytes) and ``from_json`` reads one back. Rows (``Resource``,
 ``Change``, ``Membership``) are what a store hands to the rules; ``Receipt`` is the command
@@ -217,8 +218,8 @@ _OUTCOMES: Final = frozenset(o.value for o in Outcome)
 Record: TypeAlias = Session | LedgerFact | HandoffContext | Handoff
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Resource:
+@distinct
+class Resource(NamedTuple):
     """A resource row: its revision and canonical body (``None`` for a tombstone)."""
 
     kind: str
@@ -231,8 +232,8 @@ class Resource:
         return self.body is None
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class Change:
+@distinct
+class Change(NamedTuple):
     """One change-feed entry as stored: the resource's state right after ``seq``."""
 
     seq: int

@@ -26,12 +26,13 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Protocol, TypeAlias
+from typing import NamedTuple, Protocol, TypeAlias
 
 from ._commands import Command
 from ._ledger import Decide, View, Write
 from ._provision import ProvisionError, StoreError
 from ._records import Change, Membership, Receipt, Resource
+from refkit.records import distinct
 from refkit.scheduler import NO_SCHEDULER, Scheduler
 
 __all__ = [
@@ -112,8 +113,8 @@ class MailboxQuery:
     limit: int
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class MailboxRow:
+@distinct
+class MailboxRow(NamedTuple):  # one per handoff of every mailbox read: a tuple, see ``_records``
     project_seq: int  # the sequence of the handoff's latest transition
     revision: int
     body: str

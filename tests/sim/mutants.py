@@ -160,11 +160,11 @@ class _StampedStore(_Wrapped):
 
     def changes(self, member: Membership, after_seq: int, limit: int) -> FeedRead:
         read = self._inner.changes(member, max(0, after_seq - self.WINDOW), limit + 2 * self.WINDOW)
-        shown = sorted((replace(c, seq=self._stamps.of(member, c.seq)) for c in read.changes), key=lambda c: c.seq)
+        shown = sorted((c._replace(seq=self._stamps.of(member, c.seq)) for c in read.changes), key=lambda c: c.seq)
         return replace(read, changes=[c for c in shown if c.seq > after_seq][: limit + 1])
 
     def mailbox(self, member: Membership, query: MailboxQuery) -> list[MailboxRow]:
-        return [replace(row, project_seq=self._stamps.of(member, row.project_seq))
+        return [row._replace(project_seq=self._stamps.of(member, row.project_seq))
                 for row in self._inner.mailbox(member, query)]
 
 

@@ -70,7 +70,7 @@ def cas_ignored(db_path: str) -> Any:
             def resource(self, kind: str, resource_id: str) -> Any:
                 stored = view.resource(kind, resource_id)
                 if stored is not None and command.expected_revision is not None:
-                    return dataclasses.replace(stored, revision=command.expected_revision)
+                    return stored._replace(revision=command.expected_revision)
                 return stored
 
             def member_role(self, actor: str) -> Any:
