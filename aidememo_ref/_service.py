@@ -56,6 +56,7 @@ _JSON_HEADERS: Final = (("content-type", "application/json"),)
 # http's HeaderValue::to_str accepts visible ASCII, space and tab; the token has no whitespace.
 _BAD_HEADER: Final = re.compile(rb"[\x00-\x08\x0a-\x1f\x7f-\xff]")
 _ROUTED: Final = 4096  # routed paths remembered with their route and decoded parameters
+_ROUTED_BYTES: Final = 512  # the longest path remembered (ids are at most 128 bytes)
 _DIGESTS: Final = 1024  # Authorization values that proved a membership, with their SHA-256 (never logged)
 
 
@@ -232,7 +233,10 @@ class Service:
             if isinstance(found, Response):
                 return found
             # A path's route is a function of the path alone, and clients ask for the same few
-            # paths again and again; only routed paths are kept, and only so many.
+            # paths again and again; only routed paths of a plausible length are kept, and only
+            # so many, so no client can make this memory large.
+            if len(path) > _ROUTED_BYTES:
+                return found[0], found[1], query
             if len(self._routed) >= _ROUTED:
                 self._routed.clear()
             routed = self._routed[path] = found

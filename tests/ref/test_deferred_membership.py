@@ -191,3 +191,16 @@ def test_a_changed_membership_wins_over_a_reads_later_errors(world: World, route
     assert _read(world, path) == later
     _elsewhere(world, "revoke")
     assert _read(world, path) == (401, "authentication_failed")
+
+
+def test_routed_paths_are_remembered_within_bounds(world: World) -> None:
+    """The route of a path is remembered, so asking again answers the same; a path longer than
+    any valid one is answered the same way but not remembered."""
+    world.session()
+    short = world.p("/resources/session/session_remote")
+    long = world.p("/resources/session/" + "x" * 600)
+    for _ in range(2):
+        assert world.call("codex-p1", "GET", short).status_code == 200
+        assert error_of(world.call("codex-p1", "GET", long))[0] == 400
+    routed = world.ledger.service._routed
+    assert short.encode() in routed and long.encode() not in routed
