@@ -28,7 +28,7 @@ from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
 from ._gateway import Bindings, Gateway
 from aidememo_wire.ids import BAD_TOKEN_BYTE, MAX_BEARER_BYTES, bearer_digest, check_id, check_name
-from ._records import HANDOFF, WRITABLE_ROLES, Handoff, Membership
+from ._records import HANDOFF, WRITABLE_ROLES, Membership
 from ._store import NO_SCHEDULER, Denied, Execute, Scheduler, Store
 
 __all__ = ["Response", "Service", "Clock", "MAX_BODY_BYTES"]
