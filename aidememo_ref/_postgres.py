@@ -135,6 +135,15 @@ _PROJECT = "SELECT project_epoch, next_seq FROM ssot_projects WHERE tenant_id = 
 _PROJECT_AND_MEMBER = (
     "SELECT p.project_epoch, p.next_seq, a.tenant_id, a.actor_id, a.role, a.project_epoch FROM ssot_projects p "
     f"LEFT JOIN ({_AUTHENTICATE}) a ON TRUE WHERE p.tenant_id = %s AND p.project_id = %s")
+# A write's receipt lookup and the resource the command names, in one statement after the
+# project's lock: always one row, the receipt's columns NULL when there is none, the resource's
+# when it does not exist (its revision is never NULL otherwise).
+_RECEIPT_AND_RESOURCE: Final = (
+    "SELECT rc.actor_id, rc.fingerprint, rc.resource_kind, rc.resource_id, rc.project_seq, rc.revision, "
+    "rc.committed_at_ms, rs.revision, rs.body_json FROM (SELECT 1) one "
+    "LEFT JOIN ssot_receipts rc ON rc.tenant_id = %(t)s AND rc.project_id = %(p)s AND rc.command_id = %(cmd)s "
+    "LEFT JOIN ssot_resources rs ON rs.tenant_id = %(t)s AND rs.project_id = %(p)s AND rs.resource_kind = %(kind)s "
+    "AND rs.resource_id = %(rid)s")
 _MEMBERS_PER_THREAD: Final = 1024
 # A command's writes as one statement (one round trip, one parse once prepared): the resource's
 # upsert, then from its new revision the receipt, the change and (for a handoff) the mailbox index
@@ -158,14 +167,22 @@ _APPLY_RESOURCE: Final = (
     "%(rid)s, %(actor)s, %(now)s)), "
     "pj AS (UPDATE ssot_projects SET next_seq = %(seq)s WHERE tenant_id = %(t)s AND project_id = %(p)s)"
 )
-_APPLY: Final = _APPLY_RESOURCE + " SELECT revision FROM r"
-_APPLY_HANDOFF: Final = _APPLY_RESOURCE + (
+_HANDOFF_INDEX: Final = (
     ", hi AS (INSERT INTO ssot_handoff_index (tenant_id, project_id, handoff_id, from_actor, to_actor, source_id, "
     "status, revision, updated_seq) SELECT %(t)s::text, %(p)s::text, %(rid)s::text, %(from)s::text, %(to)s::text, "
     "%(source)s::text, %(status)s::text, r.revision, %(seq)s::bigint FROM r "
     "ON CONFLICT (tenant_id, project_id, handoff_id) DO UPDATE SET from_actor = EXCLUDED.from_actor, "
     "to_actor = EXCLUDED.to_actor, source_id = EXCLUDED.source_id, status = EXCLUDED.status, "
-    "revision = EXCLUDED.revision, updated_seq = EXCLUDED.updated_seq) SELECT revision FROM r")
+    "revision = EXCLUDED.revision, updated_seq = EXCLUDED.updated_seq)")
+_RETURNING: Final = " SELECT revision FROM r"
+# When the transaction has read the resource under the project's lock, its new revision is known
+# before the write, so the write travels with the COMMIT instead of costing a round trip of its
+# own. It still checks that revision: any other (a writer that skipped the lock) divides by zero,
+# which fails the statement and with it the COMMIT, so no receipt with a wrong revision is given.
+_CHECKED: Final = " SELECT 1 / (revision = %(expect)s::bigint)::int FROM r"
+_APPLY: Final = {  # (a handoff, its revision known) -> the statement
+    (False, False): _APPLY_RESOURCE + _RETURNING, (True, False): _APPLY_RESOURCE + _HANDOFF_INDEX + _RETURNING,
+    (False, True): _APPLY_RESOURCE + _CHECKED, (True, True): _APPLY_RESOURCE + _HANDOFF_INDEX + _CHECKED}
 _IDENTITY_TABLES: Final = {"tenants": "ssot_tenants", "projects": "ssot_projects", "actors": "ssot_actors",
                            "memberships": "ssot_memberships"}
 _UNAVAILABLE: Final = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled, pg_errors.SerializationFailure,
@@ -225,7 +242,10 @@ class _Tx:
         self._head = 0
         self._pending: tuple[bytes, str, Membership] | None = None
         self._lock_row: psycopg.Cursor[tuple[object, ...]] | None = None  # the project row, not fetched yet
-        self._ahead: tuple[tuple[str, str], psycopg.Cursor[tuple[object, ...]]] | None = None
+        # The resource the command names, read with its receipt lookup: (kind, id), then
+        # (revision, body) or None when it does not exist.
+        self._ahead: tuple[tuple[str, str], tuple[object, ...] | None] | None = None
+        self._known: dict[tuple[str, str], int] = {}  # revisions read under the lock (0: none)
 
     def __enter__(self) -> _Tx:
         # One pipeline per transaction: statements whose answer is not needed yet (BEGIN, the
@@ -291,13 +311,16 @@ class _Tx:
         if conn is None:
             return None
         if pipeline is not None:
+            # The first failure is the one to answer: after it, the pipeline's end fails too,
+            # with "pipeline aborted", which alone would read as a lost server (503).
             try:
-                try:
-                    conn.execute(statement)
-                finally:
-                    pipeline.__exit__(type(exc) if exc else None, exc, None)
+                conn.execute(statement)
             except psycopg.Error as error:
                 fault = error
+            try:
+                pipeline.__exit__(type(exc) if exc else None, exc, None)
+            except psycopg.Error as error:
+                fault = fault or error
         if not conn.closed and conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
             try:
                 conn.execute("ROLLBACK")
@@ -336,15 +359,16 @@ class _Tx:
 
     # -- View --------------------------------------------------------------------------------
     def resource(self, kind: str, resource_id: str) -> Resource | None:
-        ahead, self._ahead = self._ahead, None
-        if ahead is not None and ahead[0] == (kind, resource_id):
-            self._locked()
-            row = ahead[1].fetchone()
+        ahead, self._ahead, key = self._ahead, None, (kind, resource_id)
+        if ahead is not None and ahead[0] == key:
+            row = ahead[1]
         else:
             row = self.conn.execute(_RESOURCE, (self._tenant, self._project, kind, resource_id)).fetchone()
         if row is None:
+            self._known[key] = 0
             return None
-        return Resource(kind=kind, resource_id=resource_id, revision=int(str(row[0])), body=_text(row[1]))  # type: ignore[arg-type]
+        revision = self._known[key] = int(str(row[0]))
+        return Resource(kind=kind, resource_id=resource_id, revision=revision, body=_text(row[1]))  # type: ignore[arg-type]
 
     def member_role(self, actor_id: str) -> Role | None:
         row = self.conn.execute(_MEMBER_ROLE, (self._tenant, self._project, actor_id)).fetchone()
@@ -353,21 +377,20 @@ class _Tx:
     # -- primitives ------------------------------------------------------------------------------
     def replay(self, command: Command) -> Receipt | None:
         assert self._conn is not None
-        conn = self._conn
-        found = conn.execute(
-            "SELECT actor_id, fingerprint, resource_kind, resource_id, project_seq, revision, committed_at_ms "
-            "FROM ssot_receipts WHERE tenant_id = %s AND project_id = %s AND command_id = %s",
-            (self._tenant, self._project, command.command_id))
-        if self._write:
-            # The resource the command names, which the rules read next unless this is a replay:
-            # asked in the same round trip, and after the lookup, under the same lock.
-            self._ahead = ((command.kind, command.resource_id),
-                           conn.execute(_RESOURCE, (self._tenant, self._project, command.kind, command.resource_id)))
+        # With the lookup, the resource the command names, which the rules read next unless
+        # this is a replay: the same statement, so the same round trip, under the same lock.
+        found = self._conn.execute(_RECEIPT_AND_RESOURCE, {
+            "t": self._tenant, "p": self._project, "cmd": command.command_id, "kind": command.kind,
+            "rid": command.resource_id})
         self._locked()
         row = found.fetchone()
-        if row is None:
+        assert row is not None
+        key = (command.kind, command.resource_id)
+        self._ahead = (key, None if row[7] is None else (row[7], row[8]))
+        self._known[key] = 0 if row[7] is None else int(str(row[7]))
+        if row[0] is None:
             return None
-        actor, fingerprint, kind, rid, seq, revision, committed = (str(v) for v in row)
+        actor, fingerprint, kind, rid, seq, revision, committed = (str(v) for v in row[:7])
         if (actor, fingerprint, kind, rid) != (self._member.actor_id, command.fingerprint, command.kind,
                                                command.resource_id):
             raise LedgerError.command_conflict()
@@ -384,18 +407,23 @@ class _Tx:
         seq = self._head + 1
         self._head = seq
         record = write.record
-        statement = _APPLY
         params: dict[str, object] = {
             "t": tenant, "p": project, "kind": kind, "rid": rid, "seq": seq, "actor": actor, "now": now_ms,
             "cmd": command.command_id, "fp": command.fingerprint, "epoch": self._epoch, "deleted": body is None,
             "body": body, "op": "delete" if body is None else "upsert", "command_op": command.op.value}
+        handoff = isinstance(record, Handoff)
         if isinstance(record, Handoff):
-            statement = _APPLY_HANDOFF
             params |= {"from": record.from_actor, "to": record.to_actor, "source": record.source_id,
                        "status": record.status.value}
-        row = conn.execute(statement, params).fetchone()
-        assert row is not None
-        revision = int(str(row[0]))
+        known = self._known.get((kind, rid))
+        if known is None:
+            row = conn.execute(_APPLY[(handoff, False)], params).fetchone()
+            assert row is not None
+            revision = int(str(row[0]))
+        else:
+            revision = params["expect"] = known + 1
+            conn.execute(_APPLY[(handoff, True)], params)  # answered with the COMMIT
+        self._known[(kind, rid)] = revision
         if isinstance(record, LedgerFact) and kind == FACT and revision == 1:
             # Facts are create-only: indexed once. Queued: sent with the COMMIT.
             counts, length = term_counts(record.content)
