@@ -321,7 +321,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--ops", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=1)
-    parser.add_argument("--runs", type=int, default=7, help="rounds: best of N for each checker time")
+    parser.add_argument("--runs", type=int, default=7, help="rounds: Porcupine once, our command --ours times")
     parser.add_argument("--ours", type=int, default=3, help="runs of our command per round")
     parser.add_argument("--pure", action="store_true", help="also time the pure-Python path")
     parser.add_argument("--big-ops", type=int, default=100_000)
