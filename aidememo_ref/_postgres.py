@@ -138,10 +138,17 @@ _PROJECT_AND_MEMBER = (
 # A write's receipt lookup and the resource the command names, in one statement after the
 # project's lock: always one row, the receipt's columns NULL when there is none, the resource's
 # when it does not exist (its revision is never NULL otherwise).
+# The receipt is found as the first command id at or after the one asked for, kept only if it is
+# that one: the same row, through a plan only the primary key serves. Asked by equality, the
+# planner costs the (tenant, project, project_seq) key the same whenever it expects at most one
+# row of the project (tables not analyzed yet; or, prepared, many tenants taken as independent of
+# their projects) and takes that smaller key, which walks every receipt of the project.
 _RECEIPT_AND_RESOURCE: Final = (
     "SELECT rc.actor_id, rc.fingerprint, rc.resource_kind, rc.resource_id, rc.project_seq, rc.revision, "
     "rc.committed_at_ms, rs.revision, rs.body_json FROM (SELECT 1) one "
-    "LEFT JOIN ssot_receipts rc ON rc.tenant_id = %(t)s AND rc.project_id = %(p)s AND rc.command_id = %(cmd)s "
+    "LEFT JOIN (SELECT command_id, actor_id, fingerprint, resource_kind, resource_id, project_seq, revision, "
+    "committed_at_ms FROM ssot_receipts WHERE tenant_id = %(t)s AND project_id = %(p)s AND command_id >= %(cmd)s "
+    "ORDER BY command_id LIMIT 1) rc ON rc.command_id = %(cmd)s "
     "LEFT JOIN ssot_resources rs ON rs.tenant_id = %(t)s AND rs.project_id = %(p)s AND rs.resource_kind = %(kind)s "
     "AND rs.resource_id = %(rid)s")
 _MEMBERS_PER_THREAD: Final = 1024
