@@ -126,18 +126,23 @@ class MailboxRequest:
 
 def mailbox_request(*, box: str, source_id: str | None, include_completed: bool | None, before_seq: int | None,
                     limit: int | None) -> MailboxRequest:
+    """Upstream's ``HandoffQuery::new``, which runs before authentication: the limit only."""
     value = DEFAULT_MAILBOX_LIMIT if limit is None else limit
     if not 1 <= value <= MAX_MAILBOX_LIMIT:
         raise LedgerError.invalid_command("handoff mailbox limit must be between 1 and 100")
-    if before_seq is not None and before_seq > _I64_MAX:
-        # Upstream answers 500 here (errata 4); client input never earns a 5xx from us.
-        raise LedgerError.invalid_command("before_seq must be at most 9223372036854775807")
     return MailboxRequest(inbox=box == "inbox", source_id=source_id, include_completed=include_completed,
                           before_seq=before_seq, limit=value)
 
 
 def mailbox_for(member: Membership, request: MailboxRequest) -> MailboxQuery:
-    """The member's mailbox query: an outbox shows completed handoffs unless told otherwise."""
+    """The member's mailbox query: an outbox shows completed handoffs unless told otherwise.
+
+    Runs after authentication: a ``before_seq`` above 2^63-1 is a valid u64 that upstream's
+    store fails to convert only once it reads (500 ``storage_failure``, errata 4), so a caller
+    who is not a member gets 401 or 403 first. Client input never earns a 5xx from us: 400.
+    """
+    if request.before_seq is not None and request.before_seq > _I64_MAX:
+        raise LedgerError.invalid_command("before_seq must be at most 9223372036854775807")
     include = (not request.inbox) if request.include_completed is None else request.include_completed
     return MailboxQuery(actor_id=member.actor_id, inbox=request.inbox, source_id=request.source_id,
                         include_completed=include, before_seq=request.before_seq, limit=request.limit)
