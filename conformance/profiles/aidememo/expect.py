@@ -18,7 +18,10 @@ _SNAKE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 def expect_error(exchange: Exchange, status: int, code: str) -> dict[str, Any]:
-    """Assert an AideMemo error answer: status, ``{"error":{"code","message"}}`` and the code."""
+    """Assert an AideMemo error answer: status, ``{"error":{"code","message"}}`` and the code.
+
+    The message is any string: its words are the server's (``implementation_defined.MESSAGE``).
+    """
     expected = exchange.expect(f"HTTP {status} {code}")
     if exchange.status != status or exchange.error_code() != code:
         raise depart(exchange, expected, f"expected HTTP {status} {code}; {shown(exchange)}")

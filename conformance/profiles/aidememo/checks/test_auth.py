@@ -86,6 +86,7 @@ def test_missing_authorization_is_refused(world: World, route: str) -> None:
         path, body = _anonymous_write(world, project.project_id, route)
         exchange = wire.request(transcript, "POST", path, json_body=body)
     error = expect_error(exchange, 401, "authentication_failed")
+    # Messages are the server's words (implementation_defined.MESSAGE), but not a 401's: W §4.1 fixes its body.
     assert error["message"] == "authentication failed", f"401 message {error['message']!r}"
 
 

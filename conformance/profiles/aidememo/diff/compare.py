@@ -1,37 +1,34 @@
 """How two answers to one step are compared: what may differ, what must not, and the departures file.
 
-Each side's answer is *normalized* before comparison:
+Each side's answer is *normalized* before comparison: its status, the ``Content-Type`` media type
+and ``Allow`` (the headers the protocol defines), and its JSON body with every value the spec
+leaves to the server replaced by a placeholder, as ``implementation_defined`` states them, each
+with its clause (epochs by first appearance, timestamps, messages, search scores by order and
+presence, snapshot order, ...). The episode's own ids (tenant, project, namespace) are named
+too. A body that is not JSON is compared as text; a string holding JSON (an MCP tool result's
+text) is normalized as JSON too.
 
-* status, the ``Content-Type`` media type and ``Allow`` (the headers the protocol defines) are kept;
-* the JSON body is kept value for value, except what a server chooses: project epochs become
-  ``<epoch#k>``, numbered by first appearance on that side, so the target's and the
-  reference's epochs are matched as a bijection rather than literally; timestamps (``*_at_ms``,
-  ``now_ms``) become ``<time>``, because a served target's clock is not the reference's (lease
-  expiry is still compared: the clock steps move both test clocks together); health's
-  ``schema_version`` becomes ``<integer>`` (each storage has its own; AM-HEALTH-1 asks for an
-  integer); an error's
-  ``message`` text becomes ``<message>`` (the code is compared; the wording is not the protocol's);
-* a string holding JSON (an MCP tool result's text) is normalized as JSON too.
-
-A body that is not JSON is compared as text. ``first_difference`` names the first differing
-field as a dotted path.
+``first_difference`` names the first differing field as a path (``body.results[0].fact_id``);
+``differences`` lists them all. A departure tolerates a difference by route, query and each
+side's status and code, and, if it names ``fields``, only where every difference lies in them.
 """
 
 from __future__ import annotations
 
 import json
+import re
 import tomllib
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from conformance.errors import ConfigError
+from conformance.profiles.aidememo.implementation_defined import Comparable
 
-__all__ = ["Answer", "Departure", "Departures", "Normalizer", "first_difference", "requirements_of"]
-
-EPOCH_KEYS = frozenset({"project_epoch", "epoch"})
-TIME_KEYS_SUFFIX = "_at_ms"
+__all__ = ["Answer", "Departure", "Departures", "Normalizer", "difference", "differences", "first_difference",
+           "requirements_of"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,11 +46,19 @@ class Answer:
 
 @dataclass(slots=True)
 class Normalizer:
-    """One side's names for the values it chose, by first appearance."""
+    """One side's answers, normalized (its epochs are numbered by first appearance)."""
 
     names: dict[str, str] = field(default_factory=dict)  # this episode's tenant and project ids -> placeholders
     namespace: str = ""  # the episode's namespace inside client-chosen ids, shown as $ns
-    epochs: dict[str, str] = field(default_factory=dict)
+    values: Comparable = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.values = Comparable(strings=self._named)
+
+    def _named(self, text: str) -> str:
+        if text in self.names:
+            return self.names[text]
+        return text.replace(self.namespace, "$ns") if self.namespace and self.namespace in text else text
 
     def answer(self, status: int, headers: list[tuple[str, str]], body: bytes) -> Answer:
         kept: dict[str, str] = {}
@@ -70,86 +75,76 @@ class Normalizer:
         code = None
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             code = data["error"].get("code") if isinstance(data["error"].get("code"), str) else None
-        return Answer(status, kept, self.value(data), code)
+        return Answer(status, kept, self.values.value(data), code)
 
-    def value(self, data: Any, key: str = "") -> Any:
-        if isinstance(data, dict):
-            out = {}
-            for k, v in data.items():
-                if k == "message" and key == "error":
-                    out[k] = "<message>"
-                else:
-                    out[k] = self.value(v, k)
-            return out
-        if isinstance(data, list):
-            return [self.value(item, key) for item in data]
-        if isinstance(data, str):
-            if data in self.names:
-                return self.names[data]
-            if self.namespace and self.namespace in data:
-                data = data.replace(self.namespace, "$ns")
-            if key in EPOCH_KEYS:
-                return self.epochs.setdefault(data, f"<epoch#{len(self.epochs) + 1}>")
-            if data[:1] in ("{", "[") and len(data) > 1:
-                try:
-                    return {"<json>": self.value(json.loads(data), key)}
-                except ValueError:
-                    return data
-            return data
-        if isinstance(data, int) and not isinstance(data, bool):
-            if key.endswith(TIME_KEYS_SUFFIX) or key == "now_ms":
-                return "<time>"
-            if key == "schema_version":  # the storage's own (SQLite 4, PostgreSQL 2): AM-HEALTH-1 says <integer>
-                return "<integer>"
-        return data
+
+def differences(ours: Any, theirs: Any, path: str = "") -> Iterator[tuple[str, Any, Any]]:
+    """Every field (as a path) where two normalized values differ, with both values, in order."""
+    if isinstance(ours, dict) and isinstance(theirs, dict):
+        for key in [*ours, *[k for k in theirs if k not in ours]]:
+            if key not in ours or key not in theirs:
+                yield (f"{path}.{key}".lstrip("."), ours.get(key, "<absent>"), theirs.get(key, "<absent>"))
+            else:
+                yield from differences(ours[key], theirs[key], f"{path}.{key}")
+    elif isinstance(ours, list) and isinstance(theirs, list):
+        for index, (a, b) in enumerate(zip(ours, theirs)):
+            yield from differences(a, b, f"{path}[{index}]")
+        if len(ours) != len(theirs):
+            yield (f"{path}.length".lstrip("."), len(ours), len(theirs))
+    elif ours != theirs or type(ours) is not type(theirs):
+        yield (path.lstrip(".") or "(whole)", ours, theirs)
 
 
 def first_difference(ours: Any, theirs: Any, path: str = "") -> tuple[str, Any, Any] | None:
     """The first field (dotted path) where two normalized values differ, with both values."""
-    if isinstance(ours, dict) and isinstance(theirs, dict):
-        for key in [*ours, *[k for k in theirs if k not in ours]]:
-            if key not in ours or key not in theirs:
-                return (f"{path}.{key}".lstrip("."), ours.get(key, "<absent>"), theirs.get(key, "<absent>"))
-            found = first_difference(ours[key], theirs[key], f"{path}.{key}")
-            if found:
-                return found
-        return None
-    if isinstance(ours, list) and isinstance(theirs, list):
-        for index, (a, b) in enumerate(zip(ours, theirs)):
-            found = first_difference(a, b, f"{path}[{index}]")
-            if found:
-                return found
-        if len(ours) != len(theirs):
-            return (f"{path}.length".lstrip("."), len(ours), len(theirs))
-        return None
-    if ours != theirs or type(ours) is not type(theirs):
-        return (path.lstrip(".") or "(whole)", ours, theirs)
-    return None
+    return next(differences(ours, theirs, path), None)
+
+
+def _answer_differences(target: Answer, reference: Answer) -> Iterator[tuple[str, Any, Any]]:
+    if target.status != reference.status:
+        yield ("status", target.status, reference.status)
+    yield from differences(target.headers, reference.headers, "headers")
+    yield from differences(target.body, reference.body, "body")
 
 
 def difference(target: Answer, reference: Answer) -> tuple[str, Any, Any] | None:
     """The first difference of two answers: status, then headers, then body."""
-    if target.status != reference.status:
-        return ("status", target.status, reference.status)
-    found = first_difference(target.headers, reference.headers, "headers")
-    return found or first_difference(target.body, reference.body, "body")
+    return next(_answer_differences(target, reference), None)
+
+
+def _field_pattern(text: str) -> re.Pattern[str]:
+    """A departure's field path as a pattern: ``[*]`` any index, ``*`` any one key; it covers the subtree."""
+    pattern = re.escape(text).replace(r"\[\*\]", r"\[\d+\]").replace(r"\*", r"[^.\[]+")
+    return re.compile(pattern + r"(?:$|[.\[])")
 
 
 @dataclass(frozen=True, slots=True)
 class Departure:
     """A known difference a run tolerates, and why."""
 
-    route: str
+    route: str | None  # None: any route (the entry then names fields)
     reason: str
     query_contains: tuple[str, ...] = ()
     reference: dict[str, Any] = field(default_factory=dict)
     target: dict[str, Any] = field(default_factory=dict)
+    fields: tuple[str, ...] = ()  # field paths it tolerates; none: every field of a matching answer pair
     source: str = ""
 
-    def matches(self, route: str, query: str, target: Answer, reference: Answer) -> bool:
-        if route != self.route or not all(part in query for part in self.query_contains):
+    def applies(self, route: str, query: str, target: Answer, reference: Answer) -> bool:
+        """The entry's route, query and sides fit this step (whatever fields differ)."""
+        if self.route is not None and route != self.route:
+            return False
+        if not all(part in query for part in self.query_contains):
             return False
         return _answer_fits(self.target, target) and _answer_fits(self.reference, reference)
+
+    def covers(self, path: str) -> bool:
+        return not self.fields or any(_field_pattern(f).match(path) for f in self.fields)
+
+    def matches(self, route: str, query: str, target: Answer, reference: Answer) -> bool:
+        """The entry tolerates every difference of this answer pair."""
+        return self.applies(route, query, target, reference) and all(
+            self.covers(path) for path, _, _ in _answer_differences(target, reference))
 
 
 def _answer_fits(wanted: dict[str, Any], answer: Answer) -> bool:
@@ -163,7 +158,24 @@ class Departures:
     entries: tuple[Departure, ...] = ()
 
     def find(self, route: str, query: str, target: Answer, reference: Answer) -> Departure | None:
+        """An entry that tolerates every difference of the pair (one entry alone), or None."""
         return next((d for d in self.entries if d.matches(route, query, target, reference)), None)
+
+    def judge(self, route: str, query: str, target: Answer,
+              reference: Answer) -> tuple[tuple[str, Any, Any] | None, Departure | None]:
+        """(the first difference, the entry that tolerates every difference), or (a difference, None)
+        naming the first one no entry of this step covers (the first one if each is covered by some
+        entry but none covers them all), or (None, None) when the answers agree."""
+        first = difference(target, reference)
+        if first is None:
+            return None, None
+        whole = self.find(route, query, target, reference)
+        if whole is not None:
+            return first, whole
+        applicable = [d for d in self.entries if d.applies(route, query, target, reference)]
+        uncovered = (found for found in _answer_differences(target, reference)
+                     if not any(d.covers(found[0]) for d in applicable))
+        return next(uncovered, first), None
 
     @classmethod
     def load(cls, extra: Path | None) -> Departures:
@@ -194,12 +206,16 @@ def _parse(data: dict[str, Any], where: str) -> tuple[Departure, ...]:
         spot = f"{where}: departure[{index}]"
         if not isinstance(entry, dict):
             raise ConfigError(f"{spot}: expected a table")
-        extra = sorted(set(entry) - {"route", "reason", "query_contains", "reference", "target"})
+        extra = sorted(set(entry) - {"route", "reason", "query_contains", "reference", "target", "fields"})
         if extra:
             raise ConfigError(f"{spot}: unknown key {extra[0]!r}")
-        route, reason = entry.get("route"), entry.get("reason")
-        if not isinstance(route, str) or not isinstance(reason, str) or not reason.strip():
-            raise ConfigError(f"{spot}: needs a string route and a non-empty reason")
+        route, reason, fields = entry.get("route"), entry.get("reason"), entry.get("fields", [])
+        if not isinstance(reason, str) or not reason.strip():
+            raise ConfigError(f"{spot}: needs a non-empty reason")
+        if not isinstance(fields, list) or not all(isinstance(f, str) and f.strip() for f in fields):
+            raise ConfigError(f"{spot}: fields must be an array of field paths (like \"body.results[*].score\")")
+        if not isinstance(route, str) and (route is not None or not fields):
+            raise ConfigError(f"{spot}: needs a string route, or fields it tolerates on every route")
         query = entry.get("query_contains", [])
         if not isinstance(query, list) or not all(isinstance(q, str) for q in query):
             raise ConfigError(f"{spot}: query_contains must be an array of strings")
@@ -209,7 +225,8 @@ def _parse(data: dict[str, Any], where: str) -> tuple[Departure, ...]:
             if not isinstance(value, dict) or set(value) - {"status", "code"}:
                 raise ConfigError(f"{spot}: {side} must be a table of status and code")
             sides[side] = value
-        out.append(Departure(route=route, reason=reason, query_contains=tuple(query), source=where, **sides))
+        out.append(Departure(route=route, reason=reason, query_contains=tuple(query), fields=tuple(fields),
+                             source=where, **sides))
     return tuple(out)
 
 
