@@ -7,6 +7,10 @@ keeps what the clause does fix. ``diff`` compares every answer through it (``dif
 the suite's checks use it where they hold two answers side by side (``checks/test_mcp.py``) and
 cite its rules where they look at one value alone. Everything no rule names is compared value
 for value: a difference there is a divergence.
+
+Not relaxed here: E 1 allows a last-digit difference in how a server parses an exotic float (so in
+a raw payload's fingerprint and stored body); diff sends no such float, so none is tolerated. A
+503 (E 7) is an outcome, not a value: the wire layer retries it.
 """
 
 from __future__ import annotations

@@ -41,6 +41,8 @@ def _write_routes(actor: Actor, world: World, session_id: str) -> dict[str, Call
 _FEEDS, _SEARCH = pytest.mark.capability("replica-feeds"), pytest.mark.capability("search")
 _READS = {"identity": "identity", "snapshot": "snapshot", "resource": "resources/custom.note/n1",
           "mailbox": "handoffs?box=inbox", "status": "handoffs/h1", "search": "search?q=probe",
+          # A u64 past i64 is well-formed: upstream asks for the token before its store fails (ERRATA 4).
+          "mailbox-past-i64": f"handoffs?box=inbox&before_seq={1 << 63}",
           "changes": "changes?project_epoch=e1&after_seq=0",
           "materialized": "changes/materialized?project_epoch=e1&after_seq=0"}
 
@@ -126,6 +128,9 @@ def test_token_outside_its_projects_is_forbidden_not_missing(world: World, where
                  f"/v1/projects/{project_id}/handoffs/{world.new_id('h')}"):
         exchange = mine.writer.request("GET", path)
         expect_error(exchange, 403, "project_unauthorized")
+    # Membership before the store, which alone fails on a before_seq past i64 (ERRATA 4).
+    huge = mine.writer.request("GET", f"/v1/projects/{project_id}/handoffs", raw_query=f"box=inbox&before_seq={1 << 63}")
+    expect_error(huge, 403, "project_unauthorized")
     exchange = mine.writer.command(kind="custom.note", resource_id="n1", payload={},
                                    extra={"project_id": project_id})
     expect_error(exchange, 403, "project_unauthorized")
