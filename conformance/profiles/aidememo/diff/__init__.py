@@ -33,9 +33,10 @@ __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
 DEFAULT_BUDGET_S = 60.0
 DEFAULT_STEPS = 3000
-TIME_NOTE_CLOCK = "time: both test clocks move together (clock steps); timestamps are compared by type only"
+TIME_NOTE_CLOCK = ("time: both test clocks move together (clock steps); timestamps are compared by type, "
+                   "a lease's length by value")
 TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time (lease expiry is not exercised); "
-                  "timestamps are compared by type only")
+                  "timestamps are compared by type, a lease's length by value")
 
 
 def _departures(explicit: str | None, target_file: Any) -> Departures:
