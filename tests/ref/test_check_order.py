@@ -23,6 +23,7 @@ is ``crates/aidememo-store-local/src/lib.rs``). Upstream's order per handler:
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -276,10 +277,21 @@ MCP = [
 ROWS = READS + RAW + CREATES + TRANSITIONS + MCP
 
 
-@pytest.fixture(scope="module")
-def world(tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
-    """One SQLite world for every row: each row's request is refused, so none changes what another sees."""
-    w = World(Path(tmp_path_factory.mktemp("order")) / "ledger.sqlite")
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def world(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Iterator[World]:
+    """One world per backend for every row: each row's request is refused, so none changes what another
+    sees. Both stores, because each checks a remembered membership in its own place (ARCHITECTURE,
+    "The store protocol") and which error wins must not depend on it."""
+    if request.param == "postgres":
+        server = request.getfixturevalue("postgres_server")
+        name = f"order_{uuid.uuid4().hex[:12]}"
+        import psycopg
+
+        with psycopg.connect(server, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")  # type: ignore[call-overload]
+        w = World(None, f"{server.rsplit('/', 1)[0]}/{name}")
+    else:
+        w = World(Path(tmp_path_factory.mktemp("order")) / "ledger.sqlite")
     w.ledger.provision(tenant_id="tenant_http", project_id="project_other", actor_id="outsider",
                        token="outsider-token-0123456")
     w.session()
