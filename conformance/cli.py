@@ -138,14 +138,28 @@ def _diff(args: argparse.Namespace) -> int:
         for flag, value in (("--budget", args.budget), ("--steps", args.steps), ("--departures", args.departures)):
             if value is not None:
                 base += [flag, format(value, "g") if isinstance(value, float) else str(value)]
-        code: int = profile.diff(args, settings, base)
-        return code
+        return _diff_served(args, profile, settings, base)
     except ConformanceError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
     except OSError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
+
+
+def _diff_served(args: argparse.Namespace, profile: Any, settings: Any, base: list[str]) -> int:
+    """The differential run, against the target file's ``[serve]`` server if it has one (started
+    for the run, its placeholders then filled in the settings)."""
+    from conformance.installed import resolve_run
+    from conformance.profile import REPORT_DIR
+    from conformance.serve import serving
+    from conformance.settings import SettingsInput
+
+    with serving(settings, Path(settings[REPORT_DIR])) as server:
+        if server is not None:
+            _, settings = resolve_run(SettingsInput(flags=vars(args), environ=os.environ, flag_style="cli"))
+        code: int = profile.diff(args, settings, base)
+        return code
 
 
 def _write_baseline(args: argparse.Namespace) -> int:
@@ -291,7 +305,14 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"{PROG}: {settings.where(REPORT_DIR)} {report_dir}: {exc.strerror}\n")
         return 2
-    code = pytest.main(build_pytest_args(args, profile), plugins=[_FrozenAfterCollection()])
+    from conformance.serve import ServeError, serving
+
+    try:
+        with serving(settings, Path(report_dir)):
+            code = pytest.main(build_pytest_args(args, profile), plugins=[_FrozenAfterCollection()])
+    except ServeError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         sys.stderr.write(f"{PROG}: no check matched the selection\n")
         return 2

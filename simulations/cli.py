@@ -712,11 +712,21 @@ def _xmemo(args: argparse.Namespace) -> int:
     return _xmemo_run(args) if args.xmemo_command == "run" else _xmemo_replay(args)
 
 
+def _served(command: Any, args: argparse.Namespace) -> int:
+    """``run`` and ``clients`` against a target file whose ``[serve]`` server the kit starts for them."""
+    if args.command not in ("run", "clients") or getattr(args, "config", None) is None:
+        return int(command(args))
+    from simulations.targets import served_config
+
+    with served_config(args.config, Path(args.out)):
+        return int(command(args))
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
-        code = command(args)
+        code = _served(command, args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
         return code
     except SimulationError as exc:
