@@ -7,6 +7,7 @@
                               [--replay CASE_JSON] [target flags as for run]
     aidememo-conformance requirements [--profile NAME]
     aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML]
+    aidememo-conformance compare RESULTS_JSON [RESULTS_JSON ...] [--label NAME ...] [-o DIR] [--fail-on-new]
 
 The profile (default ``aidememo``) decides which flags exist besides the shared ones, so the
 command line is parsed twice: once for ``--profile`` and ``--config`` (whose file may name the
@@ -78,6 +79,7 @@ def _parser(profile: Any) -> _Parser:
     diff.add_argument("--departures", metavar="TOML", help="known departures to tolerate, besides the kit's "
                                                            "(default: departures.toml beside the target file)")
     diff.add_argument("--replay", metavar="CASE_JSON", help="send a divergence's recorded steps again, on fresh identities")
+    _add_compare(commands)
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -87,6 +89,51 @@ def _parser(profile: Any) -> _Parser:
     write.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json")
     write.add_argument("-o", "--output", metavar="BASELINE_TOML", help="where to write it (default: stdout)")
     return parser
+
+
+def _add_compare(commands: Any) -> None:
+    compare = commands.add_parser("compare", help="requirement x run from several runs' results.json: one page, "
+                                                  "one JSON file and a badge per run")
+    compare.add_argument("results", nargs="+", metavar="RESULTS_JSON", help="runs' results.json, earliest first")
+    compare.add_argument("--label", action="append", default=[], metavar="NAME",
+                         help="a run's name, in the same order (default: its results folder's name)")
+    compare.add_argument("-o", "--output", default="aidememo-compare", metavar="DIR",
+                         help="where compare.html, compare.json and the badges go (default ./aidememo-compare)")
+    compare.add_argument("--fail-on-new", action="store_true",
+                         help="exit 1 when a later run fails a requirement an earlier run held")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``compare``: exit 0, or 1 with ``--fail-on-new`` and a new failure; 2 for bad input."""
+    from conformance.installed import load_profile
+    from conformance.reports.compare import compare, load_results, write_comparison
+
+    try:
+        if len(args.label) > len(args.results):
+            raise ConformanceError(f"--label given {len(args.label)} times for {len(args.results)} runs")
+        labels = [*args.label, *(Path(path).resolve().parent.name or "run" for path in args.results[len(args.label):])]
+        labels = [label if labels.count(label) == 1 else f"{label}#{n + 1}" for n, label in enumerate(labels)]
+        runs = [load_results(path, label) for path, label in zip(args.results, labels)]
+        try:
+            texts = {r.id: r.text for r in load_profile(runs[0].profile).registry()}
+        except ConformanceError:  # a profile this kit does not have: ids without their sentences
+            texts = {}
+        comparison = compare(runs, texts)
+        written = write_comparison(comparison, Path(args.output))
+    except ConformanceError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: {args.output}: {exc.strerror or exc}\n")
+        return 2
+    for n, run in enumerate(comparison.runs):
+        held, scored = comparison.musts(n)
+        sys.stdout.write(f"{run.label}: {held}/{scored} MUSTs hold ({run.target})\n")
+    for failure in comparison.new_failures:
+        sys.stdout.write(f"new failure: {failure['requirement']} ({failure['level']}) held in {failure['held_in']}, "
+                         f"{failure['verdict']} in {failure['fails_in']}\n")
+    sys.stdout.write(f"wrote {', '.join(str(p) for p in written)}\n")
+    return 1 if args.fail_on_new and comparison.new_failures else 0
 
 
 def _add_settings(parser: argparse.ArgumentParser, settings: list[Any]) -> None:
@@ -281,6 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         return _write_baseline(args)
     if args.command == "diff":
         return _diff(args)
+    if args.command == "compare":
+        return _compare(args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 
