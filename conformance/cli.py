@@ -70,6 +70,8 @@ def _parser(profile: Any) -> _Parser:
                      help="only checks of this requirement id or prefix, e.g. AM-HO (repeatable)")
     run.add_argument("-k", dest="keyword", help="pytest -k expression selecting checks")
     run.add_argument("-n", dest="workers", help="pytest-xdist workers (a number or 'auto')")
+    run.add_argument("--summary-md", metavar="FILE", help="write the run's Markdown summary here (under GitHub "
+                                                          "Actions it also goes to $GITHUB_STEP_SUMMARY)")
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
     diff = commands.add_parser("diff", help="send the target and the embedded reference the same seeded request "
                                             "stream and compare every answer (AideMemo)")
@@ -369,7 +371,40 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # An interrupted run wrote its reports; the checks it did not finish read UNTESTABLE.
     exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1, pytest.ExitCode.INTERRUPTED: 1}
-    return exits.get(code, 3)
+    return _publish(args.summary_md, profile, Path(report_dir), exits.get(code, 3))
+
+
+_REPORT_FILES = ("report.html", "results.json", "junit.xml", "traceability.json", "serve.log")
+
+
+def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int) -> int:
+    """The run's Markdown summary to ``--summary-md`` and, under GitHub's conventions, appended to
+    ``$GITHUB_STEP_SUMMARY``, with the result and counts appended to ``$GITHUB_OUTPUT``. Returns
+    ``code``, or 2 when a file cannot be written."""
+    targets = [(summary_md, "w")] if summary_md else []
+    targets += [(os.environ[name], "a") for name in ("GITHUB_STEP_SUMMARY",) if os.environ.get(name)]
+    output = os.environ.get("GITHUB_OUTPUT")
+    if not targets and not output:
+        return code
+    from conformance.reports.baseline import read_results
+    from conformance.reports.markdown import outputs, render_markdown
+
+    try:
+        results: dict[str, Any] = read_results(str(report_dir / "results.json"))
+    except ConformanceError:  # no run happened (bad input, pytest broke): the result says so
+        results = {"result": "no results were written", "title": profile.title}
+    files = [str(report_dir / name) for name in _REPORT_FILES if (report_dir / name).is_file()]
+    text = render_markdown(results, {r.id: r.text for r in profile.registry()}, code, files)
+    lines = "".join(f"{name}={value}\n" for name, value in outputs(results, code).items())
+    for path, mode, content in [*((p, m, text) for p, m in targets), *([(output, "a", lines)] if output else [])]:
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+            with os.fdopen(os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o644), "w", encoding="utf-8") as handle:
+                handle.write(content)
+        except OSError as exc:
+            sys.stderr.write(f"{PROG}: cannot write the summary to {path}: {exc.strerror or exc}\n")
+            return 2
+    return code
 
 
 def console_main() -> NoReturn:
