@@ -5,6 +5,7 @@ and outputs ``aidememo-conformance run`` writes under GitHub's conventions."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -115,6 +116,10 @@ def test_the_action_against_a_served_target(tmp_path, variant, code, result):
         assert "**FAIL AM-AUTH-4**: A reader's token on any write route" in summary
         assert re.search(r"FAIL ` test_auth\.py::test_reader_cannot_write\[sessions\] `: expected HTTP 403", summary)
         assert f"rerun: ` aidememo-conformance run --config {target} --seed" in summary
+        # The served server is gone with the run: a case's replay script says so.
+        results = json.loads((tmp_path / "reports" / "results.json").read_text())
+        replay = next(r["replay"] for r in results["records"] if r["verdict"] == "FAIL")
+        assert "started from the target file's [serve] command and stopped with the run" in replay
 
 
 def test_the_gitlab_template_runs_with_its_junit_report_wired(tmp_path):
