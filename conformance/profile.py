@@ -201,6 +201,9 @@ class Profile:
     # ``overlap``: how many checks one process may run at once (``conformance.overlap``), for checks
     # that spend their time waiting on the target and share nothing; 1 runs them one by one.
     overlap: int = 1
+    # The upstream commit whose protocol the requirements follow, named by every report (None: the
+    # profile's sources are documents, not one upstream commit).
+    protocol_commit: str | None = None
 
     @property
     def capability_names(self) -> tuple[str, ...]:

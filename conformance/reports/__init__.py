@@ -43,16 +43,18 @@ class RunInfo:
     checked: Callable[[], frozenset[str]] | None = None  # requirement ids that have checks (see trace)
     replay: ReplayTarget | None = None  # how a case file's script reaches and provisions the target
     health: object = None  # the target's answer to GET /health (None: no check started it)
+    protocol_commit: str | None = None  # the upstream commit the profile's requirements follow
 
 
 def _kit() -> str:
     return f"aidememo-conformance {VERSION}"
 
 
-def provenance(health: object) -> dict[str, object]:
+def provenance(health: object, protocol_commit: str | None = PROTOCOL_COMMIT) -> dict[str, object]:
     """What every report says of what judged what: the kit's version, the upstream protocol commit
-    its requirements follow, and the target's own ``/health`` answer."""
-    return {"kit": _kit(), "kit_version": VERSION, "protocol_commit": PROTOCOL_COMMIT, "health": health}
+    the requirements follow (None for a profile whose sources are documents), and the target's own
+    ``/health`` answer."""
+    return {"kit": _kit(), "kit_version": VERSION, "protocol_commit": protocol_commit, "health": health}
 
 
 def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) -> dict[str, Any]:
@@ -69,7 +71,7 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     failures = sorted((r for r in records if not r.ok or r.verdict in (Verdict.WARN, Verdict.INFO)),
                       key=lambda r: -r.severity)
     summary: dict[str, Any] = {
-        **provenance(run.health),
+        **provenance(run.health, run.protocol_commit),
         "profile": run.profile,
         "title": run.title,
         "target": run.target,

@@ -244,8 +244,8 @@ def render_compare_html(comparison: Comparison) -> str:
                      f"{escape(f['verdict'])} in {escape(f['fails_in'])}</li>" for f in comparison.new_failures)
     return (f"<!doctype html><html><head><meta charset='utf-8'><title>Conformance runs compared</title>"
             f"<style>{REPORT_CSS}</style></head><body><h1>Conformance runs compared</h1>"
-            f"<p class='muted'>aidememo-conformance {escape(VERSION)}, following the AideMemo protocol at upstream "
-            f"commit <code>{escape(PROTOCOL_COMMIT)}</code>.</p>"
+            f"<p class='muted'>aidememo-conformance {escape(VERSION)} (AideMemo profiles follow upstream commit "
+            f"<code>{escape(PROTOCOL_COMMIT)}</code>).</p>"
             "<table><tr><th>run</th><th>target</th><th>kit</th><th>protocol</th><th>/health</th><th>MUSTs</th></tr>"
             f"{runs}</table>"
             f"<h2>New failures</h2>{f'<ul>{listed}</ul>' if listed else '<p>None.</p>'}"

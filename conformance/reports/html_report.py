@@ -45,8 +45,9 @@ def provenance_html(summary: dict[str, Any]) -> str:
 
     health = summary.get("health")
     answer = "no answer recorded" if health is None else json.dumps(health, ensure_ascii=False, sort_keys=True)
-    return (f"<p class='muted'>{escape(str(summary.get('kit', '')))}, following the AideMemo protocol at upstream "
-            f"commit <code>{escape(str(summary.get('protocol_commit', '')))}</code>; the target's "
+    commit = summary.get("protocol_commit")
+    follows = f", following the protocol at upstream commit <code>{escape(str(commit))}</code>" if commit else ""
+    return (f"<p class='muted'>{escape(str(summary.get('kit', '')))}{follows}; the target's "
             f"<code>/health</code> answered <code>{escape(answer)}</code>.</p>")
 
 

@@ -64,8 +64,9 @@ def render_markdown(results: Mapping[str, Any], sentences: Mapping[str, str], co
         f"**RESULT: {_text(results.get('result', 'no result'))}**",
         "",
         f"profile {_text(results.get('profile', '?'))}, seed {_text(results.get('seed', '?'))}, "
-        f"{_text(results.get('kit', 'aidememo-conformance'))}, protocol at upstream commit "
-        f"{_text(results.get('protocol_commit', '?'))}; the target's /health answered "
+        f"{_text(results.get('kit', 'aidememo-conformance'))}"
+        + (f", protocol at upstream commit {_text(results['protocol_commit'])}" if results.get("protocol_commit") else "")
+        + "; the target's /health answered "
         f"{_code(json.dumps(results.get('health'), sort_keys=True)[:_REASON_CHARS])}",
         "",
         "| " + " | ".join(str(v) for v in Verdict) + " |",
