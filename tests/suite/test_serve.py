@@ -216,3 +216,31 @@ def test_sim_run_starts_the_served_reference(tmp_path):
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr
     assert "verdict OK" in done.stdout
     assert "aidememo-ref serving" in (tmp_path / "sim" / "serve.log").read_text()
+
+
+def test_a_killed_reference_restarts_on_the_same_port_and_data(tmp_path):
+    """What a fault campaign does: SIGKILL of the group, then the same command on the same data."""
+    from aidememo_ref import AideMemoClient
+
+    spec = ServeSpec(command=tuple("aidememo-ref serve --database {dir}/ref.sqlite --bind 127.0.0.1:{port}".split()),
+                     base_dir=tmp_path)
+    server = ServedServer(spec, url="http://127.0.0.1:{port}", served=Served(free_port(), str(tmp_path)),
+                          log_path=tmp_path / "serve.log")
+    token = tmp_path / "w.token"
+    token.write_text("t" * 64)
+    token.chmod(0o600)
+    server.start()
+    try:
+        assert server.wait_ready()["status"] == "ok"
+        subprocess.run(["aidememo-ref", "bootstrap", "--database", f"{tmp_path}/ref.sqlite", "--tenant-id", "t",
+                        "--project-id", "p", "--actor-id", "a", "--token-file", str(token)], check=True, timeout=60)
+        AideMemoClient(server.url, "t" * 64, "p").create_session("session-1", "Review", source_id="x")
+        url = server.url
+        server.kill()
+        with pytest.raises(httpx.TransportError):
+            httpx.get(f"{url}/health", timeout=2)
+        assert server.restart()["status"] == "ok" and server.url == url
+        snapshot = httpx.get(f"{url}/v1/projects/p/snapshot", headers={"authorization": "Bearer " + "t" * 64}).json()
+        assert [r["resource"]["id"] for r in snapshot["resources"]] == ["session-1"]
+    finally:
+        server.stop()
