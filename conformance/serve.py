@@ -176,7 +176,10 @@ class ServedServer:
             ServeError: the command could not be run at all.
         """
         # Appended, never through a link: a restart adds to the same log.
-        fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fd = os.open(self.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        except OSError as exc:
+            raise ServeError(f"cannot write the server's log {self.log_path}: {exc.strerror or exc}") from None
         try:
             self.process = subprocess.Popen(self.argv, cwd=self.spec.base_dir, stdin=subprocess.DEVNULL, stdout=fd,
                                             stderr=subprocess.STDOUT, start_new_session=True)
@@ -304,8 +307,11 @@ def serving(settings: Settings, log_dir: Path, *, announce: bool = True) -> Iter
         return
     url = settings.values.get("url") or DEFAULT_URL
     assert isinstance(url, str)
+    try:
+        log_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ServeError(f"cannot make the folder of the server's log {log_dir}: {exc.strerror or exc}") from None
     folder = tempfile.mkdtemp(prefix="aidememo-serve-")
-    log_dir.mkdir(parents=True, exist_ok=True)
     server = ServedServer(spec, url=url, served=Served(free_port(), folder), log_path=log_dir / LOG_NAME)
     before = os.environ.get(SERVED_ENV)
     try:

@@ -244,3 +244,24 @@ def test_a_killed_reference_restarts_on_the_same_port_and_data(tmp_path):
         assert [r["resource"]["id"] for r in snapshot["resources"]] == ["session-1"]
     finally:
         server.stop()
+
+
+def test_a_log_planted_as_a_link_is_refused_not_followed(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep")
+    report = tmp_path / "aidememo-report"
+    report.mkdir()
+    (report / "serve.log").symlink_to(victim)
+    target = _reference_target(tmp_path)
+    done = _cli("run", "--config", str(target), cwd=tmp_path)
+    assert done.returncode == 2 and len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "serve.log" in done.stderr and victim.read_text() == "keep"
+
+
+def test_a_command_that_does_not_exist_is_one_line(tmp_path):
+    target = _target(tmp_path / "target.toml", {"command": "no-such-server-binary --port {port}"},
+                     provision={"command": BOOTSTRAP})
+    done = _cli("run", "--config", str(target), cwd=tmp_path)
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "no-such-server-binary" in lines[0] and "could not start" in lines[0], done.stderr
