@@ -265,3 +265,21 @@ def test_a_command_that_does_not_exist_is_one_line(tmp_path):
     assert done.returncode == 2, done.stderr
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and "no-such-server-binary" in lines[0] and "could not start" in lines[0], done.stderr
+
+
+def test_sim_finds_a_race_on_a_served_variant_and_its_replay_serves_it_again(tmp_path):
+    target = _target(tmp_path / "target.toml",
+                     {"command": [sys.executable, str(Path(__file__).with_name("serve_mutant.py")), "cas_ignored",
+                                  "{dir}/ref.sqlite", "{port}"]},
+                     provision={"command": BOOTSTRAP})
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")])}
+
+    def sim(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "simulations.cli", *args], capture_output=True, text=True,
+                              timeout=300, cwd=tmp_path, env=env)
+
+    found = sim("run", "--config", str(target), "--budget", "20", "--seed", "3", "--out", "out")
+    assert found.returncode == 1 and (tmp_path / "out" / "race-seed-3.json").is_file(), found.stdout[-2000:]
+    replayed = sim("replay", "out/race-seed-3.json")  # the recorded target file: its server started again
+    assert replayed.returncode == 1 and "reproduced 1/1" in replayed.stdout, replayed.stdout[-2000:] + replayed.stderr
+    assert (tmp_path / "out" / "serve.log").read_text().count("mutant cas_ignored serving") >= 2
