@@ -112,9 +112,9 @@ class _RunState:
 
 def _refuse_unserved(settings: Settings) -> None:
     """A ``[serve]`` server is started by the commands (``aidememo-conformance run``), not by pytest."""
-    from conformance.serve import SERVE, served_of
+    from conformance.serve import SERVE, serve_spec, served_of
 
-    if settings[SERVE] is not None and served_of(settings, os.environ) is None:
+    if serve_spec(settings) is not None and served_of(settings, os.environ) is None:
         raise ConfigError(f"{settings.where(SERVE)}: the server of a [serve] table is started by "
                           "`aidememo-conformance run`; under plain pytest start it yourself and pass --aidememo-url")
 

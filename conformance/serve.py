@@ -37,7 +37,7 @@ from conformance.errors import ConfigError, ConformanceError
 from conformance.settings import Layer, ParseContext, Setting, Settings, parse_seconds
 
 __all__ = ["SERVE", "SERVED_ENV", "ServeError", "ServeSpec", "ServedServer", "Served", "apply_served", "fill",
-           "free_port", "serving", "served_of"]
+           "free_port", "serve_spec", "served_of", "serving"]
 
 SERVED_ENV = "AIDEMEMO_SERVED"  # {"config": abs path, "port": N, "dir": path}: a parent started the file's server
 DEFAULT_URL = "http://127.0.0.1:{port}"
@@ -107,9 +107,20 @@ SERVE: Setting[ServeSpec | None] = Setting(
     help="how the kit starts the target's server ([serve] command, ready_timeout, stop_grace)")
 
 
+def serve_spec(settings: Settings) -> ServeSpec | None:
+    """The ``[serve]`` table the run must start, if any: a URL given by flag or environment
+    overrides it (the user points the run at a server of their own; nothing is started)."""
+    spec = settings.values.get("serve")
+    if not isinstance(spec, ServeSpec) or settings.target_file is None:
+        return None
+    if "url" in settings.origins and settings.origins["url"][0] in (Layer.FLAG, Layer.ENV):
+        return None
+    return spec
+
+
 def served_of(settings: Settings, environ: Mapping[str, str]) -> Served | None:
     """The server a parent process started for this run's target file, if any."""
-    if settings.target_file is None or settings[SERVE] is None:
+    if settings.target_file is None or serve_spec(settings) is None:
         return None
     try:
         doc = json.loads(environ.get(SERVED_ENV, ""))
@@ -301,7 +312,7 @@ def serving(settings: Settings, log_dir: Path, *, announce: bool = True) -> Iter
     Raises:
         ServeError: it did not come up (one line, naming its last output).
     """
-    spec = settings[SERVE] if "serve" in settings.values else None
+    spec = serve_spec(settings)
     if spec is None or settings.target_file is None or served_of(settings, os.environ) is not None:
         yield None
         return

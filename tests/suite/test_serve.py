@@ -154,6 +154,10 @@ def test_plain_pytest_does_not_pretend_to_serve(tmp_path):
     assert settings.values["url"] == "http://127.0.0.1:{port}"
     with pytest.raises(ConfigError, match="started by `aidememo-conformance run`"):
         _refuse_unserved(settings)
+    # A URL of the user's own overrides [serve]: nothing is started, nothing refused.
+    _, given = resolve_run(SettingsInput(flags={"config": str(target), "url": "http://127.0.0.1:3030"}, environ={}))
+    assert given.values["url"] == "http://127.0.0.1:3030"
+    _refuse_unserved(given)
 
 
 @pytest.mark.parametrize("serve", [
