@@ -24,6 +24,7 @@ import gc
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -358,12 +359,13 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from conformance.serve import ServeError, serving
 
+    started = time.time()
     try:
         with serving(settings, Path(report_dir)):
             code = pytest.main(build_pytest_args(args, profile), plugins=[_FrozenAfterCollection()])
     except ServeError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
-        return 2
+        return _publish(args.summary_md, profile, Path(report_dir), 2, since=started, why=str(exc))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         sys.stderr.write(f"{PROG}: no check matched the selection\n")
         return 2
@@ -371,16 +373,18 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # An interrupted run wrote its reports; the checks it did not finish read UNTESTABLE.
     exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1, pytest.ExitCode.INTERRUPTED: 1}
-    return _publish(args.summary_md, profile, Path(report_dir), exits.get(code, 3))
+    return _publish(args.summary_md, profile, Path(report_dir), exits.get(code, 3), since=started)
 
 
 _REPORT_FILES = ("report.html", "results.json", "junit.xml", "traceability.json", "serve.log")
 
 
-def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int) -> int:
+def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int, *, since: float,
+             why: str = "no results were written") -> int:
     """The run's Markdown summary to ``--summary-md`` and, under GitHub's conventions, appended to
-    ``$GITHUB_STEP_SUMMARY``, with the result and counts appended to ``$GITHUB_OUTPUT``. Returns
-    ``code``, or 2 when a file cannot be written."""
+    ``$GITHUB_STEP_SUMMARY``, with the result and counts appended to ``$GITHUB_OUTPUT``; a
+    ``results.json`` older than ``since`` is an earlier run's, and ``why`` says what happened
+    instead. Returns ``code``, or 2 when a file cannot be written."""
     targets = [(summary_md, "w")] if summary_md else []
     targets += [(os.environ[name], "a") for name in ("GITHUB_STEP_SUMMARY",) if os.environ.get(name)]
     output = os.environ.get("GITHUB_OUTPUT")
@@ -389,10 +393,12 @@ def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int) 
     from conformance.reports.baseline import read_results
     from conformance.reports.markdown import outputs, render_markdown
 
+    fresh = (report_dir / "results.json").is_file() and (report_dir / "results.json").stat().st_mtime >= since
     try:
-        results: dict[str, Any] = read_results(str(report_dir / "results.json"))
-    except ConformanceError:  # no run happened (bad input, pytest broke): the result says so
-        results = {"result": "no results were written", "title": profile.title}
+        results: dict[str, Any] = read_results(str(report_dir / "results.json")) if fresh else {}
+    except ConformanceError:
+        results = {}
+    results = results or {"result": why, "title": profile.title}  # no run happened: the result says why
     files = [str(report_dir / name) for name in _REPORT_FILES if (report_dir / name).is_file()]
     text = render_markdown(results, {r.id: r.text for r in profile.registry()}, code, files)
     lines = "".join(f"{name}={value}\n" for name, value in outputs(results, code).items())

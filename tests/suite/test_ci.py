@@ -154,3 +154,17 @@ def test_summary_md_lists_xfails_and_stale_entries_and_escapes_what_the_target_s
     assert "<script>" not in text and "&lt;script&gt;" in text and "\\|" in text and "\\*bold\\*" in text
     assert "**WARN AM-2**: A SHOULD sentence." in text and "`` aidememo-conformance run `x` ``" in text
     assert "| 1 | 0 | 1 |" in text
+
+
+def test_the_action_says_why_when_the_server_never_came_up(tmp_path):
+    target = tmp_path / "target.toml"
+    target.write_text(tomli_w.dumps({
+        "serve": {"command": [sys.executable, str(HERE / "serve_fakes.py"), "never", "{port}", str(tmp_path / "pids")],
+                  "ready_timeout": 1},
+        "provision": {"command": BOOTSTRAP}}), "utf-8")
+    (tmp_path / "reports").mkdir()
+    (tmp_path / "reports" / "results.json").write_text('{"result": "an earlier run", "records": []}')
+    exit_code, summary, outputs = _run_action(tmp_path, target=str(target),
+                                              **{"kit-version": "installed", "report-dir": "reports"})
+    assert exit_code == 2 and outputs["result"] == "error", summary
+    assert "warming up the cache" in summary and "an earlier run" not in summary
