@@ -51,6 +51,8 @@ def _expression(text: str, inputs: dict[str, str], outputs: dict[str, str] | Non
             return str(ROOT)
         if name.startswith("steps.run.outputs.") and outputs is not None:
             return outputs.get(name.removeprefix("steps.run.outputs."), "")
+        if name == "steps.upload.outputs.artifact-url":  # what upload-artifact gives back
+            return "https://github.example/artifacts/1"
         raise AssertionError(f"the test does not know the expression {name!r}")
 
     return re.sub(r"\$\{\{(.*?)\}\}", value, text)
@@ -70,7 +72,7 @@ def _run_action(where: Path, **given: str) -> tuple[int, str, dict[str, str]]:
     code = 0
     step_outputs: dict[str, str] = {}
     for step in action["runs"]["steps"]:
-        if "uses" in step:
+        if "uses" in step or (code and step.get("if") != "always()"):
             continue
         assert step["shell"] == "bash"
         env = {**_env(where), **{k: str(v) for k, v in files.items()},
@@ -82,9 +84,7 @@ def _run_action(where: Path, **given: str) -> tuple[int, str, dict[str, str]]:
                               capture_output=True, text=True, timeout=600)
         if step.get("id") == "run":
             step_outputs = dict(line.split("=", 1) for line in files["GITHUB_OUTPUT"].read_text().splitlines() if line)
-        if done.returncode != 0:
-            code = done.returncode
-            break
+        code = code or done.returncode  # a failed step skips the later ones, except if: always()
     outputs = {name: _expression(spec["value"], inputs, step_outputs) for name, spec in action["outputs"].items()}
     return code, files["GITHUB_STEP_SUMMARY"].read_text(), outputs
 
@@ -107,6 +107,8 @@ def test_the_action_against_a_served_target(tmp_path, variant, code, result):
     assert outputs["result"] == result and int(outputs["pass"]) >= 20
     assert (tmp_path / "reports" / "junit.xml").is_file() and (tmp_path / "reports" / "serve.log").is_file()
     assert "protocol at upstream commit e2a15d4" in summary and "reports/report.html" in summary
+    assert summary.endswith("Reports: [aidememo-report](https://github.example/artifacts/1) "
+                            "(report.html, results.json, junit.xml)\n"), summary[-300:]
     if result == "pass":
         assert outputs["fail"] == "0" and "✅" in summary and "every scored MUST holds" in summary
         assert "Failing and warning requirements" not in summary
