@@ -7,6 +7,7 @@
                               [--replay CASE_JSON] [target flags as for run]
     aidememo-conformance requirements [--profile NAME]
     aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML]
+    aidememo-conformance compare RESULTS_JSON [RESULTS_JSON ...] [--label NAME ...] [-o DIR] [--fail-on-new]
 
 The profile (default ``aidememo``) decides which flags exist besides the shared ones, so the
 command line is parsed twice: once for ``--profile`` and ``--config`` (whose file may name the
@@ -23,6 +24,7 @@ import gc
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -69,6 +71,8 @@ def _parser(profile: Any) -> _Parser:
                      help="only checks of this requirement id or prefix, e.g. AM-HO (repeatable)")
     run.add_argument("-k", dest="keyword", help="pytest -k expression selecting checks")
     run.add_argument("-n", dest="workers", help="pytest-xdist workers (a number or 'auto')")
+    run.add_argument("--summary-md", metavar="FILE", help="write the run's Markdown summary here (under GitHub "
+                                                          "Actions it also goes to $GITHUB_STEP_SUMMARY)")
     run.add_argument("checks", nargs="*", metavar="CHECK", help="checks to run, e.g. test_auth.py::test_reader_cannot_write")
     diff = commands.add_parser("diff", help="send the target and the embedded reference the same seeded request "
                                             "stream and compare every answer (AideMemo)")
@@ -78,6 +82,7 @@ def _parser(profile: Any) -> _Parser:
     diff.add_argument("--departures", metavar="TOML", help="known departures to tolerate, besides the kit's "
                                                            "(default: departures.toml beside the target file)")
     diff.add_argument("--replay", metavar="CASE_JSON", help="send a divergence's recorded steps again, on fresh identities")
+    _add_compare(commands)
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -87,6 +92,51 @@ def _parser(profile: Any) -> _Parser:
     write.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json")
     write.add_argument("-o", "--output", metavar="BASELINE_TOML", help="where to write it (default: stdout)")
     return parser
+
+
+def _add_compare(commands: Any) -> None:
+    compare = commands.add_parser("compare", help="requirement x run from several runs' results.json: one page, "
+                                                  "one JSON file and a badge per run")
+    compare.add_argument("results", nargs="+", metavar="RESULTS_JSON", help="runs' results.json, earliest first")
+    compare.add_argument("--label", action="append", default=[], metavar="NAME",
+                         help="a run's name, in the same order (default: its results folder's name)")
+    compare.add_argument("-o", "--output", default="aidememo-compare", metavar="DIR",
+                         help="where compare.html, compare.json and the badges go (default ./aidememo-compare)")
+    compare.add_argument("--fail-on-new", action="store_true",
+                         help="exit 1 when a later run fails a requirement an earlier run held")
+
+
+def _compare(args: argparse.Namespace) -> int:
+    """``compare``: exit 0, or 1 with ``--fail-on-new`` and a new failure; 2 for bad input."""
+    from conformance.installed import load_profile
+    from conformance.reports.compare import compare, load_results, write_comparison
+
+    try:
+        if len(args.label) > len(args.results):
+            raise ConformanceError(f"--label given {len(args.label)} times for {len(args.results)} runs")
+        labels = [*args.label, *(Path(path).resolve().parent.name or "run" for path in args.results[len(args.label):])]
+        labels = [label if labels.count(label) == 1 else f"{label}#{n + 1}" for n, label in enumerate(labels)]
+        runs = [load_results(path, label) for path, label in zip(args.results, labels)]
+        try:
+            texts = {r.id: r.text for r in load_profile(runs[0].profile).registry()}
+        except ConformanceError:  # a profile this kit does not have: ids without their sentences
+            texts = {}
+        comparison = compare(runs, texts)
+        written = write_comparison(comparison, Path(args.output))
+    except ConformanceError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: {args.output}: {exc.strerror or exc}\n")
+        return 2
+    for n, run in enumerate(comparison.runs):
+        held, scored = comparison.musts(n)
+        sys.stdout.write(f"{run.label}: {held}/{scored} MUSTs hold ({run.target})\n")
+    for failure in comparison.new_failures:
+        sys.stdout.write(f"new failure: {failure['requirement']} ({failure['level']}) held in {failure['held_in']}, "
+                         f"{failure['verdict']} in {failure['fails_in']}\n")
+    sys.stdout.write(f"wrote {', '.join(str(p) for p in written)}\n")
+    return 1 if args.fail_on_new and comparison.new_failures else 0
 
 
 def _add_settings(parser: argparse.ArgumentParser, settings: list[Any]) -> None:
@@ -138,14 +188,28 @@ def _diff(args: argparse.Namespace) -> int:
         for flag, value in (("--budget", args.budget), ("--steps", args.steps), ("--departures", args.departures)):
             if value is not None:
                 base += [flag, format(value, "g") if isinstance(value, float) else str(value)]
-        code: int = profile.diff(args, settings, base)
-        return code
+        return _diff_served(args, profile, settings, base)
     except ConformanceError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
     except OSError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
+
+
+def _diff_served(args: argparse.Namespace, profile: Any, settings: Any, base: list[str]) -> int:
+    """The differential run, against the target file's ``[serve]`` server if it has one (started
+    for the run, its placeholders then filled in the settings)."""
+    from conformance.installed import resolve_run
+    from conformance.profile import REPORT_DIR
+    from conformance.serve import serving
+    from conformance.settings import SettingsInput
+
+    with serving(settings, Path(settings[REPORT_DIR])) as server:
+        if server is not None:
+            _, settings = resolve_run(SettingsInput(flags=vars(args), environ=os.environ, flag_style="cli"))
+        code: int = profile.diff(args, settings, base)
+        return code
 
 
 def _write_baseline(args: argparse.Namespace) -> int:
@@ -267,6 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         return _write_baseline(args)
     if args.command == "diff":
         return _diff(args)
+    if args.command == "compare":
+        return _compare(args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 
@@ -291,7 +357,15 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         sys.stderr.write(f"{PROG}: {settings.where(REPORT_DIR)} {report_dir}: {exc.strerror}\n")
         return 2
-    code = pytest.main(build_pytest_args(args, profile), plugins=[_FrozenAfterCollection()])
+    from conformance.serve import ServeError, serving
+
+    started = time.time()
+    try:
+        with serving(settings, Path(report_dir)):
+            code = pytest.main(build_pytest_args(args, profile), plugins=[_FrozenAfterCollection()])
+    except ServeError as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return _publish(args.summary_md, profile, Path(report_dir), 2, since=started, why=str(exc))
     if code == pytest.ExitCode.NO_TESTS_COLLECTED:
         sys.stderr.write(f"{PROG}: no check matched the selection\n")
         return 2
@@ -299,7 +373,44 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     # An interrupted run wrote its reports; the checks it did not finish read UNTESTABLE.
     exits: dict[int, int] = {pytest.ExitCode.OK: 0, pytest.ExitCode.TESTS_FAILED: 1, pytest.ExitCode.INTERRUPTED: 1}
-    return exits.get(code, 3)
+    return _publish(args.summary_md, profile, Path(report_dir), exits.get(code, 3), since=started)
+
+
+_REPORT_FILES = ("report.html", "results.json", "junit.xml", "traceability.json", "serve.log")
+
+
+def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int, *, since: float,
+             why: str = "no results were written") -> int:
+    """The run's Markdown summary to ``--summary-md`` and, under GitHub's conventions, appended to
+    ``$GITHUB_STEP_SUMMARY``, with the result and counts appended to ``$GITHUB_OUTPUT``; a
+    ``results.json`` older than ``since`` is an earlier run's, and ``why`` says what happened
+    instead. Returns ``code``, or 2 when a file cannot be written."""
+    targets = [(summary_md, "w")] if summary_md else []
+    targets += [(os.environ[name], "a") for name in ("GITHUB_STEP_SUMMARY",) if os.environ.get(name)]
+    output = os.environ.get("GITHUB_OUTPUT")
+    if not targets and not output:
+        return code
+    from conformance.reports.baseline import read_results
+    from conformance.reports.markdown import outputs, render_markdown
+
+    fresh = (report_dir / "results.json").is_file() and (report_dir / "results.json").stat().st_mtime >= since
+    try:
+        results: dict[str, Any] = read_results(str(report_dir / "results.json")) if fresh else {}
+    except ConformanceError:
+        results = {}
+    results = results or {"result": why, "title": profile.title}  # no run happened: the result says why
+    files = [str(report_dir / name) for name in _REPORT_FILES if (report_dir / name).is_file()]
+    text = render_markdown(results, {r.id: r.text for r in profile.registry()}, code, files)
+    lines = "".join(f"{name}={value}\n" for name, value in outputs(results, code).items())
+    for path, mode, content in [*((p, m, text) for p, m in targets), *([(output, "a", lines)] if output else [])]:
+        try:
+            flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if mode == "a" else os.O_TRUNC)
+            with os.fdopen(os.open(path, flags | getattr(os, "O_NOFOLLOW", 0), 0o644), "w", encoding="utf-8") as handle:
+                handle.write(content)
+        except OSError as exc:
+            sys.stderr.write(f"{PROG}: cannot write the summary to {path}: {exc.strerror or exc}\n")
+            return 2
+    return code
 
 
 def console_main() -> NoReturn:

@@ -25,7 +25,7 @@ from conformance.answers import parse
 from conformance.errors import Indeterminate, TargetError
 from conformance.transcript import Transcript, redact_headers, shown_text
 
-__all__ = ["Exchange", "Wire"]
+__all__ = ["Exchange", "Wire", "health_answer"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -344,3 +344,25 @@ def _query_value(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
+
+
+_HEALTH_SHOWN = 2000  # characters of a /health answer that is not JSON kept for the reports
+
+
+def health_answer(wire: Wire) -> object:
+    """What the target answers to ``GET /health``, for the reports to name: its JSON, else its text
+    (cut), else what went wrong. Never raises: a report names a missing answer, it does not fail on it."""
+    from conformance.errors import ConformanceError
+
+    try:
+        exchange = wire.request(None, "GET", "/health")
+    except ConformanceError as exc:
+        return {"no_answer": str(exc)}
+    try:
+        document = json.loads(exchange.body)
+    except ValueError:
+        document = exchange.body.decode("utf-8", "replace")
+    if len(json.dumps(document)) > _HEALTH_SHOWN:  # a report names the answer, it does not archive it
+        document = json.dumps(document)[:_HEALTH_SHOWN] + " [cut]"
+    return document if exchange.status == 200 else {"status_code": exchange.status, "body": document}
+

@@ -12,6 +12,7 @@ from typing import Any
 
 from conformance.errors import ConfigError
 from conformance.profile import CONFIG, PROFILE, RUN_SETTINGS, Profile
+from conformance.serve import apply_served
 from conformance.settings import Setting, Settings, SettingsInput, load_target_file, resolve
 
 __all__ = ["PROFILES", "installed_profiles", "load_profile", "resolve_run"]
@@ -74,7 +75,7 @@ def resolve_run(given: SettingsInput, *, config: Any = None) -> tuple[Profile, S
             raise ConfigError(f"{target_file.where('profile')} is {in_file!r}, but {named.where(PROFILE)} "
                               f"selects profile {profile.name!r}")
     declared = _merged(RUN_SETTINGS + profile.settings, profile.name)
-    settings = resolve(declared, with_file, capabilities=profile.capability_names)
+    settings = apply_served(resolve(declared, with_file, capabilities=profile.capability_names), given.environ)
     if profile.validate is not None:
         profile.validate(settings, config)
     return profile, settings

@@ -53,6 +53,7 @@ _SETUP_S = pytest.StashKey[float]()  # how long a check's set-up took (its world
 _LATE_DIR = pytest.StashKey[str]()  # the controller's directory for the workers' late checks
 _PROP = "conformance"  # user_properties key carrying one check's verdict record
 _COLLECTED = "conformance-collected"  # a worker's checks, with its first record (see _Reporter)
+_HEALTH = "conformance-health"  # the target's /health answer, with a process's first record
 
 
 def _declared() -> list[Setting[Any]]:
@@ -86,6 +87,7 @@ class _RunState:
         self.profile: Profile
         self.settings: Settings
         self.profile, self.settings = resolve_run(settings_input(config), config=config)
+        _refuse_unserved(self.settings)
         self.registry: Registry = self.profile.registry()
         baseline_path = self.settings[BASELINE]
         self.baseline: Baseline | None = load_baseline(baseline_path, self.registry) if baseline_path else None
@@ -94,6 +96,7 @@ class _RunState:
         self.target: Target | None = None
         self.collected: list[tuple[str, str]] = []  # (nodeid, requirement id), known where items are collected
         self.collected_sent = False  # a worker has told the controller what it collected
+        self.health_sent = False  # this process has told the reports what its target answered to /health
         self.summary: dict[str, Any] | None = None
         self.others = {p.prefix: p.name for p in installed_profiles().values() if p.name != self.profile.name}
         self.overlap: Overlap | None = None  # the checks started ahead, once the first sets up
@@ -105,6 +108,15 @@ class _RunState:
             self.target = self.profile.start(StartContext(settings=self.settings, capabilities=self.profile.capabilities,
                                                           config=self.config))
         return self.target
+
+
+def _refuse_unserved(settings: Settings) -> None:
+    """A ``[serve]`` server is started by the commands (``aidememo-conformance run``), not by pytest."""
+    from conformance.serve import SERVE, serve_spec, served_of
+
+    if serve_spec(settings) is not None and served_of(settings, os.environ) is None:
+        raise ConfigError(f"{settings.where(SERVE)}: the server of a [serve] table is started by "
+                          "`aidememo-conformance run`; under plain pytest start it yourself and pass --aidememo-url")
 
 
 def _seeds(config: pytest.Config) -> tuple[int, str]:
@@ -423,6 +435,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         # interrupted.
         report.user_properties.append((_COLLECTED, json.dumps(state.collected)))
         state.collected_sent = True
+    if not state.health_sent and state.target is not None:
+        report.user_properties.append((_HEALTH, json.dumps(getattr(state.target, "health", None))))
+        state.health_sent = True
     if report.when == "setup" and report.passed:
         item.stash[_SETUP_S] = report.duration
         return
@@ -446,6 +461,7 @@ class _Reporter:
         self.config = config
         self.records: dict[str, VerdictRecord] = {}
         self.collected: dict[str, str] = {}  # nodeid -> requirement id, as the workers report them
+        self.health: object = None  # the target's /health answer, as the first process to start it saw it
 
     @pytest.hookimpl(tryfirst=True)  # before xdist reports the collection: its scheduler reads this
     def pytest_collection_finish(self, session: pytest.Session) -> None:
@@ -481,6 +497,8 @@ class _Reporter:
         from conformance.verdicts import Verdict, VerdictRecord
 
         for name, value in report.user_properties:
+            if name == _HEALTH and self.health is None:
+                self.health = json.loads(str(value))
             if name == _COLLECTED:
                 self.collected.update((str(n), str(r)) for n, r in json.loads(str(value)))
             if name == _PROP:
@@ -512,7 +530,8 @@ class _Reporter:
                       mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,
                       rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check),
-                      checked=state.profile.checked_requirements, replay=replay)
+                      checked=state.profile.checked_requirements, replay=replay, health=self.health,
+                      protocol_commit=state.profile.protocol_commit)
         report_dir = Path(state.settings[REPORT_DIR])
         try:
             state.summary = write_reports(report_dir, run, self._records(state))

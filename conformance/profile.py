@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 from conformance.capabilities import CAPABILITIES, Capability, Claims
 from conformance.errors import ConfigError
 from conformance.registry import Registry, load_registry
+from conformance.serve import SERVE
 from conformance.settings import (
     ParseContext,
     Setting,
@@ -200,6 +201,9 @@ class Profile:
     # ``overlap``: how many checks one process may run at once (``conformance.overlap``), for checks
     # that spend their time waiting on the target and share nothing; 1 runs them one by one.
     overlap: int = 1
+    # The upstream commit whose protocol the requirements follow, named by every report (None: the
+    # profile's sources are documents, not one upstream commit).
+    protocol_commit: str | None = None
 
     @property
     def capability_names(self) -> tuple[str, ...]:
@@ -279,7 +283,7 @@ MAX_BODY_BYTES: Setting[int] = Setting(name="max_body_bytes", parse=parse_bytes,
                                        metavar="BYTES", help="answers beyond this fail (default 4 MiB)")
 
 RUN_SETTINGS: tuple[Setting[Any], ...] = (CONFIG, PROFILE, SEED, RUN_TAG, BASELINE, REPORT_DIR, TIMEOUT,
-                                          MAX_BODY_BYTES, CAPABILITIES)
+                                          MAX_BODY_BYTES, CAPABILITIES, SERVE)
 
 # Ready-made declarations for profiles whose target is an HTTP server or an embedded reference.
 URL: Setting[str | None] = Setting(name="url", parse=parse_url, default=None, metavar="URL",

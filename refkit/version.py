@@ -3,3 +3,7 @@ servers that report it (the stdio MCP ``serverInfo``), which so need no ``import
 (tens of milliseconds of every MCP start)."""
 
 VERSION = "0.1.0"
+
+# The upstream AideMemo commit whose protocol the kit's requirements, reference and checks follow
+# (the spec's facts were read there); every report names it.
+PROTOCOL_COMMIT = "e2a15d4"

@@ -712,11 +712,37 @@ def _xmemo(args: argparse.Namespace) -> int:
     return _xmemo_run(args) if args.xmemo_command == "run" else _xmemo_replay(args)
 
 
+def _served(command: Any, args: argparse.Namespace) -> int:
+    """``run``, ``clients`` and ``replay`` against a target file whose ``[serve]`` server the kit
+    starts for them (its log in ``--out``, or beside the replay file)."""
+    config = _served_config(args)
+    if config is None:
+        return int(command(args))
+    from simulations.targets import served_config
+
+    with served_config(config, Path(args.out) if args.command != "replay" else args.file.parent):
+        return int(command(args))
+
+
+def _served_config(args: argparse.Namespace) -> Path | None:
+    """The target file a command reaches its target through (a replay's: given, set, or recorded)."""
+    if args.command in ("run", "clients"):
+        return args.config  # type: ignore[no-any-return]
+    if args.command != "replay" or args.url or _is_xmemo_replay(args.file):
+        return None
+    from simulations.replay import CONFIG_ENV, load_replay
+
+    if args.config is not None or os.environ.get(CONFIG_ENV):
+        return args.config or Path(os.environ[CONFIG_ENV])
+    target = load_replay(args.file)["target"]
+    return Path(target["config"]) if target.get("kind") == "url" and target.get("config") else None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
-        code = command(args)
+        code = _served(command, args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
         return code
     except SimulationError as exc:

@@ -20,7 +20,8 @@ import json
 import secrets
 import sys
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -39,6 +40,7 @@ __all__ = [
     "load_factory",
     "SIM_TENANT",
     "reference_factory",
+    "served_config",
     "target_from_config",
     "token_variable",
 ]
@@ -262,6 +264,27 @@ class HttpTarget:
         if self._wire is not None:
             self._wire.close()
         self._wire = None  # a later run opens fresh connections
+
+
+@contextmanager
+def served_config(path: Path, log_dir: Path) -> Iterator[None]:
+    """The target file's ``[serve]`` server (if it has one) started for the block, its output in
+    ``log_dir/serve.log``; ``target_from_config`` then reaches it (``conformance.serve``).
+
+    Raises:
+        SimulationError: a bad target file, or a server that did not come up (one line).
+    """
+    from conformance.errors import ConformanceError
+    from conformance.installed import resolve_run
+    from conformance.serve import serving
+    from conformance.settings import SettingsInput
+
+    try:
+        _, settings = resolve_run(SettingsInput(flags={"config": str(path)}))
+        with serving(settings, log_dir):
+            yield
+    except ConformanceError as exc:
+        raise SimulationError(str(exc)) from None
 
 
 def target_from_config(path: Path, actors: int | Sequence[str] = 3) -> HttpTarget | None:

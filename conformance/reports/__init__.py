@@ -9,11 +9,11 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from conformance.registry import Registry
+from refkit.version import PROTOCOL_COMMIT, VERSION
 from conformance.reports.baseline import Baseline, stale_entries
 from conformance.reports.html_report import render_html
 from conformance.reports.modes import explain_mode
@@ -22,7 +22,7 @@ from conformance.reports.replay import ReplayTarget, replay_script
 from conformance.reports.traceability import trace, unscored_clauses
 from conformance.verdicts import Verdict, VerdictRecord
 
-__all__ = ["RunInfo", "explain_mode", "render_summary", "result_line", "write_reports"]
+__all__ = ["RunInfo", "explain_mode", "provenance", "render_summary", "result_line", "write_reports"]
 
 _SHOWN_FAILURES = 12
 
@@ -42,13 +42,19 @@ class RunInfo:
     rerun: Callable[[str], str]  # check selector -> the command that replays it
     checked: Callable[[], frozenset[str]] | None = None  # requirement ids that have checks (see trace)
     replay: ReplayTarget | None = None  # how a case file's script reaches and provisions the target
+    health: object = None  # the target's answer to GET /health (None: no check started it)
+    protocol_commit: str | None = None  # the upstream commit the profile's requirements follow
 
 
 def _kit() -> str:
-    try:
-        return f"aidememo-conformance {metadata.version('aidememo-conformance')}"
-    except metadata.PackageNotFoundError:  # pragma: no cover - running from a bare checkout
-        return "aidememo-conformance (not installed)"
+    return f"aidememo-conformance {VERSION}"
+
+
+def provenance(health: object, protocol_commit: str | None = PROTOCOL_COMMIT) -> dict[str, object]:
+    """What every report says of what judged what: the kit's version, the upstream protocol commit
+    the requirements follow (None for a profile whose sources are documents), and the target's own
+    ``/health`` answer."""
+    return {"kit": _kit(), "kit_version": VERSION, "protocol_commit": protocol_commit, "health": health}
 
 
 def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) -> dict[str, Any]:
@@ -65,7 +71,7 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     failures = sorted((r for r in records if not r.ok or r.verdict in (Verdict.WARN, Verdict.INFO)),
                       key=lambda r: -r.severity)
     summary: dict[str, Any] = {
-        "kit": _kit(),
+        **provenance(run.health, run.protocol_commit),
         "profile": run.profile,
         "title": run.title,
         "target": run.target,

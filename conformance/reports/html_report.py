@@ -15,7 +15,7 @@ from typing import Any
 from conformance.reports.modes import explain_mode
 from conformance.verdicts import VerdictRecord
 
-__all__ = ["REPORT_CSS", "render_html"]
+__all__ = ["REPORT_CSS", "provenance_html", "render_html"]
 
 _CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:2em;color:#1d1d1f;max-width:1200px}
@@ -37,6 +37,18 @@ _JS = """
 function only(status){document.querySelectorAll('#reqs tbody tr').forEach(function(r){
 r.style.display=(!status||r.dataset.status===status)?'':'none';});}
 """
+
+
+def provenance_html(summary: dict[str, Any]) -> str:
+    """The line naming the kit, the upstream protocol commit it follows and the target's ``/health`` answer."""
+    import json
+
+    health = summary.get("health")
+    answer = "no answer recorded" if health is None else json.dumps(health, ensure_ascii=False, sort_keys=True)
+    commit = summary.get("protocol_commit")
+    follows = f", following the protocol at upstream commit <code>{escape(str(commit))}</code>" if commit else ""
+    return (f"<p class='muted'>{escape(str(summary.get('kit', '')))}{follows}; the target's "
+            f"<code>/health</code> answered <code>{escape(answer)}</code>.</p>")
 
 
 def _verdict(v: str | None) -> str:
@@ -86,7 +98,8 @@ def render_html(summary: dict[str, Any], rows: list[dict[str, Any]], records: li
         f"<h1>{escape(summary['title'])} conformance: {escape(summary['target'])}</h1>",
         f"<p>profile <b>{escape(summary['profile'])}</b>, mode {escape(explain_mode(summary['mode']))}, seed "
         f"<code>{summary['seed']}</code>, run tag <code>{escape(summary['run_tag'])}</code>, "
-        f"{summary['requests']} requests, {escape(summary['kit'])}.</p>",
+        f"{summary['requests']} requests.</p>",
+        provenance_html(summary),
         f"<p><b>{'Every scored MUST holds.' if summary['ok'] else 'A scored MUST does not hold.'}</b></p>",
         "<p>" + " ".join(f"{_verdict(v)} {n}" for v, n in summary["counts"].items() if n) + "</p>",
         # What to act on comes first: one line per failure or warning, linking to its case below.

@@ -87,7 +87,7 @@ def render_junit(summary: Mapping[str, Any], records: list[VerdictRecord], times
     suite = ET.SubElement(root, "testsuite", {"name": _text(title), "timestamp": timestamp, **totals})
     _properties(suite, {"profile": summary["profile"], "target": summary["target"], "mode": summary["mode"],
                         "seed": summary["seed"], "run_tag": summary["run_tag"], "kit": summary["kit"],
-                        "result": summary.get("result", "")})
+                        "protocol_commit": summary.get("protocol_commit", ""), "result": summary.get("result", "")})
     for record in records:
         _case(suite, record)
     ET.indent(root)

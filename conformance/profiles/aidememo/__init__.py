@@ -9,6 +9,7 @@ from __future__ import annotations
 from conformance.capabilities import CORE, Capability
 from conformance.profile import Profile, lazy
 from conformance.profiles.aidememo.settings import SETTINGS, configure, describe, validate
+from refkit.version import PROTOCOL_COMMIT
 
 __all__ = ["PROFILE"]
 
@@ -55,4 +56,5 @@ PROFILE = Profile(
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),
     diff=lazy("conformance.profiles.aidememo.diff:main"),
+    protocol_commit=PROTOCOL_COMMIT,
 )

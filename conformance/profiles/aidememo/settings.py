@@ -134,8 +134,12 @@ def describe(settings: Settings, config: Any) -> TargetDescription:
                         f"{REPLAY_DATABASE} --test-clock` (127.0.0.1:3030), then BASE_URL=http://127.0.0.1:3030 "
                         "sh this-script.")
     templates = (("bind_source", ""), ("", view.provision_command)) if view.provision_command else ()
+    served = settings.values.get("serve") is not None
+    hint = ("The run's server was started from the target file's [serve] command and stopped with the run, its "
+            "data folder deleted: start the server again, point the bootstrap command below at its data, and run "
+            "BASE_URL=http://HOST:PORT sh this-script.") if served else ""
     return TargetDescription(target=view.url or "", mode=mode, url=view.url, templates=templates,
-                             credential_prefix="tok-")
+                             credential_prefix="tok-", replay_hint=hint)
 
 
 def target_settings(config_path: str, environ: Mapping[str, str] | None = None) -> AideMemoSettings:

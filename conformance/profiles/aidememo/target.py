@@ -19,7 +19,7 @@ from typing import Any
 
 from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError, Untestable
-from conformance.http import Exchange, Wire
+from conformance.http import Exchange, Wire, health_answer
 from conformance.profile import StartContext
 from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
 from conformance.pool import Pending, ProvisionPool
@@ -56,6 +56,7 @@ class AideMemoTarget:
     base_url: str
     binds_tokens: bool = False  # provisioning can bind a token to a source and actor (mcp-bindings)
     claims: Claims = field(default_factory=Claims)
+    health: object = None  # its answer to GET /health when it started, for the reports
     lease_mode: LeaseMode | None = None  # how lease expiry is observed; None: it is not
     lease_wait: LeaseWait = field(default_factory=LeaseWait)
     pool: ProvisionPool | None = None  # a command provisioner's identities, provisioned ahead
@@ -180,6 +181,7 @@ def start(context: StartContext) -> AideMemoTarget:
         return _detect(wire, name)
 
     target.claims = settle(settings.capabilities, context.capabilities, detect)
+    target.health = health_answer(wire)
     if settings.real_time_leases:
         target.lease_mode = LeaseMode.REAL
     elif target.claims.claimed("test-clock"):

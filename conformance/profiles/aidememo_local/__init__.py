@@ -13,6 +13,7 @@ from __future__ import annotations
 from conformance.capabilities import CORE, Capability
 from conformance.profile import Profile, lazy
 from conformance.profiles.aidememo_local.settings import SETTINGS, describe
+from refkit.version import PROTOCOL_COMMIT
 
 __all__ = ["PROFILE"]
 
@@ -42,4 +43,5 @@ PROFILE = Profile(
     # Each check is a few dozen processes of the CLI on a store (and, remote, a project) of its own,
     # so three run at once (conformance.overlap).
     overlap=3,
+    protocol_commit=PROTOCOL_COMMIT,
 )

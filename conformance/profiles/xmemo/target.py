@@ -16,7 +16,7 @@ from pathlib import Path
 
 from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError
-from conformance.http import Exchange, Wire
+from conformance.http import Exchange, Wire, health_answer
 from conformance.profile import StartContext
 from conformance.provisioning import CommandProvisioner, FunctionProvisioner, Provisioner, TokenList
 from conformance.profiles.xmemo.settings import XMemoSettings
@@ -48,6 +48,7 @@ class XMemoTarget:
     fixed_tokens: TokenList
     base_url: str
     claims: Claims = field(default_factory=Claims)
+    health: object = None  # its answer to GET /health when it started, for the reports
     _stack: ExitStack = field(default_factory=ExitStack)
 
     def require(self, capability: str) -> None:
@@ -117,6 +118,7 @@ def start(context: StartContext) -> XMemoTarget:
     target = XMemoTarget(settings=settings, wire=wire, provisioner=provisioner, bound_provisioner=bound,
                          fixed_tokens=settings.fixed_tokens, base_url=base_url, _stack=stack)
     target.claims = settle(settings.capabilities, context.capabilities, lambda name: _detect(target, name))
+    target.health = health_answer(wire)
     return target
 
 

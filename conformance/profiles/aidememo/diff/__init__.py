@@ -21,12 +21,14 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from conformance.errors import ConfigError, ConformanceError
+from conformance.http import health_answer
 from conformance.profiles.aidememo.diff.compare import Departures
 from conformance.profiles.aidememo.diff.html import render_diff_html
 from conformance.profiles.aidememo.diff.runner import Divergence, Result, Sides, read_case, replay, run, write_case
 from conformance.profiles.aidememo.diff.script import case_script
 from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
 from conformance.profiles.aidememo.settings import AideMemoSettings, describe
+from conformance.reports import provenance
 from conformance.reports.replay import ReplayTarget
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
@@ -109,7 +111,7 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
         script.write_text(case_script(divergence, target), "utf-8")
         commands.append((_replay_command(argv_base, case), script))
         cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
-    summary = {"seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
+    summary = {**provenance(header.get("health")), "seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
                "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
                "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
@@ -143,7 +145,7 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         seed = settings[SEED] if settings[SEED] is not None else random.randrange(2**32)
         out.write(f"aidememo-conformance diff: seed {seed}, target {view.url or 'embedded'}, namespace {sides.tag}\n")
         out.write(f"  {notes[0]}\n")
-        header: dict[str, Any] = {"target": view.url or "embedded", "budget_s": args.budget or DEFAULT_BUDGET_S,
+        header: dict[str, Any] = {"target": view.url or "embedded", "health": health_answer(target.wire), "budget_s": args.budget or DEFAULT_BUDGET_S,
                                   "max_steps": int(args.steps or DEFAULT_STEPS), "notes": notes}
         result = run(sides, seed=seed, budget_s=header["budget_s"], max_steps=header["max_steps"],
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))

@@ -11,7 +11,7 @@ import json
 from html import escape
 from typing import Any
 
-from conformance.reports.html_report import REPORT_CSS
+from conformance.reports.html_report import REPORT_CSS, provenance_html
 
 __all__ = ["render_diff_html"]
 
@@ -29,7 +29,7 @@ def _header(summary: dict[str, Any]) -> str:
             f"<p>seed <code>{summary['seed']}</code>, {summary['steps']} steps in {summary['episodes']} episodes "
             f"({summary['seconds']} s), budget {escape(str(summary.get('budget_s', '')))} s or "
             f"{escape(str(summary.get('max_steps', '')))} steps, {len(summary['routes'])} routes reached.</p>"
-            f"<p><b>{verdict}</b></p>"
+            f"<p><b>{verdict}</b></p>" + provenance_html(summary)
             + "".join(f"<p class='muted'>{escape(note)}</p>" for note in summary.get("notes", ()))
             + f"<details><summary>routes reached</summary><table><tr><th>route</th><th>steps</th></tr>{routes}"
               "</table></details>")
