@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refkit.args import reader_gone
+from refkit.version import VERSION
 from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
 
@@ -185,6 +186,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
                             "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
+    parser.add_argument("--version", action="version", version=f"aidememo-sim {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     _add_run(sub)
