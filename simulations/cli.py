@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refkit.args import reader_gone
+from refkit.extras import MissingExtra, require
 from refkit.version import VERSION
 from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
@@ -714,9 +715,22 @@ def _xmemo(args: argparse.Namespace) -> int:
     return _xmemo_run(args) if args.xmemo_command == "run" else _xmemo_replay(args)
 
 
+def _require_dask(args: argparse.Namespace) -> None:
+    """A hunt (more than one shard, or a scheduler) runs on Dask, an extra: without it, one line
+    naming the pip command, before anything starts. ``--workers 1`` runs in this process alone."""
+    if getattr(args, "scheduler", None) is None and (getattr(args, "workers", None) or 1) <= 1:
+        return
+    flag = "--scheduler" if args.scheduler is not None else "--workers"
+    try:
+        require("hunt", f"{flag} (a hunt on Dask)")
+    except MissingExtra as exc:
+        raise SimulationError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
+        _require_dask(args)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
         code = command(args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
