@@ -74,6 +74,10 @@ def _metadata(wheel: Path) -> email.message.Message:
         return email.parser.Parser().parsestr(archive.read(name).decode())
 
 
+def _all(meta: email.message.Message, field: str) -> list[str]:
+    return [str(value) for value in meta.get_all(field) or []]
+
+
 def _one(folder: Path, pattern: str) -> Path:
     found = sorted(folder.glob(pattern))
     assert len(found) == 1, f"{folder}: {pattern} matched {found}"
@@ -95,23 +99,23 @@ def test_the_wheel_metadata_says_what_an_index_page_shows(dist: Path) -> None:
     meta = _metadata(_one(dist, "*.whl"))
     assert meta["Version"] == VERSION
     assert meta["License-Expression"] == "MIT OR Apache-2.0"
-    assert meta.get_all("License-File") == list(LICENSES)
-    classifiers = meta.get_all("Classifier")
+    assert _all(meta, "License-File") == list(LICENSES)
+    classifiers = _all(meta, "Classifier")
     for wanted in ("Framework :: Pytest", "Framework :: Hypothesis", "Topic :: Software Development :: Testing",
                    f"Programming Language :: Python :: {sys.version_info.major}.{sys.version_info.minor}"):
         assert wanted in classifiers
     assert not [c for c in classifiers if c.startswith("License ::")]  # the expression replaces them (PEP 639)
-    urls = dict(url.split(", ", 1) for url in meta.get_all("Project-URL"))
+    urls = {label: url for label, url in (field.split(", ", 1) for field in _all(meta, "Project-URL"))}
     assert urls["AideMemo protocol"] == PROTOCOL_URL
     home = urls["Homepage"]
-    links = re.findall(r"\]\(([^)\s]+)\)", meta.get_payload())
+    links = re.findall(r"\]\(([^)\s]+)\)", str(meta.get_payload()))
     assert links and all(link.startswith(("https://", "#")) for link in links), links  # none relative on an index page
     assert all(link.startswith(home) for link in links if "/docs/" in link or "/LICENSE" in link)
 
 
 @pytest.mark.slow
 def test_the_optional_parts_are_extras_and_test_pulls_in_every_one(dist: Path) -> None:
-    requirements = [Requirement(r) for r in _metadata(_one(dist, "*.whl")).get_all("Requires-Dist")]
+    requirements = [Requirement(r) for r in _all(_metadata(_one(dist, "*.whl")), "Requires-Dist")]
     core = {canonicalize_name(r.name) for r in requirements if r.marker is None}
     for extra, modules in EXTRAS.items():
         named = {canonicalize_name(r.name) for r in requirements if r.marker and r.marker.evaluate({"extra": extra})}
