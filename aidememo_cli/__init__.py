@@ -28,6 +28,11 @@ def _server(run: Callable[[list[str]], int], argv: list[str]) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args == ["--version"]:
+        from refkit.version import VERSION
+
+        print(f"aidememo-ref {VERSION}")
+        return 0
     if args and args[0] == "xmemo":
         from xmemo_ref.verbs import run as xmemo_run
 

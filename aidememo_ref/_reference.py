@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from refkit.clock import AdvancingClock, Clock, SystemClock
+from refkit.extras import require
 from ._gateway import Bindings
 from ._ledger import Decide
 from refkit.served import Served
@@ -101,7 +102,8 @@ def _provision_store(store: Store, now_ms: int, fields: Provisioning) -> str:
 def _open_store(database: str | Path | None, postgres_url: str | None, postgres: PostgresSettings | None,
                 busy_timeout_ms: int) -> Store:
     if postgres_url is not None:
-        from ._postgres import PostgresStore  # psycopg is loaded only for PostgreSQL
+        require("postgres", "the PostgreSQL store")  # psycopg is loaded only for PostgreSQL
+        from ._postgres import PostgresStore
 
         return PostgresStore(postgres_url, postgres)
     assert database is not None

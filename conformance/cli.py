@@ -62,8 +62,10 @@ def _profile_of(argv: list[str]) -> Any:
 
 def _parser(profile: Any) -> _Parser:
     from conformance.profile import RUN_SETTINGS
+    from refkit.version import VERSION
 
     parser = _Parser(prog=PROG, description="Protocol conformance suite (AideMemo and the other installed profiles)")
+    parser.add_argument("--version", action="version", version=f"{PROG} {VERSION}")
     commands = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     run = commands.add_parser("run", help=f"run the suite of a profile (now: {profile.name}) and write the reports")
     _add_settings(run, [*RUN_SETTINGS, *profile.settings])

@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refkit.args import reader_gone
+from refkit.extras import MissingExtra, require
+from refkit.version import VERSION
 from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verdict
 from simulations.errors import SimulationError
 
@@ -185,6 +187,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
                             "3 verdict UNKNOWN (budget ran out). See docs/simulations.md.")
+    parser.add_argument("--version", action="version", version=f"aidememo-sim {VERSION}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     _add_run(sub)
@@ -738,9 +741,22 @@ def _served_config(args: argparse.Namespace) -> Path | None:
     return Path(target["config"]) if target.get("kind") == "url" and target.get("config") else None
 
 
+def _require_dask(args: argparse.Namespace) -> None:
+    """A hunt (more than one shard, or a scheduler) runs on Dask, an extra: without it, one line
+    naming the pip command, before anything starts. ``--workers 1`` runs in this process alone."""
+    if getattr(args, "scheduler", None) is None and (getattr(args, "workers", None) or 1) <= 1:
+        return
+    flag = "--scheduler" if args.scheduler is not None else "--workers"
+    try:
+        require("hunt", f"{flag} (a hunt on Dask)")
+    except MissingExtra as exc:
+        raise SimulationError(str(exc)) from None
+
+
 def main(argv: list[str] | None = None) -> int:
     try:
         args = _build_parser().parse_args(argv)
+        _require_dask(args)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
         code = _served(command, args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit

@@ -23,6 +23,7 @@ from functools import cache
 from typing import Any, Final
 
 from refkit.response import Response
+from refkit.version import VERSION
 from ._decode import decode_event, decode_recall, decode_remember, decode_search, decode_update_state
 from ._errors import RequestError
 from ._http import HttpRequest, json_response
@@ -35,7 +36,7 @@ __all__ = ["McpEndpoint", "PROTOCOL_VERSIONS", "SESSION_HEADER", "render_context
 
 PROTOCOL_VERSIONS: Final = ("2024-11-05", "2025-03-26", "2025-06-18")
 SESSION_HEADER: Final = "mcp-session-id"
-SERVER_INFO: Final = {"name": "aidememo-ref-xmemo", "version": "0.1.0"}
+SERVER_INFO: Final = {"name": "aidememo-ref-xmemo", "version": VERSION}
 CONTEXT_HEADING: Final = "### XMemo Context"
 
 # A tool call's caller depends on its agent arguments (tool arguments override the headers).

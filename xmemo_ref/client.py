@@ -30,6 +30,7 @@ from typing import Any, Final
 
 import httpx
 
+from refkit.version import VERSION
 from ._errors import XMemoClientError, XMemoHTTPError, XMemoTransportError
 
 __all__ = [
@@ -275,7 +276,7 @@ class XMemoClient:
         start = self.request("POST", "/mcp", headers=accept, json_body={
             "jsonrpc": "2.0", "id": 1, "method": "initialize",
             "params": {"protocolVersion": MCP_PROTOCOL_VERSION, "capabilities": {},
-                       "clientInfo": {"name": "aidememo-ref-xmemo-client", "version": "0.1.0"}}})
+                       "clientInfo": {"name": "aidememo-ref-xmemo-client", "version": VERSION}}})
         session = start.headers.get("mcp-session-id")
         headers = accept | ({"mcp-session-id": session} if session else {})
         self.request("POST", "/mcp", headers=headers,

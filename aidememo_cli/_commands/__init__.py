@@ -44,7 +44,7 @@ GROUPS: dict[str, tuple[str, str]] = {
 }
 _BACKENDS = ("sqlite", "libsqlite")
 USAGE = (
-    "usage: aidememo-ref [-s PATH] [-j] [--backend sqlite] GROUP ...\n"
+    "usage: aidememo-ref [-s PATH] [-j] [--backend sqlite] GROUP ... | aidememo-ref --version\n"
     f"groups: {', '.join(GROUPS)} (token-free local flow); bootstrap, serve (reference server);"
     " xmemo bootstrap|serve (XMemo reference server)"
 )

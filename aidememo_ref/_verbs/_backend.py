@@ -13,6 +13,7 @@ import os
 from typing import TYPE_CHECKING
 
 from refkit.args import Parser, fail
+from refkit.extras import MissingExtra, require
 
 if TYPE_CHECKING:
     from .._postgres import PostgresSettings
@@ -51,7 +52,8 @@ def _session_timeouts(statement_ms: int, lock_ms: int) -> None:
 
 
 def check_backend(args: argparse.Namespace, *, serve: bool) -> None:
-    """Refuse a flag combination upstream refuses, with its text (exit 1)."""
+    """Refuse a flag combination upstream refuses, with its text (exit 1); PostgreSQL without the
+    kit's ``postgres`` extra installed is refused with the pip command that adds it (exit 2)."""
     if args.canonical_backend == "sqlite":
         if args.database is None:
             fail("SQLite canonical backend requires --database" if serve else "SQLite bootstrap requires --database")
@@ -72,6 +74,10 @@ def check_backend(args: argparse.Namespace, *, serve: bool) -> None:
         fail("PostgreSQL statement timeout must be shorter than operation timeout")
     if not args.postgres_url_env.strip():
         fail("PostgreSQL URL environment variable name must not be empty")
+    try:  # after upstream's refusals, which need no driver
+        require("postgres", "--canonical-backend postgres")
+    except MissingExtra as exc:
+        fail(str(exc), code=2)
 
 
 def postgres_url(args: argparse.Namespace) -> str:

@@ -20,6 +20,7 @@ from conformance.installed import resolve_run
 from conformance.profile import EMBEDDED_FACTORY, MAX_BODY_BYTES, TIMEOUT, URL, TargetDescription
 from conformance.provisioning import TokenField, TokenList, template_parser, token_list_parser
 from conformance.settings import Setting, Settings, SettingsInput, parse_bool
+from refkit.extras import MissingExtra, require
 
 __all__ = ["BACKEND", "FRESH_IDENTITIES", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
            "AideMemoSettings", "configure", "target_settings"]
@@ -40,6 +41,11 @@ PROVISION_TOKENS: Setting[TokenList] = Setting(
 def _parse_backend(value: object, where: str, context: object) -> str:
     if value not in ("sqlite", "postgres"):
         raise ConfigError(f"{where}: expected sqlite or postgres, got {value!r}")
+    if value == "postgres":
+        try:
+            require("postgres", "the embedded reference on PostgreSQL")
+        except MissingExtra as exc:
+            raise ConfigError(f"{where}: {exc}") from None
     return str(value)
 
 
