@@ -211,13 +211,13 @@ INVALID = _err(400, "invalid_command")
 # -- handoff rules (handoff notes §2.2; errata 6 for the return order) --------------------------
 
 
-def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None) -> Handoff:
+def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None, lease_ms: int) -> Handoff:
     return replace(
         h,
         status=Status.ACCEPTED,
         claim_id=claim_id,
         claim_heartbeat_at_ms=now_ms,
-        claim_expires_at_ms=None if now_ms is None else now_ms + LEASE_MS,
+        claim_expires_at_ms=None if now_ms is None else now_ms + lease_ms,
         attempt_count=h.attempt_count + 1,
         result_fact_id=None,
         outcome=None,
@@ -225,9 +225,10 @@ def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None) -> Handoff:
 
 
 def transition(
-    h: Handoff, cmd: Command, fact: FactInfo | None
+    h: Handoff, cmd: Command, fact: FactInfo | None, lease_ms: int = LEASE_MS
 ) -> tuple[Answer, Handoff | None]:
-    """Accept, heartbeat or return on an existing handoff, after the revision check.
+    """Accept, heartbeat or return on an existing handoff, after the revision check; a claim
+    begun or renewed lasts ``lease_ms``.
 
     Returns the refusal and None, or a 200 answer (receipt filled by the caller) and the new
     record (revision not yet bumped).
@@ -241,20 +242,20 @@ def transition(
         return MISMATCH, None
     if cmd.operation is Op.ACCEPT:
         if h.status is Status.PENDING:
-            return ok, _begin_claim(h, str(claim), now)
+            return ok, _begin_claim(h, str(claim), now, lease_ms)
         if h.status is Status.COMPLETED:
             return CONFLICT, None
         if claim == h.claim_id:
             return (CONFLICT, None) if h.stale_at(now) else (ok, h)
         if h.outcome is Outcome.FAILED or h.stale_at(now):
-            return ok, _begin_claim(h, str(claim), now)
+            return ok, _begin_claim(h, str(claim), now, lease_ms)
         return CONFLICT, None
     if cmd.operation is Op.HEARTBEAT:
         if h.status is not Status.ACCEPTED or claim != h.claim_id:
             return CONFLICT, None
         if h.outcome is Outcome.FAILED or h.stale_at(now):
             return CONFLICT, None
-        expires = None if now is None else now + LEASE_MS
+        expires = None if now is None else now + lease_ms
         return ok, replace(h, claim_heartbeat_at_ms=now, claim_expires_at_ms=expires)
     # Return: everything after the receiver check is a 409 handoff_conflict, so the order of
     # the remaining guards does not show on the wire.
@@ -322,13 +323,14 @@ def new_handoff(cmd: Command, source_id: str | None) -> Handoff:
     )
 
 
-def on_handoff(h: Handoff | None, cmd: Command, fact: FactInfo | None) -> tuple[Answer, Handoff | None]:
+def on_handoff(h: Handoff | None, cmd: Command, fact: FactInfo | None,
+               lease_ms: int = LEASE_MS) -> tuple[Answer, Handoff | None]:
     """Accept, heartbeat or return: absent, then stale, then the transition (handoff §3.1)."""
     if h is None:
         return NOT_FOUND, None
     if cmd.expected_revision != h.revision:
         return STALE, None
-    return transition(h, cmd, fact)
+    return transition(h, cmd, fact, lease_ms)
 
 
 def _optional_str(value: object) -> str | None:
@@ -367,12 +369,15 @@ class Change:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LedgerState:
-    """One project: members and roles, current resources, receipts, the change log."""
+    """One project: members and roles, current resources, receipts, the change log, and the
+    length of the claim leases its ledger grants (upstream's unless the target was started
+    with another)."""
 
     members: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     resources: Mapping[tuple[str, str], Resource] = field(default_factory=lambda: MappingProxyType({}))
     receipts: Mapping[str, Receipt] = field(default_factory=lambda: MappingProxyType({}))
     changes: tuple[Change, ...] = ()
+    lease_ms: int = LEASE_MS
 
     @property
     def head(self) -> int:
@@ -478,7 +483,7 @@ def apply(state: LedgerState, cmd: Command) -> tuple[Answer, LedgerState]:
             source_id=_optional_str(fact_res.body["source_id"]),
             actor_id=str(fact_res.body["actor_id"]),
         )
-        answer, new = on_handoff(state.handoff(cmd.resource_id), cmd, fact)
+        answer, new = on_handoff(state.handoff(cmd.resource_id), cmd, fact, state.lease_ms)
         body = None if new is None else new.body()
     if body is None:
         return answer, state

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from simulations.machines.wire import ACTORS, WRITERS, Wire
-from simulations.model import LEASE_MS, Answer, Command, Handoff, LedgerState, Op, Status, apply
+from simulations.model import Answer, Command, Handoff, LedgerState, Op, Status, apply
 from simulations.plan import READER
 
 __all__ = ["CreatingMachine", "LedgerMachine"]
@@ -343,7 +343,8 @@ class LedgerMachine(RuleBasedStateMachine):
             f"{what} as {got}, model {want}")
         beat, expires = got["claim_heartbeat_at_ms"], got["claim_expires_at_ms"]
         if beat is not None:
-            assert expires == beat + LEASE_MS, f"{what}: the lease is not {LEASE_MS} ms"
+            lease_ms = self.model.lease_ms
+            assert expires == beat + lease_ms, f"{what}: the lease is not {lease_ms} ms"
 
 
 class CreatingMachine(LedgerMachine):

@@ -7,6 +7,10 @@ import sqlite3
 
 import pytest
 
+from pathlib import Path
+from typing import Any
+
+from aidememo_ref import ReferenceLedger, _ledger
 from aidememo_ref._state import LEASE_MS
 
 from .conftest import World, error_of
@@ -194,6 +198,28 @@ def test_typed_create_rules(world: World) -> None:
     assert r.json()["error"]["message"] == "invalid command: handoff context sender and receiver must differ"
     assert send("s8")[0] == 200
     assert send("s9") == (409, "resource already exists")
+
+
+def test_the_lease_is_the_ledgers_setting(tmp_path: Path) -> None:
+    """A ledger given a lease grants and enforces it; another in the same process keeps upstream's."""
+    short, usual = World(tmp_path / "short.sqlite", lease_ms=400), World(tmp_path / "usual.sqlite")
+    try:
+        for w in (short, usual):
+            w.session()
+            w.send("h1")
+            w.transition("h1", "accept", 1, {"claim_id": "c1"}, "a1").raise_for_status()
+        records: list[Any] = [w.status("h1")["record"] for w in (short, usual)]
+        assert [r["claim_expires_at_ms"] - r["claim_heartbeat_at_ms"] for r in records] == [400, LEASE_MS]
+        for w in (short, usual):
+            w.clock.advance(400)
+        assert error_of(short.transition("h1", "heartbeat", 2, {"claim_id": "c1"}, "hb")) == (409, "handoff_conflict")
+        usual.transition("h1", "heartbeat", 2, {"claim_id": "c1"}, "hb").raise_for_status()
+    finally:
+        for w in (short, usual):
+            w.http.close()
+            w.ledger.close()
+    with pytest.raises(ValueError, match="replacement decide"):
+        ReferenceLedger(tmp_path / "other.sqlite", decide=_ledger.decide, lease_ms=400)
 
 
 def test_transitions_check_order_and_lease(world: World) -> None:
