@@ -17,6 +17,7 @@ from aidememo_wire.canonical import U64_MAX, Json
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import id_problem, name_problem
 from ._hot import quick_test
+from ._errors import AideMemoRefError
 
 __all__ = ["Field", "decode_struct", "decode_query", "type_name", "BODY_PREFIX", "QUERY_PREFIX"]
 
@@ -31,7 +32,7 @@ class Field:
     optional: bool = False
 
 
-class _Fail(Exception):
+class _Fail(AideMemoRefError):
     pass
 
 
