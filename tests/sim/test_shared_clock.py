@@ -108,8 +108,9 @@ def test_a_clock_moved_by_another_client_is_no_violation_of_a_correct_server(whe
     assert finding is None and verdict is Verdict.OK, None if finding is None else finding.explanation
 
 
+@pytest.mark.slow  # it waits for leases to run out in real time: seconds of sleep
 def test_leases_that_run_out_in_real_time_on_a_server_without_the_test_clock_are_no_violation(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     # Without the test clock a server's leases run on its wall clock. Short leases on both sides
     # (the reference's and the model's), and pauses between batches longer than a lease: a correct
     # server refuses the late heartbeats, and the model, knowing no time, used to expect them taken.
