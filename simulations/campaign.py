@@ -88,7 +88,7 @@ class HistoryCheck:
 
     def __init__(self, *, explain: bool = True, history_file: Path | None = None, first: int = 0) -> None:
         self._reread = None if history_file is None else functools.partial(_read_segment, history_file, first)
-        self.checker: Checker[object] = Checker(LEDGER, reread=self._reread)  # type: ignore[arg-type]
+        self.checker = Checker(LEDGER, reread=self._reread)
         self.receipts = ReceiptChecks(keep=history_file is None)
         self.explain = explain
         self.finding: Finding | None = None
@@ -139,7 +139,7 @@ def violations_by_rule(history: Sequence[Operation], feed: Sequence[FeedEntry]) 
     counts = {"linearizability": 0, "receipts": 0, "revision order": 0, "change feed": 0}
     for violation in found:
         counts[violation.kind] += 1
-    checker: Checker[object] = Checker(LEDGER)  # type: ignore[arg-type]
+    checker = Checker(LEDGER)
     checker.add(history)
     counts["linearizability"] = int(checker.run(explain_budget_s=0).verdict is Verdict.ILLEGAL)
     return counts

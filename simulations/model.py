@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, TypeVar
+from typing import Final, TypedDict, TypeVar, cast
 
 __all__ = [
     "LEASE_MS",
@@ -391,24 +391,44 @@ class LedgerState:
         return replace(self, members=_frozen({**self.members, actor: role}))
 
 
+class _HandoffBody(TypedDict):
+    """A handoff resource's body as ``Handoff.body`` writes it (what ``_handoff_from`` reads back)."""
+
+    handoff_id: str
+    session_id: str
+    source_id: str | None
+    from_actor: str
+    to_actor: str
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+    status: str
+    claim_id: str | None
+    claim_heartbeat_at_ms: int | None
+    claim_expires_at_ms: int | None
+    attempt_count: int
+    result_fact_id: str | None
+    outcome: str | None
+
+
 def _handoff_from(res: Resource) -> Handoff:
-    b = res.body
+    b = cast("_HandoffBody", res.body)  # the model wrote it with Handoff.body
     return Handoff(
-        handoff_id=str(b["handoff_id"]),
-        session_id=str(b["session_id"]),
-        source_id=b["source_id"],  # type: ignore[arg-type]
-        from_actor=str(b["from_actor"]),
-        to_actor=str(b["to_actor"]),
-        focus=b["focus"],  # type: ignore[arg-type]
-        done_when=b["done_when"],  # type: ignore[arg-type]
-        context_id=b["context_id"],  # type: ignore[arg-type]
-        status=Status(str(b["status"])),
-        claim_id=b["claim_id"],  # type: ignore[arg-type]
-        claim_heartbeat_at_ms=b["claim_heartbeat_at_ms"],  # type: ignore[arg-type]
-        claim_expires_at_ms=b["claim_expires_at_ms"],  # type: ignore[arg-type]
-        attempt_count=int(b["attempt_count"]),  # type: ignore[call-overload]
-        result_fact_id=b["result_fact_id"],  # type: ignore[arg-type]
-        outcome=None if b["outcome"] is None else Outcome(str(b["outcome"])),
+        handoff_id=b["handoff_id"],
+        session_id=b["session_id"],
+        source_id=b["source_id"],
+        from_actor=b["from_actor"],
+        to_actor=b["to_actor"],
+        focus=b["focus"],
+        done_when=b["done_when"],
+        context_id=b["context_id"],
+        status=Status(b["status"]),
+        claim_id=b["claim_id"],
+        claim_heartbeat_at_ms=b["claim_heartbeat_at_ms"],
+        claim_expires_at_ms=b["claim_expires_at_ms"],
+        attempt_count=b["attempt_count"],
+        result_fact_id=b["result_fact_id"],
+        outcome=None if b["outcome"] is None else Outcome(b["outcome"]),
         revision=res.revision,
     )
 

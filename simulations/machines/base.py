@@ -428,7 +428,7 @@ class CreatingMachine(LedgerMachine):
         found = self._by_status.get(status)
         if found is None:
             found = self._by_status[status] = sorted(
-                h for h in self.handoff_ids() if self.modelled(h).status is status)  # type: ignore[union-attr]
+                h for h in self.handoff_ids() if (modelled := self.modelled(h)) is not None and modelled.status is status)
         return found
 
     def write_and_return_result(self, handoff: str, outcome: str) -> str:
