@@ -18,7 +18,7 @@ import sys
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -38,7 +38,8 @@ _ROUTES = {
 SOURCES = ("project:sim", None, "project:other")
 
 
-class Seen(NamedTuple):
+@dataclass(frozen=True, slots=True)
+class Seen:
     """What the reads of one handoff before a step showed."""
 
     revision: int  # the highest revision read
