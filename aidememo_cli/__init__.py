@@ -2,8 +2,10 @@
 
 ``bootstrap`` and ``serve`` mirror ``aidememo-server``; ``xmemo bootstrap|serve`` run the XMemo
 reference; every other command group (session, fact, workflow, agent, handoff, mcp, ...)
-belongs to the local flow in ``local``, which mirrors upstream ``aidememo``. Nothing heavy is
-imported here: agents call the local commands many times per task.
+belongs to the local flow, which mirrors upstream ``aidememo``: the commands in ``_commands``
+over the MCP server (``_mcp``), the remote flow (``_remote``) and the local store (``_local``).
+Nothing heavy is imported here: agents call the local commands many times per task.
+``AideMemoCliError`` is the root of every exception the command line defines.
 """
 
 from __future__ import annotations
@@ -11,7 +13,21 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 
-__all__ = ["main"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from aidememo_cli._local._errors import AideMemoCliError
+
+__all__ = ["AideMemoCliError", "main"]
+
+
+def __getattr__(name: str) -> object:
+    # Lazily: the server commands load nothing of the local flow.
+    if name == "AideMemoCliError":
+        from aidememo_cli._local._errors import AideMemoCliError
+
+        return AideMemoCliError
+    raise AttributeError(f"module 'aidememo_cli' has no attribute {name!r}")
 
 SERVER_COMMANDS = ("bootstrap", "serve")
 

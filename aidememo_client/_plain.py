@@ -25,7 +25,7 @@ from typing import BinaryIO
 from urllib.parse import quote, urlencode, urlsplit
 
 from ._wire import Answer, NoAnswer, Query, charset
-from .errors import ClientRefusal
+from .errors import AideMemoClientError, ClientRefusal
 
 __all__ = ["PlainWire", "read_answer", "TransportError", "ConnectError", "ConnectTimeout", "ReadError",
            "ReadTimeout", "RemoteProtocolError"]
@@ -34,7 +34,7 @@ MAX_LINE = 65_536  # bytes in a status or header line (h11 allows 16 KiB for the
 MAX_HEADERS = 256
 
 
-class TransportError(Exception):
+class TransportError(AideMemoClientError):
     """No usable answer arrived."""
 
 

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from refkit.records import distinct
 
-from .errors import ClientRefusal
+from .errors import AideMemoClientError, ClientRefusal
 
 if TYPE_CHECKING:
     import httpx
@@ -39,7 +39,7 @@ class Answer(NamedTuple):
         return self.content.decode(self.charset, "replace")
 
 
-class NoAnswer(Exception):
+class NoAnswer(AideMemoClientError):
     """No usable answer arrived; ``cause`` is the transport's own exception (its name is shown)."""
 
     def __init__(self, cause: Exception) -> None:

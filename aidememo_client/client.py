@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Literal, TypedDict, cast
+from urllib.parse import urlsplit
 
 from aidememo_wire.ids import stable_operation_id, token_problem
 from ._wire import Answer, HttpxWire, NoAnswer, Wire
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # the shapes only type answers; a command line need not impor
         Identity,
         JSONObject,
         Mailbox,
-        MaterializedChangeBatch,
         Receipt,
         ResourceAnswer,
         SearchAnswer,
@@ -139,6 +139,7 @@ class AideMemoClient:
         transport: httpx.BaseTransport | None = None,
         timeout: float = 30.0,
     ) -> None:
+        self.base_url = base_url
         self.project_id = project_id
         headers = {"Authorization": _token_header(token)}
         self._wire: Wire
@@ -150,7 +151,13 @@ class AideMemoClient:
             self._wire = HttpxWire(base_url, headers, transport, timeout)
         self._actor_id: str | None = None
 
+    def __repr__(self) -> str:
+        parts = urlsplit(self.base_url)
+        shown = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()  # never a URL's credentials
+        return f"<AideMemoClient {shown!r} project_id={self.project_id!r}>"
+
     def close(self) -> None:
+        """Close the connections; the client cannot be used afterwards (``with`` closes it too)."""
         self._wire.close()
 
     def __enter__(self) -> AideMemoClient:
@@ -188,9 +195,15 @@ class AideMemoClient:
 
     # -- identity and reads -----------------------------------------------------------------
     def health(self) -> Health:
+        """``GET /health``: the server's mode and schema version (no token needed)."""
         return cast("Health", self.get("/health"))
 
     def identity(self) -> Identity:
+        """The token's actor, tenant, project and role in this project; remembers the actor id.
+
+        Raises:
+            AideMemoHTTPError: the token is not a member of the project (401/403).
+        """
         identity = cast("Identity", self.get(f"{self._base}/identity"))
         self._actor_id = identity["actor_id"]
         return identity
@@ -203,42 +216,48 @@ class AideMemoClient:
         return self._actor_id
 
     def resource(self, kind: str, resource_id: str) -> ResourceAnswer:
+        """One resource by kind and id, with its revision, as this actor may see it."""
         return cast("ResourceAnswer", self.get(f"{self._base}/resources/{kind}/{resource_id}"))
 
     def snapshot(self) -> Snapshot:
+        """The project's current resources that this actor may see, at one ``at_seq``."""
         return cast("Snapshot", self.get(f"{self._base}/snapshot"))
 
     def changes(self, project_epoch: str, after_seq: int, limit: int | None = None) -> ChangeBatch:
+        """The change log after ``after_seq`` in ``project_epoch``, at most ``limit`` entries
+        (the server's default when None); an epoch that is not the project's is refused."""
         params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
         return cast("ChangeBatch", self.get(f"{self._base}/changes", params))
 
-    def materialized_changes(self, project_epoch: str, after_seq: int,
-                             limit: int | None = None) -> MaterializedChangeBatch:
-        params: dict[str, QueryValue] = {"project_epoch": project_epoch, "after_seq": after_seq, "limit": limit}
-        return cast("MaterializedChangeBatch", self.get(f"{self._base}/changes/materialized", params))
-
     def search(self, q: str, *, source_id: str | None = None, limit: int | None = None,
                at_least_seq: int | None = None, mode: SearchMode | None = None) -> SearchAnswer:
+        """Search the project's visible resources for ``q``; with ``at_least_seq`` the server
+        refuses when its index has not reached that sequence number; ``mode`` picks its search mode."""
         params = {"q": q, "source_id": source_id, "limit": limit, "at_least_seq": at_least_seq, "mode": mode}
         return cast("SearchAnswer", self.get(f"{self._base}/search", params))
 
     def mailbox(self, box: Mailbox, *, source_id: str | None = None, include_completed: bool | None = None,
                 before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        """One page of this actor's handoffs: ``box`` is ``inbox`` (sent to it) or ``outbox`` (sent
+        by it); ``before_seq`` continues from a previous page's cursor."""
         params = {"box": box, "source_id": source_id, "include_completed": include_completed,
                   "before_seq": before_seq, "limit": limit}
         return cast("HandoffPage", self.get(f"{self._base}/handoffs", params))
 
     def inbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
               before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        """``mailbox("inbox", ...)``: the handoffs sent to this actor."""
         return self.mailbox("inbox", source_id=source_id, include_completed=include_completed,
                             before_seq=before_seq, limit=limit)
 
     def outbox(self, *, source_id: str | None = None, include_completed: bool | None = None,
                before_seq: int | None = None, limit: int | None = None) -> HandoffPage:
+        """``mailbox("outbox", ...)``: the handoffs this actor sent."""
         return self.mailbox("outbox", source_id=source_id, include_completed=include_completed,
                             before_seq=before_seq, limit=limit)
 
     def status(self, handoff_id: str) -> TypedHandoff:
+        """A handoff's typed record and revision; participants only (403 for anyone else)."""
         return cast("TypedHandoff", self.get(f"{self._base}/handoffs/{handoff_id}"))
 
     # -- raw extension resources ------------------------------------------------------------
@@ -252,11 +271,14 @@ class AideMemoClient:
 
     def put(self, kind: str, resource_id: str, payload: JSON, *, expected_revision: int | None = None,
             command_id: str) -> Receipt:
+        """Write an extension resource (``resource.put``) through ``/v1/commands``; with
+        ``expected_revision`` the write is refused unless the resource is at it."""
         return self._command(kind, resource_id, payload, expected_revision=expected_revision,
                              command_id=command_id, delete=False)
 
     def delete(self, kind: str, resource_id: str, *, expected_revision: int | None = None,
                command_id: str) -> Receipt:
+        """Delete an extension resource (``resource.delete``), leaving a tombstone."""
         return self._command(kind, resource_id, None, expected_revision=expected_revision,
                              command_id=command_id, delete=True)
 
@@ -268,21 +290,27 @@ class AideMemoClient:
 
     def create_session(self, session_id: str, topic: str, source_id: str | None = None,
                        command_id: str | None = None) -> Receipt:
+        """Create a session; the command id is derived from the project and session id unless
+        given, so calling again after ``OutcomeUnknown`` replays the receipt."""
         payload: JSONObject = {"session_id": session_id, "source_id": source_id, "topic": topic}
         return self._create("sessions", "command_session", session_id, payload, command_id)
 
     def create_fact(self, fact_id: str, session_id: str, content: str, command_id: str | None = None) -> Receipt:
+        """Record a fact in a session (command id derived as for ``create_session``)."""
         payload: JSONObject = {"fact_id": fact_id, "session_id": session_id, "content": content}
         return self._create("facts", "command_fact", fact_id, payload, command_id)
 
     def create_context(self, context_id: str, handoff_id: str, session_id: str, to_actor: str, content: str,
                        command_id: str | None = None) -> Receipt:
+        """Write the context packet of a handoff not yet sent (command id derived likewise)."""
         payload: JSONObject = {"context_id": context_id, "handoff_id": handoff_id, "session_id": session_id,
                                "to_actor": to_actor, "content": content}
         return self._create("handoff-contexts", "command_context", context_id, payload, command_id)
 
     def send(self, handoff_id: str, session_id: str, to_actor: str, *, focus: str | None = None,
              done_when: str | None = None, context_id: str | None = None, command_id: str | None = None) -> Receipt:
+        """Send a handoff to ``to_actor`` (command id derived likewise); ``context_id`` names a
+        context written first with ``create_context``."""
         payload: JSONObject = {"handoff_id": handoff_id, "session_id": session_id, "to_actor": to_actor,
                                "focus": focus, "done_when": done_when, "context_id": context_id}
         return self._create("handoffs", "command_send", handoff_id, payload, command_id)
@@ -315,6 +343,7 @@ class AideMemoClient:
                 "recovered": plan.recovered, "receipt": receipt}
 
     def heartbeat(self, handoff_id: str) -> HeartbeatResult:
+        """Renew the lease of this actor's current claim, at the handoff's current revision."""
         current = self.status(handoff_id)
         plan = plan_heartbeat(self.project_id, self.actor_id, handoff_id, current)
         receipt = self.transition(handoff_id, "heartbeat", expected_revision=plan.revision,

@@ -7,7 +7,9 @@ to do next::
     ├── ClientRefusal          refused here, before sending: nothing reached the server
     │   └── MalformedAnswer    an answer the rules needed lacks a field or has the wrong type
     ├── AideMemoHTTPError      the server answered with an error status (.status, .code)
-    └── OutcomeUnknown         no usable answer: a write may or may not have been applied
+    ├── OutcomeUnknown         no usable answer: a write may or may not have been applied
+    └── inside the package only, turned into OutcomeUnknown at the seam (``client._send``):
+        ``NoAnswer`` (``_wire``) and the plain wire's ``TransportError`` family (``_plain``)
 
 No message carries the token.
 """
@@ -54,3 +56,7 @@ class OutcomeUnknown(AideMemoClientError):
         self.method = method
         self.path = path
         self.cause = cause
+
+
+for _public in (AideMemoClientError, ClientRefusal, MalformedAnswer, AideMemoHTTPError, OutcomeUnknown):
+    _public.__module__ = "aidememo_client"  # the public path, in reprs and tracebacks (httpx does the same)

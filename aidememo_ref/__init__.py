@@ -2,11 +2,12 @@
 
 The rules are a pure core (``_state``, ``_ledger``, ``_visibility``); SQLite and PostgreSQL
 storage, the request service and the HTTP MCP gateway are thin layers around it. This package is
-also the kit's documented facade: the names below come from the server and from the packages it
-stands on (``refkit``, ``aidememo_wire``) and beside it (``aidememo_client``). They are imported
-lazily, so that importing one server module, ``python -m aidememo_ref`` or the documented alias
-modules (``aidememo_ref.client``, ``aidememo_ref.wire``, ``aidememo_ref.process``) loads nothing
-else; type checkers read the real definitions through the ``TYPE_CHECKING`` imports below.
+also the server's documented facade: the names below come from the server and from the packages
+it stands on (``refkit``, ``aidememo_wire``); the client's home is ``aidememo_client``. They are
+imported lazily, so that importing one server module, ``python -m aidememo_ref`` or the
+documented alias modules (``aidememo_ref.wire``, ``aidememo_ref.process``) loads nothing else;
+type checkers read the real definitions through the ``TYPE_CHECKING`` imports below. Every
+exception the server defines derives from ``AideMemoRefError``.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ if TYPE_CHECKING:
     from aidememo_ref._reference import Provisioning, ReferenceLedger, provision
     from refkit.serving import serve_in_thread
     from refkit.response import Response
-    from aidememo_ref._sqlite import ProvisionError
+    from aidememo_ref._errors import AideMemoRefError
+    from aidememo_ref._gateway import BindingsError
+    from aidememo_ref._provision import ProvisionError, StoreError
     from refkit.process import ReferenceProcess, ServerStartError
-    from aidememo_client.client import AideMemoClient
-    from aidememo_client.errors import AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
 
 __all__ = [
     "ReferenceLedger",
@@ -34,7 +35,10 @@ __all__ = [
     "serve_in_thread",
     "ReferenceProcess",
     "ServerStartError",
+    "AideMemoRefError",
     "ProvisionError",
+    "StoreError",
+    "BindingsError",
     "Clock",
     "SystemClock",
     "ManualClock",
@@ -47,11 +51,6 @@ __all__ = [
     "stable_operation_id",
     "stable_claim_id",
     "bearer_digest",
-    "AideMemoClient",
-    "AideMemoClientError",
-    "AideMemoHTTPError",
-    "ClientRefusal",
-    "OutcomeUnknown",
 ]
 
 _WHERE = {
@@ -61,7 +60,10 @@ _WHERE = {
     "serve_in_thread": "refkit.serving",
     "ReferenceProcess": "refkit.process",
     "ServerStartError": "refkit.process",
-    "ProvisionError": "aidememo_ref._sqlite",
+    "AideMemoRefError": "aidememo_ref._errors",
+    "ProvisionError": "aidememo_ref._provision",
+    "StoreError": "aidememo_ref._provision",
+    "BindingsError": "aidememo_ref._gateway",
     "Clock": "refkit.clock",
     "SystemClock": "refkit.clock",
     "ManualClock": "refkit.clock",
@@ -74,11 +76,6 @@ _WHERE = {
     "stable_operation_id": "aidememo_wire.ids",
     "stable_claim_id": "aidememo_wire.ids",
     "bearer_digest": "aidememo_wire.ids",
-    "AideMemoClient": "aidememo_client.client",
-    "AideMemoClientError": "aidememo_client.errors",
-    "AideMemoHTTPError": "aidememo_client.errors",
-    "ClientRefusal": "aidememo_client.errors",
-    "OutcomeUnknown": "aidememo_client.errors",
 }
 
 

@@ -17,6 +17,7 @@ from aidememo_wire.canonical import U64_MAX, Json
 from aidememo_wire.errors import LedgerError
 from aidememo_wire.ids import id_problem, name_problem
 from ._hot import quick_test
+from ._errors import AideMemoRefError
 
 __all__ = ["Field", "decode_struct", "decode_query", "type_name", "BODY_PREFIX", "QUERY_PREFIX"]
 
@@ -31,7 +32,7 @@ class Field:
     optional: bool = False
 
 
-class _Fail(Exception):
+class _Fail(AideMemoRefError):
     pass
 
 
@@ -95,17 +96,19 @@ def _field_value(field: Field, value: Json, structs: dict[str, tuple[Field, ...]
 
 _Check = tuple[str, bool, Callable[[Json], bool] | None, Field]  # name, optional, quick test, field
 _Compiled = tuple[frozenset[str], tuple[_Check, ...]]
-_COMPILED: dict[int, tuple[tuple[Field, ...], _Compiled]] = {}
+_COMPILED: dict[str, tuple[tuple[Field, ...], _Compiled]] = {}  # struct name -> (its fields, compiled)
 
 
-def _compiled(fields: tuple[Field, ...]) -> _Compiled:
-    """A struct's field names and quick tests (``_hot``), computed once per table (the entry keeps the
-    table alive, so its id cannot be reused for another)."""
-    entry = _COMPILED.get(id(fields))
+def _compiled(name: str, fields: tuple[Field, ...]) -> _Compiled:
+    """A struct's field names and quick tests (``_hot``), computed once per table: the entry is
+    the struct's while it holds these very fields (another table's struct of the same name
+    compiles its own). Keyed by name, not by the tuple, whose hash would be computed anew for
+    every request."""
+    entry = _COMPILED.get(name)
     if entry is None or entry[0] is not fields:
         names = frozenset(field.name for field in fields)
         checks = tuple((field.name, field.optional, quick_test(field.kind), field) for field in fields)
-        entry = _COMPILED[id(fields)] = (fields, (names, checks))
+        entry = _COMPILED[name] = (fields, (names, checks))
     return entry[1]
 
 
@@ -117,7 +120,7 @@ def _struct(name: str, value: Json, structs: dict[str, tuple[Field, ...]], *, st
         value = {field.name: item for field, item in zip(fields, value)}
     if not isinstance(value, dict):
         raise _Fail(f"invalid type: {type_name(value)}, expected struct {name}")
-    known, checks = _compiled(fields)
+    known, checks = _compiled(name, fields)
     if strict and not known.issuperset(value):
         for key in value:
             if key not in known:

@@ -186,7 +186,7 @@ def _send(p: HandoffSendPayload, actor_id: str, view: View) -> Handoff:
     return replace(record, context_id=p.context_id)
 
 
-def _transition(command: Command, actor_id: str, view: View, now_ms: int) -> Handoff:
+def _transition(command: Command, actor_id: str, view: View, now_ms: int, lease_ms: int) -> Handoff:
     current = view.resource(HANDOFF, command.resource_id)
     if current is None or current.body is None:  # a tombstone is not found before any revision check
         raise LedgerError.not_found()
@@ -196,15 +196,17 @@ def _transition(command: Command, actor_id: str, view: View, now_ms: int) -> Han
     if isinstance(p, HandoffReturnPayload):
         fact = _present(view, LedgerFact, FACT, p.result_fact_id)
         attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms, fact=fact,
-                                 outcome=p.outcome)
+                                 outcome=p.outcome, lease_ms=lease_ms)
     else:
         assert isinstance(p, HandoffClaimPayload)
-        attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms)
+        attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms,
+                                 lease_ms=lease_ms)
     return _state.transition(record, attempt)
 
 
-def decide(command: Command, actor_id: str, view: View, now_ms: int) -> Write:
-    """Decide one command that is not a replay; raises ``LedgerError`` to refuse it."""
+def decide(command: Command, actor_id: str, view: View, now_ms: int, lease_ms: int = _state.LEASE_MS) -> Write:
+    """Decide one command that is not a replay; raises ``LedgerError`` to refuse it. A claim
+    begun or renewed lasts ``lease_ms`` (the ledger's setting; upstream's by default)."""
     p = command.payload
     record: Record
     if isinstance(p, ResourcePayload):
@@ -218,5 +220,5 @@ def decide(command: Command, actor_id: str, view: View, now_ms: int) -> Write:
     elif isinstance(p, HandoffSendPayload):
         record = _send(p, actor_id, view)
     else:
-        record = _transition(command, actor_id, view, now_ms)
+        record = _transition(command, actor_id, view, now_ms, lease_ms)
     return Write.of(command.kind, command.resource_id, record)

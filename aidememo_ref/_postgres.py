@@ -190,8 +190,6 @@ _CHECKED: Final = " SELECT 1 / (revision = %(expect)s::bigint)::int FROM r"
 _APPLY: Final = {  # (a handoff, its revision known) -> the statement
     (False, False): _APPLY_RESOURCE + _RETURNING, (True, False): _APPLY_RESOURCE + _HANDOFF_INDEX + _RETURNING,
     (False, True): _APPLY_RESOURCE + _CHECKED, (True, True): _APPLY_RESOURCE + _HANDOFF_INDEX + _CHECKED}
-_IDENTITY_TABLES: Final = {"tenants": "ssot_tenants", "projects": "ssot_projects", "actors": "ssot_actors",
-                           "memberships": "ssot_memberships"}
 _UNAVAILABLE: Final = (pg_errors.LockNotAvailable, pg_errors.QueryCanceled, pg_errors.SerializationFailure,
                        pg_errors.DeadlockDetected, psycopg.OperationalError, psycopg_pool.PoolTimeout)
 
@@ -221,8 +219,12 @@ class _Thread(threading.local):
         self.pending: tuple[bytes, str, Membership] | None = None
 
 
-def _text(body: bytes | memoryview | None) -> str | None:
-    return None if body is None else bytes(body).decode("utf-8")
+def _text(body: object) -> str | None:
+    """A bytea column as text (psycopg types a row's columns as ``Any``-free ``object``)."""
+    if body is None:
+        return None
+    assert isinstance(body, (bytes, memoryview)), type(body)
+    return bytes(body).decode("utf-8")
 
 
 class PostgresSettings:
@@ -375,7 +377,7 @@ class _Tx:
             self._known[key] = 0
             return None
         revision = self._known[key] = int(str(row[0]))
-        return Resource(kind=kind, resource_id=resource_id, revision=revision, body=_text(row[1]))  # type: ignore[arg-type]
+        return Resource(kind=kind, resource_id=resource_id, revision=revision, body=_text(row[1]))
 
     def member_role(self, actor_id: str) -> Role | None:
         row = self.conn.execute(_MEMBER_ROLE, (self._tenant, self._project, actor_id)).fetchone()
@@ -573,18 +575,6 @@ class PostgresStore:
                 raise ProvisionError("token binding conflicts: this token is already bound to another actor")
             return current
 
-    def set_status(self, table: str, status: str, **key: str) -> None:
-        name = _IDENTITY_TABLES.get(table)
-        if name is None:
-            raise ValueError(table)
-        where = " AND ".join(f"{column} = %s" for column in key)
-        with self._connection() as conn:
-            conn.execute(f"UPDATE {name} SET status = %s WHERE {where}", (status, *key.values()))
-
-    def revoke_token(self, digest: bytes) -> None:
-        with self._connection() as conn:
-            conn.execute("UPDATE ssot_token_bindings SET active = FALSE WHERE token_sha256 = %s", (digest,))
-
     # -- transactions -----------------------------------------------------------------------
     def writing(self, member: Membership) -> _Tx:
         return _Tx(self, member, write=True)
@@ -598,7 +588,7 @@ class PostgresStore:
             row = conn.execute(_RESOURCE, (member.tenant_id, member.project_id, kind, resource_id)).fetchone()
         if row is None:
             return None
-        return Resource(kind=kind, resource_id=resource_id, revision=int(str(row[0])), body=_text(row[1]))  # type: ignore[arg-type]
+        return Resource(kind=kind, resource_id=resource_id, revision=int(str(row[0])), body=_text(row[1]))
 
     def snapshot(self, member: Membership, max_rows: int) -> Snapshot | None:
         with self.reading(member) as tx:
@@ -610,7 +600,7 @@ class PostgresStore:
         if len(rows) > max_rows:
             return None
         return Snapshot(epoch=epoch, at_seq=head, resources=[
-            Resource(kind=str(r[0]), resource_id=str(r[1]), revision=int(str(r[2])), body=_text(r[3]))  # type: ignore[arg-type]
+            Resource(kind=str(r[0]), resource_id=str(r[1]), revision=int(str(r[2])), body=_text(r[3]))
             for r in rows])
 
     def changes(self, member: Membership, after_seq: int, limit: int) -> FeedRead:
@@ -629,11 +619,11 @@ class PostgresStore:
             kind, rid = str(kind), str(rid)
             changes.append(Change(seq=int(str(seq)), kind=kind, resource_id=rid, revision=int(str(revision)),
                                   actor_id=str(actor), committed_at_ms=int(str(committed)),
-                                  body=_text(body)))  # type: ignore[arg-type]
+                                  body=_text(body)))
             if kind in PARTICIPANT_KINDS:
                 current[(kind, rid)] = Resource(kind=kind, resource_id=rid,
                                                 revision=int(str(now_revision)) if now_revision is not None else 0,
-                                                body=_text(now_body))  # type: ignore[arg-type]
+                                                body=_text(now_body))
         return FeedRead(epoch=epoch, head=head, changes=changes, current=current)
 
     def mailbox(self, member: Membership, query: MailboxQuery) -> list[MailboxRow]:
@@ -648,7 +638,7 @@ class PostgresStore:
                 "ORDER BY h.updated_seq DESC LIMIT %s",
                 (member.tenant_id, member.project_id, query.actor_id, query.source_id, query.source_id,
                  query.include_completed, query.before_seq, query.before_seq, query.limit + 1)).fetchall()
-        return [MailboxRow(project_seq=int(str(r[0])), revision=int(str(r[1])), body=_text(r[2]) or "")  # type: ignore[arg-type]
+        return [MailboxRow(project_seq=int(str(r[0])), revision=int(str(r[1])), body=_text(r[2]) or "")
                 for r in rows]
 
     def search(self, member: Membership, terms: list[str]) -> SearchIndex:
@@ -675,7 +665,7 @@ class PostgresStore:
                 df[term] = len(rows)
                 postings.extend(Posting(term=term, fact_id=str(r[0]), tf=int(str(r[1])), doc_len=int(str(r[2])))
                                 for r in rows)
-                facts.update((str(r[0]), _text(r[3]) or "") for r in rows)  # type: ignore[arg-type]
+                facts.update((str(r[0]), _text(r[3]) or "") for r in rows)
         n_docs, total = int(str(docs[0])), int(str(docs[1]))
         return SearchIndex(epoch=epoch, head=head, resources=int(str(counted[0])), n_docs=n_docs,
                            avg_len=total / n_docs if n_docs else 0.0, df=df, postings=postings, facts=facts)

@@ -20,6 +20,8 @@ from typing import Final, NamedTuple, NotRequired, TypedDict
 
 from refkit.records import distinct
 
+from ._errors import AideMemoRefError
+
 from aidememo_wire.ids import bearer_digest, encode_ulid, id_problem, token_problem
 from aidememo_wire.status import Role
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, transaction
@@ -33,11 +35,11 @@ ROLES: Final = tuple(role.value for role in Role)
 MAX_DISPLAY_NAME_BYTES: Final = 256
 
 
-class ProvisionError(Exception):
+class ProvisionError(AideMemoRefError):
     """Bootstrap refused: the message is one line for the command line."""
 
 
-class StoreError(Exception):
+class StoreError(AideMemoRefError):
     """A database the reference cannot use (foreign layout, unreachable server); one line."""
 
 

@@ -22,6 +22,7 @@ from typing import Final, NamedTuple, TypeAlias
 from refkit.records import distinct
 from aidememo_wire.canonical import Json, canonical_json
 from aidememo_wire.status import WRITABLE_ROLES, Outcome, Role, Status
+from ._errors import AideMemoRefError
 
 __all__ = [
     "Status",
@@ -52,7 +53,7 @@ CONTEXT: Final = "handoff_context"
 HANDOFF: Final = "handoff"
 
 
-class RecordError(ValueError):
+class RecordError(AideMemoRefError, ValueError):
     """A stored body that is not the record its kind promises (a corrupt or foreign database)."""
 
 

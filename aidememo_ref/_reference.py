@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from refkit.clock import AdvancingClock, Clock, SystemClock
 from refkit.extras import require
 from ._gateway import Bindings
+from . import _ledger
 from ._ledger import Decide
+from ._state import LEASE_MS
 from refkit.served import Served
 from refkit.response import Response
 from ._service import Service
@@ -37,6 +40,9 @@ class ReferenceLedger(Served):
         scheduler: object with ``point(name)``, called at transaction boundaries.
         test_clock: serve the ``/__test__/clock`` extension (needs an ``AdvancingClock``).
         decide: replacement for the rule function (used by the kit's own mutants).
+        lease_ms: how long a claim lease lasts (upstream's 120000 by default; ``serve
+            --claim-lease-ms`` shortens it so real-time lease checks wait seconds). A
+            replacement ``decide`` brings its own rules, so it cannot be given with another lease.
         busy_timeout_ms: how long a write waits for another writer's lock before answering 503.
         execute: replacement for the transaction recipe ``_store.execute``: the kit's planted
             race bugs compose the store's primitives wrongly through it.
@@ -53,12 +59,18 @@ class ReferenceLedger(Served):
         scheduler: Scheduler | None = None,
         test_clock: bool = False,
         decide: Decide | None = None,
+        lease_ms: int = LEASE_MS,
         busy_timeout_ms: int = BUSY_TIMEOUT_MS,
         execute: Execute | None = None,
         bindings: Bindings | None = None,
     ) -> None:
         if (database is None) == (postgres_url is None):
             raise ValueError("ReferenceLedger needs a SQLite database path or a PostgreSQL URL (exactly one)")
+        if decide is None:
+            decide = partial(_ledger.decide, lease_ms=lease_ms)
+        elif lease_ms != LEASE_MS:
+            raise ValueError("a replacement decide brings its own rules: give it the lease, not ReferenceLedger")
+        self.lease_ms = lease_ms
         self.database = None if database is None else str(database)
         self.clock: Clock = clock if clock is not None else SystemClock()
         if test_clock and not isinstance(self.clock, AdvancingClock):

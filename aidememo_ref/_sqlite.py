@@ -125,7 +125,6 @@ _MEMBER_ROLE = (
     "SELECT m.role FROM memberships m JOIN actors a ON a.tenant_id=m.tenant_id AND a.actor_id=m.actor_id "
     "WHERE m.tenant_id=? AND m.project_id=? AND m.actor_id=? AND m.status='active' AND a.status='active'"
 )
-_IDENTITY_TABLES: Final = ("tenants", "projects", "actors", "memberships")
 _Db: TypeAlias = sqlite3.Connection | sqlite3.Cursor  # what runs a statement
 _NOT_INDEXED: Final[tuple[str | None, str | None, str | None, str | None]] = (None, None, None, None)
 
@@ -496,23 +495,6 @@ class SQLiteStore:
                                                      now_ms))
         finally:
             self._generation += 1  # after the commit: this connection's own commits do not move data_version
-
-    def _admin(self, sql: str, args: tuple[object, ...]) -> None:
-        try:
-            self._conn().execute(sql, args)  # autocommit: one statement, one transaction
-        except sqlite3.DatabaseError as exc:
-            raise _map(exc) from exc
-        finally:
-            self._generation += 1  # after the commit: this connection's own commits do not move data_version
-
-    def set_status(self, table: str, status: str, **key: str) -> None:
-        if table not in _IDENTITY_TABLES:
-            raise ValueError(table)
-        where = " AND ".join(f"{name}=?" for name in key)
-        self._admin(f"UPDATE {table} SET status=? WHERE {where}", (status, *key.values()))
-
-    def revoke_token(self, digest: bytes) -> None:
-        self._admin("UPDATE token_bindings SET active=0 WHERE token_sha256=?", (digest,))
 
     # -- transactions -----------------------------------------------------------------------
     def writing(self, member: Membership) -> _Tx:

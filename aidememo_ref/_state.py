@@ -1,7 +1,8 @@
 """The handoff state machine: leases, guards, and the transitions as one table.
 
 Theory of operation. A handoff is ``pending`` until its receiver accepts it with a claim id;
-then it is ``accepted`` under a lease of ``LEASE_MS`` that heartbeats renew. Returning a
+then it is ``accepted`` under a lease (``LEASE_MS`` unless the ledger was given another) that
+heartbeats renew. Returning a
 ``succeeded`` result fact completes it (final); a ``failed`` one keeps it accepted with the
 claim but without a lease, so the receiver may claim it again. A claim whose lease ran out is
 stale: the same claim id can no longer act, a new claim may replace it.
@@ -84,12 +85,14 @@ def claim_is_stale(record: Handoff, now_ms: int) -> bool:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Attempt:
-    """One transition request as the rules see it: who asks, with which claim, when, with what."""
+    """One transition request as the rules see it: who asks, with which claim, when, with what,
+    and how long a lease the ledger grants."""
 
     op: Op
     actor_id: str
     claim_id: str
     now_ms: int
+    lease_ms: int = LEASE_MS
     fact: LedgerFact | None = None  # handoff.return only: the result fact, loaded by the ledger
     outcome: Outcome | None = None  # handoff.return only
 
@@ -184,12 +187,12 @@ def begin_claim(record: Handoff, attempt: Attempt) -> Handoff:
     if record.attempt_count >= U64_MAX:
         raise LedgerError.handoff_conflict("handoff attempt counter overflow")
     return replace(record, claim_id=attempt.claim_id, claim_heartbeat_at_ms=attempt.now_ms,
-                   claim_expires_at_ms=attempt.now_ms + LEASE_MS, attempt_count=record.attempt_count + 1,
+                   claim_expires_at_ms=attempt.now_ms + attempt.lease_ms, attempt_count=record.attempt_count + 1,
                    result_fact_id=None, outcome=None)
 
 
 def renew_lease(record: Handoff, attempt: Attempt) -> Handoff:
-    return replace(record, claim_heartbeat_at_ms=attempt.now_ms, claim_expires_at_ms=attempt.now_ms + LEASE_MS)
+    return replace(record, claim_heartbeat_at_ms=attempt.now_ms, claim_expires_at_ms=attempt.now_ms + attempt.lease_ms)
 
 
 def record_success(record: Handoff, attempt: Attempt) -> Handoff:

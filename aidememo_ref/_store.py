@@ -31,6 +31,7 @@ from typing import NamedTuple, Protocol, TypeAlias
 from ._commands import Command
 from ._ledger import Decide, View, Write
 from ._provision import ProvisionError, StoreError
+from ._errors import AideMemoRefError
 from ._records import Change, Membership, Receipt, Resource
 from refkit.records import distinct
 from refkit.scheduler import NO_SCHEDULER, Scheduler
@@ -56,7 +57,7 @@ __all__ = [
 ]
 
 
-class MembershipChanged(Exception):
+class MembershipChanged(AideMemoRefError):
     """A membership the store answered from memory (``authenticate(..., deferred=True)``) was no
     longer current when the store checked it; nothing was written, and the service answers the
     request again with a full check."""
@@ -197,12 +198,6 @@ class Store(Protocol):
         the whole bootstrap back.
         """
         ...
-
-    def set_status(self, table: str, status: str, **key: str) -> None:
-        """Suspend or reactivate a tenant, project, actor or membership (no HTTP route upstream)."""
-        ...
-
-    def revoke_token(self, digest: bytes) -> None: ...
 
     def close(self) -> None: ...
 

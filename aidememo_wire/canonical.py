@@ -17,6 +17,8 @@ from typing import NoReturn
 
 from refkit.jsonvalue import Json as Json
 
+from aidememo_wire.errors import WireError
+
 __all__ = ["Json", "JsonError", "parse_json", "canonical_json", "fingerprint", "envelope_digest", "format_float",
            "MAX_DEPTH", "U64_MAX"]
 
@@ -25,7 +27,7 @@ U64_MAX = (1 << 64) - 1  # Rust's u64::MAX: revisions, counters and sequence num
 _I64_MIN = -(1 << 63)
 
 
-class JsonError(ValueError):
+class JsonError(WireError, ValueError):
     """The body is not JSON that serde_json would accept; the text is serde-like detail."""
 
 

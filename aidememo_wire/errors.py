@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["ErrorCode", "LedgerError"]
+__all__ = ["ErrorCode", "LedgerError", "WireError"]
 
 
 class ErrorCode(StrEnum):
@@ -64,7 +64,12 @@ _STATUS: dict[ErrorCode, int] = {
 }
 
 
-class LedgerError(Exception):
+class WireError(Exception):
+    """Root of every exception aidememo_wire defines: ``LedgerError`` here, ``JsonError``
+    (``canonical``, also a ``ValueError``)."""
+
+
+class LedgerError(WireError):
     """A refusal with its wire code and message (the message is what goes on the wire)."""
 
     def __init__(self, code: ErrorCode, message: str, *, status: int | None = None) -> None:

@@ -4,8 +4,11 @@
 Each actor runs several worker threads (one HTTP connection each) that send handoffs to other
 actors, read their inbox, and accept, heartbeat, write a result fact and return. Workers of the
 same actor race on purpose for the same pending handoff, so some accepts, heartbeats and returns
-lose with 409 ``stale_revision`` or ``handoff_conflict``: those are the expected errors. Anything
-else (another status or code, a 5xx, a transport failure) is unexpected; the goal is 0.
+lose with 409 ``stale_revision`` or ``handoff_conflict``: those are the expected errors. A
+``503 storage_failure`` (a writer waited for the database lock longer than the busy timeout;
+retryable, ERRATA 7) is sent again as it was, with the same command id, a few times, as a client
+would: the retries are counted and printed, and only a 503 that outlasts them is an error.
+Anything else (another status or code, a 5xx, a transport failure) is unexpected; the goal is 0.
 
     python bench/load.py --actors 8 --workers 2 --ops 20000 --seconds 120 --seed 7
 
@@ -39,6 +42,8 @@ PROJECT: Final = "p-load"
 SESSION: Final = "s-load"
 EXPECTED: Final = frozenset({(409, "stale_revision"), (409, "handoff_conflict")})
 RACING_OPS: Final = frozenset({"accept", "heartbeat", "return"})
+BUSY: Final = (503, "storage_failure")
+BUSY_RETRIES: Final = 3  # each after a pause of 50 ms times its number
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -72,6 +77,7 @@ class Book:
     latencies: dict[str, list[float]] = field(default_factory=dict)
     expected: Counter[str] = field(default_factory=Counter)
     unexpected: Counter[str] = field(default_factory=Counter)
+    busy: Counter[str] = field(default_factory=Counter)  # 503 storage_failure answers, sent again
     examples: list[str] = field(default_factory=list)
     sent: list[tuple[str, str]] = field(default_factory=list)  # (handoff_id, sender)
     ops: int = 0
@@ -98,6 +104,10 @@ class Book:
             self.unexpected[f"{op}: {status} {code}"] += 1
             self._example(f"{op}: {status} {detail}")
 
+    def retried(self, op: str) -> None:
+        with self.lock:
+            self.busy[op] += 1
+
     def flag(self, label: str, detail: str) -> None:
         """An unexpected finding that is not a timed request (the audit's)."""
         with self.lock:
@@ -107,6 +117,14 @@ class Book:
     def _example(self, text: str) -> None:
         if len(self.examples) < 10:
             self.examples.append(text[:300])
+
+
+def _code(response: httpx.Response) -> str:
+    try:
+        detail = error_detail(response.json())
+    except ValueError:
+        detail = None
+    return detail["code"] if detail else "(no wire error body)"
 
 
 class Worker:
@@ -126,20 +144,18 @@ class Worker:
     def call(self, op: str, method: str, path: str, body: dict[str, Any] | None = None,
              params: dict[str, Any] | None = None) -> httpx.Response | None:
         started = time.perf_counter()
-        try:
-            response = self.http.request(method, path, json=body, params=params)
-        except httpx.HTTPError as exc:
-            self.book.record(op, time.perf_counter() - started, None, None, f"{type(exc).__name__}: {exc}")
-            return None
-        elapsed = time.perf_counter() - started
-        code = None
-        if response.status_code != 200:
+        for attempt in range(BUSY_RETRIES + 1):
             try:
-                detail = error_detail(response.json())
-            except ValueError:
-                detail = None
-            code = detail["code"] if detail else "(no wire error body)"
-        self.book.record(op, elapsed, response.status_code, code, response.text)
+                response = self.http.request(method, path, json=body, params=params)
+            except httpx.HTTPError as exc:
+                self.book.record(op, time.perf_counter() - started, None, None, f"{type(exc).__name__}: {exc}")
+                return None
+            code = None if response.status_code == 200 else _code(response)
+            if (response.status_code, code) != BUSY or attempt == BUSY_RETRIES:
+                break
+            self.book.retried(op)  # the same request again: a write's command id makes it safe
+            time.sleep(0.05 * (attempt + 1))
+        self.book.record(op, time.perf_counter() - started, response.status_code, code, response.text)
         return response
 
     def run(self) -> None:
@@ -334,6 +350,8 @@ def _report(args: argparse.Namespace, book: Book, baseline: list[float], elapsed
                   f"p50/health {p50 / base_p50:5.1f}x")
     expected = " ".join(f"[{k}: {n}]" for k, n in sorted(book.expected.items())) or "none"
     print(f"expected errors (deliberate races): {sum(book.expected.values())}  {expected}")
+    busy = " ".join(f"[{k}: {n}]" for k, n in sorted(book.busy.items()))
+    print(f"busy answers sent again (503 storage_failure): {sum(book.busy.values())}  {busy}".rstrip())
     unexpected = sum(book.unexpected.values()) + (0 if alive else 1)
     detail = " ".join(f"[{k}: {n}]" for k, n in sorted(book.unexpected.items()))
     print(f"unexpected errors: {unexpected}  {detail}".rstrip() + ("" if alive else "  [server died]"))

@@ -8,6 +8,8 @@
     +-- Indeterminate           only ``503 storage_failure`` answers (ERRATA 7): retryable, no verdict
     +-- Departure               an answer is not what the check expected (also an AssertionError) -> FAIL
         +-- ShapeError          an answer lacks a promised field, or has an array for an object...
+    +-- IsolationError          a check does what its declared isolation forbids (also a
+                                RuntimeError; ``profiles.aidememo.isolation``) -> ERROR
 
 ``AssertionError`` raised by a check is the server departing from the requirement; a
 ``Departure`` also names the step that departed and what was expected of it, for the reports.

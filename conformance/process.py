@@ -13,6 +13,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
+from functools import partial
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -149,7 +150,7 @@ def run_command(
     """
     extra = dict(env or {})
     started = time.perf_counter()
-    base = {"argv": tuple(argv), "env": tuple(extra.items()), "stdin": stdin, "actor": actor}
+    exchange_of = partial(CommandExchange, argv=tuple(argv), env=tuple(extra.items()), stdin=stdin, actor=actor)
     environment = {**os.environ, **(unrecorded_env or {}), **extra}
     process: Any
     try:
@@ -159,7 +160,7 @@ def run_command(
             process = subprocess.Popen(list(argv), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                        stderr=subprocess.PIPE, env=environment, cwd=cwd)
     except OSError as exc:
-        exchange = CommandExchange(**base, exit_code=None, error=f"cannot start: {exc.strerror or exc}")  # type: ignore[arg-type]
+        exchange = exchange_of(exit_code=None, error=f"cannot start: {exc.strerror or exc}")
         if transcript is not None:
             transcript.record(exchange)
         raise TargetError(f"{argv[0]}: {exchange.error}") from exc
@@ -184,9 +185,9 @@ def run_command(
                 stream.close()
     if over.is_set() and error is None:
         error = f"printed more than {max_output_bytes} bytes"
-    exchange = CommandExchange(**base, exit_code=None if error else process.returncode,  # type: ignore[arg-type]
-                               stdout=b"".join(out), stderr=b"".join(err), error=error, truncated=over.is_set(),
-                               elapsed_s=time.perf_counter() - started)
+    exchange = exchange_of(exit_code=None if error else process.returncode, stdout=b"".join(out),
+                           stderr=b"".join(err), error=error, truncated=over.is_set(),
+                           elapsed_s=time.perf_counter() - started)
     if transcript is not None:
         transcript.record(exchange)
     if error is not None:

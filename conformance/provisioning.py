@@ -24,7 +24,7 @@ import shlex
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -182,7 +182,7 @@ class TokenList:
     def __bool__(self) -> bool:
         return bool(self.identities)
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[FixedIdentity]:
         return iter(self.identities)
 
     def grouped(self, by: str) -> dict[str, list[FixedIdentity]]:

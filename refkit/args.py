@@ -10,10 +10,12 @@ import stat
 import sys
 from typing import Any, NoReturn
 
+from refkit.errors import RefkitError
+
 __all__ = ["Parser", "UsageError", "fail", "reader_gone", "read_token_file"]
 
 
-class UsageError(Exception):
+class UsageError(RefkitError):
     """Bad command-line syntax, as one line."""
 
 

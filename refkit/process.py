@@ -23,12 +23,14 @@ from pathlib import Path
 from types import TracebackType
 from typing import IO
 
+from refkit.errors import RefkitError
+
 __all__ = ["ReferenceProcess", "ServerStartError"]
 
 _READY_TIMEOUT_S = 15.0
 
 
-class ServerStartError(RuntimeError):
+class ServerStartError(RefkitError, RuntimeError):
     """The server process exited or did not answer ``/health`` in time."""
 
 

@@ -4,3 +4,7 @@
 recorded history against ``model.py`` (written apart from ``aidememo_ref``) with ``checker.py``,
 and writes each failure as a shrunk, exactly replayable case. See docs/simulations.md.
 """
+
+from simulations.errors import SimulationError
+
+__all__ = ["SimulationError"]

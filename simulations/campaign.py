@@ -22,24 +22,19 @@ from simulations.errors import SimulationError
 from simulations.execution import execute_batch
 from simulations.linearizability.history import Header, Operation, Recorder, dump_history, parse_history
 from simulations.ledger import LEDGER
-from simulations.plan import RUN_ID, SEGMENT_BATCHES, Batch, Plan, actor_names, segment_seed, workers_for
+from simulations.plan import RUN_ID, SEGMENT_BATCHES, Batch, Plan, actor_names, batch_seed, segment_seed, workers_for
 from simulations.planner import Planner, setup
 from simulations.feed import FeedFollower
 from simulations.receipts import FeedEntry, ReceiptChecks, Violation
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Target, reference_factory
 
-__all__ = ["SEGMENT_BATCHES", "Finding", "HistoryCheck", "RunResult", "batch_seed", "check_history", "fresh_run_id",
+__all__ = ["SEGMENT_BATCHES", "Finding", "HistoryCheck", "RunResult", "check_history", "fresh_run_id",
            "rerun", "rerun_over_http", "run_campaign", "segment_run_id", "segment_seed", "violations_by_rule"]
 
 
 def fresh_run_id(seed: int) -> str:
     # Not from the seed on purpose: a server keeps every receipt, so a rerun needs new ids.
     return f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
-
-
-def batch_seed(seed: int, index: int) -> int:
-    """The scheduler's seed for batch ``index``: independent streams from one printed seed."""
-    return (seed * 1_000_003 + index) & 0xFFFF_FFFF_FFFF
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -93,7 +88,7 @@ class HistoryCheck:
 
     def __init__(self, *, explain: bool = True, history_file: Path | None = None, first: int = 0) -> None:
         self._reread = None if history_file is None else functools.partial(_read_segment, history_file, first)
-        self.checker: Checker[object] = Checker(LEDGER, reread=self._reread)  # type: ignore[arg-type]
+        self.checker = Checker(LEDGER, reread=self._reread)
         self.receipts = ReceiptChecks(keep=history_file is None)
         self.explain = explain
         self.finding: Finding | None = None
@@ -144,7 +139,7 @@ def violations_by_rule(history: Sequence[Operation], feed: Sequence[FeedEntry]) 
     counts = {"linearizability": 0, "receipts": 0, "revision order": 0, "change feed": 0}
     for violation in found:
         counts[violation.kind] += 1
-    checker: Checker[object] = Checker(LEDGER)  # type: ignore[arg-type]
+    checker = Checker(LEDGER)
     checker.add(history)
     counts["linearizability"] = int(checker.run(explain_budget_s=0).verdict is Verdict.ILLEGAL)
     return counts

@@ -29,10 +29,10 @@ import httpx
 
 from aidememo_wire.ids import stable_claim_id
 from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, OutcomeUnknown
-from simulations.campaign import Finding, batch_seed, check_history
+from simulations.campaign import Finding, check_history
 from simulations.execution import output_of
 from simulations.linearizability.history import Operation, Recorder
-from simulations.plan import SESSION_ID, SOURCE, PlannedOp
+from simulations.plan import SESSION_ID, SOURCE, PlannedOp, batch_seed
 from simulations.planner import setup
 from simulations.targets import Lost, Target
 

@@ -10,7 +10,8 @@ status reads).
 
 Inputs, as the runner writes them: ``{"op": <Op or "handoff.status">, "actor", "handoff_id",
 "command_id", "expected_revision", "payload", "now_ms", "now_max_ms", "fact": {session_id,
-source_id, actor_id} | null, "session": {source_id} | null, "receiver_writable": bool}``. What
+source_id, actor_id} | null, "session": {source_id} | null, "receiver_writable": bool}``, and on
+a transition ``"lease_ms"`` when the target grants another lease than upstream's. What
 one handoff cannot know (``project_seq``, other handoffs' receipts) is checked in ``receipts.py``.
 
 Time. ``now_ms`` alone is the target's exact clock (the embedded reference: nothing moves it
@@ -35,6 +36,7 @@ from dataclasses import dataclass, replace
 from simulations.linearizability.checker import Input, Model, Output
 from simulations.model import (
     HANDOFF,
+    LEASE_MS,
     Answer,
     Command,
     FactInfo,
@@ -133,7 +135,8 @@ def _answer(state: _PartState, inp: Input, now: object) -> tuple[dict[str, objec
             source = session.get("source_id")
             answer, new = Answer(http=200), new_handoff(cmd, None if source is None else str(source))
     else:
-        answer, new = on_handoff(h, cmd, _fact_of(inp))
+        lease_ms = inp.get("lease_ms", LEASE_MS)
+        answer, new = on_handoff(h, cmd, _fact_of(inp), lease_ms if isinstance(lease_ms, int) else LEASE_MS)
     if new is None:
         return {"http": answer.http, "code": answer.code}, state
     revision = 1 if h is None else h.revision + 1

@@ -21,7 +21,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from types import MappingProxyType
-from typing import Final, TypeVar
+from typing import Final, TypedDict, TypeVar, cast
 
 __all__ = [
     "LEASE_MS",
@@ -211,13 +211,13 @@ INVALID = _err(400, "invalid_command")
 # -- handoff rules (handoff notes §2.2; errata 6 for the return order) --------------------------
 
 
-def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None) -> Handoff:
+def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None, lease_ms: int) -> Handoff:
     return replace(
         h,
         status=Status.ACCEPTED,
         claim_id=claim_id,
         claim_heartbeat_at_ms=now_ms,
-        claim_expires_at_ms=None if now_ms is None else now_ms + LEASE_MS,
+        claim_expires_at_ms=None if now_ms is None else now_ms + lease_ms,
         attempt_count=h.attempt_count + 1,
         result_fact_id=None,
         outcome=None,
@@ -225,9 +225,10 @@ def _begin_claim(h: Handoff, claim_id: str, now_ms: int | None) -> Handoff:
 
 
 def transition(
-    h: Handoff, cmd: Command, fact: FactInfo | None
+    h: Handoff, cmd: Command, fact: FactInfo | None, lease_ms: int = LEASE_MS
 ) -> tuple[Answer, Handoff | None]:
-    """Accept, heartbeat or return on an existing handoff, after the revision check.
+    """Accept, heartbeat or return on an existing handoff, after the revision check; a claim
+    begun or renewed lasts ``lease_ms``.
 
     Returns the refusal and None, or a 200 answer (receipt filled by the caller) and the new
     record (revision not yet bumped).
@@ -241,20 +242,20 @@ def transition(
         return MISMATCH, None
     if cmd.operation is Op.ACCEPT:
         if h.status is Status.PENDING:
-            return ok, _begin_claim(h, str(claim), now)
+            return ok, _begin_claim(h, str(claim), now, lease_ms)
         if h.status is Status.COMPLETED:
             return CONFLICT, None
         if claim == h.claim_id:
             return (CONFLICT, None) if h.stale_at(now) else (ok, h)
         if h.outcome is Outcome.FAILED or h.stale_at(now):
-            return ok, _begin_claim(h, str(claim), now)
+            return ok, _begin_claim(h, str(claim), now, lease_ms)
         return CONFLICT, None
     if cmd.operation is Op.HEARTBEAT:
         if h.status is not Status.ACCEPTED or claim != h.claim_id:
             return CONFLICT, None
         if h.outcome is Outcome.FAILED or h.stale_at(now):
             return CONFLICT, None
-        expires = None if now is None else now + LEASE_MS
+        expires = None if now is None else now + lease_ms
         return ok, replace(h, claim_heartbeat_at_ms=now, claim_expires_at_ms=expires)
     # Return: everything after the receiver check is a 409 handoff_conflict, so the order of
     # the remaining guards does not show on the wire.
@@ -322,13 +323,14 @@ def new_handoff(cmd: Command, source_id: str | None) -> Handoff:
     )
 
 
-def on_handoff(h: Handoff | None, cmd: Command, fact: FactInfo | None) -> tuple[Answer, Handoff | None]:
+def on_handoff(h: Handoff | None, cmd: Command, fact: FactInfo | None,
+               lease_ms: int = LEASE_MS) -> tuple[Answer, Handoff | None]:
     """Accept, heartbeat or return: absent, then stale, then the transition (handoff §3.1)."""
     if h is None:
         return NOT_FOUND, None
     if cmd.expected_revision != h.revision:
         return STALE, None
-    return transition(h, cmd, fact)
+    return transition(h, cmd, fact, lease_ms)
 
 
 def _optional_str(value: object) -> str | None:
@@ -367,12 +369,15 @@ class Change:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class LedgerState:
-    """One project: members and roles, current resources, receipts, the change log."""
+    """One project: members and roles, current resources, receipts, the change log, and the
+    length of the claim leases its ledger grants (upstream's unless the target was started
+    with another)."""
 
     members: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
     resources: Mapping[tuple[str, str], Resource] = field(default_factory=lambda: MappingProxyType({}))
     receipts: Mapping[str, Receipt] = field(default_factory=lambda: MappingProxyType({}))
     changes: tuple[Change, ...] = ()
+    lease_ms: int = LEASE_MS
 
     @property
     def head(self) -> int:
@@ -386,24 +391,44 @@ class LedgerState:
         return replace(self, members=_frozen({**self.members, actor: role}))
 
 
+class _HandoffBody(TypedDict):
+    """A handoff resource's body as ``Handoff.body`` writes it (what ``_handoff_from`` reads back)."""
+
+    handoff_id: str
+    session_id: str
+    source_id: str | None
+    from_actor: str
+    to_actor: str
+    focus: str | None
+    done_when: str | None
+    context_id: str | None
+    status: str
+    claim_id: str | None
+    claim_heartbeat_at_ms: int | None
+    claim_expires_at_ms: int | None
+    attempt_count: int
+    result_fact_id: str | None
+    outcome: str | None
+
+
 def _handoff_from(res: Resource) -> Handoff:
-    b = res.body
+    b = cast("_HandoffBody", res.body)  # the model wrote it with Handoff.body
     return Handoff(
-        handoff_id=str(b["handoff_id"]),
-        session_id=str(b["session_id"]),
-        source_id=b["source_id"],  # type: ignore[arg-type]
-        from_actor=str(b["from_actor"]),
-        to_actor=str(b["to_actor"]),
-        focus=b["focus"],  # type: ignore[arg-type]
-        done_when=b["done_when"],  # type: ignore[arg-type]
-        context_id=b["context_id"],  # type: ignore[arg-type]
-        status=Status(str(b["status"])),
-        claim_id=b["claim_id"],  # type: ignore[arg-type]
-        claim_heartbeat_at_ms=b["claim_heartbeat_at_ms"],  # type: ignore[arg-type]
-        claim_expires_at_ms=b["claim_expires_at_ms"],  # type: ignore[arg-type]
-        attempt_count=int(b["attempt_count"]),  # type: ignore[call-overload]
-        result_fact_id=b["result_fact_id"],  # type: ignore[arg-type]
-        outcome=None if b["outcome"] is None else Outcome(str(b["outcome"])),
+        handoff_id=b["handoff_id"],
+        session_id=b["session_id"],
+        source_id=b["source_id"],
+        from_actor=b["from_actor"],
+        to_actor=b["to_actor"],
+        focus=b["focus"],
+        done_when=b["done_when"],
+        context_id=b["context_id"],
+        status=Status(b["status"]),
+        claim_id=b["claim_id"],
+        claim_heartbeat_at_ms=b["claim_heartbeat_at_ms"],
+        claim_expires_at_ms=b["claim_expires_at_ms"],
+        attempt_count=b["attempt_count"],
+        result_fact_id=b["result_fact_id"],
+        outcome=None if b["outcome"] is None else Outcome(b["outcome"]),
         revision=res.revision,
     )
 
@@ -478,7 +503,7 @@ def apply(state: LedgerState, cmd: Command) -> tuple[Answer, LedgerState]:
             source_id=_optional_str(fact_res.body["source_id"]),
             actor_id=str(fact_res.body["actor_id"]),
         )
-        answer, new = on_handoff(state.handoff(cmd.resource_id), cmd, fact)
+        answer, new = on_handoff(state.handoff(cmd.resource_id), cmd, fact, state.lease_ms)
         body = None if new is None else new.body()
     if body is None:
         return answer, state

@@ -30,6 +30,7 @@ __all__ = [
     "Plan",
     "PlannedOp",
     "actor_names",
+    "batch_seed",
     "marked_run",
     "segment_seed",
     "workers_for",
@@ -178,6 +179,14 @@ def actor_names(count: int) -> tuple[str, ...]:
 def workers_for(actors: Sequence[str]) -> tuple[str, ...]:
     # Two workers per actor: one identity, two processes racing (a retry, a second lane).
     return tuple(a for a in actors for _ in range(2)) + (READER,)
+
+
+def batch_seed(seed: int, index: int) -> int:
+    """The scheduler's seed for batch ``index``: independent streams from one printed seed. Both
+    campaigns (AideMemo's and XMemo's) and the clients race draw from it, and replay files hold
+    plans whose interleavings it decided: its values never change (``tests/sim/test_seeds.py``
+    pins a few)."""
+    return (seed * 1_000_003 + index) & 0xFFFF_FFFF_FFFF
 
 
 def segment_seed(seed: int, segment: int) -> int:

@@ -98,6 +98,7 @@ class Planner:
     rng: random.Random
     workers: tuple[str, ...]
     ops_per_batch: int = 6
+    lease_ms: int = LEASE_MS  # the target's claim lease: one batch in five moves the clock past it
     live: dict[str, _Known] = field(default_factory=dict)  # handoffs still in play
     sent: deque[PlannedOp] = field(default_factory=lambda: deque(maxlen=_REPLAY_WINDOW))
     _counter: int = 0
@@ -105,6 +106,11 @@ class Planner:
     def _id(self, prefix: str) -> str:
         self._counter += 1
         return f"{prefix}-{self.run_id}-{self._counter}"
+
+    def _lease(self) -> dict[str, int]:
+        """A transition's input names the target's lease when it is not upstream's, so the checker
+        models it (and histories of upstream's lease stay as they were)."""
+        return {} if self.lease_ms == LEASE_MS else {"lease_ms": self.lease_ms}
 
     def refresh(self) -> None:
         """Read the handoffs in play; retire those completed or played long enough."""
@@ -155,7 +161,7 @@ class Planner:
         command_id = self._id(f"cmd-{kind}")
         body = {"command_id": command_id, "expected_revision": expected, "payload": payload}
         inp = {"op": f"handoff.{kind}", "actor": actor, "handoff_id": handoff_id, "command_id": command_id,
-               "expected_revision": expected, "payload": payload, "now_ms": now, "fact": fact}
+               "expected_revision": expected, "payload": payload, "now_ms": now, "fact": fact, **self._lease()}
         return PlannedOp(worker=self._worker_of(actor), input=inp, method="POST",
                          path=f"/v1/projects/{self.target.project}/handoffs/{handoff_id}/{kind}", body=body)
 
@@ -195,7 +201,8 @@ class Planner:
         expected = int(write.input["expected_revision"]) + 1
         command_id = self._id(f"cmd-{kind}")
         inp = {"op": f"handoff.{kind}", "actor": write.actor, "handoff_id": handoff_id, "command_id": command_id,
-               "expected_revision": expected, "payload": payload, "now_ms": now, "fact": write.input.get("fact")}
+               "expected_revision": expected, "payload": payload, "now_ms": now, "fact": write.input.get("fact"),
+               **self._lease()}
         worker = next((i for i, a in enumerate(self.workers) if a == write.actor and i != write.worker), write.worker)
         return PlannedOp(worker=worker, input=inp, method="POST",
                          path=f"/v1/projects/{self.target.project}/handoffs/{handoff_id}/{kind}",
@@ -203,7 +210,7 @@ class Planner:
 
     def next_batch(self) -> Batch:
         rng = self.rng
-        advance = LEASE_MS + 1 if rng.random() < 0.2 else rng.choice([0, 0, 1_000])
+        advance = self.lease_ms + 1 if rng.random() < 0.2 else rng.choice([0, 0, 1_000])
         now = self.target.now_ms()
         if now is not None:
             now = self.target.set_clock(now + advance)  # a shared clock may be past it already

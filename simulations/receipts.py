@@ -69,6 +69,11 @@ def _receipt(op: Operation) -> Mapping[str, object] | None:
     return receipt if isinstance(receipt, Mapping) else None
 
 
+def _project_seq(op: Operation) -> object:
+    receipt = _receipt(op)
+    return None if receipt is None else receipt.get("project_seq")
+
+
 @dataclass(slots=True)
 class ReceiptChecks:
     """The receipt rules over a growing history (see the module docstring)."""
@@ -118,7 +123,7 @@ class ReceiptChecks:
             firsts.append(index)
         for index in sorted(firsts, key=lambda i: self._op(i).call_ns):
             op = self._op(index)
-            seq = _receipt(op).get("project_seq")  # type: ignore[union-attr]
+            seq = _project_seq(op)
             command_id = str(op.input.get("command_id"))
             other = self._by_seq.get(seq)
             if other is not None and other != command_id:
@@ -215,7 +220,7 @@ class ReceiptChecks:
 
     def _remember(self, index: int) -> None:
         op = self._op(index)
-        seq = _receipt(op).get("project_seq")  # type: ignore[union-attr]
+        seq = _project_seq(op)
         if op.return_ns is None or not isinstance(seq, int):
             return
         k = bisect.bisect_right(self._returns, op.return_ns)

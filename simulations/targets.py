@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from simulations.errors import SimulationError
 from simulations.plan import READER, START_MS, actor_names
@@ -125,7 +125,7 @@ def load_factory(spec: str | None, what: str = "ledger factory") -> LedgerFactor
     factory = getattr(module, name, None)
     if factory is None:
         raise SimulationError(f"{path} has no {what} named {name}")
-    return factory  # type: ignore[no-any-return]
+    return cast(LedgerFactory, factory)  # the file's author's word: called, it shows
 
 
 _JSON = (b"content-type", b"application/json")  # bytes: handed to the ledger as they are

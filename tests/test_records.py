@@ -10,7 +10,6 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import tomllib
-import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -30,9 +29,7 @@ def _tuple_records() -> list[type[tuple[Any, ...]]]:
         for info in pkgutil.walk_packages(root.__path__, f"{package}."):
             if info.name.rpartition(".")[2] == "__main__":  # importing one runs the command line
                 continue
-            with warnings.catch_warnings():  # the deprecated forwarding modules warn on import
-                warnings.simplefilter("ignore", DeprecationWarning)
-                module = importlib.import_module(info.name)
+            module = importlib.import_module(info.name)
             found += [value for value in vars(module).values()
                       if isinstance(value, type) and issubclass(value, tuple) and hasattr(value, "_fields")
                       and value.__module__ == module.__name__]

@@ -25,7 +25,7 @@ from typing import Any, Final
 from refkit.response import Response
 from refkit.version import VERSION
 from ._decode import decode_event, decode_recall, decode_remember, decode_search, decode_update_state
-from ._errors import RequestError
+from ._errors import RequestError, XMemoError
 from ._http import HttpRequest, json_response
 from ._operations import Operations
 from ._records import READ_SCOPE, Caller
@@ -43,7 +43,7 @@ CONTEXT_HEADING: Final = "### XMemo Context"
 CallerFactory = Callable[[str | None, str | None], Caller]
 
 
-class _RpcError(Exception):
+class _RpcError(XMemoError):
     def __init__(self, code: int, message: str, http_status: int = 200) -> None:
         super().__init__(message)
         self.code, self.message, self.http_status = code, message, http_status

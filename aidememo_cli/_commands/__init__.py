@@ -20,7 +20,7 @@ import time
 from collections.abc import Mapping
 
 from refkit.args import Parser, UsageError, reader_gone
-from aidememo_cli._local._errors import LocalError, LocalErrorCode, invalid_input
+from aidememo_cli._local._errors import AideMemoCliError, LocalError, LocalErrorCode, invalid_input
 
 from ._context import Context, clean
 
@@ -115,7 +115,7 @@ def _backend(value: str) -> str:
     raise _Refusal(f"Error setting backend override: {LocalError(LocalErrorCode.INVALID_INPUT, detail)}")
 
 
-class _Refusal(Exception):
+class _Refusal(AideMemoCliError):
     """A one-line refusal printed as it is (upstream prints a few without the ``Error:`` prefix)."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from typing import TYPE_CHECKING
 
 from aidememo_cli._local import _assignments as assignments
 from aidememo_cli._local import _memory as memory
@@ -13,13 +14,16 @@ from aidememo_cli._local._rules import parse_duration_ms
 
 from ._context import Context, Parser, add_command, clean, positive
 
+if TYPE_CHECKING:
+    from aidememo_cli._local._store import LocalStore
+
 
 def _dash(value: object) -> str:
     return "-" if value is None else str(value)
 
 
-def _need_actor(flag: str | None, ctx: Context, store: object, doing: str) -> str:
-    actor = ctx.actor(flag, store)  # type: ignore[arg-type]
+def _need_actor(flag: str | None, ctx: Context, store: LocalStore, doing: str) -> str:
+    actor = ctx.actor(flag, store)
     if actor is None:
         raise invalid_input(f"pass --actor-id or set AIDEMEMO_ACTOR_ID before {doing}")
     return actor

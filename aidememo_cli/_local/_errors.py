@@ -8,7 +8,12 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-__all__ = ["LocalErrorCode", "LocalError", "invalid_input"]
+__all__ = ["AideMemoCliError", "LocalErrorCode", "LocalError", "invalid_input"]
+
+
+class AideMemoCliError(Exception):
+    """Root of every exception the command line defines: ``LocalError`` here (the remote flow's
+    ``RemoteError`` is one), the MCP server's ``ToolError`` and the commands' own refusals."""
 
 
 class LocalErrorCode(StrEnum):
@@ -24,7 +29,7 @@ class LocalErrorCode(StrEnum):
     INTERNAL = "internal"
 
 
-class LocalError(Exception):
+class LocalError(AideMemoCliError):
     """A refusal of the local flow; ``str()`` is the upstream Display text."""
 
     def __init__(self, code: LocalErrorCode, detail: str = "") -> None:

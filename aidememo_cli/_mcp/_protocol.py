@@ -13,6 +13,8 @@ import json
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
+from aidememo_cli._local._errors import AideMemoCliError
+
 __all__ = ["PROTOCOL_VERSION", "SERVER_NAME", "ToolBackend", "ToolError", "ToolResult", "dispatch", "serve",
            "classify_error", "encode"]
 
@@ -20,7 +22,7 @@ PROTOCOL_VERSION = "2025-06-18"
 SERVER_NAME = "aidememo"
 
 
-class ToolError(Exception):
+class ToolError(AideMemoCliError):
     """A tool refused or failed; ``str()`` is the message the client sees."""
 
 

@@ -18,11 +18,12 @@ import threading
 from dataclasses import dataclass
 
 from aidememo_wire.ids import bearer_digest, id_problem
+from .._errors import AideMemoRefError
 
 __all__ = ["Binding", "Bindings", "BindingsError", "load_bindings"]
 
 
-class BindingsError(Exception):
+class BindingsError(AideMemoRefError):
     """The bindings file is unusable; the message names the file and the entry, never a token."""
 
 

@@ -18,6 +18,7 @@ from aidememo_wire.canonical import Json, canonical_json
 from aidememo_ref._decode import type_name  # serde's wording of a value's type
 from aidememo_wire.errors import ErrorCode, LedgerError
 from aidememo_wire.ids import id_problem
+from .._errors import AideMemoRefError
 
 from ._bindings import Binding, Bindings
 from ._tools import ParamsError, RestCall, ensure_only, rest_call, tool_list
@@ -43,7 +44,7 @@ Handle = Callable[[str, str, list[tuple[bytes, bytes]], bytes], Any]
 MakeResponse = Callable[[int, tuple[tuple[str, str], ...], bytes], Any]
 
 
-class _Failure(Exception):
+class _Failure(AideMemoRefError):
     def __init__(self, status: int, code: int, message: str) -> None:
         super().__init__(message)
         self.status, self.code, self.message = status, code, message

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from aidememo_wire.ids import id_problem
+from .._errors import AideMemoRefError
 
 __all__ = ["READ_TOOLS", "WRITE_TOOLS", "ParamsError", "RestCall", "ensure_only", "rest_call", "tool_list"]
 
@@ -22,7 +23,7 @@ _READ_ONLY = {"readOnlyHint": True, "destructiveHint": False, "idempotentHint": 
 _WRITES = {"readOnlyHint": False, "destructiveHint": False, "idempotentHint": True, "openWorldHint": False}
 
 
-class ParamsError(Exception):
+class ParamsError(AideMemoRefError):
     """JSON-RPC ``-32602``: the message is upstream's."""
 
 

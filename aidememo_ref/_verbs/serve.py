@@ -33,11 +33,6 @@ def run(argv: list[str]) -> int:
     if args.claim_lease_ms is not None:
         if not 100 <= args.claim_lease_ms <= 120_000:
             fail(f"--claim-lease-ms must be between 100 and 120000, got {args.claim_lease_ms}")
-        from .. import _state
-
-        # Process-wide on purpose: this process serves one ledger, and the rules read the constant
-        # when they grant or renew a lease.
-        setattr(_state, "LEASE_MS", args.claim_lease_ms)
     host, port = listen_address(args)
     check_backend(args, serve=True)
     url = postgres_url(args) if args.canonical_backend == "postgres" else None
@@ -47,6 +42,7 @@ def run(argv: list[str]) -> int:
     from refkit.clock import OffsetClock
     from .._gateway import BindingsError, load_bindings
     from .._reference import ReferenceLedger
+    from .._state import LEASE_MS
 
     where = f"database={args.database}" if url is None else "backend=postgres"  # the URL is never printed
     try:
@@ -56,7 +52,8 @@ def run(argv: list[str]) -> int:
     try:
         ledger = ReferenceLedger(args.database, postgres_url=url, postgres=settings(args) if url else None,
                                  clock=OffsetClock() if args.test_clock else None, test_clock=args.test_clock,
-                                 bindings=bindings)
+                                 bindings=bindings,
+                                 lease_ms=LEASE_MS if args.claim_lease_ms is None else args.claim_lease_ms)
     except Exception as exc:  # a corrupt file, an unreachable server: one line, not a traceback
         fail(f"cannot open the canonical store ({where}): {exc}")
     serve(ledger.asgi, host=host, port=port, bind=args.bind, name="aidememo-ref", where=where)

@@ -10,6 +10,7 @@ import html
 import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from simulations.errors import SimulationError
 from simulations.linearizability.history import Operation
@@ -97,7 +98,7 @@ operations to blame; dashed: no answer (unknown). Hover a bar for its request an
 """
 
 
-def write_timeline(path: Path, history: Sequence[Operation], **kwargs: object) -> None:
+def write_timeline(path: Path, history: Sequence[Operation], **kwargs: Any) -> None:
     """Write :func:`render_timeline` to ``path``.
 
     Raises:
@@ -105,6 +106,6 @@ def write_timeline(path: Path, history: Sequence[Operation], **kwargs: object) -
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_timeline(history, **kwargs), encoding="utf-8")  # type: ignore[arg-type]
+        path.write_text(render_timeline(history, **kwargs), encoding="utf-8")
     except OSError as exc:
         raise SimulationError(f"cannot write timeline {path}: {exc.strerror}") from exc

@@ -4,9 +4,11 @@ about handoff records, each named as the fact it checks.
 Every write goes to the target and to the model (``model.apply``); the target's answer must be
 the model's (status, error code, and the receipt's revision, resource, actor, ``project_seq``
 and ``committed_at_ms``), or the rule fails. After every step the invariants below hold. They
-stay cheap: the handoffs the step wrote are read once (one typed status read each, shared by
-every invariant), plus one other handoff in turn, so a handoff changed behind the machine's
-back is caught within a few steps; ``teardown`` reads them all.
+are predicates over the step's ``StepReads``, read once before any invariant runs (in
+``check_invariants``): the handoffs the step wrote (one typed status read each), plus one other
+handoff in turn, so a handoff changed behind the machine's back is caught within a few steps,
+beside what the previous read of each showed. Invariants send no request and keep no books;
+``teardown`` reads every handoff and asks them once more.
 """
 
 from __future__ import annotations
@@ -14,16 +16,18 @@ from __future__ import annotations
 import itertools
 import sys
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
 
 from simulations.machines.wire import ACTORS, WRITERS, Wire
-from simulations.model import LEASE_MS, Answer, Command, Handoff, LedgerState, Op, Status, apply
+from simulations.model import Answer, Command, Handoff, LedgerState, Op, Status, apply
 from simulations.plan import READER
 
-__all__ = ["CreatingMachine", "LedgerMachine"]
+__all__ = ["CreatingMachine", "LedgerMachine", "Seen", "StepReads"]
 
 _ROUTES = {
     Op.SESSION_CREATE: "sessions",
@@ -32,6 +36,31 @@ _ROUTES = {
     Op.SEND: "handoffs",
 }
 SOURCES = ("project:sim", None, "project:other")
+
+
+@dataclass(frozen=True, slots=True)
+class Seen:
+    """What the reads of one handoff before a step showed."""
+
+    revision: int  # the highest revision read
+    record: Mapping[str, Any]  # the last record read
+    completed: bool  # whether any read showed it completed
+
+
+@dataclass(frozen=True, slots=True)
+class StepReads:
+    """The handoff records read once after a step, and what the reads before it showed of each."""
+
+    records: Mapping[str, Mapping[str, Any]] = field(default_factory=lambda: MappingProxyType({}))
+    revisions: Mapping[str, int] = field(default_factory=lambda: MappingProxyType({}))
+    # Handoffs among ``records`` a write was refused on this step: for them the one fact to report
+    # is ``refused_writes_change_nothing``, which compares them whole.
+    refused: frozenset[str] = frozenset()
+    before: Mapping[str, Seen] = field(default_factory=lambda: MappingProxyType({}))
+
+    def written(self) -> list[tuple[str, Mapping[str, Any], Seen | None]]:
+        """``(handoff, record, what was seen before)`` for the records read but the refused ones."""
+        return [(h, r, self.before.get(h)) for h, r in self.records.items() if h not in self.refused]
 
 
 class LedgerMachine(RuleBasedStateMachine):
@@ -59,15 +88,11 @@ class LedgerMachine(RuleBasedStateMachine):
         self.touched: set[str] = set()
         self.touched_resources: set[tuple[str, str]] = set()  # (kind, id) written: for visibility
         self.refused: set[str] = set()  # handoffs a write was refused on since the records were read
-        self.records: dict[str, Mapping[str, Any]] = {}  # handoff -> record read this step
-        self.revisions: dict[str, int] = {}  # handoff -> revision read this step
-        self.just_refused: set[str] = set()  # handoffs among ``records`` a write was refused on
+        self.reads = StepReads()  # what the record invariants look at: the last step's reads
+        self.seen: dict[str, Seen] = {}  # handoff -> what all reads so far showed
         self._generation = 0
         self._read_generation = -1
         self._audit = 0  # round robin over the handoffs not touched
-        self.seen_revision: dict[str, int] = {}
-        self.seen_attempts: dict[str, tuple[int, str | None]] = {}
-        self.completed: set[str] = set()
         self._writes = 0  # writes sent: a read shared between invariants is valid until the next
         self._shared: dict[tuple[str, str], tuple[int, str | None, Any]] = {}  # (actor, handoff) -> read
         self._shared_at: tuple[int, int | None] = (-1, None)  # (writes, target clock) of those reads
@@ -83,7 +108,7 @@ class LedgerMachine(RuleBasedStateMachine):
                 return  # a step already failed: that failure is the report, not a second one
             self.touched |= set(self.handoff_ids())
             self.forget_reads()
-            self._read_records()
+            self.read_step()
             for check in (self.revisions_only_grow, self.at_most_one_live_claim,
                           self.attempt_count_moves_only_with_new_claim, self.completed_stays_completed,
                           self.records_are_the_models):
@@ -228,8 +253,16 @@ class LedgerMachine(RuleBasedStateMachine):
             return WRITERS[1]
         return h.from_actor if wrong_actor else h.to_actor
 
-    def _read_records(self) -> None:
-        """Read the handoffs written since the last look, and one more in turn, once per step."""
+    def check_invariants(self, *args: Any, **kwargs: Any) -> None:
+        # Hypothesis calls this after every step: the step's state is read here, once, before
+        # any invariant looks at it.
+        self.read_step()
+        super().check_invariants(*args, **kwargs)
+
+    def read_step(self) -> None:
+        """Read the handoffs written since the last look, and one more in turn, into ``reads``;
+        what the reads before showed of each moves to ``reads.before`` (skipped when nothing
+        was written and nothing is due)."""
         if self._read_generation == self._generation and not self.touched:
             return
         self._read_generation = self._generation
@@ -239,69 +272,82 @@ class LedgerMachine(RuleBasedStateMachine):
             wanted.add(others[self._audit % len(others)])
             self._audit += 1
         self.touched.clear()
-        self.just_refused, self.refused = self.refused, set()
-        self.records, self.revisions = {}, {}
+        refused, self.refused = self.refused, set()
+        records: dict[str, Mapping[str, Any]] = {}
+        revisions: dict[str, int] = {}
         for handoff_id in sorted(wanted):
             if self.modelled(handoff_id) is None:
                 continue
             reader = self.record_reader(handoff_id)
             status, _, doc = self.shared_status(handoff_id) or self.read_status(reader, handoff_id)
             assert status == 200, f"{reader} reading {handoff_id}: {status}"
-            self.records[handoff_id], self.revisions[handoff_id] = doc["record"], int(doc["revision"])
+            records[handoff_id], revisions[handoff_id] = doc["record"], int(doc["revision"])
+        before = {h: self.seen[h] for h in records if h in self.seen}
+        self.reads = StepReads(records=records, revisions=revisions, refused=frozenset(refused & records.keys()),
+                               before=before)
+        for h, record in records.items():
+            if h in refused:
+                continue  # reported by refused_writes_change_nothing; not what the handoff was
+            seen = before.get(h)
+            self.seen[h] = Seen(revision=max(revisions[h], seen.revision if seen else 0), record=record,
+                                completed=record["status"] == "completed" or (seen is not None and seen.completed))
 
-    # -- the record invariants: each one fact, reported under its own name -----------------------------
-
-    def _written_records(self) -> dict[str, Mapping[str, Any]]:
-        """The records read this step, but those a write was just refused on: for them the one
-        fact to report is ``refused_writes_change_nothing``, which compares them whole."""
-        self._read_records()
-        return {h: r for h, r in self.records.items() if h not in self.just_refused}
+    # -- the record invariants: each one fact over ``reads``, reported under its own name --------------
 
     @invariant()
     def revisions_only_grow(self) -> None:
         """AM-HL-REV-1: a handoff's revision never goes back, and is the model's."""
-        for handoff_id in self._written_records():
-            revision = self.revisions[handoff_id]
-            assert revision >= self.seen_revision.get(handoff_id, 0), f"{handoff_id}: revision went back"
-            self.seen_revision[handoff_id] = revision
+        for handoff_id, _, before in self.reads.written():
+            revision = self.reads.revisions[handoff_id]
+            assert before is None or revision >= before.revision, f"{handoff_id}: revision went back"
             h = self.modelled(handoff_id)
             assert h is not None and revision == h.revision, f"{handoff_id}: revision {revision}, model {h and h.revision}"
 
     @invariant()
     def at_most_one_live_claim(self) -> None:
-        """AM-HO-3, AM-HL-CAS-3: the record's claim is the one claim the model lets live."""
-        for handoff_id, record in self._written_records().items():
-            h = self.modelled(handoff_id)
-            assert h is not None
-            assert record["claim_id"] == h.claim_id, f"{handoff_id}: claim {record['claim_id']}, model {h.claim_id}"
+        """AM-HO-3, AM-HL-CAS-3: a handoff has at most one live claim. A pending handoff holds
+        none, an accepted one names the claim that holds it, and a new claim replaces another
+        only once that one is no longer live: it failed, or its lease had run out when the new
+        one began (its heartbeat time). A step writes at most one transition of a handoff, so the
+        read before it shows the claim that was replaced."""
+        for handoff_id, record, before in self.reads.written():
+            claim = record["claim_id"]
             if record["status"] == "pending":
-                assert record["claim_id"] is None, f"{handoff_id}: a pending handoff holds a claim"
+                assert claim is None, f"{handoff_id}: a pending handoff holds claim {claim}"
+            elif record["status"] == "accepted":
+                assert claim is not None, f"{handoff_id}: accepted, but no claim holds it"
+            old = None if before is None else before.record
+            if old is None or old["claim_id"] in (None, claim) or old["outcome"] == "failed":
+                continue
+            began, expired = record["claim_heartbeat_at_ms"], old["claim_expires_at_ms"]
+            assert expired is None or (began is not None and began >= expired), (
+                f"{handoff_id}: claim {claim} began at {began} while claim {old['claim_id']} was live "
+                f"until {expired}")
 
     @invariant()
     def attempt_count_moves_only_with_new_claim(self) -> None:
         """AM-HO-5, AM-HL-ACC-3: attempt_count changes only when a new claim begins, by one."""
-        for handoff_id, record in self._written_records().items():
-            now = (int(record["attempt_count"]), record["claim_id"])
-            before = self.seen_attempts.get(handoff_id)
-            if before is not None and now[0] != before[0]:
-                assert now[0] == before[0] + 1 and now[1] != before[1], (
-                    f"{handoff_id}: attempt_count {before[0]} -> {now[0]} with claim {before[1]} -> {now[1]}")
-            self.seen_attempts[handoff_id] = now
+        for handoff_id, record, before in self.reads.written():
+            if before is None:
+                continue
+            now, then = (int(record["attempt_count"]), record["claim_id"]), (
+                int(before.record["attempt_count"]), before.record["claim_id"])
+            if now[0] != then[0]:
+                assert now[0] == then[0] + 1 and now[1] != then[1], (
+                    f"{handoff_id}: attempt_count {then[0]} -> {now[0]} with claim {then[1]} -> {now[1]}")
 
     @invariant()
     def completed_stays_completed(self) -> None:
         """AM-HL-RET-4: a completed handoff stays completed, with the same evidence."""
-        for handoff_id, record in self._written_records().items():
-            if handoff_id in self.completed:
+        for handoff_id, record, before in self.reads.written():
+            if before is not None and before.completed:
                 assert record["status"] == "completed", f"{handoff_id} left completed"
-            if record["status"] == "completed":
-                self.completed.add(handoff_id)
 
     @invariant()
     def records_are_the_models(self) -> None:
         """AM-HO-2, AM-HL-SEND-1: every field of the handoff record is the model's (the lease's
         times for their shape only, when the target's clock is not known)."""
-        for handoff_id, record in self._written_records().items():
+        for handoff_id, record, _ in self.reads.written():
             h = self.modelled(handoff_id)
             assert h is not None
             self.lease_times_match(record, h.body(), f"{handoff_id} is")
@@ -309,15 +355,13 @@ class LedgerMachine(RuleBasedStateMachine):
     @invariant()
     def refused_writes_change_nothing(self) -> None:
         """AM-HL-CAS-2, AM-HL-REV-1: after a refused write the record is what it was before."""
-        self._read_records()
-        for handoff_id in self.just_refused:
+        for handoff_id in self.reads.refused:
             h = self.modelled(handoff_id)
-            record = self.records.get(handoff_id)
-            if h is None or record is None:
+            if h is None:
                 continue
-            assert self.revisions[handoff_id] == h.revision, (
-                f"{handoff_id}: revision {self.revisions[handoff_id]} after a refused write, model {h.revision}")
-            self.lease_times_match(record, h.body(), f"{handoff_id} after a refused write")
+            revision = self.reads.revisions[handoff_id]
+            assert revision == h.revision, f"{handoff_id}: revision {revision} after a refused write, model {h.revision}"
+            self.lease_times_match(self.reads.records[handoff_id], h.body(), f"{handoff_id} after a refused write")
 
     @invariant()
     def identical_replays_return_identical_receipts(self) -> None:
@@ -343,7 +387,8 @@ class LedgerMachine(RuleBasedStateMachine):
             f"{what} as {got}, model {want}")
         beat, expires = got["claim_heartbeat_at_ms"], got["claim_expires_at_ms"]
         if beat is not None:
-            assert expires == beat + LEASE_MS, f"{what}: the lease is not {LEASE_MS} ms"
+            lease_ms = self.model.lease_ms
+            assert expires == beat + lease_ms, f"{what}: the lease is not {lease_ms} ms"
 
 
 class CreatingMachine(LedgerMachine):
@@ -384,7 +429,7 @@ class CreatingMachine(LedgerMachine):
         found = self._by_status.get(status)
         if found is None:
             found = self._by_status[status] = sorted(
-                h for h in self.handoff_ids() if self.modelled(h).status is status)  # type: ignore[union-attr]
+                h for h in self.handoff_ids() if (modelled := self.modelled(h)) is not None and modelled.status is status)
         return found
 
     def write_and_return_result(self, handoff: str, outcome: str) -> str:

@@ -72,7 +72,7 @@ class HandoffLifecycle(CreatingMachine):
                                       outcome)
 
     def _revised(self) -> list[str]:
-        return sorted(h for h in self.handoff_ids() if self.modelled(h).revision > 1)  # type: ignore[union-attr]
+        return sorted(h for h in self.handoff_ids() if (modelled := self.modelled(h)) is not None and modelled.revision > 1)
 
     @precondition(lambda self: bool(self._revised()))
     @rule(data=st.data(), claim=st.sampled_from(["new", "current"]))

@@ -80,8 +80,7 @@ class ConcurrentSenders(LedgerMachine):
     @invariant()
     def the_first_send_wins(self) -> None:
         """AM-TYPED-1: a handoff keeps the sender and receiver of the send that created it."""
-        self._read_records()
-        for handoff_id, record in self.records.items():
+        for handoff_id, record in self.reads.records.items():
             if handoff_id in self.first_sender:
                 got = (record["from_actor"], record["to_actor"])
                 assert got == self.first_sender[handoff_id], f"{handoff_id}: {got}, first send {self.first_sender[handoff_id]}"

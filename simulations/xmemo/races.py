@@ -36,6 +36,7 @@ from simulations.errors import SimulationError
 from simulations.execution import run_lanes, settle
 from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import SEGMENT_BATCHES, Batch, Plan, PlannedOp, segment_seed
+from simulations.plan import batch_seed as _batch_seed  # the one formula, shared with the AideMemo campaign
 from simulations.scheduler import SeededScheduler
 from simulations.targets import Lost, load_factory
 from simulations.xmemo.model import Finding, describe_operation, estimate_tokens, violations
@@ -303,10 +304,6 @@ class XMemoRun:
     def operations(self) -> int:
         """Operations of the whole campaign."""
         return self.earlier[1] + len(self.history)
-
-
-def _batch_seed(seed: int, index: int) -> int:
-    return (seed * 1_000_003 + index) & 0xFFFF_FFFF_FFFF
 
 
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,

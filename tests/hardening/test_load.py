@@ -76,3 +76,27 @@ def test_the_audit_flags_records_no_answered_command_allows() -> None:
     states = load.audit({"a": client}, book)
     assert states == {"completed": 2, "pending": 1, "accepted": 1}
     assert book.unexpected == {"audit: inconsistent record": 3, "audit: status read answered 404": 1}
+
+
+@pytest.mark.parametrize("busy_answers, unexpected", [(2, {}), (4, {"accept: 503 storage_failure": 1})])
+def test_a_lock_wait_is_sent_again_and_only_a_lasting_one_is_an_error(busy_answers: int,
+                                                                      unexpected: dict[str, int]) -> None:
+    # Under load a writer may wait for SQLite's lock longer than the busy timeout: 503
+    # storage_failure, retryable. The run sends it again (same command id) up to three times.
+    import httpx
+
+    load: ModuleType = load_script("bench/load.py")
+    answers = [httpx.Response(503, json={"error": {"code": "storage_failure", "message": "database is locked"}})
+               ] * busy_answers + [httpx.Response(200, json={"revision": 2})]
+    sent: list[bytes] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.content)
+        return answers[len(sent) - 1]
+
+    book = load.Book()
+    worker = load.Worker("http://load", "a", 0, ["a", "b"], {"a": "token-a"}, 1, book, 10, 0.0)
+    worker.http = httpx.Client(transport=httpx.MockTransport(handler), base_url="http://load")
+    response = worker.call("accept", "POST", "/accept", {"command_id": "acc-1"})
+    assert response is not None and len(sent) == min(busy_answers + 1, 4) and len(set(sent)) == 1
+    assert book.busy == {"accept": min(busy_answers, 3)} and book.unexpected == unexpected

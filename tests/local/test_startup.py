@@ -25,7 +25,7 @@ from tests.startup_probe import BARE, COMMAND, KIT
 # server, and the few small modules it shares with the rest of the kit. Nothing of the server
 # package (aidememo_ref), the client or the XMemo reference.
 _LOCAL_PREFIXES = ("aidememo_cli._local", "aidememo_cli._commands", "aidememo_cli._mcp")
-_SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.records", "refkit.ulid", "refkit.version",
+_SHARED = {"aidememo_cli", "refkit", "refkit.args", "refkit.errors", "refkit.records", "refkit.ulid", "refkit.version",
            "aidememo_wire", "aidememo_wire.status"}
 
 # Modules no local command needs. The servers' stack; dataclasses (with inspect) because

@@ -2,6 +2,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -20,11 +21,11 @@ TOKENS = {
 class World:
     """A ledger provisioned like upstream's http_api.rs fixture, reached without a socket."""
 
-    def __init__(self, path: Path | None, postgres_url: str | None = None) -> None:
+    def __init__(self, path: Path | None, postgres_url: str | None = None, **options: Any) -> None:
         self.clock = ManualClock(START_MS)
         self.backend = "postgres" if postgres_url else "sqlite"
         self.postgres_url = postgres_url
-        self.ledger = ReferenceLedger(path, postgres_url=postgres_url, clock=self.clock)
+        self.ledger = ReferenceLedger(path, postgres_url=postgres_url, clock=self.clock, **options)
         for actor, (token, role) in TOKENS.items():
             self.ledger.provision(tenant_id="tenant_http", project_id="project_http", actor_id=actor,
                                   token=token, role=role, project_epoch="epoch_http")

@@ -23,8 +23,8 @@ from tests.startup_probe import BARE, COMMAND, KIT
 
 # What bootstrap on a current file may load of the kit: the dispatcher, the verb, its rules.
 _ALLOWED = {"aidememo_cli", "aidememo_ref", "aidememo_ref.verbs", "aidememo_ref._verbs", "aidememo_ref._verbs._backend",
-            "aidememo_ref._verbs.bootstrap", "aidememo_ref._provision", "aidememo_wire", "aidememo_wire.errors",
-            "aidememo_wire.ids", "aidememo_wire.status", "refkit", "refkit.args", "refkit.clock",
+            "aidememo_ref._verbs.bootstrap", "aidememo_ref._errors", "aidememo_ref._provision", "aidememo_wire", "aidememo_wire.errors",
+            "aidememo_wire.ids", "aidememo_wire.status", "refkit", "refkit.args", "refkit.clock", "refkit.errors",
             "refkit.records", "refkit.sqlitefile", "refkit.ulid"}
 # Heavy modules bootstrap never needs: the HTTP stack, PostgreSQL, and dataclasses (with
 # inspect), whose definitions were a large part of loading the ledger.

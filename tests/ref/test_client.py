@@ -10,16 +10,8 @@ import httpx
 import pytest
 import respx
 
-from aidememo_ref import (
-    AideMemoClient,
-    AideMemoClientError,
-    AideMemoHTTPError,
-    ClientRefusal,
-    ManualClock,
-    OutcomeUnknown,
-    ReferenceLedger,
-    stable_claim_id,
-)
+from aidememo_client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, ClientRefusal, OutcomeUnknown
+from aidememo_ref import ManualClock, ReferenceLedger, stable_claim_id
 
 P1, P2 = "p1-token-0123456789", "p2-token-0123456789"
 
@@ -114,10 +106,10 @@ class BrokenBody(httpx.SyncByteStream):
 
 
 def test_the_tree_has_one_root_exported_from_the_package() -> None:
-    import aidememo_ref
+    import aidememo_client
 
-    for name in ("ClientRefusal", "AideMemoHTTPError", "OutcomeUnknown"):
-        assert issubclass(getattr(aidememo_ref, name), aidememo_ref.AideMemoClientError), name
+    for name in ("ClientRefusal", "AideMemoHTTPError", "OutcomeUnknown", "MalformedAnswer"):
+        assert issubclass(getattr(aidememo_client, name), aidememo_client.AideMemoClientError), name
     assert not issubclass(OutcomeUnknown, (ClientRefusal, AideMemoHTTPError))
 
 

@@ -7,8 +7,13 @@ import sqlite3
 
 import pytest
 
+from pathlib import Path
+from typing import Any
+
+from aidememo_ref import ReferenceLedger, _ledger
 from aidememo_ref._state import LEASE_MS
 
+from . import admin
 from .conftest import World, error_of
 
 AUTH_FAILED = b'{"error":{"code":"authentication_failed","message":"authentication failed"}}'
@@ -196,6 +201,28 @@ def test_typed_create_rules(world: World) -> None:
     assert send("s9") == (409, "resource already exists")
 
 
+def test_the_lease_is_the_ledgers_setting(tmp_path: Path) -> None:
+    """A ledger given a lease grants and enforces it; another in the same process keeps upstream's."""
+    short, usual = World(tmp_path / "short.sqlite", lease_ms=400), World(tmp_path / "usual.sqlite")
+    try:
+        for w in (short, usual):
+            w.session()
+            w.send("h1")
+            w.transition("h1", "accept", 1, {"claim_id": "c1"}, "a1").raise_for_status()
+        records: list[Any] = [w.status("h1")["record"] for w in (short, usual)]
+        assert [r["claim_expires_at_ms"] - r["claim_heartbeat_at_ms"] for r in records] == [400, LEASE_MS]
+        for w in (short, usual):
+            w.clock.advance(400)
+        assert error_of(short.transition("h1", "heartbeat", 2, {"claim_id": "c1"}, "hb")) == (409, "handoff_conflict")
+        usual.transition("h1", "heartbeat", 2, {"claim_id": "c1"}, "hb").raise_for_status()
+    finally:
+        for w in (short, usual):
+            w.http.close()
+            w.ledger.close()
+    with pytest.raises(ValueError, match="replacement decide"):
+        ReferenceLedger(tmp_path / "other.sqlite", decide=_ledger.decide, lease_ms=400)
+
+
 def test_transitions_check_order_and_lease(world: World) -> None:
     world.session()
     world.send("h1")
@@ -367,7 +394,7 @@ def test_lock_timeout_is_a_retryable_503(tmp_path) -> None:  # type: ignore[no-u
 )
 def test_suspended_identities_lose_access_at_once(world: World, table: str, key: dict[str, str], expected: int) -> None:
     assert world.call("codex-p1", "GET", world.p("/identity")).status_code == 200
-    world.ledger.store.set_status(table, "suspended", **key)
+    admin.set_status(world.ledger, table, "suspended", postgres_url=world.postgres_url, **key)
     assert world.call("codex-p1", "GET", world.p("/identity")).status_code == expected
 
 
@@ -396,12 +423,13 @@ def test_a_write_is_refused_once_another_process_suspends_its_writer(world: Worl
     other = ReferenceLedger(world.ledger.database, postgres_url=world.postgres_url)
     try:
         if change == "token":
-            other.store.revoke_token(bearer_digest("writer-token-0123456789"))
+            admin.revoke_token(other, bearer_digest("writer-token-0123456789"), postgres_url=world.postgres_url)
         else:
             key = {"memberships": {"project_id": "project_http", "actor_id": "codex-p1"},
                    "projects": {"project_id": "project_http"}, "actors": {"actor_id": "codex-p1"},
                    "tenants": {}}[change]
-            other.store.set_status(change, "suspended", tenant_id="tenant_http", **key)
+            admin.set_status(other, change, "suspended", postgres_url=world.postgres_url, tenant_id="tenant_http",
+                             **key)
     finally:
         other.close()
     assert world.call("codex-p1", "POST", "/v1/commands", raw("c2", rid="n2")).status_code == expected
@@ -412,7 +440,7 @@ def test_a_write_is_refused_once_another_process_suspends_its_writer(world: Worl
 def test_revoked_token_is_401(world: World) -> None:
     from aidememo_ref import bearer_digest
 
-    world.ledger.store.revoke_token(bearer_digest("writer-token-0123456789"))
+    admin.revoke_token(world.ledger, bearer_digest("writer-token-0123456789"), postgres_url=world.postgres_url)
     assert world.call("codex-p1", "GET", world.p("/identity")).content == AUTH_FAILED
 
 

@@ -9,6 +9,7 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ from simulations.machines import (
     Wire,
     bound_to,
 )
+from simulations.machines.base import Seen, StepReads
 from simulations.machines.wire import WRITERS
 from simulations.plan import READER
 from simulations.targets import EmbeddedTarget, Reply
@@ -113,6 +115,9 @@ class _Doctored(EmbeddedTarget):
         self.reads[handoff] = self.reads.get(handoff, 0) + 1  # reads of it in this status
         if self.fault == "claim forgotten" and record["status"] == "accepted":
             record["claim_id"] = None
+        elif (self.fault == "claim taken over" and record["status"] == "accepted" and self.reads[handoff] > 1
+              and not refused):
+            record["claim_id"] = "claim-intruder"  # beside the receiver's, which is still live
         elif (self.fault == "completed reopens" and record["status"] == "completed" and self.reads[handoff] > 1
               and not refused):  # after a refusal, refused_writes_change_nothing would speak first
             record["status"] = "accepted"
@@ -162,6 +167,7 @@ def _failing_invariant(machine: type[LedgerMachine], wire: Callable[[], Wire]) -
 
 @pytest.mark.parametrize("machine, fault, invariant", [
     (HandoffLifecycle, "claim forgotten", "at_most_one_live_claim"),
+    (HandoffLifecycle, "claim taken over", "at_most_one_live_claim"),
     (HandoffLifecycle, "completed reopens", "completed_stays_completed"),
     (RacingAccepters, "outcome dropped", "records_are_the_models"),
     (RacingAccepters, "revision goes back", "revisions_only_grow"),
@@ -177,6 +183,64 @@ def test_each_fault_is_reported_under_the_invariant_it_breaks(
 def test_a_rule_bug_in_the_reference_is_caught_under_its_invariant() -> None:
     assert _failing_invariant(HandoffLifecycle, lambda: Wire.embedded(_double_count)) == \
         "attempt_count_moves_only_with_new_claim"
+
+
+def _reads(old: dict[str, Any] | None, new: dict[str, Any]) -> Any:
+    """A machine as its record invariants see it: the step's reads, nothing else."""
+    base = {"status": "accepted", "claim_id": "c1", "claim_heartbeat_at_ms": 1_000,
+            "claim_expires_at_ms": 121_000, "attempt_count": 1, "outcome": None}
+    before = {} if old is None else {"h": Seen(revision=2, record=base | old, completed=False)}
+    return SimpleNamespace(reads=StepReads(records={"h": base | new}, revisions={"h": 3}, before=before))
+
+
+@pytest.mark.parametrize("old, new, holds", [
+    (None, {"status": "pending", "claim_id": None}, True),
+    (None, {"status": "pending"}, False),  # a pending handoff holding a claim
+    (None, {"claim_id": None}, False),  # accepted, held by no claim
+    ({}, {"claim_heartbeat_at_ms": 60_000}, True),  # the same claim, renewed
+    ({}, {"claim_id": "c2", "claim_heartbeat_at_ms": 60_000, "attempt_count": 2}, False),  # c1 still live
+    ({}, {"claim_id": "c2", "claim_heartbeat_at_ms": 121_000, "attempt_count": 2}, True),  # c1 expired then
+    ({"outcome": "failed"}, {"claim_id": "c2", "claim_heartbeat_at_ms": 60_000, "attempt_count": 2}, True),
+])
+def test_at_most_one_live_claim_is_a_predicate_over_the_steps_reads(
+        old: dict[str, Any] | None, new: dict[str, Any], holds: bool) -> None:
+    """The invariant reads nothing but ``reads`` (no model, no wire) and holds exactly when no two
+    claims were live at once."""
+    machine = _reads(old, new)
+    if holds:
+        LedgerMachine.at_most_one_live_claim(machine)
+    else:
+        with pytest.raises(AssertionError):
+            LedgerMachine.at_most_one_live_claim(machine)
+
+
+def test_invariants_send_no_request(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The step's state is read before the invariants run; they only look at it."""
+    sent: list[str] = []
+    looking = [False]
+    record_invariants = [name for name in INVARIANTS if hasattr(LedgerMachine, name)]
+    request = Wire.request
+
+    def counted(self: Wire, *args: Any, **kwargs: Any) -> Any:
+        if looking[0]:
+            sent.append(str(args[2]))
+        return request(self, *args, **kwargs)
+
+    monkeypatch.setattr(Wire, "request", counted)
+
+    class Counting(HandoffLifecycle):
+        def check_invariants(self, *args: Any, **kwargs: Any) -> None:
+            self.read_step()
+            looking[0] = True
+            try:
+                for name in record_invariants:
+                    getattr(self, name)()
+            finally:
+                looking[0] = False
+
+    run_state_machine_as_test(Counting, settings=settings(max_examples=5, stateful_step_count=10, database=None,
+                                                          derandomize=True))
+    assert len(record_invariants) >= 7 and sent == []
 
 
 def test_rules_that_cannot_apply_are_never_drawn() -> None:

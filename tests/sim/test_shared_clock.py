@@ -108,27 +108,24 @@ def test_a_clock_moved_by_another_client_is_no_violation_of_a_correct_server(whe
     assert finding is None and verdict is Verdict.OK, None if finding is None else finding.explanation
 
 
+@pytest.mark.slow  # it waits for leases to run out in real time: seconds of sleep
 def test_leases_that_run_out_in_real_time_on_a_server_without_the_test_clock_are_no_violation(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path) -> None:
     # Without the test clock a server's leases run on its wall clock. Short leases on both sides
     # (the reference's and the model's), and pauses between batches longer than a lease: a correct
     # server refuses the late heartbeats, and the model, knowing no time, used to expect them taken.
     import time
 
-    from aidememo_ref import _state
-    from simulations import model
-
     lease_ms = 400
-    monkeypatch.setattr(_state, "LEASE_MS", lease_ms)
-    monkeypatch.setattr(model, "LEASE_MS", lease_ms)
-    ledger = ReferenceLedger(tmp_path / "ledger.sqlite")  # no test clock
+    ledger = ReferenceLedger(tmp_path / "ledger.sqlite", lease_ms=lease_ms)  # no test clock
     rng = random.Random(8)
     with served(ledger, ACTORS) as (url, tokens):
         target = HttpTarget(url, "p", tokens)
         try:
             setup(target, "r")
             assert target.now_ms() is None  # the server has no test clock
-            planner = Planner(target=target, run_id="r", rng=random.Random(3), workers=workers_for(ACTORS))
+            planner = Planner(target=target, run_id="r", rng=random.Random(3), workers=workers_for(ACTORS),
+                              lease_ms=lease_ms)
             recorder = Recorder()
             for index in range(40):
                 planner.refresh()

@@ -116,8 +116,7 @@ def lease_never_expires(db_path: str) -> Any:
 
 def lease_too_short(db_path: str) -> Any:
     """Leases of 60 s instead of 120 s."""
-    _state.LEASE_MS = 60_000
-    return _ledger_for(db_path)
+    return _ledger_for(db_path, lease_ms=60_000)
 
 
 def raw_kind_unchecked(db_path: str) -> Any:
@@ -631,10 +630,9 @@ SHORT_LEASE_MS = 3000  # long enough for the shared set-up of every lease check,
 
 
 def _short_lease(db_path: str, *, test_clock: bool = False) -> Any:
-    _state.LEASE_MS = SHORT_LEASE_MS
     if test_clock:
-        return _ledger_for(db_path)
-    return aidememo_ref.ReferenceLedger(db_path)
+        return _ledger_for(db_path, lease_ms=SHORT_LEASE_MS)
+    return aidememo_ref.ReferenceLedger(db_path, lease_ms=SHORT_LEASE_MS)
 
 
 def no_test_clock(db_path: str) -> Any:

@@ -363,3 +363,16 @@ def test_the_scheduler_sends_every_late_check_to_gw0_after_its_other_work(tmp_pa
     assert sorted(ran["gw0"] + ran["gw1"]) == sorted(collection), "every check runs once"
     assert set(ran["gw0"][-6:]) == late and not late & set(ran["gw1"]), "the late checks, last, on gw0"
     assert len(ran["gw0"]) > 6 and len(ran["gw1"]) > 6, "both workers share the other checks"
+
+
+def test_an_arrangement_belongs_to_its_world_object_only() -> None:
+    # Worlds compare by value and cannot be dictionary keys; an id alone may be reused by a later
+    # world once an earlier one is gone. An equal world that is another object has no arrangement.
+    from conformance.profiles.aidememo.leases import _ByWorld
+
+    arranged, one, other = _ByWorld(), ["world"], ["world"]
+    arranged[one] = Untestable("its own")
+    assert one in arranged and other not in arranged and arranged.get(other) is None
+    assert str(arranged[one]) == "its own"
+    with pytest.raises(KeyError):
+        arranged[other]

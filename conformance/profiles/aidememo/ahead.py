@@ -17,7 +17,7 @@ import functools
 import inspect
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Final
+from typing import Any, Final, TypeGuard
 
 from conformance.profile import Upcoming
 from conformance.profiles.aidememo.isolation import Isolation, isolation_of, shared_tag
@@ -122,7 +122,7 @@ def _actors(call: ast.Call, names: Mapping[str, Any]) -> Actors | None:
     writers, readers = values["writers"], values["readers"]
     if not (_names(writers) and _names(readers)):
         return None
-    return writers, readers  # type: ignore[return-value]
+    return writers, readers
 
 
 def _value(node: ast.expr, names: Mapping[str, Any]) -> object:
@@ -134,5 +134,5 @@ def _value(node: ast.expr, names: Mapping[str, Any]) -> object:
         return None
 
 
-def _names(value: object) -> bool:
+def _names(value: object) -> TypeGuard[tuple[str, ...]]:
     return isinstance(value, tuple) and all(isinstance(v, str) for v in value)

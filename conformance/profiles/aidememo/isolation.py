@@ -37,6 +37,8 @@ from typing import Any, Final
 
 import pytest
 
+from conformance.errors import ConformanceError
+
 __all__ = ["ACTORS", "NONE", "PROJECT", "READS", "SHARED", "Isolation", "IsolationError", "isolation_of", "refusal",
            "shared_tag"]
 
@@ -53,7 +55,7 @@ class Isolation(StrEnum):
     PROJECT = "project"
 
 
-class IsolationError(RuntimeError):
+class IsolationError(ConformanceError, RuntimeError):
     """A check does what its declared isolation forbids: the kit's bug, so it reads ERROR."""
 
 

@@ -131,6 +131,31 @@ def lease_of(record: dict[str, Any], sent_at: float, answered_at: float) -> Leas
     return Lease(lease_ms=lease_ms, sent_at=sent_at, answered_at=answered_at)
 
 
+
+class _ByWorld:
+    """Arrangements by world, told apart by identity: a world is no dictionary key (it compares by
+    value), and an id alone may name a later world once an earlier one is gone, so each entry
+    keeps its world and is found only by that very object."""
+
+    def __init__(self) -> None:
+        self._entries: dict[int, tuple[Any, Arranged | BaseException]] = {}
+
+    def get(self, world: Any) -> Arranged | BaseException | None:
+        entry = self._entries.get(id(world))
+        return entry[1] if entry is not None and entry[0] is world else None
+
+    def __contains__(self, world: Any) -> bool:
+        return self.get(world) is not None
+
+    def __getitem__(self, world: Any) -> Arranged | BaseException:
+        found = self.get(world)
+        if found is None:
+            raise KeyError(world)
+        return found
+
+    def __setitem__(self, world: Any, result: Arranged | BaseException) -> None:
+        self._entries[id(world)] = (world, result)
+
 @dataclass(slots=True)
 class LeaseWait:
     """The one real-time wait of a process, shared by every lease-expiry check it runs."""
@@ -140,7 +165,7 @@ class LeaseWait:
     interrupted: str | None = None
     waits: list[float] = field(default_factory=list)  # seconds slept, one entry per wait
     begun: bool = False  # the leases of this process were set up ahead (``begin``)
-    _arranged: dict[int, Arranged | BaseException] = field(default_factory=dict)  # id(world) -> result
+    _arranged: _ByWorld = field(default_factory=_ByWorld)  # world -> its arrangement or error
     _deadline: float | None = None  # when every lease set up ahead has surely expired; None once waited
     _started: float = 0.0
     _steps: threading.Thread | None = None
@@ -148,13 +173,13 @@ class LeaseWait:
 
     def covers(self, world: Any) -> bool:
         """The world's lease was set up by a wait (or the waits were interrupted)."""
-        return self.interrupted is not None or id(world) in self._arranged
+        return self.interrupted is not None or world in self._arranged
 
     def result(self, world: Any) -> Arranged:
         """The world's arrangement after the wait; raises what its set-up raised, or Untestable."""
         if self.interrupted is not None:
             raise Untestable(self.interrupted)
-        arranged = self._arranged.get(id(world))
+        arranged = self._arranged.get(world)
         if arranged is None:
             raise Untestable("the lease wait ran without this check's lease (a bug in the kit)")
         if isinstance(arranged, BaseException):
@@ -166,7 +191,7 @@ class LeaseWait:
         """Set up the lease of every world now, ahead of its check; run each step that needs a
         live lease at its moment on a thread of its own, while the process runs other checks."""
         self.begun = True
-        pending = [w for w in worlds if id(w) not in self._arranged]
+        pending = [w for w in worlds if w not in self._arranged]
         leases = self._arrange_all(pending, arrange_of, None)
         if not leases:
             return
@@ -224,7 +249,7 @@ class LeaseWait:
         Returns:
             The seconds slept.
         """
-        pending = [w for w in worlds if id(w) not in self._arranged]
+        pending = [w for w in worlds if w not in self._arranged]
         leases = self._arrange_all(pending, arrange_of, worlds[0] if worlds else None)
         if not leases:
             return 0.0
@@ -254,23 +279,23 @@ class LeaseWait:
         # A lease set up early may be too close to expiry for its step once every other lease is
         # set up (provisioning through a bootstrap command takes a while): set it up again, last.
         for world in pending:
-            arranged = self._arranged[id(world)]
+            arranged = self._arranged[world]
             if isinstance(arranged, Arranged) and arranged.before_expiry is not None:
                 if self.clock() > arranged.lease.surely_live_until:
                     self._arrange(world, arrange_of, first=world is first)
-        return [a for w in pending if isinstance(a := self._arranged[id(w)], Arranged)]
+        return [a for w in pending if isinstance(a := self._arranged[w], Arranged)]
 
     def _arrange(self, world: Any, arrange_of: Callable[[Any], Callable[[Any], Arranged]], *, first: bool) -> None:
         try:
-            self._arranged[id(world)] = arrange_of(world)(world)
+            self._arranged[world] = arrange_of(world)(world)
         except (Untestable, AssertionError) as exc:
             if first:
                 raise  # the waiting check's own set-up: report it at once
-            self._arranged[id(world)] = exc
+            self._arranged[world] = exc
         except Exception as exc:  # a sibling's set-up must not break the check that waits
             if first:
                 raise
-            self._arranged[id(world)] = exc
+            self._arranged[world] = exc
 
     def _sleep_until(self, deadline: float, steps: list[tuple[float, int]], leases: list[Arranged],
                      progress: Callable[[str], None]) -> None:

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from conformance.capabilities import Claims, settle
 from conformance.errors import ConfigError, TargetError, Untestable
@@ -88,7 +88,7 @@ def _load_factory(spec: str) -> Callable[[str], Any]:
         factory = getattr(importlib.import_module(module_name), attr)
     except (ImportError, AttributeError) as exc:
         raise ConfigError(f"embedded factory {spec!r}: {exc}") from None
-    return factory  # type: ignore[no-any-return]
+    return cast(Callable[[str], Any], factory)
 
 
 def start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, Provisioner, Any]:
