@@ -10,6 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import Final
 
+from refkit.errors import RefkitError
+
 __all__ = ["EXTRAS", "MissingExtra", "require"]
 
 # extra -> the modules it brings that the kit imports (pyproject.toml's [project.optional-dependencies])
@@ -19,7 +21,7 @@ EXTRAS: Final = {
 }
 
 
-class MissingExtra(ImportError):
+class MissingExtra(RefkitError, ImportError):
     """An optional part of the kit is not installed; ``str()`` is the one line to print."""
 
 

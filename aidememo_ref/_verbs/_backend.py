@@ -13,7 +13,6 @@ import os
 from typing import TYPE_CHECKING
 
 from refkit.args import Parser, fail
-from refkit.extras import MissingExtra, require
 
 if TYPE_CHECKING:
     from .._postgres import PostgresSettings
@@ -74,6 +73,8 @@ def check_backend(args: argparse.Namespace, *, serve: bool) -> None:
         fail("PostgreSQL statement timeout must be shorter than operation timeout")
     if not args.postgres_url_env.strip():
         fail("PostgreSQL URL environment variable name must not be empty")
+    from refkit.extras import MissingExtra, require  # here: bootstrap on SQLite loads nothing it does not need
+
     try:  # after upstream's refusals, which need no driver
         require("postgres", "--canonical-backend postgres")
     except MissingExtra as exc:
