@@ -176,6 +176,9 @@ def _add_replay(sub: Any) -> None:
     replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
                         help="bearer token of an actor on --url (repeat)")
     replay.add_argument("--project", help="project id on --url")
+    replay.add_argument("--ledger", metavar="FILE.py:NAME",
+                        help="embedded only: the ledger factory to replay against (a replay file records the one "
+                             "its run used, but never imports it: name it here)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -248,6 +251,9 @@ def _build_parser() -> argparse.ArgumentParser:
     xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
     xreplay.add_argument("file", type=Path)
     xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
+                         help="the XMemo reference factory to replay against (a replay file records the one its "
+                              "run used, but never imports it: name it here)")
 
     return parser
 
@@ -462,7 +468,9 @@ def _replay(args: argparse.Namespace) -> int:
             raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "
                                   "--config, --token and --project")
         return _xmemo_replay(args)
-    doc = load_replay(args.file)
+    if args.ledger and (args.url or args.config):
+        raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
+    doc = load_replay(args.file, ledger=_factory_spec(args.ledger), config=args.config, url_given=args.url is not None)
     http_target = None
     if doc["target"].get("kind") == "url":
         explicit = args.config is not None or args.url is not None
@@ -586,9 +594,12 @@ def _factory_spec(ledger: str | None) -> str | None:
 
 def _replay_words(args: argparse.Namespace, project: str) -> list[str]:
     """What ``replay`` needs besides the file: a run by ``--url`` gives its target again (tokens as
-    variables); a target file and the embedded reference are recorded in the file."""
+    variables); a ledger factory or a target file, recorded in the file, is named again, since a
+    replay file is data and its recorded code runs only when the command line names it."""
+    from simulations.targets import named_words
+
     if args.url is None:
-        return []
+        return named_words(_factory_spec(args.ledger) if getattr(args, "ledger", None) else None, args.config)
     return ["--url", args.url, "--project", project,
             *_secret_words("--token", "TOKEN", [pair.partition("=")[0] for pair in args.token])]
 
@@ -612,7 +623,7 @@ def _is_xmemo_replay(path: Path) -> bool:
 
     try:
         doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):
         return False  # the AideMemo loader says what is wrong with the file
     return isinstance(doc, dict) and doc.get("format") == FORMAT
 
@@ -679,8 +690,10 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         print(f"shrunk to {run.plan.operations} operations in {len(run.plan.batches)} batches:")
         if run.finding is not None:
             print(f"{run.finding.requirement}: {run.finding.explanation}")
+    from simulations.targets import named_words
+
     paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
-    return _exported(paths)
+    return _exported(paths, named_words(_factory_spec(args.ledger), None))
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
@@ -703,7 +716,7 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
 def _xmemo_replay(args: argparse.Namespace) -> int:
     from simulations.xmemo.races import reproduce
 
-    reproduced = reproduce(args.file, times=args.times)
+    reproduced = reproduce(args.file, times=args.times, factory=_factory_spec(args.ledger))
     print(f"reproduced {reproduced}/{args.times}")
     return EXIT_VIOLATION if reproduced else EXIT_OK
 

@@ -11,6 +11,7 @@ import json
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 
+from refkit.files import write_atomic
 from simulations.errors import SimulationError
 from simulations.linearizability.history import Operation
 
@@ -105,6 +106,6 @@ def write_timeline(path: Path, history: Sequence[Operation], **kwargs: object) -
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_timeline(history, **kwargs), encoding="utf-8")  # type: ignore[arg-type]
+        write_atomic(path, render_timeline(history, **kwargs))  # type: ignore[arg-type]
     except OSError as exc:
         raise SimulationError(f"cannot write timeline {path}: {exc.strerror}") from exc

@@ -24,6 +24,7 @@ from conformance.profiles.aidememo.diff.episode import Episode, Outcome
 from conformance.profiles.aidememo.diff.sides import Side
 from conformance.profiles.aidememo.diff.generator import Generator
 from conformance.profiles.aidememo.diff.steps import Step
+from refkit.files import write_atomic
 
 __all__ = ["Divergence", "Result", "run", "replay", "shrink"]
 
@@ -164,7 +165,7 @@ def replay(sides: Sides, steps: list[Step]) -> list[Outcome]:
 
 def write_case(path: Path, divergence: Divergence, seed: int) -> None:
     data = {"version": CASE_VERSION, "seed": seed, **divergence.to_dict()}
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
 def read_case(path: Path) -> list[Step]:
