@@ -258,7 +258,18 @@ class _FrozenAfterCollection:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line; SIGTERM ends it as SIGINT does, cleaning up (a run's reports still written)."""
+    from refkit.args import sigterm_as_interrupt
+
+    try:
+        with sigterm_as_interrupt():
+            return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:  # diff and baseline; a run's pytest handles its own and reports
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     try:
         profile = _profile_of(argv)
     except ConformanceError as exc:

@@ -128,8 +128,9 @@ def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
     """Where a campaign runs (``run``, ``clients``), and its seed."""
     parser.add_argument("--url", help="base URL of a server (default: the embedded reference)")
     parser.add_argument("--config", type=Path, help="target file (the conformance suite's format)")
-    parser.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
-                        help=f"bearer token of an actor on --url ({token_note})")
+    parser.add_argument("--token", action="append", default=[], metavar="ACTOR=@FILE",
+                        help=f"bearer token of an actor on --url ({token_note}): ACTOR=@FILE reads it from a 0600 "
+                             "file, ACTOR alone from TOKEN_<ACTOR>; ACTOR=TOKEN works but shows in ps")
     parser.add_argument("--project", help="project id on --url")
     parser.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
 
@@ -173,8 +174,9 @@ def _add_replay(sub: Any) -> None:
     replay.add_argument("--config", type=Path,
                         help="target file to provision a fresh project from (failures found over a URL; "
                              "default: the file the run used)")
-    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
-                        help="bearer token of an actor on --url (repeat)")
+    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=@FILE",
+                        help="bearer token of an actor on --url (repeat): ACTOR=@FILE, or ACTOR alone for "
+                             "TOKEN_<ACTOR>")
     replay.add_argument("--project", help="project id on --url")
     replay.add_argument("--ledger", metavar="FILE.py:NAME",
                         help="embedded only: the ledger factory to replay against (a replay file records the one "
@@ -231,9 +233,10 @@ def _build_parser() -> argparse.ArgumentParser:
     xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
     xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
     xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
-    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY",
+    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
                       help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
-                           "or one KEY both agents share")
+                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
+                           "arguments shows in ps)")
     xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
     xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
                       help="time to spend running batches (default 10)")
@@ -273,8 +276,11 @@ def _check(args: argparse.Namespace) -> int:
         model = model.with_init(args.init)
     elif header.has_init and name == header.model:
         model = model.with_init(header.init)
-    result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
-                   progress=lambda line: print(line, file=sys.stderr))
+    try:
+        result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
+                       progress=lambda line: print(line, file=sys.stderr))
+    except RecursionError:  # a value the loader read, too deep for the model's comparisons: a crafted file
+        raise SimulationError(f"{args.file}: a value nested too deeply to check") from None
     print(result.summary())
     violation = result.violation
     if violation is not None:
@@ -298,13 +304,40 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _parse_tokens(pairs: Sequence[str], flag: str = "--token") -> dict[str, str]:
+    """``ACTOR=SECRET``, ``ACTOR=@FILE`` (the file's first line) or, for ``--token``, ``ACTOR`` alone
+    (its ``TOKEN_<ACTOR>`` variable): a secret on the command line shows in ``ps`` to every user
+    of the machine, a file or a variable does not."""
+    from simulations.targets import token_variable
+
     tokens = {}
     for pair in pairs:
         actor, sep, token = pair.partition("=")
-        if not sep or not actor or not token:
-            raise SimulationError(f"{flag} takes ACTOR={flag.lstrip('-').upper()}, not {pair!r}")
-        tokens[actor] = token
+        if flag == "--token" and actor and not sep:
+            token = os.environ.get(token_variable(actor), "")
+            if not token:
+                raise SimulationError(f"--token {actor} reads {token_variable(actor)}, which is not set")
+        elif not sep or not actor or not token:
+            raise SimulationError(f"{flag} takes ACTOR={flag.lstrip('-').upper()} or ACTOR=@FILE, not {pair!r}")
+        tokens[actor] = _secret(token, flag)
     return tokens
+
+
+def _secret(value: str, flag: str) -> str:
+    """``value``, or for ``@FILE`` the file's first line; the file must be its owner's alone (0600)."""
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        if path.stat().st_mode & 0o077:
+            raise SimulationError(f"{flag}: {path} must not be readable by group or others (chmod 600)")
+        secret = path.read_text(encoding="utf-8").split("\n", 1)[0].rstrip("\r")
+    except OSError as exc:
+        raise SimulationError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise SimulationError(f"{flag}: {path} is not UTF-8") from None
+    if not secret:
+        raise SimulationError(f"{flag}: {path} is empty")
+    return secret
 
 
 def _target_from_args(args: argparse.Namespace, actors: int | Sequence[str] | None = None) -> HttpTarget | None:
@@ -345,11 +378,13 @@ def _target_words(args: argparse.Namespace) -> list[str]:
 
 
 def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
-    """``flag ACTOR=$VARIABLE_ACTOR`` per actor: a rerun command names secrets, never shows them."""
+    """A rerun command names secrets, never shows them: ``--token ACTOR`` (read from its
+    ``TOKEN_<ACTOR>`` variable, so the token is never in the process's arguments) or
+    ``flag ACTOR=$VARIABLE_ACTOR`` per actor."""
     parts: list[str] = []
     for actor in actors:
         name = f"${variable}_{actor.replace('-', '_').upper()}" if actor else f"${variable}"
-        parts += [flag, f"{actor}={name}" if actor else name]
+        parts += [flag, actor if flag == "--token" else f"{actor}={name}" if actor else name]
     return parts
 
 
@@ -619,18 +654,19 @@ XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo.races.AGENTS, named here
 
 
 def _is_xmemo_replay(path: Path) -> bool:
+    from refkit.jsonvalue import loads
     from simulations.xmemo.races import FORMAT
 
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError):
+        doc = loads(path.read_bytes())
+    except (OSError, ValueError):
         return False  # the AideMemo loader says what is wrong with the file
     return isinstance(doc, dict) and doc.get("format") == FORMAT
 
 
 def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
     if len(pairs) == 1 and "=" not in pairs[0]:
-        return dict.fromkeys(XMEMO_AGENTS, pairs[0])  # one key both agents share
+        return dict.fromkeys(XMEMO_AGENTS, _secret(pairs[0], "--key"))  # one key both agents share
     keys = _parse_tokens(pairs, "--key")
     unknown = sorted(set(keys) - set(XMEMO_AGENTS))
     if unknown:
@@ -726,10 +762,13 @@ def _xmemo(args: argparse.Namespace) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from refkit.args import sigterm_as_interrupt
+
     try:
         args = _build_parser().parse_args(argv)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
-        code = command(args)
+        with sigterm_as_interrupt():  # a cancelled job cleans up as Ctrl-C does
+            code = command(args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
         return code
     except SimulationError as exc:

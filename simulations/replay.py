@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from refkit.files import open_fresh, write_atomic
+from refkit.jsonvalue import loads
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
 from simulations.exports import curl_text, pytest_text
@@ -76,10 +77,10 @@ def load_replay(path: Path, *, ledger: str | None = None, config: Path | None = 
             names them).
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_bytes())
     except OSError as exc:
         raise SimulationError(f"cannot read replay file {path}: {exc.strerror}") from exc
-    except (ValueError, RecursionError) as exc:  # not JSON, not UTF-8, or nested past the parser's depth
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep
         raise SimulationError(f"{path} is not JSON ({str(exc).splitlines()[0][:200]})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SimulationError(f"{path} is not an {FORMAT} file")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from refkit.jsonvalue import loads
 from simulations.errors import SimulationError
 from simulations.plan import READER, START_MS, actor_names
 from simulations.scheduler import SeededScheduler
@@ -64,7 +65,7 @@ class Reply:
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
         try:
-            return json.loads(self.body)
+            return loads(self.body)
         except ValueError:
             return None
 

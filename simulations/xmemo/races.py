@@ -33,6 +33,7 @@ from typing import Any
 import httpx
 
 from refkit.files import write_atomic
+from refkit.jsonvalue import loads
 from simulations.errors import SimulationError
 from simulations.execution import run_lanes, settle
 from simulations.linearizability.history import Operation, Recorder
@@ -225,8 +226,8 @@ def _send(client: httpx.Client, op: PlannedOp) -> httpx.Response:
 
 def _output(response: httpx.Response, op: PlannedOp) -> dict[str, Any]:
     try:
-        doc = response.json()
-    except ValueError:
+        doc = loads(response.content)
+    except ValueError:  # not JSON, or nested too deep
         doc = None
     out: dict[str, Any] = {"http": response.status_code}
     if response.status_code != 200 or not isinstance(doc, dict):
@@ -490,8 +491,8 @@ def reproduce(path: Path, times: int = 1, factory: str | None = None) -> int:
             factory not named here.
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError, RecursionError) as exc:
+        doc = loads(path.read_bytes())
+    except (OSError, ValueError) as exc:
         raise SimulationError(f"cannot read replay file {path}: {str(exc).splitlines()[0][:200]}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SimulationError(f"{path} is not an XMemo replay file ({FORMAT})")

@@ -19,7 +19,6 @@ field as a dotted path.
 
 from __future__ import annotations
 
-import json
 import tomllib
 from dataclasses import dataclass, field
 from importlib import resources
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance.errors import ConfigError
+from refkit.jsonvalue import loads
 
 __all__ = ["Answer", "Departure", "Departures", "Normalizer", "first_difference", "requirements_of"]
 
@@ -64,8 +64,8 @@ class Normalizer:
             elif lower == "allow":
                 kept[lower] = ",".join(sorted(part.strip().upper() for part in value.split(",")))
         try:
-            data: Any = json.loads(body) if body else None
-        except (ValueError, UnicodeDecodeError):
+            data: Any = loads(body) if body else None
+        except ValueError:  # not JSON, not UTF-8, or nested too deep: compared as text
             data = {"<text>": body.decode("utf-8", "replace")}
         code = None
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
@@ -92,7 +92,7 @@ class Normalizer:
                 return self.epochs.setdefault(data, f"<epoch#{len(self.epochs) + 1}>")
             if data[:1] in ("{", "[") and len(data) > 1:
                 try:
-                    return {"<json>": self.value(json.loads(data), key)}
+                    return {"<json>": self.value(loads(data), key)}
                 except ValueError:
                     return data
             return data
