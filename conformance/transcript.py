@@ -17,11 +17,16 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-__all__ = ["Entry", "SECRET_HEADERS", "Transcript", "kept", "redact_headers", "shown_text"]
+__all__ = ["Entry", "SECRET_HEADERS", "Transcript", "WHOLE_ENTRIES", "kept", "redact_headers", "shown_text"]
 
 # Headers that carry credentials in the protocols the kit speaks (AideMemo bearer, XMemo API keys).
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"})
 SHOWN_BYTES = 8192  # what a report shows of one body or output stream
+# Entries a check may still read whole; older ones are settled as they are recorded, so a check
+# sending hundreds of requests holds this many answers whole, not all of them. A check that
+# parses an answer later than this many requests after it would read it cut: none does, and only
+# answers over SHOWN_BYTES are cut at all.
+WHOLE_ENTRIES = 32
 _REDACTED = re.compile(r"<redacted(?::([A-Za-z0-9_.-]+))?>")
 
 
@@ -87,6 +92,9 @@ class Transcript:
 
     def record(self, entry: Entry) -> None:
         self.entries.append(entry)
+        older = len(self.entries) - WHOLE_ENTRIES - 1
+        if older >= 0:
+            self.entries[older] = self.entries[older].settled()
 
     def settle(self) -> None:
         """The check is judged: each entry keeps only what its report shows (``Entry.settled``)."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from conformance.http import REPLAYED_BODY_BYTES, Exchange
 from conformance.process import CommandExchange
-from conformance.transcript import SHOWN_BYTES, Transcript
+from conformance.transcript import SHOWN_BYTES, WHOLE_ENTRIES, Transcript
 
 MEGABYTE = b'{"padding": "' + b"x" * (1 << 20) + b'"}'
 
@@ -42,3 +42,13 @@ def test_a_settled_command_run_keeps_what_its_report_shows() -> None:
     settled = run.settled()
     assert len(settled.stdout) <= SHOWN_BYTES and len(settled.stderr) <= SHOWN_BYTES
     assert settled.to_dict() == run.to_dict()
+
+
+def test_a_check_with_many_requests_holds_only_the_recent_answers_whole() -> None:
+    transcript = Transcript()
+    for n in range(WHOLE_ENTRIES + 40):
+        transcript.record(Exchange(method="GET", url=f"http://t/{n}", request_headers=(), request_body=b"",
+                                   status=200, body=MEGABYTE))
+    whole = [e for e in transcript.entries if isinstance(e, Exchange) and len(e.body) > SHOWN_BYTES]
+    assert len(whole) <= WHOLE_ENTRIES + 1
+    assert all(f"({len(MEGABYTE)} bytes)" in str(e["response_body"]) for e in transcript.to_list())
