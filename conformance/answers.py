@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from conformance.errors import ShapeError
+from refkit.jsonvalue import loads
 
 __all__ = ["AnswerArray", "AnswerObject", "parse", "wrap"]
 
@@ -109,9 +110,10 @@ def parse(raw: bytes | str, step: str, entry: object = None) -> Any:
     """
     shown = raw[:200] if isinstance(raw, str) else raw[:200].decode("utf-8", "replace")
     try:
-        value = json.loads(raw)
-    except ValueError:
-        raise ShapeError(f"{step} with a body that is not JSON: {shown!r}", entry=entry, path="$") from None
+        value = loads(raw)
+    except ValueError as exc:
+        why = "" if isinstance(exc, json.JSONDecodeError) else f" ({exc})"
+        raise ShapeError(f"{step} with a body that is not JSON{why}: {shown!r}", entry=entry, path="$") from None
     if not isinstance(value, dict | list):
         raise ShapeError(f"{step} with the JSON {shown}, not an object or array", entry=entry, path="$")
     return wrap(value, step, entry)

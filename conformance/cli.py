@@ -6,7 +6,7 @@
     aidememo-conformance diff [--config target.toml] [--seed N] [--budget S] [--steps N] [--departures FILE]
                               [--replay CASE_JSON] [target flags as for run]
     aidememo-conformance requirements [--profile NAME]
-    aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML]
+    aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML [--force]]
     aidememo-conformance compare RESULTS_JSON [RESULTS_JSON ...] [--label NAME ...] [-o DIR] [--fail-on-new]
 
 The profile (default ``aidememo``) decides which flags exist besides the shared ones, so the
@@ -93,6 +93,8 @@ def _parser(profile: Any) -> _Parser:
                                            "FAIL/UNTESTABLE/XFAIL as expected_failure, WARN/INFO as expected_warning")
     write.add_argument("results", metavar="RESULTS_JSON", help="a run's results.json")
     write.add_argument("-o", "--output", metavar="BASELINE_TOML", help="where to write it (default: stdout)")
+    write.add_argument("--force", action="store_true",
+                       help="replace BASELINE_TOML if it exists (a baseline is often edited by hand)")
     return parser
 
 
@@ -216,13 +218,18 @@ def _diff_served(args: argparse.Namespace, profile: Any, settings: Any, base: li
 
 def _write_baseline(args: argparse.Namespace) -> int:
     from conformance.reports.baseline import read_results, write_baseline
+    from refkit.files import write_atomic
 
     try:
         text = write_baseline(read_results(args.results))
         if args.output is None:
             sys.stdout.write(text)
             return 0
-        Path(args.output).write_text(text, "utf-8")
+        if os.path.lexists(args.output) and not args.force:  # a link planted there counts too
+            sys.stderr.write(f"{PROG}: {args.output} exists (a baseline is often edited by hand); give --force to "
+                             "replace it\n")
+            return 2
+        write_atomic(Path(args.output), text)
     except ConformanceError as exc:
         sys.stderr.write(f"{PROG}: {exc}\n")
         return 2
@@ -317,7 +324,18 @@ class _FrozenAfterCollection:
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
+    """The command line; SIGTERM ends it as SIGINT does, cleaning up (a run's reports still written)."""
+    from refkit.args import sigterm_as_interrupt
+
+    try:
+        with sigterm_as_interrupt():
+            return _main(sys.argv[1:] if argv is None else argv)
+    except KeyboardInterrupt:  # diff and baseline; a run's pytest handles its own and reports
+        sys.stderr.write(f"{PROG}: interrupted\n")
+        return 130
+
+
+def _main(argv: list[str]) -> int:
     try:
         profile = _profile_of(argv)
     except ConformanceError as exc:

@@ -16,14 +16,15 @@ import socket
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import httpx
 
 from conformance.answers import parse
 from conformance.errors import Indeterminate, TargetError
-from conformance.transcript import Transcript, redact_headers, shown_text
+from conformance.transcript import Transcript, kept, redact_headers, shown_text
+from refkit.jsonvalue import loads
 
 __all__ = ["Exchange", "Wire", "health_answer"]
 
@@ -42,6 +43,9 @@ class Exchange:
     error: str | None = None
     truncated: bool = False
     actor: str | None = None  # the check's name for the actor whose credential was sent
+    # Once settled (``settled``): the whole lengths of the bodies cut to what a report shows.
+    body_size: int | None = None
+    request_body_size: int | None = None
     # What the check expected of this answer, filled in by the helpers that judge it
     # (``expect_status``: "HTTP 200"), for the reports and the replay script.
     expected: list[str] = field(default_factory=list, compare=False, repr=False)
@@ -64,13 +68,25 @@ class Exchange:
     def error_code(self) -> str | None:
         """The ``error.code`` string of a JSON error body, or None when the body has no such shape."""
         try:
-            data = json.loads(self.body)
+            data = loads(self.body)
         except ValueError:
             return None
         if isinstance(data, dict) and isinstance(data.get("error"), dict):
             code = data["error"].get("code")
             return code if isinstance(code, str) else None
         return None
+
+    def settled(self) -> Exchange:
+        """This exchange as its report shows it: the answer's body cut at ``SHOWN_BYTES``, and a
+        request body too long for a replay script to carry whole cut the same, each with its length."""
+        body, body_size = kept(self.body, self.body_size)
+        request_body, request_size = self.request_body, self.request_body_size
+        if request_size is None and len(request_body) > REPLAYED_BODY_BYTES:
+            request_body, request_size = kept(request_body, None)
+        if body_size == self.body_size and request_size == self.request_body_size:
+            return self
+        return replace(self, body=body, body_size=body_size, request_body=request_body,
+                       request_body_size=request_size)
 
     def header(self, name: str) -> str | None:
         for key, value in self.response_headers:
@@ -82,19 +98,21 @@ class Exchange:
         request_headers = redact_headers(list(self.request_headers), self.actor)
         response_headers = redact_headers(list(self.response_headers))
         status = self.status or f"no answer ({self.error})"
-        response_body = shown_text(self.body) + (" [truncated by the size bound]" if self.truncated else "")
+        response_body = shown_text(self.body, self.body_size) + (
+            " [truncated by the size bound]" if self.truncated else "")
+        request_shown = shown_text(self.request_body, self.request_body_size)
         request_text = "\n".join(f"{k}: {v}" for k, v in request_headers)
         response_text = "\n".join(f"{k}: {v}" for k, v in response_headers)
         return {
             "kind": "http",
             "summary": f"{self.method} {self.url} -> {status}",
-            "request": f"{self.method} {self.url}\n{request_text}\n\n{shown_text(self.request_body)}",
+            "request": f"{self.method} {self.url}\n{request_text}\n\n{request_shown}",
             "response": f"HTTP {status}\n{response_text}\n\n{response_body}",
             "method": self.method,
             "url": self.url,
             "actor": self.actor,
             "request_headers": [list(pair) for pair in request_headers],
-            "request_body": shown_text(self.request_body),
+            "request_body": request_shown,
             "status": self.status,
             "response_headers": [list(pair) for pair in response_headers],
             "response_body": response_body,
@@ -103,7 +121,8 @@ class Exchange:
             # For the replay script: every header the check set (credentials redacted by the
             # transcript), and the body whole when it is text of a size a script can carry.
             "replay_headers": [[k, v] for k, v in self.request_headers],
-            **({"request_body_exact": self.request_body.decode("utf-8")} if _whole_text(self.request_body) else {}),
+            **({"request_body_exact": self.request_body.decode("utf-8")}
+               if self.request_body_size is None and _whole_text(self.request_body) else {}),
         }
 
 

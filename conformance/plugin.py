@@ -454,6 +454,16 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     rewrite_outcome(report, item, record.verdict, record.reason)
 
 
+@pytest.hookimpl(trylast=True)
+def pytest_runtest_teardown(item: pytest.Item) -> None:
+    """The check is judged: its world stays on the item (a sibling may ask for it), its
+    exchanges keep only what a report shows, so memory follows the checks in flight, not the
+    bytes the run received."""
+    world = item.stash.get(_WORLD, None)
+    if world is not None:
+        world.transcript.settle()
+
+
 class _Reporter:
     """Collects verdict records (on the controller under xdist) and writes the reports."""
 

@@ -14,12 +14,12 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from functools import partial
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from conformance.answers import parse
 from conformance.errors import TargetError
-from conformance.transcript import Transcript, shown_text
+from conformance.transcript import Transcript, kept, shown_text
 
 __all__ = ["CommandExchange", "Launcher", "run_command"]
 
@@ -50,6 +50,7 @@ class CommandExchange:
     elapsed_s: float = 0.0
     actor: str | None = None
     expected: list[str] = field(default_factory=list, compare=False, repr=False)  # as on ``Exchange``
+    sizes: tuple[int | None, int | None, int | None] = (None, None, None)  # stdin, stdout, stderr once settled
 
     @property
     def answered(self) -> bool:
@@ -69,22 +70,32 @@ class CommandExchange:
         """stdout as JSON, read through ``conformance.answers`` (what is not there raises ``ShapeError``)."""
         return parse(self.stdout, f"`{' '.join(self.argv)}` exited {self.exit_code}", self)
 
+    def settled(self) -> CommandExchange:
+        """This run as its report shows it: stdin, stdout and stderr each cut at ``SHOWN_BYTES``, with their lengths."""
+        streams = [kept(raw, size) for raw, size in zip((self.stdin, self.stdout, self.stderr), self.sizes)]
+        sizes = (streams[0][1], streams[1][1], streams[2][1])
+        if sizes == self.sizes:
+            return self
+        return replace(self, stdin=streams[0][0], stdout=streams[1][0], stderr=streams[2][0], sizes=sizes)
+
     def to_dict(self) -> dict[str, object]:
+        stdin, stdout, stderr = (shown_text(raw, size) for raw, size in
+                                 zip((self.stdin, self.stdout, self.stderr), self.sizes))
         ended = f"exit {self.exit_code}" if self.exit_code is not None else f"no exit ({self.error})"
         line = " ".join(self.argv)
         return {
             "kind": "command",
             "summary": f"$ {line} -> {ended}",
             "request": "".join(f"{k}={v} " for k, v in self.env) + line + (
-                f"\n<stdin>\n{shown_text(self.stdin)}" if self.stdin else ""),
-            "response": f"{ended} after {self.elapsed_s:.2f} s\n<stdout>\n{shown_text(self.stdout)}\n"
-                        f"<stderr>\n{shown_text(self.stderr)}" + (" [truncated by the size bound]" if self.truncated else ""),
+                f"\n<stdin>\n{stdin}" if self.stdin else ""),
+            "response": f"{ended} after {self.elapsed_s:.2f} s\n<stdout>\n{stdout}\n"
+                        f"<stderr>\n{stderr}" + (" [truncated by the size bound]" if self.truncated else ""),
             "argv": list(self.argv),
             "env": dict(self.env),
-            "stdin": shown_text(self.stdin),
+            "stdin": stdin,
             "exit_code": self.exit_code,
-            "stdout": shown_text(self.stdout),
-            "stderr": shown_text(self.stderr),
+            "stdout": stdout,
+            "stderr": stderr,
             "error": self.error,
             "actor": self.actor,
             "expected": "; ".join(self.expected),

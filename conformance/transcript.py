@@ -17,16 +17,23 @@ import re
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-__all__ = ["Entry", "SECRET_HEADERS", "Transcript", "redact_headers", "shown_text"]
+__all__ = ["Entry", "SECRET_HEADERS", "Transcript", "WHOLE_ENTRIES", "kept", "redact_headers", "shown_text"]
 
 # Headers that carry credentials in the protocols the kit speaks (AideMemo bearer, XMemo API keys).
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"})
 SHOWN_BYTES = 8192  # what a report shows of one body or output stream
+# Entries a check may still read whole; older ones are settled as they are recorded, so a check
+# sending hundreds of requests holds this many answers whole, not all of them. A check that
+# parses an answer later than this many requests after it would read it cut: none does, and only
+# answers over SHOWN_BYTES are cut at all.
+WHOLE_ENTRIES = 32
 _REDACTED = re.compile(r"<redacted(?::([A-Za-z0-9_.-]+))?>")
 
 
 class Entry(Protocol):
-    """One recorded step. ``to_dict`` must give ``kind``, ``summary``, ``request`` and ``response``."""
+    """One recorded step. ``to_dict`` must give ``kind``, ``summary``, ``request`` and ``response``;
+    ``settled`` the step as its report shows it (each body cut at ``SHOWN_BYTES``, its length
+    kept), so a run holds what its reports show, not every byte it received."""
 
     @property
     def answered(self) -> bool:
@@ -34,6 +41,8 @@ class Entry(Protocol):
         ...
 
     def to_dict(self) -> dict[str, object]: ...
+
+    def settled(self) -> Entry: ...
 
 
 def redact_headers(headers: list[tuple[str, str]], actor: str | None = None) -> list[tuple[str, str]]:
@@ -48,10 +57,20 @@ def redact_headers(headers: list[tuple[str, str]], actor: str | None = None) -> 
     return shown
 
 
-def shown_text(raw: bytes) -> str:
-    """A body or stream as a report shows it: UTF-8 (replacing), cut at ``SHOWN_BYTES``."""
+def shown_text(raw: bytes, size: int | None = None) -> str:
+    """A body or stream as a report shows it: UTF-8 (replacing), cut at ``SHOWN_BYTES``.
+    ``size``: its whole length when ``raw`` is already cut (``kept``)."""
+    total = len(raw) if size is None else size
     text = raw[:SHOWN_BYTES].decode("utf-8", "replace")
-    return text + (f"... ({len(raw)} bytes)" if len(raw) > SHOWN_BYTES else "")
+    return text + (f"... ({total} bytes)" if total > SHOWN_BYTES else "")
+
+
+def kept(raw: bytes, size: int | None, limit: int = SHOWN_BYTES) -> tuple[bytes, int | None]:
+    """``raw`` cut at ``limit`` with its whole length, for a settled entry; as it is when it fits
+    (``size`` None) or was cut already."""
+    if size is not None or len(raw) <= limit:
+        return raw, size
+    return raw[:limit], len(raw)
 
 
 @dataclass(slots=True)
@@ -73,6 +92,13 @@ class Transcript:
 
     def record(self, entry: Entry) -> None:
         self.entries.append(entry)
+        older = len(self.entries) - WHOLE_ENTRIES - 1
+        if older >= 0:
+            self.entries[older] = self.entries[older].settled()
+
+    def settle(self) -> None:
+        """The check is judged: each entry keeps only what its report shows (``Entry.settled``)."""
+        self.entries = [entry.settled() for entry in self.entries]
 
     def minted(self, value: str, namespace: str) -> None:
         """Note an id the check made in ``namespace`` (the run tag): a replay makes it anew."""

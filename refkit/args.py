@@ -1,18 +1,24 @@
 """What every ``aidememo-ref`` command line shares: one argparse subclass whose bad syntax raises
 ``UsageError`` (one line, no usage block, no traceback; each command line decides how to print
-it), the one-line ``error:`` exit, and the secret files (token, key) read with their mode rules."""
+it), the one-line ``error:`` exit, SIGTERM handled as SIGINT, and the secret files (token, key) read
+with their mode rules."""
 
 from __future__ import annotations
 
 import argparse
 import os
+import signal
 import stat
 import sys
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from types import FrameType
 from typing import Any, NoReturn
 
 from refkit.errors import RefkitError
 
-__all__ = ["Parser", "UsageError", "fail", "reader_gone", "read_token_file"]
+__all__ = ["Parser", "UsageError", "fail", "reader_gone", "read_token_file", "sigterm_as_interrupt"]
 
 
 class UsageError(RefkitError):
@@ -59,6 +65,27 @@ def reader_gone() -> int:
     status for SIGPIPE)."""
     os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
     return 141
+
+
+@contextmanager
+def sigterm_as_interrupt() -> Iterator[None]:
+    """While inside, SIGTERM (a cancelled CI job, ``kill``) raises ``KeyboardInterrupt`` in the main
+    thread as SIGINT does, so the same cleanup runs: token files, temporary databases, child
+    servers. A second SIGTERM ends the process at once (the cleanup may be what hangs). Outside
+    the main thread, where no handler can be installed, it changes nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def interrupt(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def fail(message: str, *, code: int = 1) -> NoReturn:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO
 
+from refkit.files import open_fresh
 from simulations.linearizability.checker import Checker, Verdict
 from simulations.errors import SimulationError
 from simulations.execution import execute_batch
@@ -346,7 +347,7 @@ def _history_sink(path: Path | None) -> IO[str] | None:
         return None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        sink = path.open("w", encoding="utf-8")
+        sink = open_fresh(path)
         dump_history((), sink, Header(model="ledger"))
     except OSError as exc:
         raise SimulationError(f"cannot write the history to {path}: {exc.strerror}") from exc

@@ -130,8 +130,9 @@ def _target_arguments(parser: argparse.ArgumentParser, token_note: str) -> None:
     """Where a campaign runs (``run``, ``clients``), and its seed."""
     parser.add_argument("--url", help="base URL of a server (default: the embedded reference)")
     parser.add_argument("--config", type=Path, help="target file (the conformance suite's format)")
-    parser.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
-                        help=f"bearer token of an actor on --url ({token_note})")
+    parser.add_argument("--token", action="append", default=[], metavar="ACTOR=@FILE",
+                        help=f"bearer token of an actor on --url ({token_note}): ACTOR=@FILE reads it from a 0600 "
+                             "file, ACTOR alone from TOKEN_<ACTOR>; ACTOR=TOKEN works but shows in ps")
     parser.add_argument("--project", help="project id on --url")
     parser.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
 
@@ -175,9 +176,13 @@ def _add_replay(sub: Any) -> None:
     replay.add_argument("--config", type=Path,
                         help="target file to provision a fresh project from (failures found over a URL; "
                              "default: the file the run used)")
-    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=TOKEN",
-                        help="bearer token of an actor on --url (repeat)")
+    replay.add_argument("--token", action="append", default=[], metavar="ACTOR=@FILE",
+                        help="bearer token of an actor on --url (repeat): ACTOR=@FILE, or ACTOR alone for "
+                             "TOKEN_<ACTOR>")
     replay.add_argument("--project", help="project id on --url")
+    replay.add_argument("--ledger", metavar="FILE.py:NAME",
+                        help="embedded only: the ledger factory to replay against (a replay file records the one "
+                             "its run used, but never imports it: name it here)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -231,9 +236,10 @@ def _build_parser() -> argparse.ArgumentParser:
     xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
     xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
     xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
-    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY",
+    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
                       help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
-                           "or one KEY both agents share")
+                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
+                           "arguments shows in ps)")
     xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
     xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
                       help="time to spend running batches (default 10)")
@@ -251,6 +257,9 @@ def _build_parser() -> argparse.ArgumentParser:
     xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
     xreplay.add_argument("file", type=Path)
     xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
+                         help="the XMemo reference factory to replay against (a replay file records the one its "
+                              "run used, but never imports it: name it here)")
 
     return parser
 
@@ -270,8 +279,11 @@ def _check(args: argparse.Namespace) -> int:
         model = model.with_init(args.init)
     elif header.has_init and name == header.model:
         model = model.with_init(header.init)
-    result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
-                   progress=lambda line: print(line, file=sys.stderr))
+    try:
+        result = check(model, history, budget_s=args.budget, max_configs=args.max_configurations,
+                       progress=lambda line: print(line, file=sys.stderr))
+    except RecursionError:  # a value the loader read, too deep for the model's comparisons: a crafted file
+        raise SimulationError(f"{args.file}: a value nested too deeply to check") from None
     print(result.summary())
     violation = result.violation
     if violation is not None:
@@ -295,13 +307,40 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _parse_tokens(pairs: Sequence[str], flag: str = "--token") -> dict[str, str]:
+    """``ACTOR=SECRET``, ``ACTOR=@FILE`` (the file's first line) or, for ``--token``, ``ACTOR`` alone
+    (its ``TOKEN_<ACTOR>`` variable): a secret on the command line shows in ``ps`` to every user
+    of the machine, a file or a variable does not."""
+    from simulations.targets import token_variable
+
     tokens = {}
     for pair in pairs:
         actor, sep, token = pair.partition("=")
-        if not sep or not actor or not token:
-            raise SimulationError(f"{flag} takes ACTOR={flag.lstrip('-').upper()}, not {pair!r}")
-        tokens[actor] = token
+        if flag == "--token" and actor and not sep:
+            token = os.environ.get(token_variable(actor), "")
+            if not token:
+                raise SimulationError(f"--token {actor} reads {token_variable(actor)}, which is not set")
+        elif not sep or not actor or not token:
+            raise SimulationError(f"{flag} takes ACTOR={flag.lstrip('-').upper()} or ACTOR=@FILE, not {pair!r}")
+        tokens[actor] = _secret(token, flag)
     return tokens
+
+
+def _secret(value: str, flag: str) -> str:
+    """``value``, or for ``@FILE`` the file's first line; the file must be its owner's alone (0600)."""
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:])
+    try:
+        if path.stat().st_mode & 0o077:
+            raise SimulationError(f"{flag}: {path} must not be readable by group or others (chmod 600)")
+        secret = path.read_text(encoding="utf-8").split("\n", 1)[0].rstrip("\r")
+    except OSError as exc:
+        raise SimulationError(f"{flag}: cannot read {path}: {exc.strerror}") from exc
+    except UnicodeDecodeError:
+        raise SimulationError(f"{flag}: {path} is not UTF-8") from None
+    if not secret:
+        raise SimulationError(f"{flag}: {path} is empty")
+    return secret
 
 
 def _target_from_args(args: argparse.Namespace, actors: int | Sequence[str] | None = None) -> HttpTarget | None:
@@ -342,11 +381,13 @@ def _target_words(args: argparse.Namespace) -> list[str]:
 
 
 def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
-    """``flag ACTOR=$VARIABLE_ACTOR`` per actor: a rerun command names secrets, never shows them."""
+    """A rerun command names secrets, never shows them: ``--token ACTOR`` (read from its
+    ``TOKEN_<ACTOR>`` variable, so the token is never in the process's arguments) or
+    ``flag ACTOR=$VARIABLE_ACTOR`` per actor."""
     parts: list[str] = []
     for actor in actors:
         name = f"${variable}_{actor.replace('-', '_').upper()}" if actor else f"${variable}"
-        parts += [flag, f"{actor}={name}" if actor else name]
+        parts += [flag, actor if flag == "--token" else f"{actor}={name}" if actor else name]
     return parts
 
 
@@ -465,7 +506,9 @@ def _replay(args: argparse.Namespace) -> int:
             raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "
                                   "--config, --token and --project")
         return _xmemo_replay(args)
-    doc = load_replay(args.file)
+    if args.ledger and (args.url or args.config):
+        raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
+    doc = load_replay(args.file, ledger=_factory_spec(args.ledger), config=args.config, url_given=args.url is not None)
     http_target = None
     if doc["target"].get("kind") == "url":
         explicit = args.config is not None or args.url is not None
@@ -589,9 +632,12 @@ def _factory_spec(ledger: str | None) -> str | None:
 
 def _replay_words(args: argparse.Namespace, project: str) -> list[str]:
     """What ``replay`` needs besides the file: a run by ``--url`` gives its target again (tokens as
-    variables); a target file and the embedded reference are recorded in the file."""
+    variables); a ledger factory or a target file, recorded in the file, is named again, since a
+    replay file is data and its recorded code runs only when the command line names it."""
+    from simulations.targets import named_words
+
     if args.url is None:
-        return []
+        return named_words(_factory_spec(args.ledger) if getattr(args, "ledger", None) else None, args.config)
     return ["--url", args.url, "--project", project,
             *_secret_words("--token", "TOKEN", [pair.partition("=")[0] for pair in args.token])]
 
@@ -611,10 +657,11 @@ XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo.races.AGENTS, named here
 
 
 def _is_xmemo_replay(path: Path) -> bool:
+    from refkit.jsonvalue import loads
     from simulations.xmemo.races import FORMAT
 
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_bytes())
     except (OSError, ValueError):
         return False  # the AideMemo loader says what is wrong with the file
     return isinstance(doc, dict) and doc.get("format") == FORMAT
@@ -622,7 +669,7 @@ def _is_xmemo_replay(path: Path) -> bool:
 
 def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
     if len(pairs) == 1 and "=" not in pairs[0]:
-        return dict.fromkeys(XMEMO_AGENTS, pairs[0])  # one key both agents share
+        return dict.fromkeys(XMEMO_AGENTS, _secret(pairs[0], "--key"))  # one key both agents share
     keys = _parse_tokens(pairs, "--key")
     unknown = sorted(set(keys) - set(XMEMO_AGENTS))
     if unknown:
@@ -682,8 +729,10 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         print(f"shrunk to {run.plan.operations} operations in {len(run.plan.batches)} batches:")
         if run.finding is not None:
             print(f"{run.finding.requirement}: {run.finding.explanation}")
+    from simulations.targets import named_words
+
     paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
-    return _exported(paths)
+    return _exported(paths, named_words(_factory_spec(args.ledger), None))
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
@@ -706,7 +755,7 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
 def _xmemo_replay(args: argparse.Namespace) -> int:
     from simulations.xmemo.races import reproduce
 
-    reproduced = reproduce(args.file, times=args.times)
+    reproduced = reproduce(args.file, times=args.times, factory=_factory_spec(args.ledger))
     print(f"reproduced {reproduced}/{args.times}")
     return EXIT_VIOLATION if reproduced else EXIT_OK
 
@@ -728,17 +777,17 @@ def _served(command: Any, args: argparse.Namespace) -> int:
 
 
 def _served_config(args: argparse.Namespace) -> Path | None:
-    """The target file a command reaches its target through (a replay's: given, set, or recorded)."""
+    """The target file a command reaches its target through: only one the command line (or its
+    environment variable) names, never one a replay file records (docs/trust.md)."""
     if args.command in ("run", "clients"):
         return args.config  # type: ignore[no-any-return]
     if args.command != "replay" or args.url or _is_xmemo_replay(args.file):
         return None
-    from simulations.replay import CONFIG_ENV, load_replay
+    from simulations.replay import CONFIG_ENV
 
     if args.config is not None or os.environ.get(CONFIG_ENV):
         return args.config or Path(os.environ[CONFIG_ENV])
-    target = load_replay(args.file)["target"]
-    return Path(target["config"]) if target.get("kind") == "url" and target.get("config") else None
+    return None
 
 
 def _require_dask(args: argparse.Namespace) -> None:
@@ -754,11 +803,14 @@ def _require_dask(args: argparse.Namespace) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from refkit.args import sigterm_as_interrupt
+
     try:
         args = _build_parser().parse_args(argv)
         _require_dask(args)
         command = {"check": _check, "run": _run, "replay": _replay, "clients": _clients, "xmemo": _xmemo}[args.command]
-        code = _served(command, args)
+        with sigterm_as_interrupt():  # a cancelled job cleans up as Ctrl-C does
+            code = _served(command, args)
         sys.stdout.flush()  # a reader that went away shows here, inside this handler, not at exit
         return code
     except SimulationError as exc:

@@ -29,6 +29,7 @@ import httpx
 
 from aidememo_wire.ids import stable_claim_id
 from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, OutcomeUnknown
+from refkit.jsonvalue import loads
 from simulations.campaign import Finding, check_history
 from simulations.execution import output_of
 from simulations.linearizability.history import Operation, Recorder
@@ -67,7 +68,10 @@ class TargetTransport(httpx.BaseTransport):
             return {"op": "handoff.status", "actor": self.actor, "handoff_id": parts[5]}
         if method != "POST" or len(parts) != 7 or parts[6] not in ("accept", "heartbeat", "return"):
             return None
-        doc = json.loads(body or b"{}")
+        try:
+            doc = loads(body or b"{}")
+        except ValueError:  # a request the campaign did not plan: no operation of the model
+            return None
         payload = doc.get("payload") if isinstance(doc, dict) else None
         if not isinstance(payload, dict):
             return None
@@ -111,6 +115,7 @@ class _Outcome:
 
     accepts: list[tuple[str, bool]] = field(default_factory=list)  # (claim, recovered)
     doubts: int = 0  # calls that ended in doubt and were run again
+    broken: list[str] = field(default_factory=list)  # what the client raised besides its own errors
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -142,6 +147,9 @@ def _call(outcome: _Outcome, action: Callable[[], Any]) -> Any:
                 return exc  # an answer: recorded in the history, judged by the model
         except AideMemoClientError as exc:
             return exc
+        except Exception as exc:  # the client broke on an answer it could not read: its finding, not a crash
+            outcome.broken.append(f"{type(exc).__name__}: {exc}")
+            return exc
     return None
 
 
@@ -164,13 +172,20 @@ def _judge(target: Target, handoff_id: str, receiver: str, outcomes: list[_Outco
     """The client's promise against what the server committed for one handoff."""
     problems: list[str] = []
     base = f"/v1/projects/{target.project}/handoffs/{handoff_id}"
+    problems += [f"{handoff_id}: the client raised {broken} (an answer it could not read is an error it raises, "
+                 "never a crash)" for outcome in outcomes for broken in outcome.broken[:1]]
     reply = target.request(receiver, "GET", base)
-    record = reply.json()["record"] if reply.status == 200 else {}
-    claims = {stable_claim_id(target.project, receiver, handoff_id, n): n
-              for n in range(1, int(record.get("attempt_count") or 0) + 2)}
+    doc = reply.json() if reply.status == 200 else {"record": {}}
+    record = doc.get("record") if isinstance(doc, dict) else None
+    if not isinstance(record, dict):
+        return [*problems, f"{handoff_id}: GET {base} answered {reply.status} with no record object: "
+                           f"{reply.body[:200]!r}"]
+    count = record.get("attempt_count")
+    attempts = count if isinstance(count, int) else 0
+    claims = {stable_claim_id(target.project, receiver, handoff_id, n): n for n in range(1, attempts + 2)}
     for outcome in outcomes:
         for claim, _ in outcome.accepts:
-            if claims.get(claim, 10**9) > int(record.get("attempt_count") or 0):
+            if claims.get(claim, 10**9) > attempts:
                 problems.append(f"{handoff_id}: an accept answered claim {claim[:16]}..., which no attempt on the"
                                 f" server derives (attempt_count {record.get('attempt_count')})")
     # One intent, one transition: each distinct (op, claim[, evidence]) committed at most one revision.

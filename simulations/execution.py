@@ -179,9 +179,14 @@ def run_lanes(batch: Batch, perform: Callable[[PlannedOp, int], None], scheduler
                 scheduler.leave()
 
     finished = [_LANES.start(functools.partial(lane, w, ops)) for w, ops in sorted(lanes.items())]
-    for done in finished:
-        if not done.wait(timeout=_STALL_S):
-            raise SimulationError(f"a worker did not finish within {_STALL_S} s; the target stalled")
+    try:
+        for done in finished:
+            if not done.wait(timeout=_STALL_S):
+                raise SimulationError(f"a worker did not finish within {_STALL_S} s; the target stalled")
+    except KeyboardInterrupt:  # let the lanes finish their batch before the caller closes the target under them
+        for done in finished:
+            done.wait(timeout=_STALL_S)
+        raise
     if errors:
         if isinstance(errors[0], SimulationError):
             raise errors[0]

@@ -44,6 +44,7 @@ class Distinct:
     shards: list[int]
     paths: dict[str, Path] = field(default_factory=dict)
     reproduction: tuple[int, int] | None = None  # over a URL: how often its shrunk case failed
+    replay_words: list[str] = field(default_factory=list)  # the factory or target file replay must name
 
 
 def violated(found: Found) -> str:

@@ -26,12 +26,14 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, TextIO
 
+from refkit.files import open_fresh
 from simulations.clients import ClientRun
 from simulations.errors import SimulationError
 from simulations.findings import Distinct, Key, finding_key, violated
 from simulations.linearizability.history import Header, dump_history
 from simulations.replay import export_failure, reproduce_lines
 from simulations.shards import ShardOutcome, ShardSpec, run_shard
+from simulations.targets import named_words
 from simulations.xmemo.races import XMemoRun
 
 __all__ = ["Display", "HuntResult", "Progress", "run_hunt", "summary"]
@@ -274,6 +276,7 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
     if distinct is None:
         return
     distinct.paths = _export(distinct.result, outcome, spec, out)  # by the coordinator, once
+    distinct.replay_words = named_words(spec.factory, spec.config)
     where = distinct.paths.get("replay file", distinct.paths.get("history"))
     report(f"shard {spec.index} (seed {spec.seed}) found a {violated(distinct.result)} violation: {where}")
 
@@ -289,7 +292,7 @@ def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> di
         path = out / f"clients-seed-{found.seed}.jsonl"
         try:
             out.mkdir(parents=True, exist_ok=True)
-            with path.open("w", encoding="utf-8") as handle:
+            with open_fresh(path) as handle:
                 dump_history(found.history, handle, Header(model="ledger"))
         except OSError as exc:
             raise SimulationError(f"cannot write the failure files to {out}: {exc.strerror}") from exc
@@ -323,6 +326,7 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
             away = shard.host and shard.host != socket.gethostname()
             lines.append(f"  its shard's history: {shard.history}" + (f" (on {shard.host})" if away else ""))
         if "replay file" in distinct.paths:
-            lines += [f"  {line}" for line in reproduce_lines(distinct.paths, distinct.reproduction)]
+            lines += [f"  {line}" for line in reproduce_lines(distinct.paths, distinct.reproduction,
+                                                                 distinct.replay_words)]
     return lines
 

@@ -19,19 +19,24 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from refkit.files import open_fresh, write_atomic
+from refkit.jsonvalue import loads
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
 from simulations.exports import curl_text, pytest_text
 from simulations.linearizability.history import Header, Operation, dump_history
 from simulations.ledger import LEDGER
 from simulations.plan import Plan
-from simulations.targets import HttpTarget, load_factory, target_from_config, token_variable
+from simulations.targets import (HttpTarget, load_factory, recorded_target, target_from_config, token_variable,
+                                 unnamed_code)
 from simulations.linearizability.timeline import write_timeline
 
-__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce", "reproduce_lines"]
+__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce",
+           "reproduce_lines"]
 
 FORMAT = "aidememo-sim-replay/1"
 CONFIG_ENV = "AIDEMEMO_SIM_CONFIG"  # a target file to replay against, instead of the recorded one
+_FLAGS = {"factory": "--ledger", "config": "--config"}  # how ``replay`` names what a replay file records
 
 
 def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str | None, config: Path | None,
@@ -56,36 +61,53 @@ def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str
     return doc
 
 
-def load_replay(path: Path) -> dict[str, Any]:
-    """Read and validate a replay file.
+def load_replay(path: Path, *, ledger: str | None = None, config: Path | None = None,
+                url_given: bool = False) -> dict[str, Any]:
+    """Read and validate a replay file, with the factory and target file the command line named
+    (``ledger``, ``config``) in place of the ones it records.
+
+    A replay file is data: it is shared with bug reports, so the factory it records (a Python
+    file to import) and its target file (whose provisioning command runs) are run only when the
+    command line names them. ``url_given``: the command line gives the URL target itself, so a
+    recorded target file is not needed; ``AIDEMEMO_SIM_CONFIG`` counts as named.
 
     Raises:
-        SimulationError: when the file is missing, not JSON, or not a replay file.
+        SimulationError: when the file is missing, not JSON, not a replay file, or records a
+            factory or target file the command line did not name (the message is the command that
+            names them).
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_bytes())
     except OSError as exc:
         raise SimulationError(f"cannot read replay file {path}: {exc.strerror}") from exc
-    except json.JSONDecodeError as exc:
-        raise SimulationError(f"{path} is not JSON ({exc.msg} at line {exc.lineno})") from exc
+    except ValueError as exc:  # not JSON, not UTF-8, or nested too deep
+        raise SimulationError(f"{path} is not JSON ({str(exc).splitlines()[0][:200]})") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SimulationError(f"{path} is not an {FORMAT} file")
     for key in ("seed", "target", "plan", "schedule"):
         if key not in doc:
             raise SimulationError(f"{path}: missing {key!r}")
-    if not isinstance(doc["target"], dict):
-        raise SimulationError(f"{path}: 'target' is not an object")
+    if not isinstance(doc["seed"], int) or not isinstance(doc["schedule"], list):
+        raise SimulationError(f"{path}: 'seed' is not an integer or 'schedule' is not a list")
     try:
         Plan.from_json(doc["plan"])
+        target = recorded_target(doc["target"])
     except SimulationError as exc:
         raise SimulationError(f"{path}: {exc}") from exc
-    return doc
+    named = {"factory": ledger, "config": None if config is None else str(config)}
+    needed = ["factory"]
+    if target.get("kind") == "url" and not url_given and not os.environ.get(CONFIG_ENV):
+        needed.append("config")
+    unnamed = [(_FLAGS[key], target[key]) for key in needed if target.get(key) and not named[key]]
+    if unnamed:
+        raise unnamed_code(path, unnamed)
+    return {**doc, "target": {**target, **named}}
 
 
 def replay_target(doc: Mapping[str, Any], environ: Mapping[str, str] | None = None) -> HttpTarget | None:
     """Where a replay document runs: None for the embedded reference; for a URL failure, the
-    target file ``AIDEMEMO_SIM_CONFIG`` names, else the one the run used (either provisions a
-    fresh project with fresh tokens), else ``BASE_URL``, ``PROJECT`` (defaults: the run's) and
+    target file ``AIDEMEMO_SIM_CONFIG`` names, else the document's (from a file, the one
+    ``load_replay`` was given; either provisions a fresh project with fresh tokens), else ``BASE_URL``, ``PROJECT`` (defaults: the run's) and
     one ``TOKEN_<ACTOR>`` per actor of the plan.
 
     Raises:
@@ -160,15 +182,14 @@ def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | 
     try:
         out_dir.mkdir(parents=True, exist_ok=True)
         replay_path = out_dir / f"{stem}.json"
-        replay_path.write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n", encoding="utf-8")
+        write_atomic(replay_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
         test_path = out_dir / f"test_{stem.replace('-', '_')}.py"
-        test_path.write_text(pytest_text(doc, test_path.name), encoding="utf-8")
+        write_atomic(test_path, pytest_text(doc, test_path.name))
         history_path = out_dir / f"{stem}.jsonl"
-        with history_path.open("w", encoding="utf-8") as handle:
+        with open_fresh(history_path) as handle:
             dump_history(result.history, handle, Header(model="ledger"))
         curl_path = out_dir / f"{stem}.sh"
-        curl_path.write_text(curl_text(doc, _provision_template(config)), encoding="utf-8")
-        curl_path.chmod(0o755)
+        write_atomic(curl_path, curl_text(doc, _provision_template(config)), mode=0o755)
     except OSError as exc:
         raise SimulationError(f"cannot write the failure files to {out_dir}: {exc.strerror}") from exc
     history: list[Operation] = list(result.history)

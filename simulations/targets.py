@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import secrets
+import shlex
 import sys
 import tempfile
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -26,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, cast
 
+from refkit.jsonvalue import loads
 from simulations.errors import SimulationError
 from simulations.plan import READER, START_MS, actor_names
 from simulations.scheduler import SeededScheduler
@@ -38,11 +40,14 @@ __all__ = [
     "Reply",
     "Target",
     "load_factory",
+    "named_words",
+    "recorded_target",
     "SIM_TENANT",
     "reference_factory",
     "served_config",
     "target_from_config",
     "token_variable",
+    "unnamed_code",
 ]
 
 MAX_ANSWER_BYTES = 4 * 1024 * 1024  # the same cap the conformance suite puts on an answer
@@ -62,7 +67,7 @@ class Reply:
     def json(self) -> Any:
         """The body as JSON, or None when it is not JSON."""
         try:
-            return json.loads(self.body)
+            return loads(self.body)
         except ValueError:
             return None
 
@@ -126,6 +131,34 @@ def load_factory(spec: str | None, what: str = "ledger factory") -> LedgerFactor
     if factory is None:
         raise SimulationError(f"{path} has no {what} named {name}")
     return cast(LedgerFactory, factory)  # the file's author's word: called, it shows
+
+
+def recorded_target(target: object) -> dict[str, Any]:
+    """A replay file's ``target``, its fields checked for type (the file is data from anywhere).
+
+    Raises:
+        SimulationError: when it is not an object of strings (or nulls).
+    """
+    if not isinstance(target, dict):
+        raise SimulationError("'target' is not an object")
+    for key in ("kind", "factory", "url", "config", "project"):
+        if not isinstance(target.get(key), (str, type(None))):
+            raise SimulationError(f"target {key!r} is not a string")
+    return target
+
+
+def named_words(factory: str | None, config: str | Path | None) -> list[str]:
+    """``replay``'s words that name a factory and a target file (absolute, so they run from anywhere)."""
+    return [*(["--ledger", factory] if factory else []),
+            *(["--config", str(Path(config).resolve())] if config else [])]
+
+
+def unnamed_code(path: Path, unnamed: Sequence[tuple[str, str]]) -> SimulationError:
+    """The error for a replay file that records a factory or target file (``(flag, value)``
+    pairs) the command line did not name: it is the command that names them."""
+    words = " ".join(f"{flag} {shlex.quote(value)}" for flag, value in unnamed)
+    return SimulationError(f"{path} records code to run ({words}), which the kit runs only when the command line "
+                           f"names it; if you trust it: aidememo-sim replay {shlex.quote(str(path))} {words}")
 
 
 _JSON = (b"content-type", b"application/json")  # bytes: handed to the ledger as they are

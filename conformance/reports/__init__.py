@@ -21,6 +21,7 @@ from conformance.reports.junit import render_junit
 from conformance.reports.replay import ReplayTarget, replay_script
 from conformance.reports.traceability import trace, unscored_clauses
 from conformance.verdicts import Verdict, VerdictRecord
+from refkit.files import write_atomic
 
 __all__ = ["RunInfo", "explain_mode", "provenance", "render_summary", "result_line", "write_reports"]
 
@@ -98,11 +99,11 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     summary["result"] = result_line(summary, [r for r in failures if not r.ok])
     report_dir.mkdir(parents=True, exist_ok=True)
     results = {**summary, "records": [_public(r) for r in records]}
-    (report_dir / "results.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    (report_dir / "traceability.json").write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n", "utf-8")
-    (report_dir / "report.html").write_text(render_html(summary, rows, records, failures), "utf-8")
+    write_atomic(report_dir / "results.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(report_dir / "traceability.json", json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    write_atomic(report_dir / "report.html", render_html(summary, rows, records, failures))
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    (report_dir / "junit.xml").write_text(render_junit(summary, records, stamp), "utf-8")
+    write_atomic(report_dir / "junit.xml", render_junit(summary, records, stamp))
     summary["failures"] = failures
     return summary
 

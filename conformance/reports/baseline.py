@@ -17,7 +17,6 @@ turns a run's ``results.json`` into such a file.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ from conformance.errors import ConfigError
 from conformance.registry import Registry
 from conformance.settings import read_toml
 from conformance.verdicts import Verdict, VerdictRecord
+from refkit.jsonvalue import loads
 
 __all__ = ["Baseline", "Entry", "load_baseline", "read_results", "stale_entries", "write_baseline"]
 
@@ -158,7 +158,7 @@ def read_results(path: str) -> dict[str, object]:
         ConfigError: unreadable, or not JSON.
     """
     try:
-        data = json.loads(Path(path).read_text("utf-8"))
+        data = loads(Path(path).read_bytes())
     except OSError as exc:
         raise ConfigError(f"{path}: {exc.strerror}") from None
     except ValueError as exc:

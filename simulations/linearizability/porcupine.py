@@ -65,12 +65,20 @@ def load(path: Path, fmt: str) -> tuple[Header, Sequence[Operation]]:
     """Read the history file at ``path`` in ``fmt`` (one of ``FORMATS``).
 
     Raises:
-        SimulationError: when the file cannot be read, or naming the line that is wrong.
+        SimulationError: when the file cannot be read, is nested past the interpreter's recursion
+            limit (a crafted file, never one the kit wrote), or naming the line that is wrong.
     """
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise SimulationError(f"cannot read history {path}: {exc.strerror}") from exc
+    try:
+        return _load(data, fmt, path)
+    except RecursionError:
+        raise SimulationError(f"{path}: a value nested too deeply to read") from None
+
+
+def _load(data: bytes, fmt: str, path: Path) -> tuple[Header, Sequence[Operation]]:
     if fmt in ("auto", "jsonl") and native.available():
         head = data[:65536]  # the first line, without copying the whole file
         start = len(head) - len(head.lstrip())

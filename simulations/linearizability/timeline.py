@@ -12,6 +12,7 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from refkit.files import write_atomic
 from simulations.errors import SimulationError
 from simulations.linearizability.history import Operation
 
@@ -106,6 +107,6 @@ def write_timeline(path: Path, history: Sequence[Operation], **kwargs: Any) -> N
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(render_timeline(history, **kwargs), encoding="utf-8")
+        write_atomic(path, render_timeline(history, **kwargs))
     except OSError as exc:
         raise SimulationError(f"cannot write timeline {path}: {exc.strerror}") from exc

@@ -32,13 +32,15 @@ from typing import Any
 
 import httpx
 
+from refkit.files import write_atomic
+from refkit.jsonvalue import loads
 from simulations.errors import SimulationError
 from simulations.execution import run_lanes, settle
 from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import SEGMENT_BATCHES, Batch, Plan, PlannedOp, segment_seed
 from simulations.plan import batch_seed as _batch_seed  # the one formula, shared with the AideMemo campaign
 from simulations.scheduler import SeededScheduler
-from simulations.targets import Lost, load_factory
+from simulations.targets import Lost, load_factory, recorded_target, unnamed_code
 from simulations.xmemo.model import Finding, describe_operation, estimate_tokens, violations
 
 __all__ = [
@@ -225,8 +227,8 @@ def _send(client: httpx.Client, op: PlannedOp) -> httpx.Response:
 
 def _output(response: httpx.Response, op: PlannedOp) -> dict[str, Any]:
     try:
-        doc = response.json()
-    except ValueError:
+        doc = loads(response.content)
+    except ValueError:  # not JSON, or nested too deep
         doc = None
     out: dict[str, Any] = {"http": response.status_code}
     if response.status_code != 200 or not isinstance(doc, dict):
@@ -459,40 +461,51 @@ def export_failure(run: XMemoRun, out: Path, *, factory: str | None = None) -> d
                                                  "witness": list(finding.witness), "explanation": finding.explanation},
     }
     replay = out / f"{stem}.json"
-    replay.write_text(json.dumps(doc, indent=1) + "\n", encoding="utf-8")
+    write_atomic(replay, json.dumps(doc, indent=1) + "\n")
     timeline = out / f"{stem}.html"
     write_timeline(timeline, run.history, title=f"XMemo race, seed {run.seed}",
                    highlight=finding.witness if finding else (), explanation=finding.explanation if finding else "",
                    actor_names={i: f"{agent}/{i % 2}" for i, agent in enumerate(run.plan.workers)},
                    describe=describe_operation)
     test = out / f"test_{stem.replace('-', '_')}.py"
-    test.write_text(
+    write_atomic(test, (
         f'"""XMemo race found by the simulator (seed {run.seed}); passes once the bug is fixed."""\n\n'
         "from pathlib import Path\n\n"
         "from simulations.xmemo.races import reproduce\n\n\n"
         f"def test_xmemo_race_seed_{run.seed}_does_not_reproduce() -> None:\n"
-        f"    assert reproduce(Path(__file__).with_name({replay.name!r})) == 0\n",
-        encoding="utf-8")
+        f"    assert reproduce(Path(__file__).with_name({replay.name!r}), factory={factory!r}) == 0\n"))
     return {"replay file": replay, "timeline": timeline, "pytest file": test}
 
 
-def reproduce(path: Path, times: int = 1) -> int:
+def reproduce(path: Path, times: int = 1, factory: str | None = None) -> int:
     """Run a replay file ``times`` times; how many runs showed a violation of the recorded kind.
 
+    ``factory``: the XMemo reference factory (FILE.py:NAME) to run against. The file's own is
+    never imported (a replay file is data, shared with bug reports): one it records must be named.
+
     Raises:
-        SimulationError: when the file cannot be read or is not an XMemo replay file.
+        SimulationError: when the file cannot be read, is not an XMemo replay file, or records a
+            factory not named here.
     """
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = loads(path.read_bytes())
     except (OSError, ValueError) as exc:
-        raise SimulationError(f"cannot read replay file {path}: {exc}") from exc
+        raise SimulationError(f"cannot read replay file {path}: {str(exc).splitlines()[0][:200]}") from exc
     if not isinstance(doc, dict) or doc.get("format") != FORMAT:
         raise SimulationError(f"{path} is not an XMemo replay file ({FORMAT})")
-    factory = load_factory(doc["target"].get("factory")) if doc["target"].get("factory") else reference_factory
-    kind = (doc.get("finding") or {}).get("kind")
-    plan = Plan.from_json(doc["plan"])
+    try:
+        recorded = recorded_target(doc.get("target")).get("factory")
+        plan = Plan.from_json(doc.get("plan", {}))
+    except SimulationError as exc:
+        raise SimulationError(f"{path}: {exc}") from exc
+    if recorded and not factory:
+        raise unnamed_code(path, [("--ledger", recorded)])
+    if not isinstance(doc.get("seed"), int) or not isinstance(doc.get("schedule") or [], list):
+        raise SimulationError(f"{path}: 'seed' is not an integer or 'schedule' is not a list")
+    kind = (doc.get("finding") or {}).get("kind") if isinstance(doc.get("finding") or {}, dict) else None
+    run_with = load_factory(factory) if factory else reference_factory
     hits = 0
     for _ in range(times):
-        trial = rerun(plan, int(doc["seed"]), factory, doc.get("schedule") or ())
+        trial = rerun(plan, doc["seed"], run_with, doc.get("schedule") or ())
         hits += any(kind is None or f.kind == kind for f in trial.findings)
     return hits

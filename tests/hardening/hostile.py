@@ -7,6 +7,7 @@ anyone should point a client at on purpose.
 
 from __future__ import annotations
 
+import http.client
 import json
 import random
 import socket
@@ -14,9 +15,11 @@ import struct
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Final
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Final
+from urllib.parse import urlsplit
 
-__all__ = ["BEHAVIOURS", "hostile_server"]
+__all__ = ["BEHAVIOURS", "REWRITES", "hostile_proxy", "hostile_server"]
 
 Behaviour = Callable[[socket.socket, threading.Event], None]
 TRICKLE_INTERVAL_S: Final = 0.2
@@ -152,3 +155,119 @@ def hostile_server(behaviour: str) -> Iterator[str]:
         stop.set()
         thread.join(timeout=5)
         listener.close()
+
+
+# -- a proxy that bends a real server's answers -------------------------------------------------
+#
+# The servers above never answer well enough to get past provisioning; these rewrites sit in front
+# of a working reference and bend each answer it gives (the identity read excepted where noted, so
+# that ``diff`` gets as far as its steps), each the way a broken or hostile server would.
+
+Answer = tuple[int, list[tuple[bytes, bytes]], bytes]
+DEEP_BODY: Final = b"[" * 10_000 + b"]" * 10_000
+HUGE_BYTES: Final = 1 << 20
+
+
+def _is_identity(path: str) -> bool:
+    return path.split("?")[0].endswith("/identity")
+
+
+def _swap_types(value: Any) -> Any:
+    """Each field of an object as another JSON type: a string as 1, a number as "1", and so on."""
+    if not isinstance(value, dict):
+        return {"items": value} if isinstance(value, list) else [value]
+    swapped = {str: 1, int: "1", bool: "true", float: [], list: {}, dict: [], type(None): 0}
+    return {key: swapped[type(item)] for key, item in value.items()}
+
+
+def _deep(method: str, path: str, answer: Answer) -> Answer:
+    status, headers, body = answer
+    return answer if _is_identity(path) else (status, headers, DEEP_BODY)
+
+
+def _wrong_types(method: str, path: str, answer: Answer) -> Answer:
+    status, headers, body = answer
+    try:
+        return status, headers, json.dumps(_swap_types(json.loads(body))).encode()
+    except ValueError:
+        return answer
+
+
+def _huge(method: str, path: str, answer: Answer) -> Answer:
+    """The answer with a 1 MB string field added (what a server echoing big payloads sends)."""
+    status, headers, body = answer
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return answer
+    if not isinstance(doc, dict) or _is_identity(path):
+        return answer
+    return status, headers, json.dumps({**doc, "padding": "x" * HUGE_BYTES}).encode()
+
+
+def _bad_utf8(method: str, path: str, answer: Answer) -> Answer:
+    status, headers, body = answer
+    if _is_identity(path):
+        return answer
+    bent = body[:-1] + b',"note":"\xff\xfe\xc3"}' if body.endswith(b"}") and len(body) > 2 else b'"\xff\xfe"'
+    return status, headers, bent
+
+
+def _cr_header(method: str, path: str, answer: Answer) -> Answer:
+    status, headers, body = answer
+    return answer if _is_identity(path) else (status, [*headers, (b"x-note", b"bare\rcarriage")], body)
+
+
+def _lf_header(method: str, path: str, answer: Answer) -> Answer:
+    status, headers, body = answer
+    return answer if _is_identity(path) else (status, [*headers, (b"x-note", b"split\nx-injected: 1")], body)
+
+
+REWRITES: Final[dict[str, Callable[[str, str, Answer], Answer]]] = {
+    "deep": _deep, "wrong-types": _wrong_types, "huge": _huge, "bad-utf8": _bad_utf8,
+    "cr-header": _cr_header, "lf-header": _lf_header,
+}
+
+
+@contextmanager
+def hostile_proxy(upstream: str, rewrite: str) -> Iterator[str]:
+    """Forward every request to ``upstream`` and bend its answer with ``REWRITES[rewrite]``; yields the URL."""
+    bend = REWRITES[rewrite]
+    target = urlsplit(upstream)
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def forward(self) -> None:
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else b""
+            upstream_conn = http.client.HTTPConnection(target.hostname or "127.0.0.1", target.port, timeout=60)
+            try:
+                sent = {k: v for k, v in self.headers.items() if k.lower() not in ("host", "connection")}
+                upstream_conn.request(self.command, self.path, body=body or None, headers=sent)
+                got = upstream_conn.getresponse()
+                answer: Answer = (got.status, [(k.encode("latin-1"), v.encode("latin-1")) for k, v in got.getheaders()
+                                               if k.lower() not in ("content-length", "connection", "transfer-encoding")],
+                                  got.read())
+            finally:
+                upstream_conn.close()
+            status, headers, data = bend(self.command, self.path, answer)
+            head = [b"HTTP/1.1 %d X" % status, *(k + b": " + v for k, v in headers),
+                    b"content-length: %d" % len(data), b"connection: close"]
+            self.wfile.write(b"\r\n".join(head) + b"\r\n\r\n" + data)
+            self.close_connection = True
+
+        do_GET = do_POST = do_PUT = do_PATCH = do_DELETE = forward
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

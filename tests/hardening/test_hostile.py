@@ -17,13 +17,16 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
 
+from tests.sim.served import bootstrap_command, served_file
 from tests.targetfile import token_entry, write_target
 
-from .hostile import TRICKLE_INTERVAL_S, hostile_server
+from .hostile import REWRITES, TRICKLE_INTERVAL_S, hostile_proxy, hostile_server
 
 # Far above what a bounded run needs (a breaker-tripped suite finishes in ~15 s at timeout_s=1),
 # far below "hung": only the deadline of the subprocess, not a performance figure.
@@ -123,3 +126,64 @@ def test_hostile_servers_misbehave_as_described(behaviour: str) -> None:
         "gigantic": lambda o: o[0] == 200 and o[1] == str(16 << 30),
     }[behaviour]
     assert expected(outcome), outcome
+
+
+# -- a working server whose answers are bent ------------------------------------------------------
+#
+# Deep nesting, wrong types, 1 MB bodies, invalid UTF-8 and CR or LF inside a header, each in front
+# of a reference that provisions and answers for real, so every tool gets past its setup and meets
+# the bent answers where it judges them: each gives verdicts and reports, never a traceback.
+
+BENT_DEADLINE_S = 240  # a subprocess deadline only: far above a bounded run on a loaded machine
+
+
+@contextmanager
+def _bent(tmp_path: Path, rewrite: str) -> Iterator[Path]:
+    """The reference on a file database behind ``hostile_proxy``; yields a target file naming the proxy."""
+    config = tmp_path / "target.toml"
+    database = tmp_path / "ref.sqlite"
+    with served_file(database, config) as url, hostile_proxy(url, rewrite) as bent:
+        write_target(config, bent, timeout_s=10, provision={"command": bootstrap_command(database)})
+        yield config
+
+
+def _no_crash(done: subprocess.CompletedProcess[str], codes: tuple[int, ...]) -> None:
+    assert done.returncode in codes, f"exit {done.returncode}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
+    assert "Traceback" not in done.stderr + done.stdout, done.stderr[-3000:]
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+def test_conformance_run_judges_bent_answers(tmp_path: Path, rewrite: str) -> None:
+    report = tmp_path / "report"
+    with _bent(tmp_path, rewrite) as config:
+        done = _run(["-m", "conformance.cli", "run", "--config", str(config), "--report-dir", str(report),
+                     "--seed", "5", "test_handoff.py", "test_wire.py"], BENT_DEADLINE_S)
+    _no_crash(done, (0, 1))
+    results = json.loads((report / "results.json").read_text())
+    assert results["counts"].get("ERROR", 0) == 0, [r["reason"] for r in results["records"] if r["verdict"] == "ERROR"]
+    for record in results["records"]:
+        assert KIT_FAULT.search(record.get("reason") or "") is None, record["reason"]
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+def test_diff_reports_bent_answers_as_divergences(tmp_path: Path, rewrite: str) -> None:
+    report = tmp_path / "report"
+    with _bent(tmp_path, rewrite) as config:
+        done = _run(["-m", "conformance.cli", "diff", "--config", str(config), "--report-dir", str(report),
+                     "--seed", "3", "--steps", "40", "--budget", "60"], BENT_DEADLINE_S)
+    # A header split by a bare LF is two well-formed headers, diff compares neither: no divergence.
+    _no_crash(done, (0, 1) if rewrite == "lf-header" else (1,))
+    summary = json.loads((report / "diff.json").read_text())
+    assert (report / "diff.html").exists() and (summary["divergences"] or rewrite == "lf-header")
+
+
+@pytest.mark.parametrize("rewrite", sorted(REWRITES))
+def test_simulator_run_and_clients_survive_bent_answers(tmp_path: Path, rewrite: str) -> None:
+    with _bent(tmp_path, rewrite) as config:
+        runs = [_run(["-m", "simulations.cli", *words, "--config", str(config), "--seed", "5", "--budget", "10",
+                      "--out", str(tmp_path / "out")], BENT_DEADLINE_S)
+                for words in (["run", "--batches", "3"], ["clients", "--rounds", "2"])]
+    for done in runs:
+        _no_crash(done, (0, 1, 2, 3))
+        if done.returncode == 2:  # the server's answers left nothing to race: one line that says so
+            assert done.stderr.strip().splitlines()[-1].startswith("aidememo-sim:"), done.stderr[-2000:]

@@ -42,11 +42,11 @@ def test_a_race_found_from_the_history_file_is_the_one_found_in_memory(name: str
     assert small.finding is not None and small.finding.kind == rule
     assert shrink(in_memory, factory, budget_s=30.0).plan == small.plan
     paths = export_failure(small, tmp_path / "out", target="embedded", factory=f"{HERE / 'mutants.py'}:{name}")
-    doc = load_replay(paths["replay file"])
+    doc = load_replay(paths["replay file"], ledger=f"{HERE / 'mutants.py'}:{name}")  # named, as on the command line
     outcomes = [reproduce(doc) for _ in range(20)]
     assert sum(r.finding is not None for r in outcomes) == 20
     # The command a user is told to run, twice: the same answer both times.
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"}
-    runs = [subprocess.run(["aidememo-sim", "replay", str(paths["replay file"])], env=env, capture_output=True,
-                           text=True, timeout=120) for _ in (1, 2)]
+    command = ["aidememo-sim", "replay", str(paths["replay file"]), "--ledger", f"{HERE / 'mutants.py'}:{name}"]
+    runs = [subprocess.run(command, env=env, capture_output=True, text=True, timeout=120) for _ in (1, 2)]
     assert [r.returncode for r in runs] == [1, 1], runs[0].stdout + runs[0].stderr

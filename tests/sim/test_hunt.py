@@ -163,7 +163,7 @@ def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     # The killed worker's shard ran again on the other one: nothing lost, the race reported once.
     assert summary.groups() == (str(SHARDS), str(SHARDS), "0", "1"), output
     assert re.search(r"^finding 1: linearizability, found by shards 0, 1, 2 ", output, re.MULTILINE), output
-    replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", output, re.MULTILINE)
+    replays = re.findall(r"^  reproduce with: (aidememo-sim replay .+)$", output, re.MULTILINE)
     assert len(replays) == 1, output
     found = tmp_path / "found"
     assert len(list(found.glob("race-seed-*.json"))) == 1
@@ -261,7 +261,7 @@ def test_an_xmemo_hunt_reports_its_planted_race_once_and_the_replay_reproduces_i
     assert hunt.returncode == 1, hunt.stdout + hunt.stderr
     assert re.search(r"^hunt: 2 of 2 shards run, 0 lost, .* 1 distinct findings", hunt.stdout, re.MULTILINE)
     assert "finding 1: XM-IDEM-1" in hunt.stdout
-    replays = re.findall(r"^  reproduce with: (aidememo-sim replay \S+)$", hunt.stdout, re.MULTILINE)
+    replays = re.findall(r"^  reproduce with: (aidememo-sim replay .+)$", hunt.stdout, re.MULTILINE)
     assert len(replays) == 1
     answers = [_sh(replays[0] + " --times 2", tmp_path) for _ in (1, 2)]
     assert [a.returncode for a in answers] == [1, 1], answers[0].stdout + answers[0].stderr

@@ -89,7 +89,7 @@ def test_a_target_file_run_fix_and_rerun_loop(tmp_path: Path) -> None:
         assert "shrinking over the URL" in out and "shrunk to" in out
         assert "the shrunk case reproduced 10/10" in out, out  # a bug requests one at a time show: every time
         rerun, replay = _printed(out, "replay this run with"), _printed(out, "reproduce with")
-        assert replay == "aidememo-sim replay out/race-seed-4.json"  # the target file is in the replay file
+        assert replay == f"aidememo-sim replay out/race-seed-4.json --config {tmp_path / 'target.toml'}"  # named: a file runs no code
         pytest_file, script = _printed(out, "pytest file"), _printed(out, "curl script")
         assert "/v1/projects/sim-" not in Path(tmp_path, script).read_text()  # never the recorded project
         assert rerun == first  # the run above was the printed rerun's first run
@@ -147,7 +147,7 @@ def test_a_url_run_with_tokens_fix_and_rerun_loop(tmp_path: Path) -> None:
         assert "shrinking over the URL" in out and "the shrunk case reproduced 10/10" in out
         rerun, replay = _printed(out, "replay this run with"), _printed(out, "reproduce with")
         # The target was given, not recorded: the printed command gives it again, tokens as variables.
-        assert f"--url {url} --project given" in replay and "--token agent-a=$TOKEN_AGENT_A" in replay
+        assert f"--url {url} --project given" in replay and "--token agent-a --token" in replay  # read from TOKEN_AGENT_A
         pytest_file, script = _printed(out, "pytest file"), _printed(out, "curl script")
         checked = [found, _sh(rerun, tmp_path, env)]
         assert checked[-1].returncode == 1, checked[-1].stdout[-2000:]

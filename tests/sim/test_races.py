@@ -60,7 +60,7 @@ def test_each_planted_race_is_found_shrunk_and_replayed(name: str, tmp_path: Pat
         Batch(clock_ms=b.clock_ms, ops=(op,)) for b in small.plan.batches for op in b.ops))
     assert rerun(sequential, small.seed, factory).finding is None
     paths = export_failure(small, tmp_path, target="embedded", factory=f"{HERE / 'mutants.py'}:{name}")
-    doc = load_replay(paths["replay file"])
+    doc = load_replay(paths["replay file"], ledger=f"{HERE / 'mutants.py'}:{name}")  # named, as on the command line
     outcomes = [reproduce(doc) for _ in range(20)]
     assert sum(r.finding is not None for r in outcomes) == 20
     # Not only a violation each time: the very same answers each time.

@@ -49,7 +49,7 @@ def test_the_cli_takes_a_conformance_target_file(served: tuple[str, dict[str, st
         (["run", "--actors", "1", "--budget", "1"], "at least two actors"),
         (["run", "--url", "http://127.0.0.1:9"], "--url needs --project"),
         (["run", "--token", "a=b"], "need --url"),
-        (["run", "--url", "http://127.0.0.1:9", "--project", "p", "--token", "nope"], "ACTOR=TOKEN"),
+        (["run", "--url", "http://127.0.0.1:9", "--project", "p", "--token", "nope"], "reads TOKEN_NOPE, which is not set"),
         (["run", "--budget", "-3"], "must be positive"),
         (["run", "--seed", "x"], "not an integer seed"),
         (["replay", "/nonexistent/replay.json"], "cannot read replay file"),

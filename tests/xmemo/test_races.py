@@ -70,7 +70,7 @@ def test_a_check_then_act_idempotency_store_is_caught_shrunk_and_replayed(tmp_pa
     doc = json.loads(paths["replay file"].read_text())
     assert doc["finding"]["requirement"] == "XM-IDEM-1" and doc["seed"] == found.seed
     assert "different memory ids" in paths["timeline"].read_text() or "memories (census" in paths["timeline"].read_text()
-    assert reproduce(paths["replay file"], times=2) == 2
+    assert reproduce(paths["replay file"], times=2, factory=f"{RACES}:check_then_act") == 2
     clean = dict(doc, target={"kind": "embedded", "factory": None})
     fixed = tmp_path / "fixed.json"
     fixed.write_text(json.dumps(clean))

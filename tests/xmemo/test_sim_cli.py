@@ -49,7 +49,7 @@ def test_a_planted_race_is_found_shrunk_and_the_printed_command_reproduces_it(
     assert doc["finding"]["requirement"] == "XM-IDEM-1" and doc["target"]["factory"] == ledger
     assert main([*replay, "--times", "2"]) == 1
     assert lines(capsys)[-1] == "reproduced 2/2"
-    assert main(["xmemo", "replay", replay[1]]) == 1
+    assert main(["xmemo", "replay", replay[1], "--ledger", ledger]) == 1
     assert lines(capsys)[-1] == "reproduced 1/1"
     # The printed rerun command finds the same violation again.
     rerun = command(out, "replay this run with: ")

@@ -15,11 +15,12 @@ a raw payload's fingerprint and stored body); diff sends no such float, so none 
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, TypeGuard
+
+from refkit.jsonvalue import loads
 
 __all__ = ["Rule", "RULES", "EPOCH", "TIME", "SCHEMA_VERSION", "MESSAGE", "SCORE", "SNAPSHOT_ORDER",
            "SERVER_VERSION", "TEXT", "Comparable", "comparable", "in_rank_order"]
@@ -172,7 +173,7 @@ class Comparable:
 
     def _json_text(self, text: str, key: str) -> Any:
         try:
-            return self.value(json.loads(text), key)
+            return self.value(loads(text), key)
         except ValueError:
             return None
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import shlex
 import sys
 from pathlib import Path
@@ -30,6 +31,7 @@ from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
 from conformance.profiles.aidememo.settings import AideMemoSettings, describe
 from conformance.reports import provenance
 from conformance.reports.replay import ReplayTarget
+from refkit.files import write_atomic
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
@@ -108,7 +110,7 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
         case = report_dir / f"divergence-{index}.json"
         write_case(case, divergence, result.seed)
         script = case.with_suffix(".sh")
-        script.write_text(case_script(divergence, target), "utf-8")
+        write_atomic(script, case_script(divergence, target))
         commands.append((_replay_command(argv_base, case), script))
         cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
     summary = {**provenance(header.get("health")), "seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
@@ -116,9 +118,22 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
                "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
                "divergences": cases, "notes": header["notes"]}
-    (report_dir / "diff.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", "utf-8")
-    (report_dir / "diff.html").write_text(render_diff_html(summary), "utf-8")
+    write_atomic(report_dir / "diff.json", json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
+    write_atomic(report_dir / "diff.html", render_diff_html(summary))
+    _remove_stale(report_dir, len(result.divergences))
     return commands
+
+
+_CASE_FILE = re.compile(r"divergence-(\d+)\.(json|sh)")
+
+
+def _remove_stale(report_dir: Path, written: int) -> None:
+    """Remove the case files of an earlier run this one did not write (``divergence-N.*`` past
+    its count), so a clean report never sits beside old divergences."""
+    for path in report_dir.iterdir():
+        found = _CASE_FILE.fullmatch(path.name)
+        if found and int(found[1]) > written:
+            path.unlink(missing_ok=True)
 
 
 def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = None) -> int:

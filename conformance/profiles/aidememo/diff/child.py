@@ -2,7 +2,7 @@
 
 Starts the embedded reference (or the broken variant ``FACTORY`` names) exactly as ``run`` does,
 prints its base URL, then provisions one identity per JSON line on stdin, answering ``ok`` or
-one line of error. It exits when stdin closes or on SIGTERM.
+one line of error. It exits when stdin closes or on SIGTERM, removing its database either way.
 """
 
 from __future__ import annotations
@@ -15,9 +15,18 @@ from conformance.errors import ConformanceError
 from conformance.profiles.aidememo.settings import AideMemoSettings
 from conformance.profiles.aidememo.target import start_embedded
 from conformance.provisioning import TokenList
+from refkit.args import sigterm_as_interrupt
 
 
 def main(argv: list[str]) -> int:
+    try:
+        with sigterm_as_interrupt():
+            return _serve(argv)
+    except KeyboardInterrupt:  # the ExitStack has removed the database on the way out
+        return 130
+
+
+def _serve(argv: list[str]) -> int:
     factory, backend = argv[0] or None, argv[1]
     settings = AideMemoSettings(url=None, timeout_s=10.0, max_body_bytes=4 << 20, capabilities={},
                                 provision_command=None, fixed_tokens=TokenList(), embedded_factory=factory,

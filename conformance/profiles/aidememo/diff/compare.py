@@ -15,7 +15,6 @@ side's status and code, and, if it names ``fields``, only where every difference
 
 from __future__ import annotations
 
-import json
 import re
 import tomllib
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ from typing import Any
 
 from conformance.errors import ConfigError
 from conformance.profiles.aidememo.implementation_defined import Comparable
+from refkit.jsonvalue import loads
 
 __all__ = ["Answer", "Departure", "Departures", "Normalizer", "difference", "differences", "first_difference",
            "requirements_of"]
@@ -69,8 +69,8 @@ class Normalizer:
             elif lower == "allow":
                 kept[lower] = ",".join(sorted(part.strip().upper() for part in value.split(",")))
         try:
-            data: Any = json.loads(body) if body else None
-        except (ValueError, UnicodeDecodeError):
+            data: Any = loads(body) if body else None
+        except ValueError:  # not JSON, not UTF-8, or nested too deep: compared as text
             data = {"<text>": body.decode("utf-8", "replace")}
         code = None
         if isinstance(data, dict) and isinstance(data.get("error"), dict):

@@ -17,6 +17,7 @@ from conformance.errors import Untestable
 from conformance.profiles.aidememo.diff.compare import Answer, Departure, Departures, Normalizer, difference
 from conformance.profiles.aidememo.diff.steps import ACTORS, BAD_TOKEN, CLOCK_ROUTE, Step
 from conformance.profiles.aidememo.diff.sides import Side, fresh_token
+from refkit.jsonvalue import loads
 
 __all__ = ["Episode", "Outcome"]
 
@@ -41,12 +42,13 @@ class Outcome:
 class _Env:
     side: Side
     tokens: dict[str, str]
-    values: dict[str, str]
+    values: dict[str, Any]  # placeholders: names, and each side's epoch as it answered it
     normalizer: Normalizer
 
     def fill(self, text: str) -> str:
         for name in ("$project3", "$project2", "$project", "$epoch", "$ns"):
-            text = text.replace(name, self.values[name])
+            value = self.values[name]
+            text = text.replace(name, value if isinstance(value, str) else json.dumps(value))
         return text
 
     def fill_json(self, data: Any) -> Any:
@@ -87,7 +89,9 @@ class Episode:
             status, _, body = side.send("GET", f"/v1/projects/{names['$project']}/identity",
                                         [("Authorization", f"Bearer {tokens['sender']}")], b"")
             try:
-                values["$epoch"] = json.loads(body)["project_epoch"]
+                # Kept as the side answered it, a string or not: sent back as it came, so a target's
+                # epoch of the wrong type shows as a divergence, not as a crash of the kit.
+                values["$epoch"] = loads(body)["project_epoch"]
             except (ValueError, KeyError, TypeError):
                 raise Untestable(f"the identity read after provisioning answered {status}") from None
             normalizer = Normalizer(names={value: key for key, value in names.items()}, namespace=ns)
@@ -111,7 +115,7 @@ class Episode:
             url = env.fill(step.path) + (f"?{env.fill(step.query)}" if step.query else "")
             status, got_headers, got_body = env.side.send(step.method, url, headers, body)
             try:
-                data = json.loads(got_body) if got_body else None
+                data = loads(got_body) if got_body else None
             except ValueError:
                 data = None
             answers.append((env.normalizer.answer(status, got_headers, got_body), data))

@@ -24,6 +24,8 @@ from conformance.profiles.aidememo.diff.episode import Episode, Outcome
 from conformance.profiles.aidememo.diff.sides import Side
 from conformance.profiles.aidememo.diff.generator import Generator
 from conformance.profiles.aidememo.diff.steps import Step
+from refkit.files import write_atomic
+from refkit.jsonvalue import loads
 
 __all__ = ["Divergence", "Result", "run", "replay", "shrink"]
 
@@ -164,7 +166,7 @@ def replay(sides: Sides, steps: list[Step]) -> list[Outcome]:
 
 def write_case(path: Path, divergence: Divergence, seed: int) -> None:
     data = {"version": CASE_VERSION, "seed": seed, **divergence.to_dict()}
-    path.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", "utf-8")
+    write_atomic(path, json.dumps(data, indent=1, ensure_ascii=False) + "\n")
 
 
 def read_case(path: Path) -> list[Step]:
@@ -174,14 +176,14 @@ def read_case(path: Path) -> list[Step]:
         ValueError: not a case file of this version (the message says what is wrong).
     """
     try:
-        data = json.loads(path.read_text("utf-8"))
+        data = loads(path.read_bytes())
     except OSError as exc:
         raise ValueError(f"cannot read {path}: {exc.strerror}") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:
         raise ValueError(f"{path} is not JSON: {exc}") from None
     if not isinstance(data, dict) or data.get("version") != CASE_VERSION or not isinstance(data.get("steps"), list):
         raise ValueError(f"{path} is not a diff case file (version {CASE_VERSION} with steps)")
     try:
         return [Step.of(step) for step in data["steps"]]
-    except (KeyError, TypeError, AttributeError) as exc:
+    except (KeyError, TypeError, AttributeError, ValueError) as exc:
         raise ValueError(f"{path}: a step lacks {exc}") from None

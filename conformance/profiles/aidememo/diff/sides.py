@@ -135,8 +135,13 @@ class TargetSide:
 
     def send(self, method: str, target: str, headers: list[tuple[str, str]], body: bytes) -> Raw:
         path, _, query = target.partition("?")
-        exchange = self.wire.request(None, method, path, content=body or None, headers=dict(headers),
-                                     raw_query=query or None)
+        try:
+            exchange = self.wire.request(None, method, path, content=body or None, headers=dict(headers),
+                                         raw_query=query or None)
+        except TargetError as exc:
+            # No readable answer (a malformed header, a body past the bound, a reset): status 0 and
+            # what went wrong, which the reference's answer then differs from: a divergence, reported.
+            return 0, [], json.dumps({"<no answer>": str(exc)}).encode()
         return exchange.status, list(exchange.response_headers), exchange.body
 
     def close(self) -> None:
@@ -144,11 +149,17 @@ class TargetSide:
         for provisioner in self.provisioners:
             provisioner.close()
         if self.child is not None:
-            self.child.terminate()
+            # End of input first: the child leaves its loop and removes its database as it exits.
+            if self.child.stdin is not None:
+                self.child.stdin.close()
             try:
                 self.child.wait(timeout=10)
             except subprocess.TimeoutExpired:
-                self.child.kill()
+                self.child.terminate()  # it removes its database on SIGTERM too
+                try:
+                    self.child.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    self.child.kill()
 
 
 def _start_child(settings: AideMemoSettings) -> tuple[str, subprocess.Popen[str]]:
