@@ -309,10 +309,11 @@ class Nemesis:
                 continue
             seq = receipt.get("project_seq")
             said = (str(resource.get("kind")), str(resource.get("id")), receipt.get("revision"))
-            if feed.get(seq) != said:
+            there = feed.get(seq) if isinstance(seq, int) else None
+            if there != said:
                 self._note("answered writes in the feed", ("AM-RACE-1", "AM-CONF-09"),
                            f"{_command_id(entry.body)} was answered with project_seq {seq} ({said[0]} {said[1]} "
-                           f"revision {said[2]}); the change feed has {feed.get(seq) or 'nothing'} there")
+                           f"revision {said[2]}); the change feed has {there or 'nothing'} there")
         self._claims(answered)
 
     def _claims(self, answered: Sequence[_Answered]) -> None:
@@ -335,7 +336,7 @@ class Nemesis:
                            f"{path.split('/')[-2]}: accepts from revision {revision} were answered for "
                            f"{len(claims)} claims ({', '.join(sorted(claims))})")
 
-    def _whole_feed(self) -> dict[object, tuple[str, str, object]] | None:
+    def _whole_feed(self) -> dict[int, tuple[str, str, object]] | None:
         try:
             follower = FeedFollower(self.target)
         except Exception:  # noqa: BLE001 - a server that cannot answer is one finding, not a crash

@@ -18,7 +18,7 @@ import socketserver
 import struct
 import threading
 from dataclasses import dataclass
-from typing import IO
+from io import BufferedIOBase
 from urllib.parse import urlsplit
 
 __all__ = ["FaultProxy"]
@@ -94,7 +94,7 @@ class FaultProxy:
                 self.dropped += 1
             return armed
 
-    def _one(self, reader: IO[bytes], connection: socket.socket) -> bool:
+    def _one(self, reader: BufferedIOBase, connection: socket.socket) -> bool:
         line = reader.readline(65536)
         if not line:
             return False

@@ -9,6 +9,7 @@ import html
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import Call, Window
@@ -115,7 +116,8 @@ def _plots(run: FaultRun, out: Path, paths: dict[str, Path]) -> str | None:
         draw(axes, calls, kinds)
         axes.set_xlabel("seconds since the start")
         axes.legend(fontsize="small", loc="upper right")
-        axes.set_title(f"{name}, seed {run.nemesis.schedule.seed} (shaded: {', '.join(sorted({w.kind for w in windows})) or 'no faults'})")
+        shaded = ", ".join(sorted({w.kind for w in windows})) or "no faults"
+        axes.set_title(f"{name}, seed {run.nemesis.schedule.seed} (shaded: {shaded})")
         path = out / f"{name}.png"
         figure.savefig(path, dpi=100)
         plt.close(figure)
@@ -123,21 +125,21 @@ def _plots(run: FaultRun, out: Path, paths: dict[str, Path]) -> str | None:
     return None
 
 
-def _latency(axes: object, calls: Sequence[Call], kinds: Sequence[str]) -> None:
+def _latency(axes: Any, calls: Sequence[Call], kinds: Sequence[str]) -> None:
     for kind in kinds:
         mine = [c for c in calls if c.kind == kind]
-        axes.scatter([c.start_s for c in mine], [(c.end_s - c.start_s) * 1000 for c in mine], s=3,  # type: ignore[attr-defined]
+        axes.scatter([c.start_s for c in mine], [(c.end_s - c.start_s) * 1000 for c in mine], s=3,
                      label=kind)
-    axes.set_ylabel("latency (ms)")  # type: ignore[attr-defined]
-    axes.set_yscale("log")  # type: ignore[attr-defined]
+    axes.set_ylabel("latency (ms)")
+    axes.set_yscale("log")
 
 
-def _throughput(axes: object, calls: Sequence[Call], kinds: Sequence[str]) -> None:
+def _throughput(axes: Any, calls: Sequence[Call], kinds: Sequence[str]) -> None:
     end = int(max((c.end_s for c in calls), default=0)) + 1
     for kind in kinds:
         buckets = [0] * end
         for c in calls:
             if c.kind == kind and c.outcome == "200":
                 buckets[int(c.end_s)] += 1
-        axes.plot(range(end), buckets, label=kind)  # type: ignore[attr-defined]
-    axes.set_ylabel("answered per second")  # type: ignore[attr-defined]
+        axes.plot(range(end), buckets, label=kind)
+    axes.set_ylabel("answered per second")
