@@ -80,14 +80,13 @@ class _Answered:
 
 
 def operation_kind(method: str, path: str) -> str:
-    """A request's kind for the plots: ``POST accept``, ``GET changes``, ``POST commands``."""
-    words = [w for w in path.split("?", 1)[0].split("/") if w]
-    if method == "POST" and len(words) >= 2 and words[-2] == "handoffs":
-        return "POST handoff"  # a transition's path ends in handoffs/ID/<verb>; a send in handoffs
-    last = words[-1] if words else ""
-    if method == "GET" and len(words) >= 5:
-        last = words[4] if words[3] in ("handoffs", "resources") else words[3]
-    return f"{method} {last}"
+    """A request's kind for the plots: ``POST accept``, ``GET handoffs``, ``POST commands``."""
+    words = path.split("?", 1)[0].strip("/").split("/")
+    if len(words) >= 4 and words[:2] == ["v1", "projects"]:
+        rest = words[3:]  # handoffs/ID/accept, handoffs/ID, changes, resources/KIND/ID
+        name = rest[0] if len(rest) <= 2 or rest[0] == "resources" else rest[-1]
+        return f"{method} {name}"
+    return f"{method} {words[-1]}"
 
 
 class FaultTarget(HttpTarget):
@@ -144,7 +143,8 @@ class FaultTarget(HttpTarget):
         finally:
             end = time.monotonic() - self.started
             with self._lock:
-                self.calls.append(Call(begin, end, operation_kind(method, path), outcome))
+                if not path.startswith("/__test__/"):  # the test clock is the campaign's, not an operation
+                    self.calls.append(Call(begin, end, operation_kind(method, path), outcome))
                 if outcome == "200" and method == "POST" and path.startswith("/v1/") and body is not None:
                     self.answered.append(_Answered(actor, path, body, reply.body, end))
 

@@ -115,11 +115,11 @@ def _plots(run: FaultRun, out: Path, paths: dict[str, Path]) -> str | None:
             axes.axvspan(w.start_s, max(w.end_s, w.start_s + 0.01), color=_COLOURS[w.kind], alpha=0.2)
         draw(axes, calls, kinds)
         axes.set_xlabel("seconds since the start")
-        axes.legend(fontsize="small", loc="upper right")
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
         shaded = ", ".join(sorted({w.kind for w in windows})) or "no faults"
         axes.set_title(f"{name}, seed {run.nemesis.schedule.seed} (shaded: {shaded})")
         path = out / f"{name}.png"
-        figure.savefig(path, dpi=100)
+        figure.savefig(path, dpi=100, bbox_inches="tight")
         plt.close(figure)
         paths[name] = path
     return None

@@ -188,3 +188,13 @@ def test_a_command_first_sent_without_an_answer_may_have_committed_from_then() -
     replay = Operation(client=1, input={"command_id": "accept-1"}, output=receipt(10, "h1", 5), call_ns=4, return_ns=5)
     assert ReceiptChecks().add([lost, other, replay]) == []
     assert [v.why for v in ReceiptChecks().add([other, replay])] == ["project_seq 10 committed after 11 had been answered"]
+
+
+def test_requests_are_plotted_by_operation_kind_not_by_id() -> None:
+    from simulations.faults.nemesis import operation_kind
+
+    assert [operation_kind(m, p) for m, p in [
+        ("POST", "/v1/projects/p/handoffs/h-1/accept"), ("POST", "/v1/projects/p/handoffs"),
+        ("GET", "/v1/projects/p/handoffs/h-1"), ("GET", "/v1/projects/p/changes?after_seq=3"),
+        ("POST", "/v1/commands"), ("GET", "/v1/projects/p/resources/custom.x/w1")]] == [
+        "POST accept", "POST handoffs", "GET handoffs", "GET changes", "POST commands", "GET resources"]
