@@ -76,7 +76,7 @@ class _Answered:
     path: str
     body: bytes
     answer: bytes
-    at_s: float
+    sent_s: float
 
 
 def operation_kind(method: str, path: str) -> str:
@@ -146,11 +146,12 @@ class FaultTarget(HttpTarget):
                 if not path.startswith("/__test__/"):  # the test clock is the campaign's, not an operation
                     self.calls.append(Call(begin, end, operation_kind(method, path), outcome))
                 if outcome == "200" and method == "POST" and path.startswith("/v1/") and body is not None:
-                    self.answered.append(_Answered(actor, path, body, reply.body, end))
+                    self.answered.append(_Answered(actor, path, body, reply.body, begin))
 
     def first_answer_after(self, at_s: float) -> float | None:
+        """When the first write sent after ``at_s`` and answered was sent (None: none was)."""
         with self._lock:
-            return next((a.at_s for a in self.answered if a.at_s > at_s), None)
+            return next((a.sent_s for a in self.answered if a.sent_s > at_s), None)
 
 
 @dataclass(slots=True)
@@ -164,7 +165,7 @@ class Nemesis:
     kills: int = 0
     pauses: int = 0
     windows: list[Window] = field(default_factory=list)
-    recoveries: list[float] = field(default_factory=list)  # seconds from a kill to the first answered write
+    recoveries: list[float] = field(default_factory=list)  # seconds from a kill to the first write sent and answered
     findings: list[FaultFinding] = field(default_factory=list)
     _thread: threading.Thread | None = None
     _fault: Fault | None = None
@@ -257,7 +258,8 @@ class Nemesis:
         return bool(self.findings)
 
     def measure_recoveries(self) -> None:
-        """Recovery of each kill: to the first write answered after it (none: not counted)."""
+        """Recovery of each kill: to the sending of the first write after it that was answered
+        (none: not counted)."""
         for killed in self._killed_at:
             first = self.target.first_answer_after(killed)
             if first is not None:

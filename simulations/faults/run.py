@@ -56,8 +56,8 @@ class FaultRun:
         times = self.nemesis.recoveries
         if not times:
             return None
-        return (f"recovery after {len(times)} restarts (kill to the first answered write): median "
-                f"{statistics.median(times):.2f} s, max {max(times):.2f} s")
+        return (f"recovery after {len(times)} restarts (kill to the first write sent after it that was answered): "
+                f"median {statistics.median(times):.2f} s, max {max(times):.2f} s")
 
 
 def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, actors: int,

@@ -67,8 +67,8 @@ class Fault:
         return f"batch {self.batch}: {self.count} {what}"
 
     def to_json(self) -> dict[str, Any]:
-        return {"batch": self.batch, "kind": self.kind, "after_posts": self.after_posts, "delay_ms": self.delay_ms, "length_ms": self.length_ms,
-                "count": self.count, "before": self.before}
+        return {"batch": self.batch, "kind": self.kind, "after_posts": self.after_posts, "delay_ms": self.delay_ms,
+                "length_ms": self.length_ms, "count": self.count, "before": self.before}
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,8 +87,8 @@ class FaultSchedule:
             return None
         kind = rng.choice(self.kinds)
         # Timed from a write of the batch, not from its start: a batch's requests take a few
-        # milliseconds of it, and a fault is meant to meet them in flight.
-        posts, delay = rng.randrange(0, 3), rng.randrange(0, 5)
+        # milliseconds of it, and a fault is meant to meet them in flight, or just answered.
+        posts, delay = rng.randrange(0, 3), rng.randrange(0, 40)
         if kind == "kill":
             return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=rng.randrange(20, 300),
                          count=0)
