@@ -18,6 +18,7 @@ __all__ = ["EXTRAS", "MissingExtra", "require"]
 EXTRAS: Final = {
     "hunt": ("distributed",),
     "postgres": ("psycopg", "psycopg_pool"),
+    "faults": ("matplotlib",),  # only the fault campaigns' plots: without it they are skipped, with one line
 }
 
 

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO
+from typing import IO, Protocol
 
 from refkit.files import open_fresh
 from simulations.linearizability.checker import Checker, Verdict
@@ -29,8 +29,17 @@ from simulations.feed import FeedFollower
 from simulations.receipts import FeedEntry, ReceiptChecks, Violation
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Target, reference_factory
 
-__all__ = ["SEGMENT_BATCHES", "Finding", "HistoryCheck", "RunResult", "check_history", "fresh_run_id",
+__all__ = ["SEGMENT_BATCHES", "BatchHooks", "Finding", "HistoryCheck", "RunResult", "check_history", "fresh_run_id",
            "rerun", "rerun_over_http", "run_campaign", "segment_run_id", "segment_seed", "violations_by_rule"]
+
+
+class BatchHooks(Protocol):
+    """Told of each batch of a campaign (a fault campaign's nemesis): ``before`` it is sent and
+    ``after`` it ended, by the batch's index in the run; ``after`` returning True stops the run."""
+
+    def before(self, batch: int) -> None: ...
+
+    def after(self, batch: int) -> bool: ...
 
 
 def fresh_run_id(seed: int) -> str:
@@ -172,6 +181,7 @@ def run_campaign(
     on_batch: Callable[[float, int], None] | None = None,
     history_file: Path | None = None,
     segment_batches: int = SEGMENT_BATCHES,
+    hooks: BatchHooks | None = None,
 ) -> RunResult:
     """Plan and run batches until a violation, ``max_batches`` or ``budget_s``.
 
@@ -180,6 +190,7 @@ def run_campaign(
     JSON lines (the format ``aidememo-sim check`` reads) as soon as the batch ends, so a run that
     is stopped or killed still leaves its history; the run keeps only what its checks need, and
     its result has the history (read back) only with a violation, else its length (``recorded``).
+    ``hooks`` hear of each batch before and after it (a fault campaign's nemesis).
     On the embedded reference such a run is also cut into segments of ``segment_batches``
     batches (0: never), each on a fresh reference with its own seed and run id, checked on its
     own; the result is then the segment's (seed, plan, history), with ``earlier`` counting the
@@ -191,7 +202,8 @@ def run_campaign(
     run = _Run(seed=seed, started=time.monotonic(), budget_s=budget_s, rng=random.Random(seed),
                recorder=Recorder(keep=history_file is None), history_file=history_file,
                sink=_history_sink(history_file), progress=progress, on_batch=on_batch,
-               segment_batches=segment_batches if history_file is not None and target is None else 0)
+               segment_batches=segment_batches if history_file is not None and target is None else 0,
+               hooks=hooks)
     segment: _Segment | None = None
     try:
         segment = run.open(0, actors, factory, target)
@@ -205,7 +217,7 @@ def run_campaign(
                 run.let_go(segment)
                 segment = None  # nothing keeps it (nor closes it again, should the next one not open)
                 segment = run.open(index, actors, factory, target)
-            if run.batch(segment) is not None:
+            if run.batch(segment) is not None or run.stopped:
                 break
         if segment.finding is None:
             run.close(segment, budget_s=max(1.0, budget_s * 0.1))
@@ -251,6 +263,8 @@ class _Run:
     progress: Callable[[str], None] | None
     on_batch: Callable[[float, int], None] | None
     segment_batches: int
+    hooks: BatchHooks | None = None
+    stopped: bool = False  # the hooks asked the run to stop
     batches: int = 0  # of the segments let go
     operations: int = 0  # of every segment, the open one too
     unknown: bool = False  # a segment let go had run out of checking budget
@@ -277,7 +291,14 @@ class _Run:
         batch = segment.planner.next_batch()
         segment.batches.append(batch)
         seed = batch_seed(segment.seed, len(segment.batches) - 1)
-        segment.decisions.append(tuple(execute_batch(segment.target, batch, self.recorder, seed)))
+        index = self.batches + len(segment.batches) - 1
+        if self.hooks is not None:
+            self.hooks.before(index)
+        try:
+            segment.decisions.append(tuple(execute_batch(segment.target, batch, self.recorder, seed)))
+        finally:
+            if self.hooks is not None:
+                self.stopped = self.hooks.after(index)
         new = self.recorder.take()
         self.operations += len(new)
         if self.sink is not None:

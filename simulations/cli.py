@@ -93,6 +93,15 @@ def _fraction(text: str) -> float:
     return value
 
 
+def _fault_kinds(text: str) -> tuple[str, ...]:
+    from simulations.faults.schedule import parse_faults
+
+    try:
+        return parse_faults(text)
+    except SimulationError as exc:
+        raise argparse.ArgumentTypeError(str(exc).removeprefix("--faults: ")) from None
+
+
 def _seed(text: str) -> int:
     try:
         value = int(text, 0)
@@ -157,6 +166,9 @@ def _add_run(sub: Any) -> None:
     run.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
                      help=f"embedded only: move to a fresh reference, checked on its own, every N batches, so "
                           f"memory stays flat however long the run (default {SEGMENT_BATCHES}; 0: never)")
+    run.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
+                     help="a fault campaign: inject these faults from the seed's schedule (kill, pause: the target "
+                          "file's [serve] server; drop-answers, reset: the campaign's own proxy in front of it)")
     _hunt_arguments(run)
 
 
@@ -363,6 +375,8 @@ def _rerun_command(args: argparse.Namespace, seed: int) -> str:
              *(["--batches", str(args.batches)] if args.batches else []), *_target_words(args)]
     if args.ledger:
         parts += ["--ledger", args.ledger]
+    if getattr(args, "faults", None):
+        parts += ["--faults", ",".join(args.faults)]
     from simulations.plan import SEGMENT_BATCHES
 
     if getattr(args, "segment", SEGMENT_BATCHES) != SEGMENT_BATCHES:
@@ -402,6 +416,8 @@ def _run(args: argparse.Namespace) -> int:
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
     factory = load_factory(args.ledger)
+    if args.faults:
+        return _fault_run(args, seed, target)
     if args.workers > 1 or args.scheduler is not None:
         if args.url is not None:
             raise SimulationError("--workers with --url would put every shard in one project; give a target file "
@@ -439,6 +455,74 @@ def _run(args: argparse.Namespace) -> int:
                            url=None if target is None else target.url, factory=_factory_spec(args.ledger),
                            config=args.config, reproduction=rate)
     return _exported(paths, _replay_words(args, result.plan.project), rate)
+
+
+def _fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None) -> int:
+    import time
+
+    from simulations.faults.report import write_reports
+    from simulations.faults.run import run_fault_campaign
+
+    started = time.monotonic()
+    if target is None:
+        raise SimulationError("--faults needs a server: a target file (--config; kill and pause need its [serve] "
+                              "command) or --url")
+    if args.workers > 1 or args.scheduler is not None:
+        print("--faults runs in one shard: the shards of a hunt would share the one served server, and a kill "
+              "would hit them all")
+    print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, faults "
+          f"{','.join(args.faults)}, against {args.url or args.config}")
+    command = _rerun_command(args, seed)
+    print(f"replay this run with: {command}")
+    out = Path(args.out) / f"faults-seed-{seed}"
+    history_file = out / "history.jsonl"
+    print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
+    run = run_fault_campaign(target=target, server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
+                             actors=args.actors, budget_s=args.budget, max_batches=args.batches,
+                             history_file=history_file, started=started, progress=print)
+    print(f"{run.result.batches} batches in {run.result.elapsed_s:.1f} s")
+    recovery = run.recovery()
+    if recovery is not None:
+        print(recovery)
+    for finding in run.findings:
+        print(f"finding: {finding.rule} ({', '.join(finding.requirements) or 'no requirement id'})")
+        print(finding.explanation)
+        print(f"replay it, with its fault schedule: {command}")
+    paths, skipped = write_reports(run, out, command=command)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    if skipped is not None:
+        print(skipped)
+    print(run.summary())
+    if run.findings:
+        return EXIT_VIOLATION
+    return EXIT_UNKNOWN if run.verdict is Verdict.UNKNOWN else EXIT_OK
+
+
+def _fault_options(args: argparse.Namespace) -> None:
+    """Faults that need what the command line does not give are refused before anything starts.
+
+    Raises:
+        SimulationError: kill or pause without a target file with [serve] (one line).
+    """
+    from simulations.faults.schedule import SERVED_KINDS
+
+    if args.command != "run" or not getattr(args, "faults", None):
+        return
+    served = [kind for kind in args.faults if kind in SERVED_KINDS]
+    if served and (args.config is None or not _has_serve(args.config)):
+        raise SimulationError(f"--faults {served[0]} needs the target file's [serve] command (the kit must start "
+                              f"the server to {served[0]} it); give --config with a [serve] table")
+
+
+def _has_serve(path: Path) -> bool:
+    import tomllib
+
+    try:
+        with path.open("rb") as file:
+            return isinstance(tomllib.load(file).get("serve"), dict)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False  # the target file's own loader says what is wrong with it
 
 
 def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
@@ -767,12 +851,14 @@ def _xmemo(args: argparse.Namespace) -> int:
 def _served(command: Any, args: argparse.Namespace) -> int:
     """``run``, ``clients`` and ``replay`` against a target file whose ``[serve]`` server the kit
     starts for them (its log in ``--out``, or beside the replay file)."""
+    _fault_options(args)
     config = _served_config(args)
     if config is None:
         return int(command(args))
     from simulations.targets import served_config
 
-    with served_config(config, Path(args.out) if args.command != "replay" else args.file.parent):
+    with served_config(config, Path(args.out) if args.command != "replay" else args.file.parent) as server:
+        args.served_server = server  # a fault campaign kills, pauses and restarts it
         return int(command(args))
 
 

@@ -88,6 +88,9 @@ class ReceiptChecks:
     # campaign keeps 16 bytes per command rather than the whole receipt.
     _by_command: dict[str, tuple[bytes, int]] = field(default_factory=dict)
     _by_seq: dict[object, str] = field(default_factory=dict)  # project_seq -> command id
+    # command id -> the earliest call of an operation that sent it, answered or not: a command
+    # whose first sending got no answer (indeterminate) may have committed from that moment.
+    _first_call: dict[str, int] = field(default_factory=dict)
     # First answers by return time, with the running maximum of their project_seq, to ask "the
     # largest project_seq answered before time t" in O(log n).
     _returns: list[int] = field(default_factory=list)
@@ -108,6 +111,9 @@ class ReceiptChecks:
                 self.history.append(op)
             else:
                 self._live[index] = op
+            sent = op.input.get("command_id")
+            if sent is not None and op.call_ns < self._first_call.get(str(sent), op.call_ns + 1):
+                self._first_call[str(sent)] = op.call_ns
             receipt = _receipt(op)
             if receipt is None:
                 continue
@@ -131,7 +137,7 @@ class ReceiptChecks:
                                           f"project_seq {seq} was given to two commands"))
             self._by_seq.setdefault(seq, command_id)
             if isinstance(seq, int):
-                before = self._answered_before(op.call_ns)
+                before = self._answered_before(self._first_call.get(command_id, op.call_ns))
                 if before is not None and before[0] >= seq:
                     problems.append(Violation((before[1], index),
                                               f"project_seq {seq} committed after {before[0]} had been answered"))

@@ -25,12 +25,15 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from refkit.jsonvalue import loads
 from simulations.errors import SimulationError
 from simulations.plan import READER, START_MS, actor_names
 from simulations.scheduler import SeededScheduler
+
+if TYPE_CHECKING:
+    from conformance.serve import ServedServer
 
 __all__ = [
     "EmbeddedTarget",
@@ -300,9 +303,10 @@ class HttpTarget:
 
 
 @contextmanager
-def served_config(path: Path, log_dir: Path) -> Iterator[None]:
+def served_config(path: Path, log_dir: Path) -> Iterator[ServedServer | None]:
     """The target file's ``[serve]`` server (if it has one) started for the block, its output in
-    ``log_dir/serve.log``; ``target_from_config`` then reaches it (``conformance.serve``).
+    ``log_dir/serve.log``; ``target_from_config`` then reaches it (``conformance.serve``). The
+    block gets the server (None without ``[serve]``), which a fault campaign kills and restarts.
 
     Raises:
         SimulationError: a bad target file, or a server that did not come up (one line).
@@ -314,8 +318,8 @@ def served_config(path: Path, log_dir: Path) -> Iterator[None]:
 
     try:
         _, settings = resolve_run(SettingsInput(flags={"config": str(path)}))
-        with serving(settings, log_dir):
-            yield
+        with serving(settings, log_dir) as server:
+            yield server
     except ConformanceError as exc:
         raise SimulationError(str(exc)) from None
 

@@ -1,0 +1,117 @@
+"""A fault campaign: the race campaign against a served target behind the fault proxy, with the
+nemesis injecting the schedule's faults, the audits after each restart and at the end, and the
+reports (``report``).
+
+The fault schedule comes from the printed seed (``schedule``), so the command that ran the
+campaign is the one that replays it, faults and all. Which operation a fault meets, and so the
+history, is the network's; the schedule and, for a server that keeps its promises or breaks one
+every time, the verdict, are not.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulations.campaign import RunResult, run_campaign
+from simulations.errors import SimulationError
+from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
+from simulations.faults.proxy import FaultProxy
+from simulations.faults.schedule import FaultSchedule
+from simulations.linearizability.checker import Verdict
+from simulations.targets import HttpTarget
+
+__all__ = ["FaultRun", "REQUIREMENTS", "count_outcomes", "run_fault_campaign"]
+
+# The requirements a finding of the campaign's own checks breaks, by its kind (campaign.Finding).
+REQUIREMENTS: dict[str, tuple[str, ...]] = {
+    "linearizability": ("AM-HO-2", "AM-HO-3", "AM-HO-4", "AM-HO-5", "AM-HL-REV-1"),
+    "receipts": ("AM-CMD-2", "AM-CMD-8", "AM-HO-6"),
+    "revision order": ("AM-RACE-2",),
+    "change feed": ("AM-RACE-1",),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class FaultRun:
+    """What a fault campaign did and found."""
+
+    result: RunResult
+    nemesis: Nemesis
+    answered: int
+    failed: int
+    indeterminate: int
+    verdict: Verdict
+    findings: tuple[FaultFinding, ...]
+    started: float
+
+    def summary(self) -> str:
+        return (f"{self.nemesis.summary()}; {self.answered} operations answered, {self.failed} failed, "
+                f"{self.indeterminate} indeterminate; verdict {self.verdict.value.upper()}")
+
+    def recovery(self) -> str | None:
+        times = self.nemesis.recoveries
+        if not times:
+            return None
+        return (f"recovery after {len(times)} restarts (kill to the first write sent after it that was answered): "
+                f"median {statistics.median(times):.2f} s, max {max(times):.2f} s")
+
+
+def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, actors: int,
+                       budget_s: float, max_batches: int | None, history_file: Path, started: float,
+                       progress: Callable[[str], None] | None = None) -> FaultRun:
+    """Run the campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``.
+
+    Raises:
+        SimulationError: the server did not come back after a restart, or the history file failed.
+    """
+    from conformance.errors import ConformanceError
+
+    proxy = FaultProxy(target.url).start()
+    faulty = FaultTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
+    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds), target=faulty, proxy=proxy, server=server)
+    try:
+        try:
+            result = run_campaign(seed=seed, actors=actors, budget_s=budget_s, max_batches=max_batches,
+                                  target=faulty, progress=progress, history_file=history_file, hooks=nemesis)
+            nemesis.final_audit()
+        except ConformanceError as exc:  # a restart that never answered /health again
+            raise SimulationError(str(exc)) from None
+    finally:
+        proxy.close()
+    nemesis.measure_recoveries()
+    findings = list(nemesis.findings)
+    if result.finding is not None:
+        findings.insert(0, FaultFinding(result.finding.kind, REQUIREMENTS.get(result.finding.kind, ()),
+                                        result.finding.explanation))
+    answered, failed, indeterminate = count_outcomes(history_file)
+    verdict = Verdict.ILLEGAL if findings else result.verdict
+    return FaultRun(result, nemesis, answered, failed, indeterminate, verdict, tuple(findings), started)
+
+
+def count_outcomes(history_file: Path) -> tuple[int, int, int]:
+    """(answered 2xx, answered with a refusal or error, indeterminate) over a history file.
+
+    Raises:
+        SimulationError: the file cannot be read.
+    """
+    answered = failed = indeterminate = 0
+    try:
+        with history_file.open(encoding="utf-8") as lines:
+            next(lines, None)  # the header
+            for line in lines:
+                if not line.strip():
+                    continue
+                output = json.loads(line).get("output")
+                if output is None:
+                    indeterminate += 1
+                elif isinstance(output, dict) and output.get("http") == 200:
+                    answered += 1
+                else:
+                    failed += 1
+    except (OSError, ValueError) as exc:
+        raise SimulationError(f"cannot read the history back from {history_file}: {exc}") from None
+    return answered, failed, indeterminate

@@ -1,0 +1,110 @@
+"""The fault schedule of a campaign: which fault, at which batch, with which seeded parameters.
+
+Pure: nothing here sends a signal or opens a socket (``nemesis`` does). The schedule is drawn
+from the campaign's printed seed, batch by batch, each batch from its own stream: the same seed
+gives the same faults at the same batches however long the run, so a replay (the same command)
+repeats them. Where inside a batch a fault lands in time is seeded too; which request it meets
+there is the network's.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from simulations.errors import SimulationError
+
+__all__ = ["FAULT_KINDS", "SERVED_KINDS", "Fault", "FaultSchedule", "parse_faults"]
+
+# kill: SIGKILL of the server's process group, then the same command on the same data.
+# pause: SIGSTOP of the group, a seeded wait, SIGCONT.
+# drop-answers: the proxy forwards POSTs and loses their answers.
+# reset: the proxy resets the connection, before forwarding the request or after.
+FAULT_KINDS = ("kill", "pause", "drop-answers", "reset")
+SERVED_KINDS = frozenset({"kill", "pause"})  # these need the target file's [serve] command
+FIRST_BATCH = 2  # the first batches set the races up undisturbed
+RATE = 0.3  # share of the batches that get a fault
+
+
+def parse_faults(text: str) -> tuple[str, ...]:
+    """``kill,pause,drop-answers,reset`` -> the kinds, in the order given, each once.
+
+    Raises:
+        SimulationError: an unknown or missing kind (one line).
+    """
+    kinds: list[str] = []
+    for word in (w.strip() for w in text.split(",")):
+        if word not in FAULT_KINDS:
+            raise SimulationError(f"--faults: unknown fault {word!r} (the kinds are {', '.join(FAULT_KINDS)})")
+        if word not in kinds:
+            kinds.append(word)
+    return tuple(kinds)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Fault:
+    """One fault: its kind, the batch it falls in, when in it and for how long."""
+
+    batch: int
+    kind: str
+    after_posts: int  # kill, pause: the batch's writes sent before it (then ``delay_ms`` more)
+    delay_ms: int
+    length_ms: int  # kill: down time before the restart; pause: stopped time; else 0
+    count: int  # drop-answers and reset: how many POSTs in a row (2: the retry too is lost)
+    before: bool = False  # reset only: before the request is forwarded (else after it ran)
+
+    def describe(self) -> str:
+        if self.kind == "kill":
+            return (f"batch {self.batch}: kill {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
+                    f"restart after {self.length_ms} ms down")
+        if self.kind == "pause":
+            return (f"batch {self.batch}: pause {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
+                    f"for {self.length_ms} ms")
+        what = "answers dropped" if self.kind == "drop-answers" else (
+            "connections reset before forwarding" if self.before else "connections reset after the server ran")
+        return f"batch {self.batch}: {self.count} {what}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"batch": self.batch, "kind": self.kind, "after_posts": self.after_posts, "delay_ms": self.delay_ms,
+                "length_ms": self.length_ms, "count": self.count, "before": self.before}
+
+
+@dataclass(frozen=True, slots=True)
+class FaultSchedule:
+    """The faults of a campaign with ``seed`` over ``kinds``, drawn batch by batch."""
+
+    seed: int
+    kinds: tuple[str, ...]
+
+    def at(self, batch: int) -> Fault | None:
+        """The fault of batch ``batch`` (None: none), from that batch's own stream of the seed."""
+        if batch < FIRST_BATCH or not self.kinds:
+            return None
+        rng = random.Random(f"faults:{self.seed}:{batch}")
+        if rng.random() >= RATE:
+            return None
+        kind = rng.choice(self.kinds)
+        # Timed from a write of the batch, not from its start: a batch's requests take a few
+        # milliseconds of it, and a fault is meant to meet them in flight, or just answered.
+        posts, delay = rng.randrange(0, 3), rng.randrange(0, 40)
+        if kind == "kill":
+            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=rng.randrange(20, 300),
+                         count=0)
+        if kind == "pause":
+            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay,
+                         length_ms=rng.randrange(100, 800), count=0)
+        # One lost answer is settled by the identical retry; two in a row leave the operation
+        # indeterminate in the history.
+        count = 2 if rng.random() < 0.3 else 1
+        return Fault(batch=batch, kind=kind, after_posts=0, delay_ms=0, length_ms=0, count=count,
+                     before=kind == "reset" and rng.random() < 0.5)
+
+    def upto(self, batches: int) -> list[Fault]:
+        """The faults of the first ``batches`` batches."""
+        return [f for f in (self.at(i) for i in range(batches)) if f is not None]
+
+    def words(self) -> Sequence[str]:
+        """The command-line words that give this schedule again (with the same ``--seed``)."""
+        return ["--faults", ",".join(self.kinds)]

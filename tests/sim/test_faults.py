@@ -1,0 +1,207 @@
+"""Fault campaigns (``aidememo-sim run --faults``): the schedule, the proxy, the command line's
+refusals, a short campaign against a reference served through ``[serve]`` (no finding), and the
+planted variants of ``fault_mutants.py``, each found, and found again by the same command."""
+
+from __future__ import annotations
+
+import http.server
+import json
+import shutil
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+import tomli_w
+
+from simulations.cli import main
+from simulations.faults.proxy import FaultProxy
+from simulations.faults.report import PLOTS_MISSING
+from simulations.faults.schedule import FaultSchedule, parse_faults
+from simulations.errors import SimulationError
+
+MUTANTS = Path(__file__).with_name("fault_mutants.py")
+REF = shutil.which("aidememo-ref", path=str(Path(sys.executable).parent)) or "aidememo-ref"
+
+
+def _target(path: Path, serve: list[str]) -> Path:
+    path.write_text(tomli_w.dumps({
+        "timeout_s": 10,
+        "serve": {"command": [*serve, "serve", "--database", "{dir}/ref.sqlite", "--bind", "127.0.0.1:{port}",
+                              "--test-clock"]},
+        "capabilities": {"test-clock": True},
+        "provision": {"command": f"{REF} bootstrap --database {{dir}}/ref.sqlite --tenant-id {{tenant}} --project-id "
+                                 "{project} --actor-id {actor} --token-file {token_file} --role {role}"},
+    }), encoding="utf-8")
+    return path
+
+
+def _campaign(tmp: Path, config: Path, faults: str, seed: int, batches: int,
+              capsys: pytest.CaptureFixture[str]) -> tuple[int, str, dict[str, object]]:
+    code = main(["run", "--config", str(config), "--faults", faults, "--seed", str(seed), "--batches", str(batches),
+                 "--budget", "120", "--out", str(tmp)])
+    out = capsys.readouterr().out
+    report = json.loads((tmp / f"faults-seed-{seed}" / "faults.json").read_text())
+    return code, out, report
+
+
+def test_the_schedule_is_the_seeds() -> None:
+    kinds = parse_faults("kill,pause,drop-answers,reset")
+    first, again = FaultSchedule(7, kinds).upto(200), FaultSchedule(7, kinds).upto(200)
+    assert first == again and first != FaultSchedule(8, kinds).upto(200)
+    assert {f.kind for f in first} == set(kinds)
+    # batch by batch: a longer run has the shorter run's faults, at the same batches
+    assert FaultSchedule(7, kinds).upto(50) == [f for f in first if f.batch < 50]
+    assert all(f.kind == "reset" for f in FaultSchedule(7, ("reset",)).upto(100))
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--faults", "kill,fire"], "unknown fault 'fire'"),
+    (["--faults", "pause", "--url", "http://127.0.0.1:9", "--project", "p"], "[serve]"),
+])
+def test_bad_faults_are_one_line_and_exit_2(argv: list[str], says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1
+
+
+def test_kill_needs_serve_in_the_target_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    config = tmp_path / "target.toml"
+    config.write_text('url = "http://127.0.0.1:9"\n', encoding="utf-8")
+    assert main(["run", "--config", str(config), "--faults", "drop-answers,kill"]) == 2
+    assert "--faults kill needs the target file's [serve] command" in capsys.readouterr().err
+
+
+@pytest.fixture(name="upstream")
+def counting_upstream() -> Iterator[tuple[str, list[str]]]:
+    """A server that counts the POSTs it ran."""
+    ran: list[str] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            ran.append(self.rfile.read(int(self.headers["Content-Length"])).decode())
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"ok")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{server.server_address[1]}", ran
+    server.shutdown()
+
+
+@pytest.mark.parametrize(("kind", "before", "runs"),
+                         [("drop-answers", False, 1), ("reset", False, 1), ("reset", True, 0)])
+def test_the_proxy_loses_answers_of_writes_it_let_through_or_not(upstream: tuple[str, list[str]], kind: str,
+                                                                 before: bool, runs: int) -> None:
+    url, ran = upstream
+    proxy = FaultProxy(url).start()
+    try:
+        proxy.arm(kind, 1, before=before)
+        with pytest.raises(httpx.TransportError):
+            httpx.post(f"{proxy.url}/v1/commands", content=b"first")
+        assert ran == ["first"] * runs
+        answer = httpx.post(f"{proxy.url}/v1/commands", content=b"second")  # armed for one only
+        assert (answer.status_code, answer.content, ran[-1]) == (200, b"ok", "second")
+        assert (proxy.dropped, proxy.resets) == ((1, 0) if kind == "drop-answers" else (0, 1))
+    finally:
+        proxy.close()
+
+
+def test_a_short_fault_campaign_against_the_served_reference_finds_nothing_twice(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Seed 1 over these kinds: answers dropped in batch 4, a kill in batch 5, a pause in batch 6.
+    config = _target(tmp_path / "served.toml", [REF])
+    code, out, report = _campaign(tmp_path, config, "kill,pause,drop-answers", 1, 8, capsys)
+    assert code == 0, out
+    again = _campaign(tmp_path / "again", config, "kill,pause,drop-answers", 1, 8, capsys)[2]
+    same = ("schedule", "verdict", "findings")
+    assert [again[k] for k in same] == [report[k] for k in same]
+    assert (again["injected"]["kills"], again["injected"]["pauses"]) == (1, 1)
+    assert [(f["batch"], f["kind"]) for f in report["schedule"]] == [(4, "drop-answers"), (5, "kill"), (6, "pause")]
+    assert report["injected"]["kills"] == 1 and report["injected"]["pauses"] == 1
+    assert report["findings"] == [] and report["verdict"] == "ok"
+    assert len(report["recovery_s"]) == 1
+    summary = out.strip().splitlines()[-1]
+    assert summary.startswith("1 kills, 1 pauses, ") and summary.endswith("verdict OK")
+    assert (tmp_path / "faults-seed-1" / "timeline.html").read_text().count("<rect") == 3
+    assert "replay this run with: aidememo-sim run --seed 1 " in out and "--faults kill,pause,drop-answers" in out
+    assert (PLOTS_MISSING in out) != (tmp_path / "faults-seed-1" / "latency.png").exists()
+
+
+def _found_twice(tmp_path: Path, mutant: str, faults: str, seed: int, batches: int, rule: str,
+                 capsys: pytest.CaptureFixture[str]) -> None:
+    """The campaign finds ``rule`` broken, and the same command does again: the same faults at
+    the same batches, the same verdict. (Which other rules a finding also breaks can differ: the
+    requests a fault meets are the network's.)"""
+    config = _target(tmp_path / f"{mutant}.toml", [sys.executable, str(MUTANTS), mutant])
+    seen = []
+    for attempt in ("a", "b"):
+        code, out, report = _campaign(tmp_path / attempt, config, faults, seed, batches, capsys)
+        assert code == 1, out
+        findings = report["findings"]
+        assert isinstance(findings, list) and rule in {f["rule"] for f in findings}, out
+        assert all(f["replay"] == report["replay"] for f in findings)
+        seen.append((report["schedule"], report["verdict"]))
+    assert seen[0] == seen[1]
+
+
+def test_receipts_kept_in_memory_are_found_and_found_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _found_twice(tmp_path, "memory_receipts", "kill", 7, 12, "receipts survive restarts", capsys)
+
+
+def test_a_forgotten_sequence_head_is_found_and_found_again(tmp_path: Path,
+                                                            capsys: pytest.CaptureFixture[str]) -> None:
+    _found_twice(tmp_path, "forget_seq_head", "kill", 7, 12, "answered writes in the feed", capsys)
+
+
+def test_an_answer_before_its_commit_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    _found_twice(tmp_path, "answer_before_commit", "kill", 7, 20, "receipts survive restarts", capsys)
+
+
+def test_a_retried_accept_that_transitions_again_is_found(tmp_path: Path,
+                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    _found_twice(tmp_path, "retry_second_transition", "drop-answers", 7, 20, "linearizability", capsys)
+
+
+def test_parse_faults_keeps_order_and_drops_repeats() -> None:
+    assert parse_faults("reset,kill,reset") == ("reset", "kill")
+    with pytest.raises(SimulationError, match="unknown fault ''"):
+        parse_faults("kill,")
+
+
+def test_a_command_first_sent_without_an_answer_may_have_committed_from_then() -> None:
+    # A kill or a lost answer leaves a command's first sending indeterminate; its later replay
+    # answers the receipt it committed back then, below sequences answered in between.
+    from simulations.linearizability.history import Operation
+    from simulations.receipts import ReceiptChecks
+
+    def receipt(seq: int, handoff: str, revision: int) -> dict[str, object]:
+        return {"http": 200, "code": None, "revision": revision, "receipt": {
+            "project_seq": seq, "resource": {"kind": "handoff", "id": handoff}, "revision": revision,
+            "actor_id": "agent-a", "committed_at_ms": 1}}
+
+    lost = Operation(client=1, input={"command_id": "accept-1"}, output=None, call_ns=1, return_ns=None)
+    other = Operation(client=2, input={"command_id": "beat-2"}, output=receipt(11, "h2", 6), call_ns=2, return_ns=3)
+    replay = Operation(client=1, input={"command_id": "accept-1"}, output=receipt(10, "h1", 5), call_ns=4, return_ns=5)
+    assert ReceiptChecks().add([lost, other, replay]) == []
+    assert [v.why for v in ReceiptChecks().add([other, replay])] == [
+        "project_seq 10 committed after 11 had been answered"]
+
+
+def test_requests_are_plotted_by_operation_kind_not_by_id() -> None:
+    from simulations.faults.nemesis import operation_kind
+
+    assert [operation_kind(m, p) for m, p in [
+        ("POST", "/v1/projects/p/handoffs/h-1/accept"), ("POST", "/v1/projects/p/handoffs"),
+        ("GET", "/v1/projects/p/handoffs/h-1"), ("GET", "/v1/projects/p/changes?after_seq=3"),
+        ("POST", "/v1/commands"), ("GET", "/v1/projects/p/resources/custom.x/w1")]] == [
+        "POST accept", "POST handoffs", "GET handoffs", "GET changes", "POST commands", "GET resources"]
