@@ -224,7 +224,7 @@ def test_sim_run_starts_the_served_reference(tmp_path):
 
 def test_a_killed_reference_restarts_on_the_same_port_and_data(tmp_path):
     """What a fault campaign does: SIGKILL of the group, then the same command on the same data."""
-    from aidememo_ref import AideMemoClient
+    from aidememo_client import AideMemoClient
 
     spec = ServeSpec(command=tuple("aidememo-ref serve --database {dir}/ref.sqlite --bind 127.0.0.1:{port}".split()),
                      base_dir=tmp_path)
@@ -284,6 +284,9 @@ def test_sim_finds_a_race_on_a_served_variant_and_its_replay_serves_it_again(tmp
 
     found = sim("run", "--config", str(target), "--budget", "20", "--seed", "3", "--out", "out")
     assert found.returncode == 1 and (tmp_path / "out" / "race-seed-3.json").is_file(), found.stdout[-2000:]
-    replayed = sim("replay", "out/race-seed-3.json")  # the recorded target file: its server started again
+    refused = sim("replay", "out/race-seed-3.json")  # a recorded target file is data: named, not run
+    assert refused.returncode == 2 and f"--config {target}" in refused.stderr, refused.stderr
+    assert (tmp_path / "out" / "serve.log").read_text().count("mutant cas_ignored serving") == 1
+    replayed = sim("replay", "out/race-seed-3.json", "--config", str(target))  # its server started again
     assert replayed.returncode == 1 and "reproduced 1/1" in replayed.stdout, replayed.stdout[-2000:] + replayed.stderr
     assert (tmp_path / "out" / "serve.log").read_text().count("mutant cas_ignored serving") >= 2
