@@ -512,7 +512,8 @@ class _Reporter:
                       mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,
                       rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check),
-                      checked=state.profile.checked_requirements, replay=replay)
+                      checked=state.profile.checked_requirements, replay=replay,
+                      expectations=state.profile.expectations)
         report_dir = Path(state.settings[REPORT_DIR])
         try:
             state.summary = write_reports(report_dir, run, self._records(state))

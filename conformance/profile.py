@@ -200,6 +200,9 @@ class Profile:
     # ``overlap``: how many checks one process may run at once (``conformance.overlap``), for checks
     # that spend their time waiting on the target and share nothing; 1 runs them one by one.
     overlap: int = 1
+    # ``expectations``: a reproduction record (``conformance.reproduction``) with a correct server's
+    # answers filled in beside its steps; None: a reproduction judges by what the checks stated.
+    expectations: Callable[[Any], Any] | None = None
 
     @property
     def capability_names(self) -> tuple[str, ...]:

@@ -55,4 +55,5 @@ PROFILE = Profile(
     hookspecs="conformance.profiles.aidememo.hooks",
     aliases=("aidememo-remote",),
     diff=lazy("conformance.profiles.aidememo.diff:main"),
+    expectations=lazy("conformance.profiles.aidememo.oracle:expect"),
 )
