@@ -503,7 +503,7 @@ class _Reporter:
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
         from conformance.reports import RunInfo, write_reports
-        from conformance.reports.replay import ReplayTarget
+        from conformance.reproduction.suite import ReplayTarget
 
         description = state.description
         replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),

@@ -8,7 +8,7 @@ import re
 import shlex
 import textwrap
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from importlib import metadata
@@ -20,10 +20,8 @@ from conformance.reports.baseline import Baseline, stale_entries
 from conformance.reports.html_report import render_html
 from conformance.reports.modes import explain_mode
 from conformance.reports.junit import render_junit
-from conformance.reports.replay import ReplayTarget
-from conformance.reproduction.record import Reproduction, TargetInfo
 from conformance.reproduction.script import render_script
-from conformance.reproduction.suite import Expectations, from_verdict
+from conformance.reproduction.suite import Expectations, ReplayTarget, from_verdict
 from conformance.reports.traceability import trace, unscored_clauses
 from conformance.verdicts import Verdict, VerdictRecord
 
@@ -106,19 +104,6 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     return summary
 
 
-def _reproduction(record: VerdictRecord, run: RunInfo) -> Reproduction:
-    replay = run.replay or ReplayTarget(url=None)
-    template = next((t for key, t in replay.templates if not key), None) or None
-
-    def given(values: Mapping[str, str]) -> bool:
-        fitting = next((t for key, t in replay.templates if not key or values.get(key)), None)
-        return not fitting
-
-    target = TargetInfo(url=replay.url, provision=template, workdir=replay.workdir,
-                        credential_prefix=replay.credential_prefix, hint=replay.hint)
-    return from_verdict(record, target, given=given, expectations=run.expectations)
-
-
 def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) -> list[VerdictRecord]:
     """Each record with a transcript gets its reproduction record and script, written under
     ``report_dir/reproductions``; the record names them (``script``, ``replay``)."""
@@ -128,7 +113,7 @@ def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRe
         if not record.transcript:
             out.append(record)
             continue
-        repro = _reproduction(record, run)
+        repro = from_verdict(record, run.replay or ReplayTarget(url=None), run.expectations)
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.check.replace(".py::", "__"))[:150]
         folder.mkdir(parents=True, exist_ok=True)
         data, script = folder / f"{stem}.json", folder / f"{stem}.sh"

@@ -80,7 +80,9 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
                 return f"cannot read {variable} ({given}): {exc.strerror}"
             continue
         token = f"{repro.target.credential_prefix}{secrets.token_hex(16)}"
-        token_file.write_text(token + "\n", "utf-8")
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # 0600 from the start: templates refuse more
+            handle.write(token + "\n")
         try:
             done = subprocess.run(argv, cwd=repro.target.workdir or None, capture_output=True, text=True,
                                   timeout=_PROVISION_TIMEOUT_S, check=False)

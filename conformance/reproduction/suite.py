@@ -22,12 +22,13 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from conformance.reproduction.record import Answer, Identity, Reproduction, Step, TargetInfo, escape
 from conformance.verdicts import VerdictRecord
 
-__all__ = ["Expectations", "from_verdict"]
+__all__ = ["Expectations", "ReplayTarget", "from_verdict"]
 
 Expectations = Callable[[Reproduction], Reproduction]  # a profile's oracle: the correct answers filled in
 
@@ -45,6 +46,27 @@ _SERVER_NUMBERS: Mapping[str, tuple[str, ...]] = {
 }
 _MIN_BOUND_TEXT = 10  # shorter answered strings ("pending", a role) are words, not values the server minted
 _KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayTarget:
+    """How a run's reproductions reach its target and make identities on it."""
+
+    url: str | None  # the base URL the run used; None: it is gone (an embedded reference)
+    templates: tuple[tuple[str, str], ...] = ()  # (identity field that must be set, or "", template), first fit wins
+    workdir: str = ""  # the directory the suite ran the templates in
+    credential_prefix: str = ""  # new tokens look like the kit's own: prefix + 32 hex digits
+    hint: str = ""  # what to start first, when the run's target is gone
+
+    def info(self) -> TargetInfo:
+        """The record's target: the general template (the one no identity field selects)."""
+        template = next((t for key, t in self.templates if not key), None) or None
+        return TargetInfo(url=self.url, provision=template, workdir=self.workdir,
+                          credential_prefix=self.credential_prefix, hint=self.hint)
+
+    def given(self, values: Mapping[str, str]) -> bool:
+        """The identity's token must be given: the template that fits it is none (a bound source, fixed tokens)."""
+        return not next((t for key, t in self.templates if not key or values.get(key)), None)
 
 
 def _leaves(value: object, path: str = "") -> Iterator[tuple[str, str, object]]:
@@ -183,15 +205,9 @@ def _kept(entries: Sequence[Mapping[str, object]]) -> list[int]:
     return kept
 
 
-def from_verdict(record: VerdictRecord, target: TargetInfo, *, given: Callable[[Mapping[str, str]], bool],
-                 expectations: Expectations | None = None) -> Reproduction:
-    """The reproduction of a check that did not pass (see the module docstring).
-
-    Args:
-        given: whether an identity (its template values) needs a token the user gives, because
-            the target's template cannot make it.
-        expectations: the profile's oracle, filling in what a correct server answers.
-    """
+def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expectations | None = None) -> Reproduction:
+    """The reproduction of a check that did not pass (see the module docstring); ``expectations``
+    is the profile's oracle, filling in what a correct server answers."""
     rebase = _Rebaser(record.ids)
     answers = _Answers(record.namespace)
     steps: list[Step] = []
@@ -217,13 +233,14 @@ def from_verdict(record: VerdictRecord, target: TargetInfo, *, given: Callable[[
                           expect=_expected(entry, record.expected if record.failed_step == index else ""),
                           note=str(entry.get("actor") or "")))
         answers.add(number, name, entry)
-    people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()), given=given(values))
+    people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()),
+                            given=replay.given(values))
                    for label, values in record.identities.items())
     grouped = {s.group for s in steps if s.group is not None}
     repro = Reproduction(
         title=f"{record.check} ({record.requirement}, {record.level}; it read {record.verdict})",
         origin="suite", requirements=(record.requirement,), identities=people, steps=tuple(steps),
         race=(f"{len(grouped)} group(s) of requests sent at once; the server decides their order."
-              if grouped else ""), tries=5 if grouped else 1, unrunnable=unrunnable, target=target,
+              if grouped else ""), tries=5 if grouped else 1, unrunnable=unrunnable, target=replay.info(),
         context=f"The check said: {record.reason.splitlines()[0] if record.reason else record.verdict}")
     return expectations(repro) if expectations is not None and not unrunnable else repro
