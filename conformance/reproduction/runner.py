@@ -70,10 +70,14 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
         argv = (identity_argv(repro.target.provision, values, str(token_file), shlex.split)
                 if repro.target.provision and not who.given else None)
         if argv is None:
-            variable = "TOKEN_FILE_" + "".join(c if c.isalnum() else "_" for c in who.label).upper()
+            name = "".join(c if c.isalnum() else "_" for c in who.label).upper()
+            variable = f"TOKEN_FILE_{name}"
             given = environ.get(variable)
+            if not given and environ.get(f"TOKEN_{name}"):  # the token itself, as the simulator's commands take it
+                tokens[who.label] = environ[f"TOKEN_{name}"]
+                continue
             if not given:
-                return f"set {variable} to a file holding the token of {who.label} ({values})"
+                return f"set {variable} to a file holding the token of {who.label} ({values}), or TOKEN_{name} to it"
             try:
                 tokens[who.label] = Path(given).read_text("utf-8").strip()
             except OSError as exc:

@@ -56,16 +56,22 @@ def _var(label: str) -> str:
     return "TOKEN_FILE_" + re.sub(r"[^A-Za-z0-9_]", "_", label).upper()
 
 
+def _value_var(label: str) -> str:
+    return "TOKEN_" + re.sub(r"[^A-Za-z0-9_]", "_", label).upper()
+
+
 def _identity(who: Identity, repro: Reproduction) -> list[str]:
     """The lines making one identity: the template when it fits, else a token file the user names."""
     values = {k: v.replace("{run}", _RUN_MARK) for k, v in who.values}
     words = (identity_argv(repro.target.provision, values, _FILE_MARK, shlex.split)
              if repro.target.provision and not who.given else None)
     shown = ", ".join(f"{k} {v}" for k, v in who.values).replace("{run}", "$RUN")
-    if words is None:
-        var = _var(who.label)
-        return [f"  : \"${{{var}:?cannot run: set {var} to a file holding the token of {_quoted(shown)}}}\"",
-                f"  tr -d '\\n' < \"${var}\" > \"$WORK/token.{who.label}\" || return 2"]
+    if words is None:  # a token file (TOKEN_FILE_X) or the token itself (TOKEN_X, the simulator's way)
+        var, value = _var(who.label), _value_var(who.label)
+        return [f"  if [ -n \"${{{var}:-}}\" ]; then tr -d '\\n' < \"${var}\" > \"$WORK/token.{who.label}\" || return 2",
+                f"  elif [ -n \"${{{value}:-}}\" ]; then printf '%s\\n' \"${value}\" > \"$WORK/token.{who.label}\"",
+                f"  else echo \"cannot run: set {var} to a file holding the token of {_quoted(shown)} (or {value} "
+                "to the token)\"; return 2; fi"]
     workdir = shlex.quote(repro.target.workdir or ".")
     prefix = shlex.quote(repro.target.credential_prefix) if repro.target.credential_prefix else "''"
     return [f"  echo \"provisioning {who.label}: {_quoted(shown)}\"",
