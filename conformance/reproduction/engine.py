@@ -5,6 +5,7 @@ A reproduction script (``conformance.reproduction.script``) carries this module'
 
     python3 engine.py RECORD WORK render N   # group N's requests into WORK/stepK.{url,headers,body}
     python3 engine.py RECORD WORK judge N    # group N's answers (WORK/stepK.{status,head,out}) judged
+    python3 engine.py RECORD WORK next N     # judge N-1, then render N (one interpreter start per group)
 
 ``render`` prints what each step sends and expects; ``judge`` prints each answer with every
 credential of WORK/token.* hidden, and exits with the ``Verdict`` value of the group: 0 it
@@ -15,6 +16,7 @@ Standard library only, since the script runs it without the kit; it must not imp
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 from conformance.reproduction.record import Answered, Reproduction, Scope, Step, Unbound, Verdict, judge_group, load_record
@@ -52,7 +54,7 @@ def _scope(record: Reproduction, work: Path) -> Scope:
     return Scope(run=(work / "run").read_text("utf-8").strip(), tokens=_tokens(work), answers=answers)
 
 
-def _hidden(text: str, tokens: dict[str, str]) -> str:
+def _hidden(text: str, tokens: Mapping[str, str]) -> str:
     for token in sorted(tokens.values(), key=len, reverse=True):
         if len(token) >= 4:
             text = text.replace(token, "<redacted>")
@@ -97,7 +99,7 @@ def _judge(record: Reproduction, work: Path, batch: list[Step]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``engine.py RECORD WORK (render|judge|hide) GROUP [BASE_URL]``; the exit status as above."""
+    """``engine.py RECORD WORK (render|judge|next|hide) GROUP [BASE_URL]``; the exit status as above."""
     args = sys.argv[1:] if argv is None else argv
     try:
         record = load_record(Path(args[0]).read_text("utf-8"))
@@ -108,6 +110,9 @@ def main(argv: list[str] | None = None) -> int:
         return Verdict.CANNOT_RUN
     if verb == "render":
         return _render(record, work, batch, args[4] if len(args) > 4 else "")
+    if verb == "next":  # judge the group before, then render this one: one interpreter start per group
+        judged = _judge(record, work, record.groups()[group - 1])
+        return judged if judged != Verdict.NOT_SHOWN else _render(record, work, batch, args[4] if len(args) > 4 else "")
     if verb == "hide":  # a command's output (provisioning), credentials hidden
         sys.stdout.write(_hidden(sys.stdin.read(), _tokens(work)))
         return Verdict.NOT_SHOWN

@@ -398,6 +398,11 @@ class Reproduction:
         if self.tries < 1:
             raise RecordError("tries must be at least 1")
 
+    @property
+    def cannot_run(self) -> str:
+        """Why no script or runner can send this record ("" when one can)."""
+        return self.unrunnable or ("" if self.steps else "the record has no steps to send")
+
     def groups(self) -> list[list[Step]]:
         """The steps in sending order, each group (consecutive steps sharing ``group``) as one batch."""
         batches: list[list[Step]] = []

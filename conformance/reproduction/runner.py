@@ -159,8 +159,8 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     """Run ``repro`` up to ``tries`` times (default: the record's), a fresh namespace each; the first
     run that shows the bug, or cannot run, ends it."""
     env = os.environ if environ is None else environ
-    if repro.unrunnable:
-        return Outcome(verdict=Verdict.CANNOT_RUN, why=repro.unrunnable)
+    if repro.cannot_run:
+        return Outcome(verdict=Verdict.CANNOT_RUN, why=repro.cannot_run)
     url = base_url or env.get("BASE_URL") or repro.target.url
     if not url:
         return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")

@@ -98,7 +98,8 @@ def _curl(step_name: str, method: str, body: bool) -> str:
 
 
 def _group(index: int, batch: list[record.Step]) -> list[str]:
-    lines = [f"  engine render {index} \"$BASE_URL\" || return $?"]
+    verb = "render" if index == 0 else "next"  # next: the group before is judged first
+    lines = [f"  engine {verb} {index} \"$BASE_URL\" || return $?"]
     if len(batch) == 1:
         step = batch[0]
         lines.append(f"  {_curl(step.name, step.method, step.body is not None)}")
@@ -110,7 +111,6 @@ def _group(index: int, batch: list[record.Step]) -> list[str]:
                          f"{_curl(step.name, step.method, step.body is not None)} ) &")
         lines.append(f"  until [ \"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')\" -ge {len(batch)} ]; do sleep 0.001; done")
         lines += [f"  : > \"$WORK/go.{index}\"", "  wait"]
-    lines.append(f"  engine judge {index} || return $?")
     return lines
 
 
@@ -139,8 +139,8 @@ def render_script(repro: Reproduction) -> str:
     lines = ["#!/bin/sh", *_comments(repro), "set -u"]
     if repro.race:
         lines.append(f"echo {shlex.quote('RACE, NOT FORCED: ' + repro.race)}")
-    if repro.unrunnable:
-        lines += [f"echo {shlex.quote('cannot run: ' + repro.unrunnable)}", "exit 2"]
+    if repro.cannot_run:
+        lines += [f"echo {shlex.quote('cannot run: ' + repro.cannot_run)}", "exit 2"]
         return "\n".join(lines) + "\n"
     lines += [
         "command -v curl >/dev/null 2>&1 || { echo 'cannot run: curl is not installed'; exit 2; }",
@@ -164,9 +164,10 @@ def render_script(repro: Reproduction) -> str:
     ]
     for who in repro.identities:
         lines += _identity(who, repro)
-    for index, batch in enumerate(repro.groups()):
+    groups = repro.groups()
+    for index, batch in enumerate(groups):
         lines += _group(index, batch)
-    lines += ["  return 0", "}",
+    lines += [f"  engine judge {len(groups) - 1} || return $?", "  return 0", "}",
               "FIXED_RUN=${RUN:-}",
               "try=1",
               "while [ \"$try\" -le \"$TRIES\" ]; do",

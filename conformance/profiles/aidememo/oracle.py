@@ -25,7 +25,7 @@ import httpx
 
 import aidememo_ref
 from conformance.reproduction.record import JSON, Answer, Answered, Field, Reproduction, Step, escape
-from conformance.reproduction.runner import send_steps
+from conformance.reproduction.runner import Send, send_steps
 
 __all__ = ["VOLATILE_KEYS", "expect"]
 
@@ -68,7 +68,7 @@ def _answer(got: Answered, run: str, fields: bool) -> Answer:
     return Answer(status=got.status, code=got.error_code(), fields=tuple(pinned))
 
 
-def _sender(client: httpx.Client) -> object:
+def _sender(client: httpx.Client) -> Send:
     def send(method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> Answered:
         response = client.request(method, url, headers=list(headers), content=body)
         return Answered(status=response.status_code, headers=tuple(response.headers.items()), body=response.content)
@@ -93,8 +93,7 @@ def expect(repro: Reproduction) -> Reproduction:
             tokens[who.label] = token
         bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))
         with httpx.Client(transport=ledger.transport(), base_url="http://reference") as client:
-            _, answers = send_steps(bare, base_url="http://reference", send=_sender(client),  # type: ignore[arg-type]
-                                    tokens=tokens, run=run)
+            _, answers = send_steps(bare, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)
         ledger.close()
     steps: list[Step] = []
     raced = False
