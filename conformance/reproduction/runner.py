@@ -36,6 +36,7 @@ __all__ = ["Outcome", "Send", "http_sender", "replay", "send_steps"]
 
 Send = Callable[[str, str, Sequence[tuple[str, str]], bytes | None], Answered]  # method, url, headers, body
 _PROVISION_TIMEOUT_S = 60
+_TIMEOUT_S = 10.0  # one request's answer: the suite's default --timeout
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,9 +48,8 @@ class Outcome:
     tries: int = 1
 
 
-def http_sender(timeout_s: float = 30.0) -> Send:
-    """A ``Send`` over httpx: no redirects, no environment proxies; a transport failure answers status 0."""
-    client = httpx.Client(timeout=timeout_s, follow_redirects=False, trust_env=False)
+def http_sender(client: httpx.Client) -> Send:
+    """A ``Send`` over ``client``; a transport failure answers status 0 (``error`` says why)."""
 
     def send(method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> Answered:
         try:
@@ -164,12 +164,14 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     url = base_url or env.get("BASE_URL") or repro.target.url
     if not url:
         return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")
-    sender = send or http_sender()
     count = tries or repro.tries
-    for attempt in range(1, count + 1):
-        outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}")
-        if outcome.verdict is not Verdict.NOT_SHOWN:
-            return Outcome(verdict=outcome.verdict, why=outcome.why, tries=attempt)
+    # No redirects (a step's answer is judged as it came) and no proxies from the environment.
+    with httpx.Client(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
+        sender = send or http_sender(client)
+        for attempt in range(1, count + 1):
+            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}")
+            if outcome.verdict is not Verdict.NOT_SHOWN:
+                return Outcome(verdict=outcome.verdict, why=outcome.why, tries=attempt)
     if repro.race:
         return Outcome(verdict=Verdict.NOT_MET, tries=count,
                        why=f"the race did not show in {count} tries; it cannot be forced, so this is no proof")
