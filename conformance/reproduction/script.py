@@ -109,7 +109,8 @@ def _group(index: int, batch: list[record.Step]) -> list[str]:
         for k, step in enumerate(batch):
             lines.append(f"  ( : > \"$WORK/ready.{index}.{k}\"; until [ -e \"$WORK/go.{index}\" ]; do sleep 0.001; done; "
                          f"{_curl(step.name, step.method, step.body is not None)} ) &")
-        lines.append(f"  until [ \"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')\" -ge {len(batch)} ]; do sleep 0.001; done")
+        ready = f"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')"
+        lines.append(f"  until [ \"{ready}\" -ge {len(batch)} ]; do sleep 0.001; done")
         lines += [f"  : > \"$WORK/go.{index}\"", "  wait"]
     return lines
 
@@ -147,7 +148,8 @@ def render_script(repro: Reproduction) -> str:
         "python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "
         "|| { echo 'cannot run: python3 3.10 or later is needed to read the answers'; exit 2; }",
         f"BASE_URL=${{BASE_URL:-{shlex.quote(url)}}}" if url else
-        "[ -n \"${BASE_URL:-}\" ] || { echo 'cannot run: set BASE_URL to the target (the run used one that is gone)'; exit 2; }",
+        "[ -n \"${BASE_URL:-}\" ] || "
+        "{ echo 'cannot run: set BASE_URL to the target (the run used one that is gone)'; exit 2; }",
         f"TRIES=${{TRIES:-{repro.tries}}}",
         "umask 077",
         "WORK=$(mktemp -d) || { echo 'cannot run: no temporary directory'; exit 2; }",

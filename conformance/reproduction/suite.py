@@ -33,7 +33,9 @@ __all__ = ["Expectations", "ReplayTarget", "from_verdict"]
 Expectations = Callable[[Reproduction], Reproduction]  # a profile's oracle: the correct answers filled in
 
 _DROPPED_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding", "user-agent", "accept"})
-_EXPECTED = re.compile(r"HTTP (\d{3})(?: ([a-z][a-z0-9_]*))?")
+# "HTTP 409 stale_revision", "HTTP 200 (set-up step ...)"; a word that runs on ("HTTP 200 with a
+# body ...") is prose, not an error code.
+_EXPECTED = re.compile(r"HTTP (\d{3})(?: ([a-z][a-z0-9_]*)(?=$|[;,)]| \())?")
 _CREDENTIAL = re.compile(r"<redacted:([A-Za-z0-9_.-]+)>")
 # Numbers a request carries that the server assigned, by the request's name for them -> the names
 # an answer gives them under (most recent answer first). Other numbers are the check's own.

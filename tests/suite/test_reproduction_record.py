@@ -85,7 +85,8 @@ def test_pinned_fields_read_templates_and_earlier_answers():
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d.update(format="other/1"), "not an aidememo-reproduction/1 record"),
     (lambda d: d["steps"][1].update(target="/x/{step3.status}"), "step2 reads step3.status, which is not an earlier"),
-    (lambda d: d["steps"][0].update(headers=[["Authorization", "Bearer {token.nobody}"]]), "credential of 'nobody', an identity the record lacks"),
+    (lambda d: d["steps"][0].update(headers=[["Authorization", "Bearer {token.nobody}"]]),
+     "credential of 'nobody', an identity the record lacks"),
     (lambda d: d["steps"][0].update(expect=[{"status": "200"}]), "needs a status"),
     (lambda d: d["steps"][0].update(method="get"), "upper-case"),
 ])
@@ -155,3 +156,47 @@ def test_a_script_that_cannot_run_says_why_and_exits_2(server, tmp_path):
     assert replay(record, environ={"BASE_URL": server}).verdict is Verdict.CANNOT_RUN
     empty = Reproduction(title="nothing", origin="test")
     assert _script(empty, tmp_path, {}).returncode == 2 and replay(empty, environ={}).verdict is Verdict.CANNOT_RUN
+
+
+def _entry(method: str, url: str, answer: dict, *, body: str = "", expected: str = "", group: int | None = None):
+    entry = {"kind": "http", "method": method, "url": "http://h:1" + url, "status": 200, "expected": expected,
+             "replay_headers": [["Authorization", "Bearer <redacted:writer>"], ["Host", "h"]],
+             "response_body": json.dumps(answer), **({"request_body_exact": body, "request_body": body} if body else {})}
+    return {**entry, **({"group": group} if group is not None else {})}
+
+
+def test_a_transcript_becomes_a_record_with_server_values_bound_and_minted_ids_rebased():
+    from conformance.registry import Level
+    from conformance.reproduction.suite import ReplayTarget, from_verdict
+    from conformance.verdicts import Verdict as Read, VerdictRecord
+
+    epoch = "01M98DBKFRVJTEN9VK1782H6T0"
+    transcript = (
+        _entry("GET", "/v1/projects/p-ab12cd34-1/identity", {"project_epoch": epoch}, expected="HTTP 200 (set-up)"),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/accept", {"revision": 2},
+               body='{"command_id":"c-ab12cd34-3","expected_revision":1}', group=7),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/accept", {"revision": 2},
+               body='{"command_id":"c-ab12cd34-4","expected_revision":1}', group=7),
+        _entry("GET", f"/v1/projects/p-ab12cd34-1/changes?project_epoch={epoch}&after_seq=0", {},
+               expected="HTTP 409 stale_revision with prose after it"),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/return", {},
+               body='{"command_id":"c-ab12cd34-5","expected_revision":2}'),
+    )
+    ids = {i: "ab12cd34" for i in ("t-ab12cd34", "w-ab12cd34-9", "p-ab12cd34-1", "h-ab12cd34-2", "c-ab12cd34-3",
+                                   "c-ab12cd34-4", "c-ab12cd34-5")}
+    record = VerdictRecord(nodeid="t.py::test_x", requirement="AM-X-1", level=Level.MUST, capability="core",
+                           verdict=Read.FAIL, reason="it failed", transcript=transcript, namespace="ab12cd34", ids=ids,
+                           identities={"writer": {"tenant": "t-ab12cd34", "project": "p-ab12cd34-1",
+                                                  "actor": "w-ab12cd34-9", "role": "writer"}})
+    repro = from_verdict(record, ReplayTarget(url="http://h:1", templates=(("", "make {project} {token_file}"),)))
+    first, raced, other, feed, back = repro.steps
+    assert first.target == "/v1/projects/p-{run}-1/identity" and first.headers == (("Authorization",
+                                                                                      "Bearer {token.writer}"),)
+    assert feed.target == "/v1/projects/p-{run}-1/changes?project_epoch={step1.body.project_epoch}&after_seq=0"
+    assert back.body == '{"command_id":"c-{run}-5","expected_revision":{step3.body.revision}}'
+    assert raced.body == '{"command_id":"c-{run}-3","expected_revision":1}'  # 1 came from no answer: the check's own
+    assert (raced.group, other.group) == (7, 7) and repro.race and repro.tries > 1
+    assert [a.describe() for s in (first, feed) for a in s.expect] == ["HTTP 200", "HTTP 409"]
+    assert repro.identities[0].values == (("tenant", "t-{run}"), ("project", "p-{run}-1"), ("actor", "w-{run}-9"),
+                                          ("role", "writer")) and not repro.identities[0].given
+    assert load_record(repro.dumps()) == repro
