@@ -82,19 +82,12 @@ def expect(repro: Reproduction) -> Reproduction:
     with tempfile.TemporaryDirectory(prefix="aidememo-oracle-") as tmp:
         ledger = aidememo_ref.ReferenceLedger(str(Path(tmp) / "oracle.sqlite"), clock=aidememo_ref.OffsetClock(),
                                               test_clock=True)
-        tokens = {}
-        for who in repro.identities:
-            values = who.filled(run)
-            if not {"tenant", "project", "actor"} <= values.keys():
-                return repro  # an identity only the run's own target could make: keep the check's expectations
-            token = f"tok-{secrets.token_hex(16)}"
-            ledger.provision(tenant_id=values["tenant"], project_id=values["project"], actor_id=values["actor"],
-                             token=token, role=values.get("role", "writer"))
-            tokens[who.label] = token
-        bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))
-        with httpx.Client(transport=ledger.transport(), base_url="http://reference") as client:
-            _, answers = send_steps(bare, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)
-        ledger.close()
+        try:
+            answers = _answers(ledger, repro, run)
+        finally:
+            ledger.close()
+    if answers is None:
+        return repro  # identities the reference cannot make: the checks' own expectations stand
     steps: list[Step] = []
     raced = False
     for step in repro.steps:
@@ -103,3 +96,23 @@ def expect(repro: Reproduction) -> Reproduction:
         steps.append(step if got is None or got.status == 0 else
                      dataclasses.replace(step, expect=(_answer(got, run, fields=not raced),)))
     return dataclasses.replace(repro, steps=tuple(steps))
+
+
+def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str) -> dict[str, Answered] | None:
+    """The reference's answers to ``repro``'s steps, its identities provisioned in namespace ``run``
+    (None: one it cannot make, a bound source or an identity the bootstrap refuses)."""
+    tokens = {}
+    for who in repro.identities:
+        values = who.filled(run)
+        if not {"tenant", "project", "actor"} <= values.keys():
+            return None
+        token = f"tok-{secrets.token_hex(16)}"
+        try:
+            ledger.provision(tenant_id=values["tenant"], project_id=values["project"], actor_id=values["actor"],
+                             token=token, role=values.get("role", "writer"))
+        except aidememo_ref.ProvisionError:
+            return None
+        tokens[who.label] = token
+    bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))
+    with httpx.Client(transport=ledger.transport(), base_url="http://reference") as client:
+        return send_steps(bare, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)[1]
