@@ -5,6 +5,7 @@
                              [-k EXPR] [-n N] [profile flags: --url URL, --provision-command T, ...] [CHECK ...]
     aidememo-conformance diff [--config target.toml] [--seed N] [--budget S] [--steps N] [--departures FILE]
                               [--replay CASE_JSON] [target flags as for run]
+    aidememo-conformance reproduce RECORD_JSON [--url URL] [--tries N]
     aidememo-conformance requirements [--profile NAME]
     aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML [--force]]
     aidememo-conformance compare RESULTS_JSON [RESULTS_JSON ...] [--label NAME ...] [-o DIR] [--fail-on-new]
@@ -85,6 +86,12 @@ def _parser(profile: Any) -> _Parser:
                                                            "(default: departures.toml beside the target file)")
     diff.add_argument("--replay", metavar="CASE_JSON", help="send a divergence's recorded steps again, on fresh identities")
     _add_compare(commands)
+    reproduce = commands.add_parser(
+        "reproduce", help="send a reproduction record's steps again (a failing check's, a diff divergence's, a "
+                          "simulator finding's): exit 1 the bug shows, 0 it does not, 2 cannot run, 3 a race not met")
+    reproduce.add_argument("record", metavar="RECORD_JSON", help="a record written beside its script")
+    reproduce.add_argument("--url", help="the target's base URL (default: $BASE_URL, else the record's)")
+    reproduce.add_argument("--tries", type=_positive_int, metavar="N", help="runs before a race is called not met")
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -168,6 +175,29 @@ def _positive_int(text: str) -> int:
     if not text.isdigit() or int(text) <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
     return int(text)
+
+
+def _reproduce(args: argparse.Namespace) -> int:
+    """Run a reproduction record with the replay runner; its verdict is the exit status."""
+    from conformance.reproduction.record import RecordError, Verdict, load_record
+    from conformance.reproduction.runner import replay
+
+    try:
+        repro = load_record(Path(args.record).read_text("utf-8"))
+    except OSError as exc:
+        sys.stderr.write(f"{PROG}: cannot read {args.record}: {exc.strerror}\n")
+        return 2
+    except (RecordError, UnicodeDecodeError) as exc:
+        sys.stderr.write(f"{PROG}: {args.record}: {exc}\n")
+        return 2
+    if repro.race:
+        print(f"RACE, NOT FORCED: {repro.race}")
+    outcome = replay(repro, base_url=args.url, tries=args.tries)
+    words = {Verdict.SHOWN: "the bug shows", Verdict.NOT_SHOWN: "the bug does not show",
+             Verdict.CANNOT_RUN: "cannot run", Verdict.NOT_MET: "the race was not met"}
+    print(f"RESULT: {words[outcome.verdict]} (exit {int(outcome.verdict)}, after {outcome.tries} "
+          f"tr{'y' if outcome.tries == 1 else 'ies'}): {outcome.why}")
+    return int(outcome.verdict)
 
 
 def _diff(args: argparse.Namespace) -> int:
@@ -353,6 +383,8 @@ def _main(argv: list[str]) -> int:
         return _diff(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "reproduce":
+        return _reproduce(args)
     os.environ["PYTEST_DISABLE_PLUGIN_AUTOLOAD"] = "1"  # inherited by xdist workers too
     import pytest
 

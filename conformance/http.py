@@ -49,6 +49,8 @@ class Exchange:
     # What the check expected of this answer, filled in by the helpers that judge it
     # (``expect_status``: "HTTP 200"), for the reports and the replay script.
     expected: list[str] = field(default_factory=list, compare=False, repr=False)
+    # The concurrency group the request was sent in (``conformance.race``), for reproductions.
+    group: list[int] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def answered(self) -> bool:
@@ -118,6 +120,7 @@ class Exchange:
             "response_body": response_body,
             "error": self.error,
             "expected": "; ".join(self.expected),
+            **({"group": self.group[0]} if self.group else {}),
             # For the replay script: every header the check set (credentials redacted by the
             # transcript), and the body whole when it is text of a size a script can carry.
             "replay_headers": [[k, v] for k, v in self.request_headers],

@@ -531,7 +531,7 @@ class _Reporter:
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
         from conformance.reports import RunInfo, write_reports
-        from conformance.reports.replay import ReplayTarget
+        from conformance.reproduction.suite import ReplayTarget
 
         description = state.description
         replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
@@ -541,7 +541,7 @@ class _Reporter:
                       baseline=state.baseline,
                       rerun=lambda check: rerun_command(state.profile, state.settings, state.seed, check),
                       checked=state.profile.checked_requirements, replay=replay, health=self.health,
-                      protocol_commit=state.profile.protocol_commit)
+                      protocol_commit=state.profile.protocol_commit, expectations=state.profile.expectations)
         report_dir = Path(state.settings[REPORT_DIR])
         try:
             state.summary = write_reports(report_dir, run, self._records(state))

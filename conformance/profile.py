@@ -204,6 +204,9 @@ class Profile:
     # The upstream commit whose protocol the requirements follow, named by every report (None: the
     # profile's sources are documents, not one upstream commit).
     protocol_commit: str | None = None
+    # ``expectations``: a reproduction record (``conformance.reproduction``) with a correct server's
+    # answers filled in beside its steps; None: a reproduction judges by what the checks stated.
+    expectations: Callable[[Any], Any] | None = None
 
     @property
     def capability_names(self) -> tuple[str, ...]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import threading
 from collections.abc import Callable, Sequence
 
@@ -9,6 +10,8 @@ from conformance.errors import Indeterminate, TargetError
 from conformance.http import Exchange
 
 __all__ = ["race"]
+
+_GROUPS = itertools.count(1)  # names each race's requests as one group in the transcript (reproductions)
 
 
 def race(calls: Sequence[Callable[[], Exchange]]) -> list[Exchange]:
@@ -37,8 +40,10 @@ def race(calls: Sequence[Callable[[], Exchange]]) -> list[Exchange]:
         if isinstance(answer, Indeterminate):
             raise Indeterminate(f"a contender got only 503 storage_failure answers: {answer}")
     done: list[Exchange] = []
+    group = next(_GROUPS)
     for answer in answers:
         if not isinstance(answer, Exchange):
             raise answer or AssertionError("a contender did not run")
+        answer.group.append(group)
         done.append(answer)
     return done

@@ -6,7 +6,7 @@ shape. Every credential the check was handed is registered with ``secret`` under
 unique in the transcript; ``to_list`` replaces each occurrence, anywhere in an entry, with
 ``<redacted:LABEL>``, and credential headers are hidden by name as well, so a report never
 carries a token even when a server echoes one. For the replay script
-(``conformance.reports.replay``) an HTTP entry also keeps its credential headers as
+(``conformance.reproduction.suite``) an HTTP entry also keeps its credential headers as
 ``replay_headers``: a registered credential there reads ``<redacted:LABEL>``, and anything else
 that is not an id the check minted reads ``<redacted>`` (that step cannot be replayed exactly).
 """

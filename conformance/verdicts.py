@@ -88,7 +88,8 @@ class VerdictRecord:
     transcript: tuple[dict[str, object], ...] = ()  # redacted entries, for failures and warnings
     notes: tuple[str, ...] = ()
     rerun: str = ""  # the command replaying the check (filled in by the reports)
-    replay: str = ""  # a shell script replaying the transcript
+    replay: str = ""  # the replay runner's command for the reproduction (filled in by the reports)
+    script: str = ""  # the reproduction's shell script, a file in the report folder (filled in by the reports)
     clauses: tuple[str, ...] = ()  # the requirement's clauses the check reads (none: it has none)
     baseline: str = ""  # the reason of the baseline entry that names this check, if one does
     duration_s: float = 0.0  # set-up and call, as pytest timed them
@@ -143,6 +144,7 @@ class VerdictRecord:
             notes=tuple(str(n) for n in notes) if isinstance(notes, list) else (),
             rerun=str(data.get("rerun", "")),
             replay=str(data.get("replay", "")),
+            script=str(data.get("script", "")),
             clauses=tuple(str(c) for c in clauses) if isinstance(clauses, list) else (),
             baseline=str(data.get("baseline", "")),
             duration_s=float(str(data.get("duration_s", 0.0))),

@@ -728,8 +728,10 @@ def _replay_words(args: argparse.Namespace, project: str) -> list[str]:
 
 def _exported(paths: dict[str, Path], replay_words: Sequence[str] = (),
               reproduction: tuple[int, int] | None = None) -> int:
-    from simulations.replay import reproduce_lines
+    from simulations.replay import finding_lines, reproduce_lines
 
+    for line in finding_lines(paths):
+        print(line)
     for label, path in paths.items():
         print(f"{label}: {path}")
     for line in reproduce_lines(paths, reproduction, replay_words):

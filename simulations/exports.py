@@ -1,33 +1,42 @@
-"""A failure's standalone exports: a pytest file and a curl script, written from a replay document.
+"""A failure's standalone exports: a pytest file, and a reproduction record with its curl script.
 
-Both send the plan again with fresh ids in the target's project, never the ids or the project of
-the recorded run. The pytest file calls ``simulations.replay`` (so it judges with the model); the
-curl script is for servers a user cannot reach from Python: it prints each answer beside the one
-recorded and, for the operations the checker blamed, the answers the model allowed, and exits 1
-when such an answer is none of them. Neither ever holds or prints a token: the pytest file asks
-the replay's target for one, the script reads ``TOKEN_<ACTOR>`` variables or provisions its own
-with the target file's command (no ``set -x``; a token reaches curl on its standard input).
+Both send the plan again with fresh ids in a fresh project, never the ids or the project of the
+recorded run. The pytest file calls ``simulations.replay`` (so it judges with the model). The
+reproduction record (``conformance.reproduction``) is the plan as steps: the setup, then each
+batch as one concurrency group, the clock moved between batches as a replay moves it, and
+beside each operation the checker blamed the answers the model allowed it; its script (the one
+writer's) and ``aidememo-conformance reproduce`` exit 1 when such an answer is none of them, and
+3 when no try showed it (a network cannot force an interleaving). Neither holds or prints a
+token: the pytest file asks the replay's target for one, the record provisions its own with the
+target file's command (or reads the token files a user names).
 """
 
 from __future__ import annotations
 
 import json
-import re
-import shlex
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from conformance.reproduction.record import Answer, Field, Identity, Reproduction, Step, TargetInfo, escape
 from simulations.ledger import LEDGER, answer_parts, describe_answer
 from simulations.plan import READER, Plan, PlannedOp, marked_run
 from simulations.planner import setup_requests
 from simulations.targets import SIM_TENANT, token_variable
 
-__all__ = ["URL_TIMES", "curl_text", "pytest_text"]
+__all__ = ["URL_TIMES", "finding_requirements", "pytest_text", "race_sentence", "reproduction_of"]
 
 URL_TIMES = 5  # reruns of the exported test over a URL: the network interleaves, a race may need several
 _RUN = "@RUN@"
 _PROJECT = "@PROJECT@"
-_SPLICE = re.compile(f"({_RUN}|{_PROJECT})")
+# A replay of an embedded finding needs a reference of its own (as the suite's embedded runs do).
+_REPLAY_TEMPLATE = ("aidememo-ref bootstrap --database ./replay.sqlite --tenant-id {tenant} --project-id {project} "
+                    "--actor-id {actor} --token-file {token_file} --role {role}")
+_REPLAY_HINT = ("The run's embedded reference is gone: start one, `aidememo-ref serve --database ./replay.sqlite "
+                "--test-clock` (127.0.0.1:3030), then BASE_URL=http://127.0.0.1:3030 sh this-script.")
+# The requirement a finding breaks: by the receipt rule, or (for the ledger model) by the operation blamed.
+_RULE_REQUIREMENTS = {"receipts": ("AM-RACE-1",), "change feed": ("AM-RACE-1",), "revision order": ("AM-RACE-2",)}
+_OP_REQUIREMENTS = {"handoff.accept": "AM-HL-CAS-3", "handoff.heartbeat": "AM-HL-CAS-2",
+                    "handoff.return": "AM-HL-CAS-2", "handoff.status": "AM-RACE-3", "handoff.send": "AM-CMD-2"}
 
 
 _PYTEST_TEMPLATE = '''"""Regression test exported by aidememo-sim from a recorded race (seed {seed}).
@@ -89,99 +98,33 @@ def pytest_text(doc: Mapping[str, Any], name: str) -> str:
                                    times=URL_TIMES if over_url else 1, where=_target_words(doc) if over_url else "")
 
 
-def _plain(value: object) -> str | None:
-    """``value`` when it can stand inside a double-quoted shell default as it is, else None."""
-    return value if isinstance(value, str) and re.fullmatch(r"[A-Za-z0-9._:/@%+=-]+", value) else None
+def finding_requirements(kind: str, blamed_ops: Sequence[str]) -> tuple[str, ...]:
+    """The requirement ids a finding breaks: its receipt rule's, or those of the operations blamed."""
+    if kind in _RULE_REQUIREMENTS:
+        return _RULE_REQUIREMENTS[kind]
+    return tuple(sorted({_OP_REQUIREMENTS.get(op, "AM-HL-CAS-2") for op in blamed_ops})) or ("AM-HL-CAS-2",)
 
 
-def _word(text: str) -> str:
-    """``text`` as one shell word, with @RUN@ and @PROJECT@ spliced in as "$RUN" and "$PROJECT"."""
-    parts = _SPLICE.split(text)
-    word = "".join('"$RUN"' if p == _RUN else '"$PROJECT"' if p == _PROJECT else shlex.quote(p) if p else ""
-                   for p in parts)
-    return word or "''"
+def race_sentence(doc: Mapping[str, Any]) -> str:
+    """What the race did, in one sentence (the blamed answer against what the model allowed); the
+    recorded run's ids read RUN (a rerun makes its own)."""
+    run_id = Plan.from_json(doc["plan"]).run_id
+    return marked_run(_sentence(doc), run_id).replace(_RUN, "RUN")
 
 
-_PRELUDE = r'''set -u
-OUT=$(mktemp -d) || exit 2
-trap 'rm -rf "$OUT"' EXIT
-
-send() {  # label, blamed answers ("status code revision" lines), token, method, path[, body]
-  if [ $# -ge 6 ]; then
-    answer=$(printf 'header = "authorization: Bearer %s"\n' "$3" | curl -sS -K - -X "$4" "$BASE_URL$5" \
-      -H 'content-type: application/json' --data "$6" -w ' [HTTP %{http_code}]' 2>&1)
-  else
-    answer=$(printf 'header = "authorization: Bearer %s"\n' "$3" | curl -sS -K - -X "$4" "$BASE_URL$5" \
-      -w ' [HTTP %{http_code}]' 2>&1)
-  fi
-  verdict=""
-  if [ -n "$2" ]; then
-    ok=0
-    while read -r status code revision; do
-      if allowed "$answer" "$status" "$code" "$revision"; then ok=1; fi
-    done <<EOF
-$2
-EOF
-    if [ "$ok" = 1 ]; then
-      verdict="  -> one of the answers the model allowed
-"
-    else
-      verdict="  -> none of the answers the model allowed: the race reproduced
-"
-      : > "$OUT/reproduced"
-    fi
-  fi
-  printf '%s\n  answered: %s\n%s' "$1" "$answer" "$verdict"
-}
-
-advance() {  # milliseconds, token: move the server's test clock (the /__test__/clock extension)
-  answer=$(printf 'header = "authorization: Bearer %s"\n' "$2" | curl -sS -K - -X POST "$BASE_URL/__test__/clock" \
-    -H 'content-type: application/json' --data "{\"advance_ms\": $1}" -w ' [HTTP %{http_code}]' 2>&1)
-  printf 'clock moved %s ms forward\n  answered: %s\n' "$1" "$answer"
-}
-
-allowed() {  # answer, status, code ("-": none), revision ("-": any)
-  case "$1" in *"[HTTP $2]") ;; *) return 1 ;; esac
-  if [ "$3" != - ] && ! printf '%s' "$1" | grep -Eq "\"code\" *: *\"$3\""; then return 1; fi
-  if [ "$4" != - ] && ! printf '%s' "$1" | grep -Eq "\"revision\" *: *$4([^0-9]|\$)"; then return 1; fi
-  return 0
-}
-'''
-
-
-def _provisioning(template: str, actors: Sequence[str]) -> list[str]:
-    """Shell lines that provision a fresh project with the target file's command when PROJECT is
-    unset: the same argv the suite's provisioner runs (split once, no shell), a fresh 0600 token
-    file per actor, the file's contents afterwards as the token."""
-    marks = {"tenant": SIM_TENANT, "project": "\0project\0", "actor": "\0actor\0", "role": "\0role\0",
-             "token_file": "\0file\0"}
-    spliced = {"\0project\0": '"$PROJECT"', "\0actor\0": '"$1"', "\0role\0": '"$2"', "\0file\0": '"$tf"'}
-    try:
-        argv = [part.format(**marks) for part in shlex.split(template)]
-    except (KeyError, IndexError, ValueError):
-        return []  # a template the run could not have used either; PROJECT and the tokens must be given
-
-    def word(part: str) -> str:
-        pieces = re.split("(\0[a-z_]+\0)", part)
-        return "".join(spliced.get(p) or (shlex.quote(p) if p else "") for p in pieces) or "''"
-
-    lines = [
-        'if [ -z "${PROJECT:-}" ]; then',
-        '  PROJECT="sim-$RUN"',
-        "  provision() {  # actor, role: the actor's token on standard output, never on the terminal",
-        '    tf=$(mktemp) || exit 2',
-        "    od -An -N16 -tx1 /dev/urandom | tr -d ' \\n' > \"$tf\"",
-        f"    if ! {' '.join(word(p) for p in argv)} >/dev/null 2>&1; then",
-        '      rm -f "$tf"; echo "provisioning $1 with the target file\'s command failed" >&2; exit 2',
-        "    fi",
-        '    cat "$tf"; rm -f "$tf"',
-        "  }",
-    ]
-    for actor in actors:
-        role = "reader" if actor == READER else "writer"
-        lines.append(f"  {token_variable(actor)}=$(provision {shlex.quote(actor)} {role}) || exit 2")
-    lines.append("fi")
-    return lines
+def _sentence(doc: Mapping[str, Any]) -> str:
+    finding = doc.get("finding") or {}
+    history = doc.get("history", [])
+    for index, allowed in finding.get("expected", []):
+        if index < len(history):
+            raw = history[index]
+            op = raw["input"]
+            got = "no answer" if raw.get("output") is None else describe_answer(raw["output"])
+            return (f"{op.get('op')} by {op.get('actor')} was answered "
+                    f"{got}, which no order of the concurrent requests allows (the model allowed "
+                    f"{' or '.join(allowed)}).")
+    first = str(finding.get("explanation", "")).split(":\n", 1)[0].strip()
+    return (first[0].upper() + first[1:] + ".") if first else "The history has no order that the model allows."
 
 
 def _blamed(doc: Mapping[str, Any]) -> dict[int, tuple[str, ...]]:
@@ -212,77 +155,71 @@ def _recorded(doc: Mapping[str, Any]) -> dict[tuple[int, str], tuple[int, str | 
     return out
 
 
-def _send_line(label: str, allowed: Sequence[str], actor: str, op: PlannedOp, recorded: str | None,
-               run_id: str) -> str:
-    parts = [answer_parts(one) for a in allowed for one in a.split(" or ")]  # a clock window allows either
-    lines = "\n".join(f"{s} {c or '-'} {'-' if r is None else r}" for s, c, r in (p for p in parts if p))
-    shown = label + (f" (recorded: {recorded})" if recorded else "")
-    if allowed:
-        shown += f"; the model allowed: {' or '.join(allowed)}"
-    shown = marked_run(shown, run_id)  # the ids in answers too are this run's
-    words = ["send", _word(shown), shlex.quote(lines) if lines else "''", f'"${token_variable(actor)}"', op.method,
-             _word(op.path)]
-    if op.body is not None:
-        words.append(_word(json.dumps(op.body, sort_keys=True)))
-    return " ".join(words)
+def _template(text: str, project: str) -> str:
+    return escape(text).replace(_RUN, "{run}").replace(_PROJECT, project)
 
 
-def curl_text(doc: Mapping[str, Any], template: str | None) -> str:
-    """The curl script: the setup and every batch, with fresh ids in the project it provisions (or
-    is given); ``template`` is the target file's provisioning command, if there is one."""
-    recorded_plan = Plan.from_json(doc["plan"])
-    placed = recorded_plan.rebased(_RUN, _PROJECT)
-    actors = recorded_plan.identities
+def _answers(allowed: Sequence[str]) -> tuple[Answer, ...]:
+    """The model's answers as expected answers (a clock window's "a or b" allows either)."""
+    out = []
+    for text in (one for a in allowed for one in a.split(" or ")):
+        parts = answer_parts(text)
+        if parts is not None:
+            status, code, revision = parts
+            out.append(Answer(status=status, code=code,
+                              fields=() if revision is None else (Field(path="revision", equals=revision),)))
+    return tuple(out)
+
+
+def reproduction_of(doc: Mapping[str, Any], template: str | None, workdir: str = "") -> Reproduction:
+    """The replay document as a reproduction record (see the module docstring); ``template``: the
+    target file's provisioning command (None: the embedded reference's bootstrap, or fixed tokens)."""
+    recorded = Plan.from_json(doc["plan"])
+    placed = recorded.rebased(_RUN, _PROJECT)
     target = doc["target"]
-    url = _plain(target.get("url"))
-    project = None if template else _plain(target.get("project"))
-    found = f"over {url}" if target.get("kind") == "url" else "on the embedded reference"
-    variables = " ".join(token_variable(a) for a in actors)
-    lines = [
-        "#!/bin/sh",
-        f"# Exported by aidememo-sim (seed {doc['seed']}) from a race found {found}: the same requests, batch by",
-        "# batch, each batch launched at once in the background, with fresh ids every run. Each answer is",
-        "# printed beside the one recorded; for the operations the checker blamed, also the answers the model",
-        "# allowed in the recorded run, and the script exits 1 when one is none of them. Curl cannot force an",
-        "# interleaving: over a network a race may need several runs, and a correct server may order a batch",
-        "# otherwise than the recorded run did; aidememo-sim replay judges with the model.",
-        f"# Set BASE_URL{'' if url is None else f' (default {url})'}, PROJECT"
-        + ("" if project is None else f" (default {project})")
-        + f" and {variables}" + ("," if template else "."),
-    ]
-    if template:
-        lines += ["# or leave PROJECT unset: a fresh project and fresh tokens are provisioned with the command of the",
-                  "# target file the run used, run in the current directory as aidememo-sim runs it."]
-    lines += ["# Tokens are never printed.", _PRELUDE.rstrip("\n")]
-    lines.append(f'BASE_URL="${{BASE_URL:-{url}}}"' if url else ': "${BASE_URL:?set BASE_URL to the server URL}"')
-    lines.append('RUN="${RUN:-x$(date +%s)$$}"  # inside every id: a fresh RUN gives fresh ids')
-    if template:
-        lines += _provisioning(template, actors)
-    elif project is not None:
-        lines.append(f'PROJECT="${{PROJECT:-{project}}}"  # the project the run was given')
-    lines.append(': "${PROJECT:?set PROJECT (and the tokens)}"')
-    lines += [f': "${{{token_variable(a)}:?set {token_variable(a)}}}"' for a in actors]
-    lines.append("echo '# setup: one session, one fact per actor'")
-    for actor, path, body, what in setup_requests(_PROJECT, recorded_plan.actors, _RUN):
-        lines.append(f"send {_word(actor + ' ' + what)} '' \"${token_variable(actor)}\" POST {_word(path)} "
-                     f"{_word(json.dumps(body, sort_keys=True))}")
-    blamed = _blamed(doc)
-    recorded = _recorded(doc)
+    over_url = target.get("kind") == "url"
+    fixed = over_url and not template
+    project = escape(str(target.get("project"))) if fixed else "sim-{run}"
+    identities = tuple(Identity(label=actor, given=fixed,
+                                values=(("tenant", SIM_TENANT), ("project", project), ("actor", actor),
+                                        ("role", "reader" if actor == READER else "writer")))
+                       for actor in recorded.identities)
+    steps: list[Step] = []
+
+    def add(actor: str, method: str, path: str, body: object, *, group: int | None = None,
+            expect: tuple[Answer, ...] = (), note: str = "") -> None:
+        headers: list[tuple[str, str]] = [("Authorization", f"Bearer {{token.{actor}}}")]
+        text = None if body is None else _template(json.dumps(body, sort_keys=True), project)
+        if text is not None:
+            headers.append(("Content-Type", "application/json"))
+        steps.append(Step(name=f"step{len(steps) + 1}", method=method, target=_template(path, project),
+                          headers=tuple(headers), body=text, json_body=text is not None, group=group, expect=expect,
+                          note=note))
+
+    for actor, path, body, what in setup_requests(_PROJECT, recorded.actors, _RUN):
+        add(actor, "POST", path, body, expect=(Answer(status=200),), note=f"setup: {actor} {what}")
+    blamed, history = _blamed(doc), _recorded(doc)
     previous: int | None = None
-    for n, (batch, original) in enumerate(zip(placed.batches, recorded_plan.batches)):
-        lines.append(f"echo '# batch {n}'")
+    for number, (batch, original) in enumerate(zip(placed.batches, recorded.batches)):
         if batch.clock_ms is not None:
             # As a replay does: each batch keeps its step from the one before on the server's clock.
-            step = 0 if previous is None else batch.clock_ms - previous
+            step_ms = 0 if previous is None else batch.clock_ms - previous
             previous = batch.clock_ms
-            if step > 0:
-                lines.append(f'advance {step} "${token_variable(recorded_plan.actors[0])}"')
+            if step_ms > 0:
+                add(recorded.actors[0], "POST", "/__test__/clock", {"advance_ms": step_ms}, note="move the clock")
         for op, then in zip(batch.ops, original.ops):
-            index, answer = recorded.get((then.worker, _identity(then.input)), (None, None))
-            label = ("#?" if index is None else f"#{index}") + " " + _describe(op)
-            lines.append(_send_line(label, blamed.get(index, ()) if index is not None else (), op.actor, op,
-                                    answer, recorded_plan.run_id) + " &")
-        lines.append("wait")
-    lines.append('if [ -e "$OUT/reproduced" ]; then echo "an answer the checker blamed reproduced"; exit 1; fi')
-    lines.append('echo "every blamed answer was one the model allowed"')
-    return "\n".join(lines) + "\n"
+            index, _ = history.get((then.worker, _identity(then.input)), (None, None))
+            add(op.actor, op.method, op.path, op.body, group=number if len(batch.ops) > 1 else None,
+                expect=_answers(blamed.get(index, ())) if index is not None else (),
+                note=f"#{index if index is not None else '?'} {_describe(op)}")
+    ops = [str(doc["history"][i]["input"].get("op")) for i in blamed if i < len(doc.get("history", []))]
+    finding = doc.get("finding") or {}
+    return Reproduction(
+        title=f"aidememo-sim race, seed {doc['seed']}", origin="simulator",
+        requirements=finding_requirements(str(finding.get("kind", "")), ops), identities=identities,
+        steps=tuple(steps), race=race_sentence(doc) if any(len(b.ops) > 1 for b in recorded.batches) else "",
+        tries=URL_TIMES,
+        target=TargetInfo(url=target.get("url") if over_url else None,
+                          provision=template if over_url else _REPLAY_TEMPLATE, workdir=workdir,
+                          credential_prefix="tok-", hint="" if over_url else _REPLAY_HINT),
+        context=race_sentence(doc))

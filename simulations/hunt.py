@@ -31,7 +31,7 @@ from simulations.clients import ClientRun
 from simulations.errors import SimulationError
 from simulations.findings import Distinct, Key, finding_key, violated
 from simulations.linearizability.history import Header, dump_history
-from simulations.replay import export_failure, reproduce_lines
+from simulations.replay import export_failure, finding_lines, reproduce_lines
 from simulations.shards import ShardOutcome, ShardSpec, run_shard
 from simulations.targets import named_words
 from simulations.xmemo.races import XMemoRun
@@ -326,6 +326,7 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
             away = shard.host and shard.host != socket.gethostname()
             lines.append(f"  its shard's history: {shard.history}" + (f" (on {shard.host})" if away else ""))
         if "replay file" in distinct.paths:
+            lines += [f"  {line}" for line in finding_lines(distinct.paths)]
             lines += [f"  {line}" for line in reproduce_lines(distinct.paths, distinct.reproduction,
                                                                  distinct.replay_words)]
     return lines

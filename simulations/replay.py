@@ -23,15 +23,16 @@ from refkit.files import open_fresh, write_atomic
 from refkit.jsonvalue import loads
 from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.errors import SimulationError
-from simulations.exports import curl_text, pytest_text
+from conformance.reproduction.script import render_script
+from simulations.exports import finding_requirements, pytest_text, race_sentence, reproduction_of
 from simulations.linearizability.history import Header, Operation, dump_history
 from simulations.ledger import LEDGER
 from simulations.plan import Plan
-from simulations.targets import (HttpTarget, load_factory, recorded_target, target_from_config, token_variable,
-                                 unnamed_code)
+from simulations.targets import (HttpTarget, load_factory, named_words, recorded_target, target_from_config,
+                                 token_variable, unnamed_code)
 from simulations.linearizability.timeline import write_timeline
 
-__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "load_replay", "replay_target", "reproduce",
+__all__ = ["CONFIG_ENV", "FORMAT", "export_failure", "finding_lines", "load_replay", "replay_target", "reproduce",
            "reproduce_lines"]
 
 FORMAT = "aidememo-sim-replay/1"
@@ -54,7 +55,9 @@ def _replay_doc(result: RunResult, *, target: str, url: str | None, factory: str
         "verdict": result.verdict.value,
         "finding": None if finding is None else {
             "kind": finding.kind, "witness": list(finding.witness), "explanation": finding.explanation,
-            "expected": [[index, list(answers)] for index, answers in finding.expected]},
+            "expected": [[index, list(answers)] for index, answers in finding.expected],
+            "requirements": list(finding_requirements(finding.kind, [
+                str(result.history[i].input.get("op")) for i, _ in finding.expected if i < len(result.history)]))},
     }
     if reproduction is not None:
         doc["reproduction"] = {"reproduced": reproduction[0], "runs": reproduction[1]}
@@ -179,30 +182,62 @@ def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | 
     """
     doc = _replay_doc(result, target=target, url=url, factory=factory, config=config, reproduction=reproduction)
     stem = f"race-seed-{result.seed}"
+    paths = {"replay file": out_dir / f"{stem}.json", "timeline": out_dir / f"{stem}.html",
+             "pytest file": out_dir / f"test_{stem.replace('-', '_')}.py", "curl script": out_dir / f"{stem}.sh",
+             "reproduction record": out_dir / f"{stem}.reproduction.json",
+             "history (aidememo-sim check --model ledger)": out_dir / f"{stem}.jsonl"}
+    repro = reproduction_of(doc, _provision_template(config), os.getcwd())
+    replay = " ".join(["aidememo-sim", "replay", str(paths["replay file"]), *named_words(factory, config)])
+    commands = (("replay (the same interleaving, judged by the model)", replay),
+                ("pytest (fails while the race reproduces)", f"pytest {paths['pytest file']}"),
+                ("curl script (exit 1: shown, 3: not met, 2: cannot run)", f"sh {paths['curl script']}"),
+                ("the same record from Python", f"aidememo-conformance reproduce {paths['reproduction record']}"))
+    _write_exports(paths, doc, result, repro, commands)
+    return paths
+
+
+def _write_exports(paths: Mapping[str, Path], doc: Mapping[str, Any], result: RunResult, repro: Any,
+                   commands: Sequence[tuple[str, str]]) -> None:
+    """Every file of a failure, written in one place.
+
+    Raises:
+        SimulationError: when a file cannot be written.
+    """
     try:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        replay_path = out_dir / f"{stem}.json"
-        write_atomic(replay_path, json.dumps(doc, indent=1, sort_keys=True) + "\n")
-        test_path = out_dir / f"test_{stem.replace('-', '_')}.py"
-        write_atomic(test_path, pytest_text(doc, test_path.name))
-        history_path = out_dir / f"{stem}.jsonl"
-        with open_fresh(history_path) as handle:
+        paths["replay file"].parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(paths["replay file"], json.dumps(doc, indent=1, sort_keys=True) + "\n")
+        write_atomic(paths["pytest file"], pytest_text(doc, paths["pytest file"].name))
+        with open_fresh(paths["history (aidememo-sim check --model ledger)"]) as handle:
             dump_history(result.history, handle, Header(model="ledger"))
-        curl_path = out_dir / f"{stem}.sh"
-        write_atomic(curl_path, curl_text(doc, _provision_template(config)), mode=0o755)
+        write_atomic(paths["reproduction record"], repro.dumps())
+        write_atomic(paths["curl script"], render_script(repro), mode=0o755)
     except OSError as exc:
-        raise SimulationError(f"cannot write the failure files to {out_dir}: {exc.strerror}") from exc
+        raise SimulationError(f"cannot write the failure files to {paths['replay file'].parent}: {exc.strerror}") \
+            from exc
     history: list[Operation] = list(result.history)
-    html_path = out_dir / f"{stem}.html"
     names = {w: f"{actor} (worker {w})" for w, actor in enumerate(result.plan.workers)}
+    finding = doc.get("finding") or {}
     write_timeline(
-        html_path, history, title=f"aidememo-sim: seed {result.seed}, {result.verdict.value}",
+        paths["timeline"], history, title=f"aidememo-sim: seed {result.seed}, {result.verdict.value}",
         highlight=result.finding.witness if result.finding else (),
         explanation=result.finding.explanation if result.finding else "",
         actor_names=names, describe=LEDGER.describe_operation,
+        summary=(f"{race_sentence(doc)} Requirements: {', '.join(finding.get('requirements', [])) or 'none mapped'}."
+                 if result.finding else ""),
+        commands=commands,
     )
-    return {"replay file": replay_path, "timeline": html_path, "pytest file": test_path, "curl script": curl_path,
-            "history (aidememo-sim check --model ledger)": history_path}
+
+
+def finding_lines(paths: Mapping[str, Path]) -> list[str]:
+    """What a written finding broke, as its run and a hunt print it: the requirement ids and one
+    sentence of what the race did (none when the replay file cannot be read back)."""
+    try:
+        doc = load_replay(paths["replay file"])
+    except (KeyError, SimulationError):
+        return []
+    finding = doc.get("finding") or {}
+    return [f"requirements: {', '.join(finding.get('requirements', [])) or 'none mapped'}",
+            f"what the race did: {race_sentence(doc)}"]
 
 
 _MISS = 0.001  # how often a printed ``replay --times N`` may miss a race it reproduced k/n times

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import re
+import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Callable
@@ -18,7 +20,8 @@ from conformance.reports.baseline import Baseline, stale_entries
 from conformance.reports.html_report import render_html
 from conformance.reports.modes import explain_mode
 from conformance.reports.junit import render_junit
-from conformance.reports.replay import ReplayTarget, replay_script
+from conformance.reproduction.script import render_script
+from conformance.reproduction.suite import Expectations, ReplayTarget, from_verdict
 from conformance.reports.traceability import trace, unscored_clauses
 from conformance.verdicts import Verdict, VerdictRecord
 from refkit.files import write_atomic
@@ -45,6 +48,7 @@ class RunInfo:
     replay: ReplayTarget | None = None  # how a case file's script reaches and provisions the target
     health: object = None  # the target's answer to GET /health (None: no check started it)
     protocol_commit: str | None = None  # the upstream commit the profile's requirements follow
+    expectations: Expectations | None = None  # the profile's oracle for reproductions (None: the checks' own)
 
 
 def _kit() -> str:
@@ -63,9 +67,8 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     records = sorted(records, key=lambda r: (r.requirement, r.nodeid))
     # Every worker reports the same claims; keep one copy for the summary.
     capabilities = next((r.claims for r in records if r.claims), {})
-    records = [dataclasses.replace(r, claims={}, rerun=run.rerun(r.check),
-                                   replay=replay_script(r, run.replay) if r.transcript else "")
-               for r in records]
+    records = [dataclasses.replace(r, claims={}, rerun=run.rerun(r.check)) for r in records]
+    records = _write_reproductions(report_dir, run, records)
     rows = trace(run.registry, records, run.checked)
     counts = Counter(r.verdict for r in records)
     must_rows = [row for row in rows if row["level"] == "MUST"]
@@ -108,10 +111,31 @@ def write_reports(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) 
     return summary
 
 
+def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRecord]) -> list[VerdictRecord]:
+    """Each record with a transcript gets its reproduction record and script, written under
+    ``report_dir/reproductions``; the record names them (``script``, ``replay``)."""
+    out = []
+    folder = report_dir / "reproductions"
+    for record in records:
+        if not record.transcript:
+            out.append(record)
+            continue
+        repro = from_verdict(record, run.replay or ReplayTarget(url=None), run.expectations)
+        stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.check.replace(".py::", "__"))[:150]
+        folder.mkdir(parents=True, exist_ok=True)
+        data, script = folder / f"{stem}.json", folder / f"{stem}.sh"
+        data.write_text(repro.dumps(), "utf-8")
+        script.write_text(render_script(repro), "utf-8")
+        script.chmod(0o755)
+        out.append(dataclasses.replace(record, script=str(script.resolve()),
+                                       replay=f"aidememo-conformance reproduce {shlex.quote(str(data.resolve()))}"))
+    return out
+
+
 def _public(record: VerdictRecord) -> dict[str, object]:
     data = record.to_json()
     data.pop("claims")  # the run's claims are in the summary
-    for name in ("transcript", "notes", "replay", "baseline", "expected", "namespace", "ids", "identities"):
+    for name in ("transcript", "notes", "replay", "script", "baseline", "expected", "namespace", "ids", "identities"):
         if not data[name]:
             data.pop(name)
     if data["failed_step"] is None:

@@ -162,8 +162,10 @@ def _case(record: VerdictRecord, row: dict[str, Any]) -> str:
         parts.append("<p class='muted'>The check's own assertion judged the steps below (no single step is "
                      "marked); the Why text says what it found.</p>")
     parts.extend(_entry(i, dict(entry), record) for i, entry in enumerate(record.transcript))
-    if record.replay:
-        parts.append(f"<details><summary>shell reproduction</summary><pre>{escape(record.replay)}</pre></details>")
+    if record.script:
+        parts.append(f"<p><b>Reproduce</b> (exit 1: the bug shows; 0: it does not; 2: cannot run; 3: a race not "
+                     f"met): <code>sh {escape(record.script)}</code><br><b>Replay:</b> <code>{escape(record.replay)}"
+                     "</code></p>")
     parts.extend(f"<p class='muted'>{escape(note)}</p>" for note in record.notes)
     parts.append("</div>")
     return "".join(parts)

@@ -1,7 +1,8 @@
 """One self-contained HTML file per history: a lane per actor on a time axis, operations as bars.
 
 The violating operations are drawn in red and the checker's explanation is printed under the
-picture. Everything (CSS, SVG) is inline, so the file can be attached to an issue as it is.
+picture; above it, when the caller gives them, one sentence of what went wrong and the commands
+that reproduce it. Everything (CSS, SVG) is inline, so the file can be attached to an issue as it is.
 """
 
 from __future__ import annotations
@@ -36,8 +37,11 @@ def render_timeline(
     explanation: str = "",
     actor_names: Mapping[int, str] | None = None,
     describe: Callable[[Mapping[str, object], Mapping[str, object] | None], str] = _label,
+    summary: str = "",
+    commands: Sequence[tuple[str, str]] = (),
 ) -> str:
-    """The HTML text of the timeline (see the module docstring)."""
+    """The HTML text of the timeline (see the module docstring); ``summary``: one sentence of what
+    went wrong, shown first; ``commands``: (what it does, command line) pairs that reproduce it."""
     clients = sorted({op.client for op in history})
     lane = {c: k for k, c in enumerate(clients)}
     start = min((op.call_ns for op in history), default=0)
@@ -83,8 +87,11 @@ body {{ font: 13px system-ui, sans-serif; margin: 16px; }}
 .bad {{ fill: #e34b4b; stroke: #700; }} .tag {{ font-size: 10px; pointer-events: none; }}
 tr.bad td {{ background: #fdd; }} td {{ padding: 1px 8px; font-family: monospace; }}
 pre {{ background: #f6f6f6; padding: 8px; white-space: pre-wrap; }}
+.summary {{ font-size: 15px; font-weight: 600; }} code {{ background: #f6f6f6; padding: 1px 4px; }}
 </style></head><body>
 <h1>{html.escape(title)}</h1>
+{f'<p class="summary">{html.escape(summary)}</p>' if summary else ''}
+{_commands(commands)}
 <p>{len(history)} operations, {len(clients)} lanes; time in ns from the first call. Red: the
 operations to blame; dashed: no answer (unknown). Hover a bar for its request and result.</p>
 <svg width="{_WIDTH_PX}" height="{height}" xmlns="http://www.w3.org/2000/svg">
@@ -97,6 +104,13 @@ operations to blame; dashed: no answer (unknown). Hover a bar for its request an
 {rows}
 </table></body></html>
 """
+
+
+def _commands(commands: Sequence[tuple[str, str]]) -> str:
+    if not commands:
+        return ""
+    rows = "".join(f"<li>{html.escape(what)}: <code>{html.escape(line)}</code></li>" for what, line in commands)
+    return f"<h2>Reproduce</h2><ul>{rows}</ul>"
 
 
 def write_timeline(path: Path, history: Sequence[Operation], **kwargs: Any) -> None:

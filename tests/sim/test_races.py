@@ -9,6 +9,7 @@ passing on the very same run. The default run uses one seed; ``-m slow`` runs th
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -68,8 +69,12 @@ def test_each_planted_race_is_found_shrunk_and_replayed(name: str, tmp_path: Pat
     assert all([op.output for op in r.history] == first for r in outcomes)
     html = paths["timeline"].read_text()
     assert "<svg" in html and 'class="bad"' in html and "<script src" not in html
+    # The page says what went wrong and how to see it again; the finding names its requirements.
+    assert "was answered" in html or "<p class=\"summary\">" in html
+    assert all(f"{word} " in html for word in ("aidememo-sim replay", "pytest", "sh", "aidememo-conformance reproduce"))
+    assert doc["finding"]["requirements"] and all(r.startswith("AM-") for r in doc["finding"]["requirements"])
     script = paths["curl script"].read_text()
-    assert script.startswith("#!/bin/sh") and "curl -sS" in script and "token-" not in script
+    assert script.startswith("#!/bin/sh") and "curl -sS" in script and not re.search(r"tok-[0-9a-f]{32}", script)
     assert "/v1/projects/project-sim/" not in script and "-r-" not in script  # fresh ids, its own project
     assert subprocess.run(["sh", "-n", str(paths["curl script"])], capture_output=True).returncode == 0
 

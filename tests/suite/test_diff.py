@@ -239,23 +239,29 @@ def test_the_printed_replay_repeats_its_divergence_twice_and_passes_once_the_ser
         elsewhere = tmp_path / "elsewhere"  # the script runs the template in the run's directory, from anywhere
         elsewhere.mkdir()
         scripted = [_script_runs(script, elsewhere) for _ in range(2)]
+        line = next(line for line in first.stdout.splitlines() if line.strip().startswith("reproduce: "))
+        reproduce = shlex.split(line.strip().removeprefix("reproduce: "))
+        reproduced = _user_runs(reproduce, tmp_path)
+        assert reproduced.returncode == 1, reproduced.stdout + reproduced.stderr
         port = int(url.rsplit(":", 1)[1])
-    for done in scripted:
-        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-        last = _last_step(done.stdout)
-        assert "/accept" in last.splitlines()[0] and "<- the target diverged here (the run got HTTP 200)" in last
-        assert "HTTP 409 command_conflict, as the reference answered" in last
-        assert "HTTP/1.1 200" in last, "the planted bug's answer, shown after what the reference answered"
-        assert "HTTP/1.1 200" in done.stdout.split("\n--- step 2 ", 1)[0], "the identity read gave the epoch"
+    for done in scripted:  # exit 1 while the bug shows, naming the step and what the reference answered
+        assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+        shows = next(line for line in done.stdout.splitlines() if line.startswith("THE BUG SHOWS: "))
+        departed = shows.removeprefix("THE BUG SHOWS: ").split(":", 1)[0]
+        assert "/accept" in next(line for line in done.stdout.splitlines() if line.startswith(f"--- {departed}: "))
+        assert "HTTP 200, not 409" in shows and "command_conflict" in shows, shows
+        assert "step1 answered HTTP 200" in done.stdout, "the identity read gave the epoch"
     with kept(database, reference, port):  # the fixed server, on the same file and port
         fixed = [_user_runs(replay, tmp_path) for _ in range(2)]
         fixed_script = _script_runs(script, elsewhere)
+        fixed_reproduce = _user_runs(reproduce, tmp_path)
     assert [done.returncode for done in fixed] == [0, 0], fixed[0].stdout + fixed[0].stderr
-    assert "HTTP/1.1 409" in _last_step(fixed_script.stdout), "the fixed server refuses the reuse"
+    assert fixed_script.returncode == 0, fixed_script.stdout[-3000:] + fixed_script.stderr[-3000:]
+    assert fixed_reproduce.returncode == 0, fixed_reproduce.stdout + fixed_reproduce.stderr
     case = Path(tmp_path, replay[-1]).read_text()
     assert "/accept" in _page(Path(tmp_path, replay[-1]).parent), "diff.html, beside the case, names the route"
     for text in (first.stdout, first.stderr, again[0].stdout, case, script.read_text(),
-                 *(done.stdout + done.stderr for done in [*scripted, fixed_script])):
+                 *(done.stdout + done.stderr for done in [*scripted, fixed_script, reproduced, fixed_reproduce])):
         assert not TOKEN.search(text), "no token is printed or written"
 
 

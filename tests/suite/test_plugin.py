@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -112,7 +113,9 @@ def test_failure_case_file_is_redacted_and_reproducible(pytester):
     token = re.compile(r"tok-[0-9a-f]{32}")
     assert not token.search(json.dumps(record)) and not token.search(html), "a token leaked into a report"
     assert "Bearer &lt;redacted:writer&gt;" in html
-    assert "curl" in record["replay"] and '$(cat "$WORK/writer.token")' in record["replay"]
+    script = Path(record["script"]).read_text()
+    assert "curl" in script and "Bearer {token.writer}" in script and record["replay"].startswith(
+        "aidememo-conformance reproduce ")
     assert record["rerun"].endswith("--seed 11 test_checks.py::test_must_fails")
     assert "planted departure" in html and record["nodeid"] in html
 

@@ -57,4 +57,5 @@ PROFILE = Profile(
     aliases=("aidememo-remote",),
     diff=lazy("conformance.profiles.aidememo.diff:main"),
     protocol_commit=PROTOCOL_COMMIT,
+    expectations=lazy("conformance.profiles.aidememo.oracle:expect"),
 )

@@ -26,11 +26,12 @@ from conformance.http import health_answer
 from conformance.profiles.aidememo.diff.compare import Departures
 from conformance.profiles.aidememo.diff.html import render_diff_html
 from conformance.profiles.aidememo.diff.runner import Divergence, Result, Sides, read_case, replay, run, write_case
-from conformance.profiles.aidememo.diff.script import case_script
+from conformance.profiles.aidememo.diff.script import case_record
 from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
 from conformance.profiles.aidememo.settings import AideMemoSettings, describe
 from conformance.reports import provenance
-from conformance.reports.replay import ReplayTarget
+from conformance.reproduction.script import render_script
+from conformance.reproduction.suite import ReplayTarget
 from refkit.files import write_atomic
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
@@ -69,7 +70,7 @@ def _show(value: Any, keep: str = "") -> str:
 
 
 def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_command: str | None,
-                      script: Path | None = None) -> None:
+                      script: Path | None = None, record: Path | None = None) -> None:
     outcome = divergence.outcome
     assert outcome.field is not None
     where, ours, theirs = outcome.field
@@ -87,6 +88,10 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
         out.write(f"  replay: {replay_command}\n")
     if script is not None:
         out.write(f"  replay script (no kit needed): sh {shlex.quote(str(script))}\n")
+    if record is not None:
+        out.write(f"  reproduce: aidememo-conformance reproduce {shlex.quote(str(record))}\n")
+        out.write("  (the script and reproduce exit 1 while the target diverges, 0 once it does not, 2 when they "
+                  "cannot run)\n")
 
 
 def _replay_command(argv_base: list[str], case: Path) -> str:
@@ -100,7 +105,7 @@ def _replay_target(settings: Any) -> ReplayTarget:
 
 
 def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict[str, Any],
-            target: ReplayTarget) -> list[tuple[str, Path]]:
+            target: ReplayTarget) -> list[tuple[str, Path, Path]]:
     """Write the case files, their scripts, ``diff.json`` and ``diff.html``; each divergence's replay
     command and script. ``header`` is the run's target, budget and notes."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -109,10 +114,13 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
     for index, divergence in enumerate(result.divergences, 1):
         case = report_dir / f"divergence-{index}.json"
         write_case(case, divergence, result.seed)
-        script = case.with_suffix(".sh")
-        write_atomic(script, case_script(divergence, target))
-        commands.append((_replay_command(argv_base, case), script))
-        cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
+        script, record = case.with_suffix(".sh"), case.with_suffix(".reproduction.json")
+        repro = case_record(divergence, target)
+        write_atomic(record, repro.dumps())
+        write_atomic(script, render_script(repro), mode=0o755)
+        commands.append((_replay_command(argv_base, case), script, record))
+        cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script),
+                      "reproduction": str(record)})
     summary = {**provenance(header.get("health")), "seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
                "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
                "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
@@ -124,7 +132,7 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
     return commands
 
 
-_CASE_FILE = re.compile(r"divergence-(\d+)\.(json|sh)")
+_CASE_FILE = re.compile(r"divergence-(\d+)\.(json|sh|reproduction\.json)")
 
 
 def _remove_stale(report_dir: Path, written: int) -> None:
@@ -174,8 +182,8 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
               f"{sum(result.tolerated.values())} tolerated\n")
     for reason, count in sorted(result.tolerated.items()):
         out.write(f"  tolerated {count}x: {reason}\n")
-    for index, (divergence, (command, script)) in enumerate(zip(result.divergences, commands), 1):
-        _print_divergence(out, index, divergence, command, script)
+    for index, (divergence, (command, script, record)) in enumerate(zip(result.divergences, commands), 1):
+        _print_divergence(out, index, divergence, command, script, record)
     out.write(f"reports: {report_dir / 'diff.html'}  {report_dir / 'diff.json'}\n")
     out.write(f"rerun: {' '.join(shlex.quote(p) for p in argv_base)} --seed {seed}\n")
     return 1 if result.divergences else 0

@@ -70,6 +70,8 @@ def _divergence(index: int, case: dict[str, Any]) -> str:
         *(_step(number, step, number == len(steps)) for number, step in enumerate(steps, 1)),
         f"<p><b>Replay:</b> <code>{escape(case['replay'])}</code><br>"
         f"<b>Replay script (no kit needed):</b> <code>sh {escape(case['script'])}</code><br>"
+        + (f"<b>Reproduce</b> (exit 1 while it diverges, 0 once it does not): <code>aidememo-conformance reproduce "
+           f"{escape(case['reproduction'])}</code><br>" if case.get("reproduction") else "") +
         f"<b>Case file:</b> <code>{escape(case['case'])}</code></p></div>"])
 
 

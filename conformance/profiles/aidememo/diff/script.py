@@ -1,11 +1,11 @@
-"""The shell script of a divergence: its shrunk steps, against the target, without the kit.
+"""A divergence as a reproduction record: its shrunk steps, judged by the reference's answers.
 
-It is the suite's case-file script (``conformance.reports.replay``) fed a record made from the
-divergence: the episode's actors are its identities (provisioned from the target's template in
-a new namespace ``RUN``), its steps the transcript, each headed by what the reference answered,
-and the last marked where the target diverged. The episode's identity read comes first, as in
-a run, and its ``project_epoch`` fills ``$epoch``. The token of ``bad`` is a word no server
-issued, so it is no credential.
+The episode's actors are the record's identities (provisioned from the target's template in a
+fresh namespace), its identity read comes first, as in a run, and every step's ``$epoch`` is
+bound to that read's ``project_epoch``; the episode's names (``$project``, ``$ns``...) become
+``{run}`` names. What a correct server answers beside each step is the reference's own answer
+(``oracle.expect``), so the record's script and ``aidememo-conformance reproduce`` exit 1 where
+the target diverges. The token of ``bad`` is a word no server issued, so it is no credential.
 """
 
 from __future__ import annotations
@@ -13,89 +13,78 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from conformance.profiles.aidememo.diff.episode import Outcome
 from conformance.profiles.aidememo.diff.runner import Divergence
 from conformance.profiles.aidememo.diff.steps import ACTORS, BAD_TOKEN, CLOCK_ROUTE, Step
-from conformance.registry import Level
-from conformance.reports.replay import ReplayTarget, replay_script
-from conformance.verdicts import Verdict, VerdictRecord
+from conformance.profiles.aidememo.oracle import expect
+from conformance.reproduction.record import Identity, Reproduction
+from conformance.reproduction.record import Step as ReproStep
+from conformance.reproduction.record import escape
+from conformance.reproduction.suite import ReplayTarget
 
-__all__ = ["case_script"]
+__all__ = ["case_record"]
 
-NAMESPACE = "diffcase"  # rebased into the script's RUN wherever it appears
 UNHELD = "unheld-token-of-nobody"
-_NAMES = {"$tenant": "t-", "$tenant3": "t3-", "$project": "p-", "$project2": "p2-", "$project3": "p3-"}
+# Markers put in place of the episode's names before escaping, then swapped for placeholders.
+_RUN, _EPOCH = "@@run@@", "@@epoch@@"
+_NAMES = {"$tenant": f"t-{_RUN}", "$tenant3": f"t3-{_RUN}", "$project": f"p-{_RUN}", "$project2": f"p2-{_RUN}",
+          "$project3": f"p3-{_RUN}", "$ns": _RUN, "$epoch": _EPOCH}
 _TENANT_OF = {"$project": "$tenant", "$project2": "$tenant", "$project3": "$tenant3"}
 
 
-def _values() -> dict[str, str]:
-    return {**{key: prefix + NAMESPACE for key, prefix in _NAMES.items()}, "$ns": NAMESPACE,
-            "$epoch": "<captured:EPOCH>"}
+def _template(text: str) -> str:
+    return escape(text).replace(_RUN, "{run}").replace(_EPOCH, "{step1.body.project_epoch}")
 
 
-def _fill(text: str, values: dict[str, str]) -> str:
+def _fill(text: str) -> str:
     for name in ("$project3", "$project2", "$project", "$epoch", "$ns"):  # longest first, as an episode fills
-        text = text.replace(name, values[name])
+        text = text.replace(name, _NAMES[name])
     return text
 
 
-def _fill_json(data: Any, values: dict[str, str]) -> Any:
+def _fill_json(data: Any) -> Any:
     if isinstance(data, str):
-        return values[data] if data in values else data.replace("$ns", values["$ns"])
+        return _NAMES[data] if data in _NAMES else data.replace("$ns", _RUN)
     if isinstance(data, list):
-        return [_fill_json(item, values) for item in data]
+        return [_fill_json(item) for item in data]
     if isinstance(data, dict):
-        return {key: _fill_json(value, values) for key, value in data.items()}
+        return {key: _fill_json(value) for key, value in data.items()}
     return data
 
 
-def _answer(outcome: Outcome, side: str) -> str:
-    answer = outcome.reference if side == "reference" else outcome.target
-    return f"HTTP {answer.status}" + (f" {answer.error_code}" if answer.error_code else "")
-
-
-def _entry(step: Step, values: dict[str, str], expected: str, status: int) -> dict[str, object]:
-    headers = [(name, value) for name, value in step.headers if name != "authorization-scheme"]
+def _step(number: int, step: Step) -> ReproStep:
+    headers = [(name, _template(value)) for name, value in step.headers if name != "authorization-scheme"]
     scheme = dict(step.headers).get("authorization-scheme", "Bearer")
     if step.route != CLOCK_ROUTE and (step.actor in ACTORS or step.actor == BAD_TOKEN):
-        token = UNHELD if step.actor == BAD_TOKEN else f"<redacted:{step.actor}>"
-        headers.append(("Authorization", f"{scheme} {token}"))
-    body = step.raw_body
-    if body is None and step.body is not None:
-        body = json.dumps(_fill_json(step.body, values), ensure_ascii=False, separators=(",", ":"))
+        headers.append(("Authorization", f"{escape(scheme)} " + (UNHELD if step.actor == BAD_TOKEN
+                                                                else f"{{token.{step.actor}}}")))
+    body, is_json = None, False
+    if step.raw_body is not None:
+        body = escape(step.raw_body)
+    elif step.body is not None:
+        body, is_json = _template(json.dumps(_fill_json(step.body), ensure_ascii=False, separators=(",", ":"))), True
     if body is not None:
         headers.append(("Content-Type", "application/json"))
-    url = "<base-url>" + _fill(step.path, values) + (f"?{_fill(step.query, values)}" if step.query else "")
-    return {"kind": "http", "method": step.method, "url": url, "replay_headers": [list(h) for h in headers],
-            "request_body_exact": body, "request_body": body, "actor": step.actor, "expected": expected,
-            "status": status}
+    target = _template(_fill(step.path) + (f"?{_fill(step.query)}" if step.query else ""))
+    return ReproStep(name=f"step{number}", method=step.method, target=target, headers=tuple(headers), body=body,
+                     json_body=is_json, note=f"{step.actor}: {step.note}" if step.note else step.actor)
 
 
-def case_script(divergence: Divergence, target: ReplayTarget) -> str:
-    """The script replaying ``divergence`` against ``target`` (see the module docstring)."""
-    values = _values()
-    identities = {label: {"tenant": values[_TENANT_OF[project]], "project": values[project], "actor": label,
-                          "role": role} for label, (project, role) in ACTORS.items()}
-    identity_read = {**_entry(Step("sender", "GET", "", "/v1/projects/$project/identity"), values,
-                              "HTTP 200 (its project_epoch fills the steps' epoch)", 200), "capture": ["EPOCH", "project_epoch"]}
-    transcript = [identity_read]
-    for outcome in divergence.before:
-        transcript.append(_entry(outcome.step, values, f"{_answer(outcome, 'reference')}, as the reference answered",
-                                 outcome.target.status))
+def case_record(divergence: Divergence, target: ReplayTarget) -> Reproduction:
+    """The reproduction of ``divergence`` against ``target`` (see the module docstring)."""
     last = divergence.outcome
     assert last.field is not None
     where, ours, theirs = last.field
-    expected = (f"{_answer(last, 'reference')}, as the reference answered; the first difference, {where}, "
-                f"was {json.dumps(theirs, ensure_ascii=False)} there and {json.dumps(ours, ensure_ascii=False)} "
-                "from the target")
-    transcript.append(_entry(last.step, values, expected, last.target.status))
-    record = VerdictRecord(nodeid=f"diff {last.step.route}", requirement=", ".join(divergence.requirements),
-                           level=Level.MUST, capability="", verdict=Verdict.FAIL, transcript=tuple(transcript),
-                           failed_step=len(transcript) - 1, namespace=NAMESPACE, ids={NAMESPACE: NAMESPACE},
-                           identities=identities)
-    intro = (f"Replays a divergence diff found on {last.step.route} ({len(divergence.steps)} steps, shrunk; "
-             f"requirements: {record.requirement or 'none mapped'}).",
-             "It provisions the episode's actors in a new namespace RUN from the target's template, sends the",
-             "steps there and says, before each answer, what the reference answered. Tokens stay in 0600",
-             "files of a directory it makes and deletes; none is printed.")
-    return replay_script(record, target, intro=intro, departed="the target diverged here")
+    identities = tuple(Identity(label=label, values=(("tenant", _template(_NAMES[_TENANT_OF[project]])),
+                                                     ("project", _template(_NAMES[project])), ("actor", label),
+                                                     ("role", role)))
+                       for label, (project, role) in ACTORS.items())
+    read = ReproStep(name="step1", method="GET", target="/v1/projects/p-{run}/identity",
+                     headers=(("Authorization", "Bearer {token.sender}"),), note="sender: the episode's identity read")
+    steps = (read, *(_step(n, s) for n, s in enumerate(divergence.steps, start=2)))
+    record = Reproduction(
+        title=f"a divergence diff found on {last.step.route} ({len(divergence.steps)} steps, shrunk)",
+        origin="diff", requirements=tuple(divergence.requirements), identities=identities, steps=steps,
+        target=target.info(),
+        context=f"The first difference, {where}, was {json.dumps(theirs, ensure_ascii=False)[:200]} from the "
+                f"reference and {json.dumps(ours, ensure_ascii=False)[:200]} from the target.")
+    return expect(record)

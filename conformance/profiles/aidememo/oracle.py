@@ -1,0 +1,118 @@
+"""What a correct server answers to a reproduction's steps: the reference's own answers.
+
+``expect`` runs a reproduction record once against a private in-process reference (a fresh
+SQLite file, the test clock on), its identities provisioned there in a namespace of its own,
+and writes each answer beside its step: the status, the error code and every field the spec
+pins. Fields the spec leaves to the implementation or to the moment are not pinned
+(``VOLATILE_KEYS``: times, epochs, fingerprints, messages, scores), and values holding the
+namespace are written back as ``{run}``. After a group of requests sent at once only status and
+code are pinned: which contender won is the server's choice, and later answers show it.
+
+The reference is the executable spec here, as it is for ``diff``; a step the reference could
+not be sent (a template without a value) and every step after it keep the check's own
+expectations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+import httpx
+
+import aidememo_ref
+from conformance.reproduction.record import JSON, Answer, Answered, Field, Reproduction, Step, escape
+from conformance.reproduction.runner import Send, send_steps
+
+__all__ = ["VOLATILE_KEYS", "expect"]
+
+# Keys whose values a correct server chooses (the wire spec calls them implementation-defined or
+# they depend on the moment): project_epoch (a fresh ULID per project), timestamps and lease
+# instants, fingerprints (over ids that hold the namespace), error messages, search scores.
+VOLATILE_KEYS = frozenset({"project_epoch", "fingerprint", "message", "score", "etag"})
+_VOLATILE_SUFFIXES = ("_at_ms", "_ms", "_at")
+_MOST_FIELDS = 400  # beyond this an answer pins its status, code and list lengths only
+
+
+def _volatile(key: str) -> bool:
+    return key in VOLATILE_KEYS or key.endswith(_VOLATILE_SUFFIXES)
+
+
+def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if not _volatile(key) and key.replace("_", "").replace("-", "").isalnum():
+                _pinned(item, f"{path}.{key}" if path else key, run, out)
+    elif isinstance(value, list):
+        out.append(Field(path=f"{path}.#" if path else "#", equals=len(value)))
+        for index, item in enumerate(value):
+            _pinned(item, f"{path}.{index}" if path else str(index), run, out)
+    elif isinstance(value, str):
+        out.append(Field(path=path, equals=escape(value).replace(run, "{run}") if run in value else escape(value)))
+    else:
+        out.append(Field(path=path, equals=value))
+
+
+def _answer(got: Answered, run: str, fields: bool) -> Answer:
+    pinned: list[Field] = []
+    if fields:
+        try:
+            _pinned(got.json(), "", run, pinned)
+        except LookupError:
+            pinned = []  # not JSON: status and code are what a correct answer is
+    if len(pinned) > _MOST_FIELDS:
+        pinned = [f for f in pinned if f.path.endswith("#")]
+    return Answer(status=got.status, code=got.error_code(), fields=tuple(pinned))
+
+
+def _sender(client: httpx.Client) -> Send:
+    def send(method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> Answered:
+        response = client.request(method, url, headers=list(headers), content=body)
+        return Answered(status=response.status_code, headers=tuple(response.headers.items()), body=response.content)
+
+    return send
+
+
+def expect(repro: Reproduction) -> Reproduction:
+    """``repro`` with the reference's answers as each step's expectation (see the module docstring)."""
+    run = f"o{secrets.token_hex(4)}"
+    with tempfile.TemporaryDirectory(prefix="aidememo-oracle-") as tmp:
+        ledger = aidememo_ref.ReferenceLedger(str(Path(tmp) / "oracle.sqlite"), clock=aidememo_ref.OffsetClock(),
+                                              test_clock=True)
+        try:
+            answers = _answers(ledger, repro, run)
+        finally:
+            ledger.close()
+    if answers is None:
+        return repro  # identities the reference cannot make: the checks' own expectations stand
+    steps: list[Step] = []
+    raced = False
+    for step in repro.steps:
+        raced = raced or step.group is not None
+        got = answers.get(step.name)
+        steps.append(step if got is None or got.status == 0 else
+                     dataclasses.replace(step, expect=(_answer(got, run, fields=not raced),)))
+    return dataclasses.replace(repro, steps=tuple(steps))
+
+
+def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str) -> dict[str, Answered] | None:
+    """The reference's answers to ``repro``'s steps, its identities provisioned in namespace ``run``
+    (None: one it cannot make, a bound source or an identity the bootstrap refuses)."""
+    tokens = {}
+    for who in repro.identities:
+        values = who.filled(run)
+        if not {"tenant", "project", "actor"} <= values.keys():
+            return None
+        token = f"tok-{secrets.token_hex(16)}"
+        try:
+            ledger.provision(tenant_id=values["tenant"], project_id=values["project"], actor_id=values["actor"],
+                             token=token, role=values.get("role", "writer"))
+        except aidememo_ref.ProvisionError:
+            return None
+        tokens[who.label] = token
+    bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))
+    with httpx.Client(transport=ledger.transport(), base_url="http://reference") as client:
+        return send_steps(bare, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)[1]

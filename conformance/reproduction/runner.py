@@ -1,0 +1,178 @@
+"""The one replay runner: a reproduction record sent again from Python, judged as its script judges.
+
+``replay`` provisions the record's identities with the target's template in a fresh namespace
+(or reads the token files a user names), sends each group's requests (a group's from threads
+behind one barrier), fills templates from earlier answers and judges each answer with
+``record``'s code: the same record, the same verdict and exit status as its shell script.
+``aidememo-conformance reproduce RECORD.json`` runs it.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shlex
+import subprocess
+import tempfile
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+
+from conformance.reproduction.record import (
+    Answered,
+    Reproduction,
+    Scope,
+    Step,
+    Unbound,
+    Verdict,
+    identity_argv,
+    judge_group,
+)
+
+__all__ = ["Outcome", "Send", "http_sender", "replay", "send_steps"]
+
+Send = Callable[[str, str, Sequence[tuple[str, str]], bytes | None], Answered]  # method, url, headers, body
+_PROVISION_TIMEOUT_S = 60
+_TIMEOUT_S = 10.0  # one request's answer: the suite's default --timeout
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Outcome:
+    """What a replay found: the verdict (its value is the exit status) and why, in one line."""
+
+    verdict: Verdict
+    why: str
+    tries: int = 1
+
+
+def http_sender(client: httpx.Client) -> Send:
+    """A ``Send`` over ``client``; a transport failure answers status 0 (``error`` says why)."""
+
+    def send(method: str, url: str, headers: Sequence[tuple[str, str]], body: bytes | None) -> Answered:
+        try:
+            response = client.request(method, url, headers=list(headers), content=body)
+        except httpx.HTTPError as exc:
+            return Answered(status=0, error=f"{type(exc).__name__}: {exc or 'no detail'}")
+        return Answered(status=response.status_code, headers=tuple(response.headers.items()), body=response.content)
+
+    return send
+
+
+def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[str, str]) -> dict[str, str] | str:
+    """Each identity's token (by label), or why one could not be made."""
+    tokens: dict[str, str] = {}
+    for who in repro.identities:
+        values = who.filled(run)
+        token_file = workdir / f"token.{who.label}"
+        argv = (identity_argv(repro.target.provision, values, str(token_file), shlex.split)
+                if repro.target.provision and not who.given else None)
+        if argv is None:
+            name = "".join(c if c.isalnum() else "_" for c in who.label).upper()
+            variable = f"TOKEN_FILE_{name}"
+            given = environ.get(variable)
+            if not given and environ.get(f"TOKEN_{name}"):  # the token itself, as the simulator's commands take it
+                tokens[who.label] = environ[f"TOKEN_{name}"]
+                continue
+            if not given:
+                return f"set {variable} to a file holding the token of {who.label} ({values}), or TOKEN_{name} to it"
+            try:
+                tokens[who.label] = Path(given).read_text("utf-8").strip()
+            except OSError as exc:
+                return f"cannot read {variable} ({given}): {exc.strerror}"
+            continue
+        token = f"{repro.target.credential_prefix}{secrets.token_hex(16)}"
+        descriptor = os.open(token_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # 0600 from the start: templates refuse more
+            handle.write(token + "\n")
+        try:
+            done = subprocess.run(argv, cwd=repro.target.workdir or None, capture_output=True, text=True,
+                                  timeout=_PROVISION_TIMEOUT_S, check=False)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return f"provisioning {who.label} with the target's template failed: {exc}"
+        if done.returncode != 0:
+            last = (done.stderr or done.stdout).strip().splitlines()[-1:] or ["no output"]
+            return f"provisioning {who.label} with the target's template exited {done.returncode}: {last[0]}"
+        tokens[who.label] = token_file.read_text("utf-8").strip()
+    return tokens
+
+
+def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> list[Answered] | str:
+    """Every step of a batch sent, a group's at once behind a barrier; or why one could not be filled in."""
+    requests = []
+    for step in batch:
+        try:
+            target, headers, body = step.request(scope)
+        except Unbound as exc:
+            return f"cannot send {step.name}: {exc}"
+        requests.append((step.method, base_url.rstrip("/") + target, headers, body))
+    if len(requests) == 1:
+        return [send(*requests[0])]
+    answers: list[Answered] = [Answered(status=0, error="not sent")] * len(requests)
+    barrier = threading.Barrier(len(requests))
+
+    def one(index: int) -> None:
+        barrier.wait()
+        answers[index] = send(*requests[index])
+
+    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return answers
+
+
+def send_steps(repro: Reproduction, *, base_url: str, send: Send, tokens: Mapping[str, str],
+               run: str) -> tuple[Outcome, dict[str, Answered]]:
+    """One pass over the steps with identities already made; the outcome and the answers so far."""
+    answers: dict[str, Answered] = {}
+    for batch in repro.groups():
+        got = _send_group(batch, Scope(run=run, tokens=tokens, answers=answers), base_url, send)
+        if isinstance(got, str):
+            return Outcome(verdict=Verdict.CANNOT_RUN, why=got), answers
+        for step, answer in zip(batch, got):
+            answers[step.name] = answer
+        missing = next((step for step, answer in zip(batch, got) if answer.status == 0), None)
+        if missing is not None:
+            return Outcome(verdict=Verdict.CANNOT_RUN, why=f"{missing.name}: no answer ({answers[missing.name].error})"), \
+                answers
+        why = judge_group(batch, got, Scope(run=run, tokens=tokens, answers=answers))
+        if why is not None:
+            return Outcome(verdict=Verdict.SHOWN, why=why), answers
+    return Outcome(verdict=Verdict.NOT_SHOWN, why="every answer is what a correct server answers"), answers
+
+
+def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, str], run: str) -> Outcome:
+    with tempfile.TemporaryDirectory(prefix="aidememo-reproduce-") as work:
+        os.chmod(work, 0o700)
+        tokens = _provision(repro, run, Path(work), environ)
+        if isinstance(tokens, str):
+            return Outcome(verdict=Verdict.CANNOT_RUN, why=tokens)
+        return send_steps(repro, base_url=base_url, send=send, tokens=tokens, run=run)[0]
+
+
+def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | None = None,
+           environ: Mapping[str, str] | None = None, tries: int | None = None) -> Outcome:
+    """Run ``repro`` up to ``tries`` times (default: the record's), a fresh namespace each; the first
+    run that shows the bug, or cannot run, ends it."""
+    env = os.environ if environ is None else environ
+    if repro.cannot_run:
+        return Outcome(verdict=Verdict.CANNOT_RUN, why=repro.cannot_run)
+    url = base_url or env.get("BASE_URL") or repro.target.url
+    if not url:
+        return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")
+    count = tries or repro.tries
+    # No redirects (a step's answer is judged as it came) and no proxies from the environment.
+    with httpx.Client(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
+        sender = send or http_sender(client)
+        for attempt in range(1, count + 1):
+            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}")
+            if outcome.verdict is not Verdict.NOT_SHOWN:
+                return Outcome(verdict=outcome.verdict, why=outcome.why, tries=attempt)
+    if repro.race:
+        return Outcome(verdict=Verdict.NOT_MET, tries=count,
+                       why=f"the race did not show in {count} tries; it cannot be forced, so this is no proof")
+    return Outcome(verdict=Verdict.NOT_SHOWN, why="every answer is what a correct server answers", tries=count)

@@ -1,0 +1,186 @@
+"""The one script writer: a reproduction record as a POSIX shell script that needs no kit.
+
+The script makes a private directory (``umask 077``, deleted on exit), provisions every identity
+of the record with the target's template in a fresh namespace ``RUN`` (run where the kit ran it,
+not through a shell), each with a new token in a file of its own, then sends the record's steps
+with ``curl``, group by group: a group's requests are background jobs released together once
+all are started (a barrier on a flag file). Before each request it says what it sends and what
+a correct server answers; after it, the answer (every token hidden) and whether it holds.
+Filling templates from earlier answers and judging answers is ``record``'s code, carried in
+the script with ``engine`` and run with ``python3`` (3.10 or later, standard library only).
+
+Exit status: 1 the bug shows, 0 it does not, 2 it cannot run (the reason is printed), 3 a race
+the script cannot force did not show in ``TRIES`` runs (the first line says it is such a race).
+No token is ever on a command line, in ``set -x`` output or on the terminal.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import re
+import secrets
+import shlex
+
+from conformance.reproduction import engine, record
+from conformance.reproduction.record import Identity, Reproduction, identity_argv
+
+__all__ = ["render_script"]
+
+_RUN_MARK, _FILE_MARK = "\0run\0", "\0file\0"
+
+
+def _engine_source() -> str:
+    """``record`` and ``engine`` as one standalone file (the engine's import of record dropped)."""
+    own = inspect.getsource(engine)
+    own = re.sub(r"^from __future__ import annotations\n", "", own, flags=re.M)
+    own = re.sub(r"^from conformance\.reproduction\.record import .*\n", "", own, flags=re.M)
+    return inspect.getsource(record) + "\n\n# -- the script side (conformance.reproduction.engine) --\n" + own
+
+
+def _heredoc(path: str, text: str) -> list[str]:
+    mark = f"END_{secrets.token_hex(6).upper()}"
+    while mark in text:
+        mark = f"END_{secrets.token_hex(6).upper()}"
+    return [f"cat > \"$WORK/{path}\" <<'{mark}'", text.rstrip("\n"), mark]
+
+
+def _sh_word(text: str, label: str) -> str:
+    """A provisioning word: markers become "$RUN" and the identity's token file; the rest quoted."""
+    pieces = re.split("(\0[a-z]+\0)", text)
+    spliced = {_RUN_MARK: '"$RUN"', _FILE_MARK: f'"$WORK/token.{label}"'}
+    return "".join(spliced.get(p) or (shlex.quote(p) if p else "") for p in pieces) or "''"
+
+
+def _var(label: str) -> str:
+    return "TOKEN_FILE_" + re.sub(r"[^A-Za-z0-9_]", "_", label).upper()
+
+
+def _value_var(label: str) -> str:
+    return "TOKEN_" + re.sub(r"[^A-Za-z0-9_]", "_", label).upper()
+
+
+def _identity(who: Identity, repro: Reproduction) -> list[str]:
+    """The lines making one identity: the template when it fits, else a token file the user names."""
+    values = {k: v.replace("{run}", _RUN_MARK) for k, v in who.values}
+    words = (identity_argv(repro.target.provision, values, _FILE_MARK, shlex.split)
+             if repro.target.provision and not who.given else None)
+    shown = ", ".join(f"{k} {v}" for k, v in who.values).replace("{run}", "$RUN")
+    if words is None:  # a token file (TOKEN_FILE_X) or the token itself (TOKEN_X, the simulator's way)
+        var, value = _var(who.label), _value_var(who.label)
+        return [f"  if [ -n \"${{{var}:-}}\" ]; then tr -d '\\n' < \"${var}\" > \"$WORK/token.{who.label}\" || return 2",
+                f"  elif [ -n \"${{{value}:-}}\" ]; then printf '%s\\n' \"${value}\" > \"$WORK/token.{who.label}\"",
+                f"  else echo \"cannot run: set {var} to a file holding the token of {_quoted(shown)} (or {value} "
+                "to the token)\"; return 2; fi"]
+    workdir = shlex.quote(repro.target.workdir or ".")
+    prefix = shlex.quote(repro.target.credential_prefix) if repro.target.credential_prefix else "''"
+    return [f"  echo \"provisioning {who.label}: {_quoted(shown)}\"",
+            f"  printf '%s%s\\n' {prefix} \"$(token)\" > \"$WORK/token.{who.label}\"",
+            f"  if ! (cd {workdir} && {' '.join(_sh_word(w, who.label) for w in words)}) > \"$WORK/out\" 2>&1; then",
+            "    engine hide 0 < \"$WORK/out\"",
+            f"    echo 'cannot run: provisioning {who.label} with the target'\"'\"'s template failed'",
+            "    return 2",
+            "  fi"]
+
+
+def _quoted(text: str) -> str:
+    """Text for inside a double-quoted sh word, ``$RUN`` left to expand."""
+    return re.sub(r'(["\\`])', r"\\\1", text).replace("$", "\\$").replace("\\$RUN", "$RUN")
+
+
+def _curl(step_name: str, method: str, body: bool) -> str:
+    verb = ["-I"] if method == "HEAD" else ["-X", method]
+    data = [f"--data-binary @\"$WORK/{step_name}.body\""] if body else []
+    return " ".join(["curl", "-sS", "-g", "--path-as-is", *verb, "-H", f"@\"$WORK/{step_name}.headers\"", *data,
+                     "-D", f"\"$WORK/{step_name}.head\"", "-o", f"\"$WORK/{step_name}.out\"", "-w", "'%{http_code}'",
+                     f"\"$(cat \"$WORK/{step_name}.url\")\"", f"> \"$WORK/{step_name}.status\"",
+                     f"2> \"$WORK/{step_name}.err\""])
+
+
+def _group(index: int, batch: list[record.Step]) -> list[str]:
+    verb = "render" if index == 0 else "next"  # next: the group before is judged first
+    lines = [f"  engine {verb} {index} \"$BASE_URL\" || return $?"]
+    if len(batch) == 1:
+        step = batch[0]
+        lines.append(f"  {_curl(step.name, step.method, step.body is not None)}")
+    else:
+        # A barrier: every job starts, says it is ready, and waits for the flag; the flag is set
+        # once all are ready, so the requests leave within a millisecond of each other.
+        for k, step in enumerate(batch):
+            lines.append(f"  ( : > \"$WORK/ready.{index}.{k}\"; until [ -e \"$WORK/go.{index}\" ]; do sleep 0.001; done; "
+                         f"{_curl(step.name, step.method, step.body is not None)} ) &")
+        ready = f"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')"
+        lines.append(f"  until [ \"{ready}\" -ge {len(batch)} ]; do sleep 0.001; done")
+        lines += [f"  : > \"$WORK/go.{index}\"", "  wait"]
+    return lines
+
+
+def _comments(repro: Reproduction) -> list[str]:
+    first = (f"RACE, NOT FORCED: {repro.race} A script cannot force this interleaving: it tries {repro.tries} "
+             "times and exits 3 when the bug never showed." if repro.race else f"Reproduces: {repro.title}")
+    lines = [first, *([f"Reproduces: {repro.title}"] if repro.race else [])]
+    if repro.requirements:
+        lines.append(f"Requirements: {', '.join(repro.requirements)}.")
+    lines += [f"Found by: {repro.origin}."] + [f"  {line}" for line in repro.context.splitlines()[:12]]
+    lines += ["It provisions fresh identities (namespace RUN) with the target's template, sends the steps with curl",
+              "(a group's at once) and compares each answer with what a correct server answers; values the server",
+              "assigns (epochs, cursors, revisions) are read from the earlier answers, never copied from a past run.",
+              "Needs sh, curl and python3 (3.10+, standard library). Tokens stay in 0600 files of a directory it",
+              "makes and deletes; none is printed.",
+              "Exit: 1 the bug shows; 0 it does not; 2 it cannot run (the reason is printed); 3 a race it cannot",
+              "force did not show (inconclusive). BASE_URL, TRIES and RUN may be set."]
+    if repro.target.hint:
+        lines.append(repro.target.hint)
+    return [f"# {line}" for line in lines]
+
+
+def render_script(repro: Reproduction) -> str:
+    """The shell script of ``repro`` (see the module docstring)."""
+    url = repro.target.url
+    lines = ["#!/bin/sh", *_comments(repro), "set -u"]
+    if repro.race:
+        lines.append(f"echo {shlex.quote('RACE, NOT FORCED: ' + repro.race)}")
+    if repro.cannot_run:
+        lines += [f"echo {shlex.quote('cannot run: ' + repro.cannot_run)}", "exit 2"]
+        return "\n".join(lines) + "\n"
+    lines += [
+        "command -v curl >/dev/null 2>&1 || { echo 'cannot run: curl is not installed'; exit 2; }",
+        "python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "
+        "|| { echo 'cannot run: python3 3.10 or later is needed to read the answers'; exit 2; }",
+        f"BASE_URL=${{BASE_URL:-{shlex.quote(url)}}}" if url else
+        "[ -n \"${BASE_URL:-}\" ] || "
+        "{ echo 'cannot run: set BASE_URL to the target (the run used one that is gone)'; exit 2; }",
+        f"TRIES=${{TRIES:-{repro.tries}}}",
+        "umask 077",
+        "WORK=$(mktemp -d) || { echo 'cannot run: no temporary directory'; exit 2; }",
+        "trap 'rm -rf \"$WORK\"' EXIT",
+        *_heredoc("engine.py", _engine_source()),
+        *_heredoc("record.json", json.dumps(repro.to_json(), indent=1, ensure_ascii=False)),
+        "engine() { python3 \"$WORK/engine.py\" \"$WORK/record.json\" \"$WORK\" \"$@\"; }",
+        "token() { od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'; }",
+        "attempt() {",
+        "  rm -f \"$WORK\"/step* \"$WORK\"/token.* \"$WORK\"/ready.* \"$WORK\"/go.*",
+        "  RUN=${FIXED_RUN:-r$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')}",
+        "  printf '%s\\n' \"$RUN\" > \"$WORK/run\"",
+        "  echo \"namespace $RUN\"",
+    ]
+    for who in repro.identities:
+        lines += _identity(who, repro)
+    groups = repro.groups()
+    for index, batch in enumerate(groups):
+        lines += _group(index, batch)
+    lines += [f"  engine judge {len(groups) - 1} || return $?", "  return 0", "}",
+              "FIXED_RUN=${RUN:-}",
+              "try=1",
+              "while [ \"$try\" -le \"$TRIES\" ]; do",
+              "  attempt; status=$?",
+              "  case $status in 0) ;; 1) echo 'RESULT: the bug shows (exit 1)'; exit 1 ;;",
+              "    *) echo 'RESULT: cannot run (exit 2)'; exit 2 ;; esac",
+              "  try=$((try + 1))",
+              "done"]
+    if repro.race:
+        lines += ["echo \"RESULT: the race did not show in $TRIES tries; a script cannot force it, so this is no proof "
+                  "(exit 3)\"", "exit 3"]
+    else:
+        lines += ["echo 'RESULT: every answer is what a correct server answers: the bug does not show (exit 0)'", "exit 0"]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,248 @@
+"""A suite case as a reproduction record: a check's transcript, rebased, bound and judged.
+
+From the verdict record of a check that did not pass:
+
+* identities: the check's, their values rebased into ``{run}`` (ids the check minted hold the
+  run tag); one the target's template cannot make (a fixed token, a bound source) is ``given``;
+* steps: the HTTP entries of the transcript, in order, a race's requests as one group. Every
+  id the check minted is rebased into ``{run}``; every value an earlier answer gave (an epoch, a
+  cursor, a revision, an id the server minted) is bound to that answer by name, never copied;
+  a credential header is ``{token.LABEL}``. A retried ``503`` attempt is left out;
+* expectations: what the check's helpers stated of each step (``HTTP 409 stale_revision``), and
+  what the check expected of the step that departed. A profile that has a reference replaces
+  them with the reference's own answers (``Expectations``), which also pin the fields a check
+  judged as a whole (a listing that leaks, a cursor that does not move).
+
+A transcript step the record cannot carry (a command line, a body not kept whole, a credential
+the kit was not handed) makes the record ``unrunnable``, with the reason.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from urllib.parse import urlsplit
+
+from conformance.reproduction.record import Answer, Identity, Reproduction, Step, TargetInfo, escape
+from conformance.verdicts import VerdictRecord
+
+__all__ = ["Expectations", "ReplayTarget", "from_verdict"]
+
+Expectations = Callable[[Reproduction], Reproduction]  # a profile's oracle: the correct answers filled in
+
+_DROPPED_HEADERS = frozenset({"host", "content-length", "connection", "accept-encoding", "user-agent", "accept"})
+# "HTTP 409 stale_revision", "HTTP 200 (set-up step ...)"; a word that runs on ("HTTP 200 with a
+# body ...") is prose, not an error code.
+_EXPECTED = re.compile(r"HTTP (\d{3})(?: ([a-z][a-z0-9_]*)(?=$|[;,)]| \())?")
+_CREDENTIAL = re.compile(r"<redacted:([A-Za-z0-9_.-]+)>")
+# Numbers a request carries that the server assigned, by the request's name for them -> the names
+# an answer gives them under (most recent answer first). Other numbers are the check's own.
+_SERVER_NUMBERS: Mapping[str, tuple[str, ...]] = {
+    "expected_revision": ("revision",),
+    "revision": ("revision",),
+    "after_seq": ("after_seq", "seq", "project_seq"),
+    "before_seq": ("next_before_seq", "project_seq", "seq"),
+    "at_least_seq": ("project_seq", "seq"),
+}
+_MIN_BOUND_TEXT = 10  # shorter answered strings ("pending", a role) are words, not values the server minted
+_KEY = re.compile(r"[A-Za-z0-9_-]+")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ReplayTarget:
+    """How a run's reproductions reach its target and make identities on it."""
+
+    url: str | None  # the base URL the run used; None: it is gone (an embedded reference)
+    templates: tuple[tuple[str, str], ...] = ()  # (identity field that must be set, or "", template), first fit wins
+    workdir: str = ""  # the directory the suite ran the templates in
+    credential_prefix: str = ""  # new tokens look like the kit's own: prefix + 32 hex digits
+    hint: str = ""  # what to start first, when the run's target is gone
+
+    def info(self) -> TargetInfo:
+        """The record's target: the general template (the one no identity field selects)."""
+        template = next((t for key, t in self.templates if not key), None) or None
+        return TargetInfo(url=self.url, provision=template, workdir=self.workdir,
+                          credential_prefix=self.credential_prefix, hint=self.hint)
+
+    def given(self, values: Mapping[str, str]) -> bool:
+        """The identity's token must be given: the template that fits it is none (a bound source, fixed tokens)."""
+        return not next((t for key, t in self.templates if not key or values.get(key)), None)
+
+
+def _leaves(value: object, path: str = "") -> Iterator[tuple[str, str, object]]:
+    """(dotted path, last key, value) of every scalar in a JSON value whose path a template can name."""
+    if isinstance(value, dict):
+        for key, item in value.items():
+            if _KEY.fullmatch(str(key)):
+                yield from _leaves(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _leaves(item, f"{path}.{index}" if path else str(index))
+    else:
+        yield path, path.rsplit(".", 1)[-1], value
+
+
+class _Rebaser:
+    """Literal request text as a template: minted ids rebased into ``{run}``, the rest escaped."""
+
+    def __init__(self, ids: Mapping[str, str]) -> None:
+        self._ids = dict(ids)
+        ordered = sorted(self._ids, key=len, reverse=True)
+        self._pattern = re.compile("|".join(re.escape(i) for i in ordered)) if ordered else None
+
+    def __call__(self, text: str) -> str:
+        if self._pattern is None:
+            return escape(text)
+        out, pos = [], 0
+        for match in self._pattern.finditer(text):
+            found = match.group()
+            before, _, after = found.partition(self._ids[found])
+            out += [escape(text[pos:match.start()]), escape(before), "{run}", escape(after)]
+            pos = match.end()
+        out.append(escape(text[pos:]))
+        return "".join(out)
+
+
+class _Answers:
+    """The answers so far, for binding: newest first."""
+
+    def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
+        self.seen: list[tuple[int, str, list[tuple[str, str, object]]]] = []  # (number, step name, leaves)
+        self.sent: list[tuple[int, str]] = []  # (number, request text): a value sent first is ours
+
+    def add(self, number: int, name: str, entry: Mapping[str, object]) -> None:
+        self.sent.append((number, f"{entry.get('url', '')}\n{entry.get('request_body_exact', '')}"))
+        try:
+            data = json.loads(str(entry.get("response_body", "")))
+        except ValueError:
+            data = None  # not JSON, or cut at the report's bound: nothing to bind from it
+        self.seen.insert(0, (number, name, list(_leaves(data)) if data is not None else []))
+
+    def text(self, value: str) -> str | None:
+        """The placeholder of an answered string equal to ``value``, if the server minted it."""
+        if len(value) < _MIN_BOUND_TEXT or (self.namespace and self.namespace in value):
+            return None
+        found = [(number, f"{{{name}.body.{path}}}") for number, name, leaves in self.seen
+                 for path, _, got in leaves if got == value]
+        if not found:
+            return None
+        first = min(number for number, _ in found)
+        if any(number <= first and value in text for number, text in self.sent):
+            return None  # the check sent it before any answer held it: its own value, echoed
+        return found[0][1]
+
+    def number(self, key: str, value: int) -> str | None:
+        names = _SERVER_NUMBERS.get(key)
+        if names is None:
+            return None
+        for _, name, leaves in self.seen:
+            for path, last, got in leaves:
+                if last in names and got == value and not isinstance(got, bool):
+                    return f"{{{name}.body.{path}}}"
+        return None
+
+
+def _target(url: str, rebase: _Rebaser, answers: _Answers) -> str:
+    parts = urlsplit(url)
+    segments = [answers.text(s) or rebase(s) for s in parts.path.split("/")]
+    target = "/".join(segments)
+    if parts.query:
+        pairs = []
+        for pair in parts.query.split("&"):
+            key, mark, value = pair.partition("=")
+            bound = answers.number(key, int(value)) if value.isdigit() else answers.text(value)
+            pairs.append(rebase(key) + mark + (bound or rebase(value)))
+        target += "?" + "&".join(pairs)
+    return target
+
+
+def _body(text: str, rebase: _Rebaser, answers: _Answers) -> tuple[str, bool]:
+    """The body as a template; whether it is JSON (bound values are then written as JSON)."""
+    try:
+        data = json.loads(text)
+    except ValueError:
+        return rebase(text), False
+    template = rebase(text)
+    for _, last, value in _leaves(data):
+        if isinstance(value, str) and (bound := answers.text(value)):
+            template = template.replace(json.dumps(value, ensure_ascii=False), f'"{bound}"')
+        elif isinstance(value, int) and not isinstance(value, bool) and (bound := answers.number(last, value)):
+            template = re.sub(rf'("{re.escape(last)}"\s*:\s*){value}(?![0-9.eE])', lambda m: m.group(1) + bound, template)
+    return template, True
+
+
+def _expected(entry: Mapping[str, object], departed: str) -> tuple[Answer, ...]:
+    text = departed or str(entry.get("expected") or "")
+    match = _EXPECTED.search(text)
+    return (Answer(status=int(match.group(1)), code=match.group(2)),) if match else ()
+
+
+def _headers(entry: Mapping[str, object], rebase: _Rebaser) -> tuple[tuple[tuple[str, str], ...], str]:
+    """The step's headers as templates, or why one cannot be sent."""
+    out = []
+    pairs = entry.get("replay_headers")
+    for pair in pairs if isinstance(pairs, list) else []:
+        name, value = str(pair[0]), str(pair[1])
+        if name.lower() in _DROPPED_HEADERS:
+            continue
+        if "<redacted>" in value:
+            return (), f"it sent a {name} header the report does not keep (a credential the kit was not handed)"
+        pieces = _CREDENTIAL.split(value)  # text, label, text, label, ...
+        out.append((name, "".join(rebase(p) if k % 2 == 0 else f"{{token.{p}}}" for k, p in enumerate(pieces))))
+    return tuple(out), ""
+
+
+def _kept(entries: Sequence[Mapping[str, object]]) -> list[int]:
+    """Indexes of the entries a reproduction sends: not a 503 the kit resent identically."""
+    kept = []
+    for index, entry in enumerate(entries):
+        following = entries[index + 1] if index + 1 < len(entries) else None
+        resent = following is not None and all(following.get(k) == entry.get(k)
+                                               for k in ("method", "url", "request_body_exact"))
+        if not (entry.get("status") == 503 and resent):
+            kept.append(index)
+    return kept
+
+
+def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expectations | None = None) -> Reproduction:
+    """The reproduction of a check that did not pass (see the module docstring); ``expectations``
+    is the profile's oracle, filling in what a correct server answers."""
+    rebase = _Rebaser(record.ids)
+    answers = _Answers(record.namespace)
+    steps: list[Step] = []
+    unrunnable = ""
+    for number, index in enumerate(_kept(record.transcript), start=1):
+        entry = record.transcript[index]
+        name = f"step{number}"
+        if entry.get("kind", "http") != "http":
+            unrunnable = unrunnable or f"{name} is a {entry.get('kind')} step; only HTTP steps are reproduced"
+            continue
+        headers, why = _headers(entry, rebase)
+        body_text = entry.get("request_body_exact")
+        if body_text is None and entry.get("request_body"):
+            why = why or "its body is not kept whole in the report (binary, or too long)"
+        if why:
+            unrunnable = unrunnable or f"{name}: {why}"
+            continue
+        body, is_json = _body(str(body_text), rebase, answers) if body_text else (None, False)
+        group = entry.get("group")
+        steps.append(Step(name=name, method=str(entry.get("method", "GET")),
+                          target=_target(str(entry.get("url", "")), rebase, answers), headers=headers, body=body,
+                          json_body=is_json, group=group if isinstance(group, int) else None,
+                          expect=_expected(entry, record.expected if record.failed_step == index else ""),
+                          note=str(entry.get("actor") or "")))
+        answers.add(number, name, entry)
+    people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()),
+                            given=replay.given(values))
+                   for label, values in record.identities.items())
+    grouped = {s.group for s in steps if s.group is not None}
+    repro = Reproduction(
+        title=f"{record.check} ({record.requirement}, {record.level}; it read {record.verdict})",
+        origin="suite", requirements=(record.requirement,), identities=people, steps=tuple(steps),
+        race=(f"{len(grouped)} group(s) of requests sent at once; the server decides their order."
+              if grouped else ""), tries=5 if grouped else 1, unrunnable=unrunnable, target=replay.info(),
+        context=f"The check said: {record.reason.splitlines()[0] if record.reason else record.verdict}")
+    return expectations(repro) if expectations is not None and not unrunnable else repro

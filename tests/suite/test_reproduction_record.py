@@ -1,0 +1,202 @@
+"""The reproduction record, its script and its replay runner on small hand-made records.
+
+The pure part (templates, judging, reading a record) without I/O; then the one script writer and
+the one runner against an in-process reference served on loopback, with given tokens: the same
+record gives the same exit status from both (1 the bug shows, 0 it does not, 2 cannot run, 3 a
+race not met), values are bound from earlier answers, and no token reaches the output.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import aidememo_ref
+from aidememo_ref import serve_in_thread
+from conformance.reproduction.record import (
+    Answer,
+    Answered,
+    Field,
+    Identity,
+    RecordError,
+    Reproduction,
+    Scope,
+    Step,
+    Unbound,
+    Verdict,
+    escape,
+    judge_group,
+    load_record,
+    placeholders,
+    render,
+)
+from conformance.reproduction.runner import replay
+from conformance.reproduction.script import render_script
+
+TOKEN = "tok-0123456789abcdef0123456789abcdef"
+
+
+def test_literal_braces_survive_and_placeholders_are_named():
+    text = '{"a":{"b":1}} {run} {{ {step1.body.x}'
+    assert render(escape(text), Scope(run="R")) == text  # escaped, nothing is a placeholder
+    assert placeholders("/p/{run}/x?e={step2.body.cursor.project_epoch}&t={token.writer}") == (
+        "run", "step2.body.cursor.project_epoch", "token.writer")
+
+
+def test_values_are_bound_from_earlier_answers_in_each_context():
+    answers = {"step1": Answered(status=200, body=b'{"project_epoch":"01 E/\\"x","handoff":{"revision":3},"l":[5]}')}
+    scope = Scope(run="r1", tokens={"w": "secret"}, answers=answers)
+    assert render("/p/{run}?e={step1.body.project_epoch}", scope, "url") == "/p/r1?e=01%20E%2F%22x"  # one segment or value
+    assert render('{"e":"{step1.body.project_epoch}","r":{step1.body.handoff.revision}}', scope, "json") == \
+        '{"e":"01 E/\\"x","r":3}'
+    assert render("{step1.body.l.0} {step1.body.l.#} {step1.status}", scope) == "5 1 200"
+    with pytest.raises(Unbound, match="no 'nope'"):
+        render("{step1.body.nope}", scope)
+    with pytest.raises(Unbound, match="step2 has no answer"):
+        render("{step2.status}", scope)
+
+
+def _step(name: str, *expect: Answer, group: int | None = None) -> Step:
+    return Step(name=name, method="GET", target="/x", expect=expect, group=group)
+
+
+def test_a_group_holds_in_any_order_of_its_answers():
+    won, lost = Answered(status=200), Answered(status=409, body=b'{"error":{"code":"stale_revision"}}')
+    steps = [_step("step1", Answer(status=200), group=1), _step("step2", Answer(status=409, code="stale_revision"),
+                                                                group=1)]
+    assert judge_group(steps, [lost, won], Scope(run="r")) is None
+    why = judge_group(steps, [won, won], Scope(run="r"))
+    assert why is not None and "answered HTTP 200, HTTP 200" in why
+
+
+def test_pinned_fields_read_templates_and_earlier_answers():
+    scope = Scope(run="r9", answers={"step1": Answered(status=200, body=b'{"revision":4}')})
+    answer = Answer(status=200, fields=(Field(path="id", equals="h-{run}"),
+                                        Field(path="revision", equals="{step1.body.revision}")))
+    assert answer.departure(Answered(status=200, body=b'{"id":"h-r9","revision":4}'), scope) is None
+    assert answer.departure(Answered(status=200, body=b'{"id":"h-r9","revision":5}'), scope) == "revision is 5, not 4"
+    assert answer.departure(Answered(status=200, body=b"not json"), scope) == "no field id"
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda d: d.update(format="other/1"), "not an aidememo-reproduction/1 record"),
+    (lambda d: d["steps"][1].update(target="/x/{step3.status}"), "step2 reads step3.status, which is not an earlier"),
+    (lambda d: d["steps"][0].update(headers=[["Authorization", "Bearer {token.nobody}"]]),
+     "credential of 'nobody', an identity the record lacks"),
+    (lambda d: d["steps"][0].update(expect=[{"status": "200"}]), "needs a status"),
+    (lambda d: d["steps"][0].update(method="get"), "upper-case"),
+])
+def test_a_bad_record_is_refused_naming_what_is_wrong(change, message):
+    data = _record(Verdict.SHOWN).to_json()
+    change(data)
+    with pytest.raises(RecordError, match=message):
+        load_record(json.dumps(data))
+
+
+def _record(want: Verdict, race: str = "") -> Reproduction:
+    """Read the identity, then the change feed with the epoch it gave; the feed's answer is 200 on
+    the reference, so expecting 409 shows "the bug", expecting 200 does not."""
+    status = 409 if want is Verdict.SHOWN else 200
+    auth = (("Authorization", "Bearer {token.writer}"),)
+    steps = (Step(name="step1", method="GET", target="/v1/projects/p-{run}/identity", headers=auth,
+                  expect=(Answer(status=200, fields=(Field(path="actor_id", equals="w-{run}"),)),)),
+             Step(name="step2", method="GET", target="/v1/projects/p-{run}/identity", headers=auth, group=1),
+             Step(name="step3", method="GET", target="/v1/projects/p-{run}/identity", headers=auth, group=1),
+             Step(name="step4", method="GET", headers=auth,
+                  target="/v1/projects/p-{run}/changes?project_epoch={step1.body.project_epoch}&after_seq=0",
+                  expect=(Answer(status=status),)))
+    return Reproduction(title="a hand-made record", origin="test", requirements=("AM-FEED-1",), steps=steps,
+                        identities=(Identity(label="writer", given=True,
+                                             values=(("tenant", "t-{run}"), ("project", "p-{run}"),
+                                                     ("actor", "w-{run}"), ("role", "writer"))),),
+                        race=race, tries=2)
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    ledger = aidememo_ref.ReferenceLedger(tmp_path_factory.mktemp("ref") / "ledger.sqlite",
+                                          clock=aidememo_ref.OffsetClock(), test_clock=True)
+    ledger.provision(tenant_id="t-fixed", project_id="p-fixed", actor_id="w-fixed", token=TOKEN, role="writer")
+    with serve_in_thread(ledger) as url:
+        yield url
+    ledger.close()
+
+
+def _script(record: Reproduction, tmp_path: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "case.sh"
+    script.write_text(render_script(record))
+    return subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize(("want", "race", "status"), [(Verdict.SHOWN, "", 1), (Verdict.NOT_SHOWN, "", 0),
+                                                       (Verdict.NOT_SHOWN, "two reads at once.", 3)])
+def test_the_script_and_the_runner_give_one_verdict(server, tmp_path, want, race, status):
+    record = _record(want, race)
+    env = {"BASE_URL": server, "RUN": "fixed", "TOKEN_WRITER": TOKEN}  # the fixed identity's namespace and token
+    done = _script(record, tmp_path, env)
+    assert done.returncode == status, done.stdout[-3000:] + done.stderr
+    assert replay(record, environ=env).verdict == status
+    assert TOKEN not in done.stdout + done.stderr and TOKEN not in render_script(record)
+    assert "step4 answered HTTP 200" in done.stdout, "the feed read took the epoch the identity read gave"
+    if race:
+        assert render_script(record).splitlines()[1].startswith("# RACE, NOT FORCED: two reads at once.")
+        assert done.stdout.startswith("RACE, NOT FORCED") and "did not show in 2 tries" in done.stdout
+
+
+def test_a_script_that_cannot_run_says_why_and_exits_2(server, tmp_path):
+    record = _record(Verdict.SHOWN)
+    assert _script(record, tmp_path, {"RUN": "fixed", "TOKEN_WRITER": TOKEN}).returncode == 2  # no BASE_URL
+    done = _script(record, tmp_path, {"BASE_URL": server, "RUN": "fixed"})
+    assert done.returncode == 2 and "set TOKEN_FILE_WRITER" in done.stdout, done.stdout
+    assert replay(record, environ={"BASE_URL": server}).verdict is Verdict.CANNOT_RUN
+    empty = Reproduction(title="nothing", origin="test")
+    assert _script(empty, tmp_path, {}).returncode == 2 and replay(empty, environ={}).verdict is Verdict.CANNOT_RUN
+
+
+def _entry(method: str, url: str, answer: dict, *, body: str = "", expected: str = "", group: int | None = None):
+    entry = {"kind": "http", "method": method, "url": "http://h:1" + url, "status": 200, "expected": expected,
+             "replay_headers": [["Authorization", "Bearer <redacted:writer>"], ["Host", "h"]],
+             "response_body": json.dumps(answer), **({"request_body_exact": body, "request_body": body} if body else {})}
+    return {**entry, **({"group": group} if group is not None else {})}
+
+
+def test_a_transcript_becomes_a_record_with_server_values_bound_and_minted_ids_rebased():
+    from conformance.registry import Level
+    from conformance.reproduction.suite import ReplayTarget, from_verdict
+    from conformance.verdicts import Verdict as Read, VerdictRecord
+
+    epoch = "01M98DBKFRVJTEN9VK1782H6T0"
+    transcript = (
+        _entry("GET", "/v1/projects/p-ab12cd34-1/identity", {"project_epoch": epoch}, expected="HTTP 200 (set-up)"),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/accept", {"revision": 2},
+               body='{"command_id":"c-ab12cd34-3","expected_revision":1}', group=7),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/accept", {"revision": 2},
+               body='{"command_id":"c-ab12cd34-4","expected_revision":1}', group=7),
+        _entry("GET", f"/v1/projects/p-ab12cd34-1/changes?project_epoch={epoch}&after_seq=0", {},
+               expected="HTTP 409 stale_revision with prose after it"),
+        _entry("POST", "/v1/projects/p-ab12cd34-1/handoffs/h-ab12cd34-2/return", {},
+               body='{"command_id":"c-ab12cd34-5","expected_revision":2}'),
+    )
+    ids = {i: "ab12cd34" for i in ("t-ab12cd34", "w-ab12cd34-9", "p-ab12cd34-1", "h-ab12cd34-2", "c-ab12cd34-3",
+                                   "c-ab12cd34-4", "c-ab12cd34-5")}
+    record = VerdictRecord(nodeid="t.py::test_x", requirement="AM-X-1", level=Level.MUST, capability="core",
+                           verdict=Read.FAIL, reason="it failed", transcript=transcript, namespace="ab12cd34", ids=ids,
+                           identities={"writer": {"tenant": "t-ab12cd34", "project": "p-ab12cd34-1",
+                                                  "actor": "w-ab12cd34-9", "role": "writer"}})
+    repro = from_verdict(record, ReplayTarget(url="http://h:1", templates=(("", "make {project} {token_file}"),)))
+    first, raced, other, feed, back = repro.steps
+    assert first.target == "/v1/projects/p-{run}-1/identity" and first.headers == (("Authorization",
+                                                                                      "Bearer {token.writer}"),)
+    assert feed.target == "/v1/projects/p-{run}-1/changes?project_epoch={step1.body.project_epoch}&after_seq=0"
+    assert back.body == '{"command_id":"c-{run}-5","expected_revision":{step3.body.revision}}'
+    assert raced.body == '{"command_id":"c-{run}-3","expected_revision":1}'  # 1 came from no answer: the check's own
+    assert (raced.group, other.group) == (7, 7) and repro.race and repro.tries > 1
+    assert [a.describe() for s in (first, feed) for a in s.expect] == ["HTTP 200", "HTTP 409"]
+    assert repro.identities[0].values == (("tenant", "t-{run}"), ("project", "p-{run}-1"), ("actor", "w-{run}-9"),
+                                          ("role", "writer")) and not repro.identities[0].given
+    assert load_record(repro.dumps()) == repro
