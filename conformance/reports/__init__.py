@@ -124,9 +124,8 @@ def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRe
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.check.replace(".py::", "__"))[:150]
         folder.mkdir(parents=True, exist_ok=True)
         data, script = folder / f"{stem}.json", folder / f"{stem}.sh"
-        data.write_text(repro.dumps(), "utf-8")
-        script.write_text(render_script(repro), "utf-8")
-        script.chmod(0o755)
+        write_atomic(data, repro.dumps())
+        write_atomic(script, render_script(repro), mode=0o755)
         out.append(dataclasses.replace(record, script=str(script.resolve()),
                                        replay=f"aidememo-conformance reproduce {shlex.quote(str(data.resolve()))}"))
     return out

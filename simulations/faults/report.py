@@ -6,11 +6,13 @@ self-contained file) and, with matplotlib (the ``faults`` extra), ``latency.png`
 from __future__ import annotations
 
 import html
+import io
 import json
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from refkit.files import write_atomic
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import Call, Window
 from simulations.faults.run import FaultRun
@@ -31,8 +33,8 @@ def write_reports(run: FaultRun, out: Path, *, command: str) -> tuple[dict[str, 
     try:
         out.mkdir(parents=True, exist_ok=True)
         paths = {"fault report": out / "faults.json", "timeline": out / "timeline.html"}
-        paths["fault report"].write_text(json.dumps(_document(run, command), indent=2) + "\n", encoding="utf-8")
-        paths["timeline"].write_text(_timeline(run, command), encoding="utf-8")
+        write_atomic(paths["fault report"], json.dumps(_document(run, command), indent=2) + "\n")
+        write_atomic(paths["timeline"], _timeline(run, command))
         skipped = _plots(run, out, paths)
     except OSError as exc:
         raise SimulationError(f"cannot write the fault reports to {out}: {exc.strerror or exc}") from None
@@ -121,7 +123,9 @@ def _plots(run: FaultRun, out: Path, paths: dict[str, Path]) -> str | None:
         shaded = ", ".join(sorted({w.kind for w in windows})) or "no faults"
         axes.set_title(f"{name}, seed {run.nemesis.schedule.seed} (shaded: {shaded})")
         path = out / f"{name}.png"
-        figure.savefig(path, dpi=100, bbox_inches="tight")
+        drawn = io.BytesIO()
+        figure.savefig(drawn, format="png", dpi=100, bbox_inches="tight")
+        write_atomic(path, drawn.getvalue())
         plt.close(figure)
         paths[name] = path
     return None
