@@ -17,6 +17,7 @@ import os
 import random
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,7 +33,7 @@ from conformance.reports.replay import ReplayTarget
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
 DEFAULT_BUDGET_S = 60.0
-DEFAULT_STEPS = 3000
+DEFAULT_STEPS = 20_000  # above what 60 s reach on an embedded target, so the budget is what ends a default run
 TIME_NOTE_CLOCK = "time: both test clocks move together (clock steps); timestamps are compared by type only"
 TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time (lease expiry is not exercised); "
                   "timestamps are compared by type only")
@@ -69,7 +70,7 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
     assert outcome.field is not None
     where, ours, theirs = outcome.field
     out.write(f"DIVERGENCE {index}: {outcome.step.route} ({outcome.step.note}), step {len(divergence.steps)} of "
-              f"{len(divergence.steps)}\n")
+              f"{len(divergence.steps)}{'' if divergence.shrunk else ' (the budget ended before shrinking did)'}\n")
     out.write(f"  first difference: {where}: target {_show(ours)}, reference {_show(theirs)}\n")
     out.write(f"  requirements: {', '.join(divergence.requirements) or '(none mapped)'}\n")
     for number, step in enumerate(divergence.steps, 1):
@@ -110,7 +111,9 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
         cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script)})
     summary = {"seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
                "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
-               "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
+               "seconds": round(result.seconds, 2), "found_at_s": None if result.found_at_s is None
+               else round(result.found_at_s, 2), "routes": dict(sorted(result.routes.items())),
+               "coverage": result.coverage.to_dict(),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
                "divergences": cases, "notes": header["notes"]}
     (report_dir / "diff.json").write_text(json.dumps(summary, indent=1, ensure_ascii=False) + "\n", "utf-8")
@@ -121,6 +124,7 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
 def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = None) -> int:
     """Run (or replay) a differential run; the exit status of ``diff``."""
     out = out or sys.stdout
+    begun = time.monotonic()  # the budget counts the target's start and provisioning too
     from conformance.profile import REPORT_DIR, SEED
 
     view = AideMemoSettings.of(settings)
@@ -144,7 +148,8 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         out.write(f"  {notes[0]}\n")
         header: dict[str, Any] = {"target": view.url or "embedded", "budget_s": args.budget or DEFAULT_BUDGET_S,
                                   "max_steps": int(args.steps or DEFAULT_STEPS), "notes": notes}
-        result = run(sides, seed=seed, budget_s=header["budget_s"], max_steps=header["max_steps"],
+        result = run(sides, seed=seed, budget_s=header["budget_s"] - (time.monotonic() - begun),
+                     max_steps=header["max_steps"],
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
         report_dir = Path(settings[REPORT_DIR])
         commands = _report(result, report_dir, argv_base, header, _replay_target(settings))
@@ -154,6 +159,9 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
     out.write(f"ran {result.steps} steps in {result.episodes} episodes ({result.seconds:.1f} s), "
               f"{len(result.routes)} routes: {len(result.divergences)} divergence(s), "
               f"{sum(result.tolerated.values())} tolerated\n")
+    coverage = result.coverage
+    out.write(f"  state coverage: {len(coverage.pairs)} (route, status, error code, record state) pairs, "
+              f"{len(coverage.states())} (route, record state) pairs, {len(coverage.aims)} aims tried\n")
     for reason, count in sorted(result.tolerated.items()):
         out.write(f"  tolerated {count}x: {reason}\n")
     for index, (divergence, (command, script)) in enumerate(zip(result.divergences, commands), 1):
