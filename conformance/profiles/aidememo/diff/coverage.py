@@ -41,9 +41,9 @@ class Coverage:
         self.pairs[pair] = seen + 1
         return seen == 0
 
-    def sample(self, seconds: float, steps: int) -> None:
-        """Note the pairs reached so far, at most once per ``TIMELINE_EVERY_S``."""
-        if not self.timeline or seconds - self.timeline[-1][0] >= TIMELINE_EVERY_S:
+    def sample(self, seconds: float, steps: int, *, last: bool = False) -> None:
+        """Note the pairs reached so far, at most once per ``TIMELINE_EVERY_S`` (and at the run's end)."""
+        if not self.timeline or seconds - self.timeline[-1][0] >= TIMELINE_EVERY_S or last:
             self.timeline.append((round(seconds, 2), steps, len(self.pairs)))
 
     def states(self) -> set[tuple[str, str]]:
@@ -54,4 +54,7 @@ class Coverage:
         reached = [{"route": route, "status": status, "code": code, "state": state, "count": count}
                    for (route, status, code, state), count in sorted(self.pairs.items())]
         return {"pairs": len(self.pairs), "route_states": len(self.states()), "reached": reached,
-                "aims": dict(sorted(self.aims.items())), "timeline": [list(point) for point in self.timeline]}
+                "aims": dict(sorted(self.aims.items())),
+                "makers": {name.lstrip("_"): {"steps": steps, "new_pairs": new}
+                           for name, (steps, new) in sorted(self.makers.items())},
+                "timeline": [list(point) for point in self.timeline]}

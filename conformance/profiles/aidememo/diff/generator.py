@@ -26,6 +26,8 @@ from conformance.profiles.aidememo.routes import TYPED_WRITES, WriteRoute
 __all__ = ["Generator"]
 
 
+# The byte limits of the typed routes' texts (AM-TYPED-4: topic 512, fact and context content 65536, focus 4096).
+TEXT_LIMITS = {"topic": 512, "content": 65_536, "focus": 4096}
 NOVELTY_BOOST = 3  # how far a maker whose steps keep reaching new pairs is drawn above its base weight
 ROUTE_NOTES = frozenset({"raw command", *(route.name for route in TYPED_WRITES)})
 TEXTS = ("plan the release", "naïve café ☕ notes", "résumé of the 日本語 spec", "tab\there", "emoji 🚀 deploy")
@@ -51,10 +53,10 @@ class Generator:
         self._pending: Callable[[int, Any], None] | None = None
         self._last: Step | None = None
         weighted: list[tuple[int, Callable[[], Step]]] = [
-            (6, self._session), (5, self._fact), (3, self._context), (6, self._send), (6, self._accept),
+            (6, self._session), (5, self._fact), (5, self._context), (6, self._send), (6, self._accept),
             (4, self._heartbeat), (5, self._return), (5, self._raw), (5, self._reuse), (3, self._resource),
             (2, self._snapshot), (3, self._changes), (4, self._mailbox), (3, self._status), (4, self._search),
-            (2, self._identity), (1, self._health), (3, self._hostile), (2, self._auth), (8, self._aim),
+            (2, self._identity), (1, self._health), (3, self._hostile), (2, self._auth), (6, self._aim),
         ]
         if clock:
             weighted.append((2, self._advance))
@@ -158,6 +160,13 @@ class Generator:
     def _text(self) -> str:
         return self.rng.choice(TEXTS) + f" {self.rng.randrange(100)}"
 
+    def _sized(self, field: str) -> str:
+        """Mostly a short text; now and then one exactly at the field's byte limit or one past it."""
+        roll = self.rng.random()
+        if roll >= 0.1:
+            return self._text()
+        return "é" * (TEXT_LIMITS[field] // 2) + ("" if roll < 0.05 else "z")
+
     def _typed(self, route: WriteRoute, actor: str, payload: dict[str, Any], *, handoff: str | None = None,
                expected: int | None = None, note: str = "") -> Step:
         body: dict[str, Any] = {"command_id": self._command_id(), "payload": payload}
@@ -187,8 +196,8 @@ class Generator:
             if sid not in self.model.sessions:
                 self.model.sessions[sid], self.model.sources[sid] = actor, source
 
-        step = self._typed(_route("sessions"), actor, {"session_id": sid, "source_id": source, "topic": self._text()},
-                           note=note)
+        step = self._typed(_route("sessions"), actor, {"session_id": sid, "source_id": source,
+                                                        "topic": self._sized("topic")}, note=note)
         self._pending = seen
         return step
 
@@ -201,7 +210,7 @@ class Generator:
         return self.fact_as(actor, session, self._id("f"), content)
 
     def fact_as(self, actor: str, session: str, fid: str, content: str | None = None, note: str = "") -> Step:
-        content = content or self._text()
+        content = content or self._sized("content")
         self.model.texts.append(content[:200])
         step = self._typed(_route("facts"), actor, {"fact_id": fid, "session_id": session, "content": content},
                            note=note)
@@ -227,7 +236,7 @@ class Generator:
     def context_as(self, author: str, cid: str, handoff: str, session: str, to: str, content: str | None = None,
                    note: str = "") -> Step:
         payload = {"context_id": cid, "handoff_id": handoff, "session_id": session, "to_actor": to,
-                   "content": content or self._text()}
+                   "content": content or self._sized("content")}
         step = self._typed(_route("handoff-contexts"), author, payload, note=note)
         self.state = ("for the next send" if handoff == self._next_handoff else
                       "for a sent handoff" if handoff in self.model.handoffs else "for no handoff yet")
@@ -253,7 +262,7 @@ class Generator:
     def send_as(self, actor: str, hid: str, session: str, to: str, context: str | None, *, focus: bool = True,
                 note: str = "") -> Step:
         payload = {"handoff_id": hid, "session_id": session, "to_actor": to,
-                   "focus": self._text() if focus else None, "done_when": None, "context_id": context}
+                   "focus": self._sized("focus") if focus else None, "done_when": None, "context_id": context}
         step = self._typed(_route("handoffs"), actor, payload, note=note)
         self.state = self._context_relation(context, hid, session, actor, to)
         self._pending = lambda status, data: self.model.handoffs.__setitem__(hid, Handoff(session, to, actor))

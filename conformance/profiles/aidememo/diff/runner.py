@@ -108,7 +108,7 @@ def run(sides: Sides, *, seed: int, budget_s: float, max_steps: int, clock: bool
             result.divergences.append(shrink(sides, found, deadline=deadline))
             break
     result.seconds = time.monotonic() - started
-    result.coverage.sample(result.seconds, result.steps)
+    result.coverage.sample(result.seconds, result.steps, last=True)
     return result
 
 
