@@ -20,6 +20,9 @@ from typing import Any
 import pytest
 
 from conformance import cli
+from conformance.profiles.aidememo.diff.compare import Departures
+from conformance.profiles.aidememo.diff.runner import Sides, run
+from conformance.profiles.aidememo.diff.sides import ReferenceSide
 from conformance.profiles.aidememo.diff.steps import CLOCK_ROUTE, MCP_ROUTE, ROUTES
 from tests.suite import mutants
 from tests.suite.test_rerun import TEMPLATE, _env, kept, reference
@@ -142,87 +145,64 @@ def _reached(report: dict[str, Any], route: str, status: int, code: str, state: 
 
 def test_the_reference_against_itself_diverges_nowhere_and_reaches_every_route_and_deep_state(tmp_path, capsys,
                                                                                                monkeypatch):
-    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "11", "--steps", "2000")
+    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "11", "--steps", "4000")
     assert code == 0, out + err
-    assert report["divergences"] == [] and report["steps"] == 2000
+    assert report["divergences"] == [] and report["steps"] == 4000
     missing = {*ROUTES, CLOCK_ROUTE, MCP_ROUTE} - set(report["routes"])
-    assert not missing, f"2000 steps (a tenth of the default cap) never reached {missing}"
+    assert not missing, f"4000 steps (a fifth of the default cap) never reached {missing}"
     unreached = [state for state in DEEP_STATES if not _reached(report, *state)]
-    assert not unreached, f"2000 steps never reached {unreached}"
+    assert not unreached, f"4000 steps never reached {unreached}"
     inbox_states = {p["state"] for p in report["coverage"]["reached"]
                     if p["route"].endswith("/handoffs") and p["route"].startswith("GET") and p["status"] == 200}
     assert any("completed" in state for state in inbox_states), "no mailbox read with a completed handoff"
-    assert "0 divergence(s)" in out and "rerun: aidememo-conformance diff --steps 2000 --seed 11" in out
+    assert "0 divergence(s)" in out and "rerun: aidememo-conformance diff --steps 4000 --seed 11" in out
     pairs = report["coverage"]["pairs"]
     assert f"state coverage: {pairs} (route, status, error code, record state) pairs" in out
     page = _page(tmp_path / "report")
-    assert "0 divergences" in page and "seed 11" in page and "2000 steps" in page, page[:600]
+    assert "0 divergences" in page and "seed 11" in page and "4000 steps" in page, page[:600]
     assert f"State coverage {pairs} (route, status, error code, record state) pairs reached" in page, page[:3000]
     assert f"reports: {tmp_path / 'report' / 'diff.html'}" in out
 
 
-def test_the_budget_bounds_the_whole_run_shrinking_included(tmp_path, capsys, monkeypatch):
-    # cas_ignored diverges within a second; shrinking its episode takes several more (a fresh
-    # episode per trial), which used to run past the budget (for up to max(10 s, half the budget)).
+class _SlowLiar:
+    """The reference, each request 20 ms late, answering 418 from an episode's 25th request on: a
+    divergence within a second, and no sequence shorter than 25 steps shows it, so shrinking tries
+    for many seconds (ddmin's trials, each half a second long) before it gives up."""
+
+    clock = True
+
+    def __init__(self) -> None:
+        self.inner = ReferenceSide()
+        self.sent = 0
+
+    def provision_all(self, identities: Any) -> list[str]:
+        self.sent = 0
+        return self.inner.provision_all(identities)
+
+    def send(self, method: str, target: str, headers: Any, body: bytes) -> Any:
+        time.sleep(0.02)
+        self.sent += 1
+        status, got_headers, got_body = self.inner.send(method, target, headers, body)
+        return 418 if self.sent > 25 else status, got_headers, got_body
+
+    def close(self) -> None:
+        self.inner.close()
+
+
+def test_the_budget_bounds_the_whole_run_shrinking_included():
+    # It used to shrink for max(10 s, half the budget) after the budget had run out.
+    target, reference = _SlowLiar(), ReferenceSide()
     started = time.monotonic()
-    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "7", "--budget", "2",
-                                   "--embedded-factory", "mutants:cas_ignored")
+    try:
+        result = run(Sides(target, reference, Departures.load(None)), seed=7, budget_s=3, max_steps=10**6,
+                     clock=True, mcp=False)
+    finally:
+        target.close()
+        reference.close()
     elapsed = time.monotonic() - started
-    assert code == 1 and report["divergences"], out + err
-    assert report["seconds"] <= 2.2 and elapsed < 4, (report["seconds"], elapsed)  # 4: the report and the child's exit
-    assert report["divergences"][0]["shrunk"] is False
-    assert "(the budget ended before shrinking did)" in out and "the budget ended while shrinking" in _page(
-        tmp_path / "report")
-
-
-def test_a_declared_departure_is_tolerated_and_reported(tmp_path, capsys, monkeypatch):
-    # upstream's 500 for a before_seq above 2^63-1 (ERRATA 4) is in the kit's own departures file
-    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, "--seed", "3", "--steps", "1500",
-                                   "--embedded-factory", "diff_targets:upstream_before_seq")
-    assert code == 0, out + err
-    assert [t["reason"][:9] for t in report["tolerated"]] == ["ERRATA 4:"], report["tolerated"]
-    assert "tolerated" in out and "ERRATA 4" in out
-    assert "Tolerated departures" in (page := _page(tmp_path / "report")) and report["tolerated"][0]["reason"] in page
-
-
-def test_a_user_departures_file_tolerates_a_target_difference(tmp_path, capsys, monkeypatch):
-    departures = tmp_path / "mine.toml"
-    # the variant takes any scheme's case; diff sends odd schemes to the identity and status reads
-    departures.write_text("".join(
-        f'[[departure]]\nroute = "GET /v1/projects/{{project}}/{path}"\ntarget = {{ status = 200 }}\n'
-        f'reference = {{ status = 401, code = "authentication_failed" }}\nreason = "our gateway folds the scheme case"\n'
-        for path in ("identity", "handoffs/{handoff}")))
-    args = ("--seed", "5", "--steps", "1000", "--embedded-factory", "mutants:scheme_case_insensitive")
-    code, out, _, report = _diff(tmp_path, capsys, monkeypatch, *args)
-    assert code == 1 and report["divergences"], "without the file the difference is a divergence"
-    page, case = _page(tmp_path / "report"), report["divergences"][0]
-    assert f"first differing field target reference {case['field']}" in page, page[:2000]
-    statuses = f"status HTTP {case['target']['status']} HTTP {case['reference']['status']}"
-    assert statuses in page and "DIVERGENCE 1" in page and case["replay"] in page, page[:2000]
-    code, out, err, report = _diff(tmp_path, capsys, monkeypatch, *args, "--departures", str(departures))
-    assert code == 0 and report["divergences"] == [], out + err
-    assert [t["reason"] for t in report["tolerated"]] == ["our gateway folds the scheme case"]
-    assert "tolerated" in out and "our gateway folds the scheme case" in out
-
-
-@pytest.mark.parametrize("words, message", [
-    (("--budget", "0"), "--budget: expected a positive number"),
-    (("--steps", "x"), "--steps: expected a positive number"),
-    (("--replay", "nowhere.json"), "cannot read nowhere.json"),
-    (("--departures", "nowhere.toml"), "--departures nowhere.toml: no such file"),
-    (("--profile", "xmemo"), "profile xmemo has no reference"),
-])
-def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, monkeypatch, words, message):
-    monkeypatch.chdir(tmp_path)
-    code, out, err, _ = _diff(tmp_path, capsys, monkeypatch, *words)
-    assert code == 2 and message in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err + out
-
-
-def test_a_malformed_departures_file_is_bad_input(tmp_path, capsys, monkeypatch):
-    bad = tmp_path / "bad.toml"
-    bad.write_text('[[departure]]\nroute = "GET /health"\n')
-    code, _, err, _ = _diff(tmp_path, capsys, monkeypatch, "--departures", str(bad))
-    assert code == 2 and "needs a string route and a non-empty reason" in err
+    assert result.divergences and result.found_at_s is not None and result.found_at_s < 3, result.found_at_s
+    assert elapsed < 3.6, f"a 3 s budget ran {elapsed:.1f} s"  # 3.6: the step under way when it ran out
+    assert result.divergences[0].shrunk is False, "the budget ends shrinking, and the case says so"
 
 
 def _find(tmp_path: Path, capsys: Any, monkeypatch: Any, names: tuple[str, ...], *budget: str) -> None:

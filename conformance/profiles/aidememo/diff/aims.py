@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from conformance.profiles.aidememo.diff.model import Model
-from conformance.profiles.aidememo.diff.steps import Step
+from conformance.profiles.aidememo.diff.steps import NO_TOKEN, Step
 
 __all__ = ["Generator", "aims", "least_tried", "plan"]
 
@@ -27,6 +27,7 @@ class Generator(Protocol):
     sets what its answer will change in the model."""
 
     model: Model
+    mcp: bool  # the target answers MCP
 
     def fresh(self, prefix: str) -> str: ...
     def session_as(self, actor: str, sid: str, source: str | None, note: str = "") -> Step: ...
@@ -44,6 +45,9 @@ class Generator(Protocol):
     def mailbox_read(self, actor: str, query: str) -> Step: ...
     def feed_read(self, actor: str, materialized: bool, query: str = "project_epoch=$epoch&after_seq=0") -> Step: ...
     def resource_read(self, actor: str, kind: str, rid: str) -> Step: ...
+    def search_read(self, actor: str) -> Step: ...
+    def mcp_call(self, actor: str, name: str, arguments: dict[str, Any]) -> Step: ...
+    def retry(self) -> Step | None: ...
 
 Thunk = Callable[[], Step | None]
 
@@ -51,6 +55,7 @@ STATES = ("pending", "accepted", "failed", "completed")
 ACTIONS = (
     "accept: new claim", "accept: own claim", "accept: not the receiver", "accept: stale revision",
     "accept, then return succeeded", "heartbeat: own claim", "heartbeat: new claim", "heartbeat: not the receiver",
+    "heartbeat: no token", "return: no token", "return: not the receiver",
     "return: succeeded", "return: failed", "return: the same evidence", "return: the other outcome",
     "return: fact of another session", "return: fact of another source", "return: fact by another actor",
     "return: new claim", "reads",
@@ -60,8 +65,10 @@ SENDS = ("context by its sender", "context by another member", "context by the r
 
 
 def aims(clock: bool) -> list[str]:
-    """Every aim; ``expired`` (accepted, the lease run out) only where both test clocks move."""
-    states = (*STATES, "expired") if clock else STATES
+    """Every aim; ``aged`` (accepted, 70 s of the 120 s lease gone: live, unless a server's lease is
+    shorter) and ``expired`` (130 s gone) only where both test clocks move. No aim moves a clock
+    near the lease's edge: real time passes between two steps, differently on each side."""
+    states = (*STATES, "aged", "expired") if clock else STATES
     return [f"{where} / {action}" for where in states for action in ACTIONS] + [f"send / {what}" for what in SENDS]
 
 
@@ -80,7 +87,9 @@ def plan(g: Generator, aim: str) -> list[Thunk]:
         return steps + _context_send(g, action, hid, session, note) + _reads(g, hid)
     steps.append(lambda: g.send_as("sender", hid, session, "receiver", None, note=_noted("handoffs", note)))
     steps += _to_state(g, where, hid, session, note)
-    return steps + _act(g, action, hid, session, note) + _reads(g, hid)
+    acts = _act(g, action, hid, session, note)
+    # A transition is sent once more as it was (a client retrying a lost answer) before the reads.
+    return steps + acts + ([g.retry] if acts else []) + _reads(g, hid)
 
 
 def _on(g: Generator, hid: str, build: Callable[[], Step]) -> Thunk:
@@ -119,8 +128,8 @@ def _to_state(g: Generator, where: str, hid: str, session: str, note: str) -> li
         fact = g.fresh("f")
         outcome = "failed" if where == "failed" else "succeeded"
         steps += [_result_fact(g, hid, session, fact, note), _return(g, hid, fact, outcome, note)]
-    if where == "expired":
-        steps.append(_on(g, hid, lambda: g.advance(130_000)))
+    if where in ("aged", "expired"):
+        steps.append(_on(g, hid, lambda: g.advance(70_000 if where == "aged" else 130_000)))
     return [*steps, _glance(g, hid)]
 
 
@@ -131,7 +140,8 @@ def _act(g: Generator, action: str, hid: str, session: str, note: str) -> list[T
     if verb == "heartbeat":
         def heartbeat() -> Step:
             record = g.model.handoffs[hid]
-            actor = "sender" if action.endswith("not the receiver") else record.to
+            actor = "sender" if action.endswith("not the receiver") else NO_TOKEN if action.endswith("no token") \
+                else record.to
             claim = g.fresh("claim") if action.endswith("new claim") or record.claim is None else record.claim
             return g.heartbeat_as(hid, actor, claim, record.revision, note=_noted("heartbeat", note))
         return [_on(g, hid, heartbeat)]
@@ -177,7 +187,8 @@ def _return_action(g: Generator, action: str, hid: str, session: str, note: str)
             evidence, outcome = evidence, evidence[1]
         elif what == "the other outcome":
             outcome = "succeeded" if evidence[1] == "failed" else "failed"
-        return g.return_as(hid, record.to, claim, evidence[0] if what in ("the same evidence", "the other outcome")
+        actor = NO_TOKEN if what == "no token" else "outsider" if what == "not the receiver" else record.to
+        return g.return_as(hid, actor, claim, evidence[0] if what in ("the same evidence", "the other outcome")
                            else fact, outcome, record.revision, note=_noted("return", note))
     return steps + [_on(g, hid, build)]
 
@@ -210,11 +221,14 @@ def _glance(g: Generator, hid: str) -> Thunk:
 
 def _reads(g: Generator, hid: str) -> list[Thunk]:
     """Every mailbox (with its default and the other include_completed) as the handoff's ends see
-    them, both feeds, and the status as its receiver sees it."""
-    return [
+    them, both feeds, the status as its receiver sees it, and a search for the latest fact's words;
+    with MCP, the mailboxes through the gateway too."""
+    gateway: list[Thunk] = [lambda: g.mcp_call("receiver", "handoff_list", {"box": "inbox"}),
+                            lambda: g.mcp_call("sender", "handoff_list", {"box": "outbox"})] if g.mcp else []
+    return gateway + [
         lambda: g.status_read("receiver", hid), lambda: g.mailbox_read("receiver", "box=inbox"),
         lambda: g.mailbox_read("receiver", "box=inbox&include_completed=true"),
         lambda: g.mailbox_read("sender", "box=outbox"),
         lambda: g.mailbox_read("sender", "box=outbox&include_completed=false"),
-        lambda: g.feed_read("sender", False), lambda: g.feed_read("receiver", True),
+        lambda: g.feed_read("sender", False), lambda: g.feed_read("receiver", True), lambda: g.search_read("receiver"),
     ]

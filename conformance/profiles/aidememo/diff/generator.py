@@ -1,10 +1,15 @@
 """The seeded generator of a differential run's steps.
 
-It keeps a small model of what the *reference* answered (sessions, facts, handoffs, their
-revisions and claims, the writes sent so far) so most steps are plausible, and mixes in stale
-revisions, reused command ids with the same and another body, wrong actors, hostile bodies and
-queries (some bent from the OpenAPI document's schemas, ``hostile``). Every choice comes from
-one ``random.Random`` seeded by the run's seed.
+It keeps a small model of what the *reference* answered (``model``: sessions, facts, contexts,
+handoffs with their revisions, claims and statuses, the writes sent so far) so most steps are
+plausible, and mixes in stale revisions, reused command ids with the same and another body, wrong
+actors, hostile bodies and queries (some bent from the OpenAPI document's schemas, ``hostile``).
+Beside its random steps it follows aims (``aims``: a fresh handoff brought to a state, acted on,
+then every mailbox and feed read). Each step carries the record state it met (``state``), which
+with the reference's answer makes a coverage pair (``coverage``); a kind of step that keeps
+reaching new pairs is drawn more often. Every choice comes from one ``random.Random`` seeded by
+the run's seed, and every answer it reads is the reference's, so a seed's stream is the same
+against every target.
 """
 
 from __future__ import annotations
@@ -302,7 +307,7 @@ class Generator:
         record = self.model.handoffs.get(hid)
         if record is None:
             return "unknown"
-        tags = ["not the receiver"] if actor != record.to else []
+        tags = ["no token"] if actor in (NO_TOKEN, BAD_TOKEN) else ["not the receiver"] if actor != record.to else []
         tags += ["stale revision"] if expected != record.revision else []
         tags += [("own claim" if claim == record.claim else "new claim")] if claim is not None else []
         return f"{state(record, self.model.now_ms)}: {', '.join([*tags, *extra])}"
@@ -515,6 +520,15 @@ class Generator:
             parts.append(f"limit={self.rng.choice(['1', '3', ''])}")
         return self._read(self._reader(), f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
 
+    def search_read(self, actor: str) -> Step:
+        """A search for a word of the latest fact written, half the time filtered by a source or a prefix of one."""
+        text = self.model.texts[-1] if self.model.texts else TEXTS[0]
+        words = [word for word in text.split() if word.isalpha() and len(word) <= 40] or ["plan"]
+        parts = [f"q={urllib.parse.quote(self.rng.choice(words))}"]
+        if self.rng.random() < 0.5:
+            parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
+        return self._read(actor, f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
+
     def _identity(self) -> Step:
         return self._read(self._reader(), f"GET {P}/identity", "/v1/projects/$project/identity")
 
@@ -571,6 +585,24 @@ class Generator:
             return Step("sender", read.method, read.route, read.path, headers=(("authorization-scheme", scheme),),
                         note=f"scheme {scheme!r}")
         return Step(who, read.method, read.route, read.path, note="no token" if who == NO_TOKEN else "unknown token")
+
+    def mcp_call(self, actor: str, name: str, arguments: dict[str, Any]) -> Step:
+        """A well-formed MCP tools/call of ``name``."""
+        self.state = self.model.present()
+        params = {"name": name, "arguments": arguments, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+        body = {"jsonrpc": "2.0", "id": self.rng.randrange(1, 1000), "method": "tools/call", "params": params}
+        headers = (("Mcp-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", name))
+        return Step(actor, "POST", MCP_ROUTE, "/v1/projects/$project/mcp", body=body, headers=headers,
+                    note=f"MCP tools/call {name}")
+
+    def retry(self) -> Step | None:
+        """The last write sent again as it was, same command id and body: a client whose answer was lost."""
+        if not self.model.writes:
+            return None
+        earlier = self.model.writes[-1]
+        self.state = f"a retry of {_route_name(earlier)}"
+        return Step(earlier.actor, "POST", earlier.route, earlier.path, body=json.loads(json.dumps(earlier.body)),
+                    note="same command id, same body (a retry)")
 
     def _advance(self) -> Step:
         return self.advance(self.rng.choice([30_000, 70_000, 130_000]))

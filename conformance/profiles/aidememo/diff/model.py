@@ -3,7 +3,8 @@
 Only successful writes change it, as the reference reported them: a handoff's status moves on
 a 200 accept (``accepted``), return (``completed`` or ``failed``) and heartbeat (the lease
 renewed); the test clock moves on a 200 clock step. ``state`` names what the model knows of a
-handoff for the coverage's record state (``coverage``).
+handoff for the coverage's record state (``coverage``): its status, and for a live claim whether
+half its lease (``aged``) or all of it (``expired``) has gone by on the test clock.
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ class Model:
 def state(record: Handoff | None, now_ms: int) -> str:
     if record is None:
         return "unknown"
-    if record.status == "accepted" and now_ms - record.claimed_ms >= LEASE_MS:
-        return "expired"
+    age = now_ms - record.claimed_ms
+    if record.status == "accepted" and age >= LEASE_MS // 2:
+        return "expired" if age >= LEASE_MS else "aged"
     return record.status
