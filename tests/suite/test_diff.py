@@ -44,7 +44,7 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "visibility_leak": ("GET",),
     "cursor_stuck": ("changes",),
     "mailbox_never_pages": ("GET /v1/projects/{project}/handoffs",),
-    "failed_return_completes": ("accept", "heartbeat", "return", "GET"),
+    "failed_return_completes": ("accept", "heartbeat", "return", "GET", "mcp"),
     "fingerprint_ascii": ("POST",),
     "lease_never_expires": ("accept", "heartbeat", "return"),
     "lease_too_short": ("accept", "heartbeat", "return", "GET"),
@@ -68,7 +68,7 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "gateway_overexposes": ("mcp",),
     "gateway_misroutes": ("mcp",),
     "context_route_receiver_only": ("POST /v1/projects/{project}/handoffs",),
-    "inbox_lists_completed": ("GET /v1/projects/{project}/handoffs",),
+    "inbox_lists_completed": ("GET /v1/projects/{project}/handoffs", "mcp"),  # the gateway's handoff_list too
 }
 NOT_SEQUENTIAL = {"double_accept", "receipt_numbers", "late_stamp", "stale_cache",  # races
                   "binding_actor_and_rest_open", "binding_source_leak"}  # bound tokens

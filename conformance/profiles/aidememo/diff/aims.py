@@ -46,7 +46,7 @@ class Generator(Protocol):
     def feed_read(self, actor: str, materialized: bool, query: str = "project_epoch=$epoch&after_seq=0") -> Step: ...
     def resource_read(self, actor: str, kind: str, rid: str) -> Step: ...
     def search_read(self, actor: str) -> Step: ...
-    def mcp_call(self, actor: str, name: str, arguments: dict[str, Any]) -> Step: ...
+    def mcp_call(self, actor: str, name: str | None, arguments: dict[str, Any] | None = None) -> Step: ...
     def retry(self) -> Step | None: ...
 
 Thunk = Callable[[], Step | None]
@@ -209,7 +209,8 @@ def _context_send(g: Generator, what: str, hid: str, session: str, note: str) ->
         in_session = g.fresh("s")
         steps.append(lambda: g.session_as("sender", in_session, "src", note=_noted("sessions", note)))
     steps += [lambda: g.context_as(author, cid, written_for, in_session, to, note=_noted("handoff-contexts", note)),
-              lambda: g.send_as("sender", hid, session, "receiver", cid, note=_noted("handoffs", note))]
+              g.retry, lambda: g.send_as("sender", hid, session, "receiver", cid, note=_noted("handoffs", note)),
+              g.retry]
     return steps + [lambda: g.resource_read("receiver", "handoff_context", cid),
                     lambda: g.resource_read("outsider", "handoff_context", cid)]
 
@@ -222,9 +223,10 @@ def _glance(g: Generator, hid: str) -> Thunk:
 def _reads(g: Generator, hid: str) -> list[Thunk]:
     """Every mailbox (with its default and the other include_completed) as the handoff's ends see
     them, both feeds, the status as its receiver sees it, and a search for the latest fact's words;
-    with MCP, the mailboxes through the gateway too."""
+    with MCP, the mailboxes through the gateway too, and the tools a reader is offered."""
     gateway: list[Thunk] = [lambda: g.mcp_call("receiver", "handoff_list", {"box": "inbox"}),
-                            lambda: g.mcp_call("sender", "handoff_list", {"box": "outbox"})] if g.mcp else []
+                            lambda: g.mcp_call("sender", "handoff_list", {"box": "outbox"}),
+                            lambda: g.mcp_call("reader", None)] if g.mcp else []
     return gateway + [
         lambda: g.status_read("receiver", hid), lambda: g.mailbox_read("receiver", "box=inbox"),
         lambda: g.mailbox_read("receiver", "box=inbox&include_completed=true"),

@@ -33,7 +33,9 @@ __all__ = ["Generator"]
 
 # The byte limits of the typed routes' texts (AM-TYPED-4: topic 512, fact and context content 65536, focus 4096).
 TEXT_LIMITS = {"topic": 512, "content": 65_536, "focus": 4096}
-NOVELTY_BOOST = 3  # how far a maker whose steps keep reaching new pairs is drawn above its base weight
+NOVELTY_BOOST = 3
+# Search modes as sent: the two names, case and space to fold, a control byte str.strip() would also drop, unknown ones.
+MODES = ("lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic")  # how far a maker whose steps keep reaching new pairs is drawn above its base weight
 ROUTE_NOTES = frozenset({"raw command", *(route.name for route in TYPED_WRITES)})
 TEXTS = ("plan the release", "naïve café ☕ notes", "résumé of the 日本語 spec", "tab\there", "emoji 🚀 deploy")
 
@@ -427,10 +429,14 @@ class Generator:
             return self._session()
         recent = self.model.committed[-4:]
         earlier = self.rng.choice(recent if recent and self.rng.random() < 0.7 else self.model.writes)
-        body = json.loads(json.dumps(earlier.body))
         if self.rng.random() < 0.5:
             return Step(self.rng.choice([earlier.actor] * 4 + ["outsider"]), "POST", earlier.route, earlier.path,
-                        body=body, note="same command id, same body")
+                        body=json.loads(json.dumps(earlier.body)), note="same command id, same body")
+        return self._another_body(earlier)
+
+    def _another_body(self, earlier: Step) -> Step:
+        """``earlier`` under its command id with one field changed (mostly the one ``routes`` names for its route)."""
+        body = json.loads(json.dumps(earlier.body))
         route = next((r for r in TYPED_WRITES if r.name == _route_name(earlier)), None)
         varied = route.varied if route is not None and self.rng.random() < 0.7 else \
             self.rng.choice(sorted(body.get("payload") or {"payload": 0}))
@@ -512,8 +518,7 @@ class Generator:
         words = [w for w in text.split() if w.isalpha()] or ["plan"]
         parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['zzz']))}"]
         if self.rng.random() < 0.4:
-            mode = self.rng.choice(["lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic"])
-            parts.append(f"mode={mode}")
+            parts.append(f"mode={self.rng.choice(MODES)}")
         if self.rng.random() < 0.3:
             parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
         if self.rng.random() < 0.3:
@@ -527,6 +532,8 @@ class Generator:
         parts = [f"q={urllib.parse.quote(self.rng.choice(words))}"]
         if self.rng.random() < 0.5:
             parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
+        if self.rng.random() < 0.5:
+            parts.append(f"mode={self.rng.choice(MODES)}")
         return self._read(actor, f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
 
     def _identity(self) -> Step:
@@ -586,20 +593,27 @@ class Generator:
                         note=f"scheme {scheme!r}")
         return Step(who, read.method, read.route, read.path, note="no token" if who == NO_TOKEN else "unknown token")
 
-    def mcp_call(self, actor: str, name: str, arguments: dict[str, Any]) -> Step:
-        """A well-formed MCP tools/call of ``name``."""
+    def mcp_call(self, actor: str, name: str | None, arguments: dict[str, Any] | None = None) -> Step:
+        """A well-formed MCP tools/call of ``name`` (None: tools/list)."""
         self.state = self.model.present()
-        params = {"name": name, "arguments": arguments, "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
-        body = {"jsonrpc": "2.0", "id": self.rng.randrange(1, 1000), "method": "tools/call", "params": params}
-        headers = (("Mcp-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", name))
+        meta = {"_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}
+        params = meta if name is None else {"name": name, "arguments": arguments or {}, **meta}
+        method = "tools/list" if name is None else "tools/call"
+        body = {"jsonrpc": "2.0", "id": self.rng.randrange(1, 1000), "method": method, "params": params}
+        headers = (("Mcp-Protocol-Version", "2026-07-28"), ("Mcp-Method", method),
+                   *((("Mcp-Name", name),) if name is not None else ()))
         return Step(actor, "POST", MCP_ROUTE, "/v1/projects/$project/mcp", body=body, headers=headers,
-                    note=f"MCP tools/call {name}")
+                    note=f"MCP {method}{f' {name}' if name else ''}")
 
     def retry(self) -> Step | None:
-        """The last write sent again as it was, same command id and body: a client whose answer was lost."""
+        """The last write sent again under its command id: as it was (a client whose answer was lost),
+        or a third of the time with another body (a client that reused the id)."""
         if not self.model.writes:
             return None
         earlier = self.model.writes[-1]
+        if self.rng.random() < 1 / 3:
+            self.state = f"another body under the command id of {_route_name(earlier)}"
+            return self._another_body(earlier)
         self.state = f"a retry of {_route_name(earlier)}"
         return Step(earlier.actor, "POST", earlier.route, earlier.path, body=json.loads(json.dumps(earlier.body)),
                     note="same command id, same body (a retry)")
