@@ -77,7 +77,8 @@ def _summary(summary: dict[str, Any]) -> None:
     makers = coverage["makers"]
     planned = makers.get("aim", {}).get("steps", 0)
     print(f"steps from aims' plans: {planned} of {summary['steps']}; new pairs by source: "
-          + ", ".join(f"{name} {m['new_pairs']}" for name, m in sorted(makers.items(), key=lambda kv: -kv[1]["new_pairs"])))
+          + ", ".join(f"{name} {m['new_pairs']}"
+                      for name, m in sorted(makers.items(), key=lambda kv: -kv[1]["new_pairs"])))
     if summary["divergences"]:
         case = summary["divergences"][0]
         print(f"divergence after {summary['found_at_s']} s: {case['route']} ({case['field']})")

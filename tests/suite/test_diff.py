@@ -149,7 +149,7 @@ def test_the_reference_against_itself_diverges_nowhere_and_reaches_every_route_a
     assert code == 0, out + err
     assert report["divergences"] == [] and report["steps"] == 4000
     missing = {*ROUTES, CLOCK_ROUTE, MCP_ROUTE} - set(report["routes"])
-    assert not missing, f"4000 steps (a fifth of the default cap) never reached {missing}"
+    assert not missing, f"4000 steps never reached {missing}"
     unreached = [state for state in DEEP_STATES if not _reached(report, *state)]
     assert not unreached, f"4000 steps never reached {unreached}"
     inbox_states = {p["state"] for p in report["coverage"]["reached"]

@@ -33,9 +33,9 @@ __all__ = ["Generator"]
 
 # The byte limits of the typed routes' texts (AM-TYPED-4: topic 512, fact and context content 65536, focus 4096).
 TEXT_LIMITS = {"topic": 512, "content": 65_536, "focus": 4096}
-NOVELTY_BOOST = 3
-# Search modes as sent: the two names, case and space to fold, a control byte str.strip() would also drop, unknown ones.
-MODES = ("lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic")  # how far a maker whose steps keep reaching new pairs is drawn above its base weight
+NOVELTY_BOOST = 3  # how far a maker whose steps keep reaching new pairs is drawn above its base weight
+# Search modes as sent: both names, case and spaces to fold, a control byte str.strip() would also drop, unknown ones.
+MODES = ("lexical", "auto", "LEXICAL", "%20lexical%20", "%1Clexical", "", "semantic")
 ROUTE_NOTES = frozenset({"raw command", *(route.name for route in TYPED_WRITES)})
 TEXTS = ("plan the release", "naïve café ☕ notes", "résumé of the 日本語 spec", "tab\there", "emoji 🚀 deploy")
 
@@ -333,7 +333,8 @@ class Generator:
             record = self._revise(hid, data)
             # The same live claim again is confirmed unchanged; anything else that succeeds is a new claim.
             if record is not None and (record.status != "accepted" or record.claim != claim):
-                record.status, record.claim, record.claimed_ms, record.evidence = "accepted", claim, self.model.now_ms, None
+                record.status, record.claim, record.evidence = "accepted", claim, None
+                record.claimed_ms = self.model.now_ms
         return seen
 
     def _heartbeat(self) -> Step:

@@ -138,7 +138,8 @@ def _episode(sides: Sides, result: Result, rng: random.Random, started: float, d
     return None
 
 
-def _diverges_like(sides: Sides, steps: list[Step], signature: tuple[str, str], deadline: float) -> list[Outcome] | None:
+def _diverges_like(sides: Sides, steps: list[Step], signature: tuple[str, str],
+                   deadline: float) -> list[Outcome] | None:
     outcomes = sides.episode().run(steps, lambda outcome: time.monotonic() < deadline)
     last = outcomes[-1] if outcomes else None
     if last is None or not last.diverged or len(outcomes) != len(steps) or last.field is None:
