@@ -81,7 +81,7 @@ def _parser(profile: Any) -> _Parser:
                                             "stream and compare every answer (AideMemo)")
     _add_settings(diff, [*RUN_SETTINGS, *profile.settings])
     diff.add_argument("--budget", type=_positive, metavar="SECONDS", help="stop after this long (default 60)")
-    diff.add_argument("--steps", type=_positive_int, metavar="N", help="stop after this many steps (default 3000)")
+    diff.add_argument("--steps", type=_positive_int, metavar="N", help="stop after this many steps (default 50000)")
     diff.add_argument("--departures", metavar="TOML", help="known departures to tolerate, besides the kit's "
                                                            "(default: departures.toml beside the target file)")
     diff.add_argument("--replay", metavar="CASE_JSON", help="send a divergence's recorded steps again, on fresh identities")

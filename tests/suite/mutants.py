@@ -624,6 +624,44 @@ MUTANTS["late_stamp"] = (late_stamp, ("AM-RACE-2",))
 MUTANTS["stale_cache"] = (stale_cache, ("AM-RACE-3",))
 
 
+# -- state variants: faults behind a handoff's deeper states (issue 35) ---------------------------
+def context_route_receiver_only(db_path: str) -> Any:
+    """A send's context is matched on the receiver end of its actor route only: a context another
+    member wrote for the handoff, to its receiver, is attached (the sender end is never compared)."""
+
+    def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
+        class SenderBlind:
+            def resource(self, kind: str, resource_id: str) -> Any:
+                stored = view.resource(kind, resource_id)
+                if kind == "handoff_context" and stored is not None and stored.body is not None:
+                    return stored._replace(body=json.dumps({**json.loads(stored.body), "from_actor": actor_id}))
+                return stored
+
+            def member_role(self, actor: str) -> Any:
+                return view.member_role(actor)
+
+        sending = isinstance(command.payload, _commands.HandoffSendPayload)
+        return _ledger.decide(command, actor_id, SenderBlind() if sending else view, now_ms)
+
+    return _ledger_for(db_path, decide=decide)
+
+
+def inbox_lists_completed(db_path: str) -> Any:
+    """The inbox lists completed handoffs by default too (the outbox's default taken for both boxes)."""
+    mailbox_for = _reads.mailbox_for
+
+    def listing(member: Any, request: Any) -> Any:
+        default = request.include_completed is None
+        return mailbox_for(member, dataclasses.replace(request, include_completed=True) if default else request)
+
+    _reads.mailbox_for = listing
+    return _ledger_for(db_path)
+
+
+MUTANTS["context_route_receiver_only"] = (context_route_receiver_only, ("AM-HL-SEND-2",))
+MUTANTS["inbox_lists_completed"] = (inbox_lists_completed, ("AM-MBOX-1:completed",))
+
+
 # -- real time: no test clock and short leases, so lease expiry is observed by waiting ------------
 SHORT_LEASE_MS = 3000  # long enough for the shared set-up of every lease check, and for the step taken
 # just before expiry to come in time, on a loaded machine (1500 ms: that step came late once in CI, UNTESTABLE)

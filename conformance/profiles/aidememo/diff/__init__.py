@@ -18,6 +18,7 @@ import random
 import re
 import shlex
 import sys
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -37,7 +38,7 @@ from refkit.files import write_atomic
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
 DEFAULT_BUDGET_S = 60.0
-DEFAULT_STEPS = 3000
+DEFAULT_STEPS = 50_000  # above what 90 s reach on an embedded target (about 255 steps/s here): the budget ends a run
 TIME_NOTE_CLOCK = ("time: both test clocks move together (clock steps); timestamps are compared by type, "
                    "a lease's length by value")
 TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time (lease expiry is not exercised); "
@@ -75,7 +76,7 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
     assert outcome.field is not None
     where, ours, theirs = outcome.field
     out.write(f"DIVERGENCE {index}: {outcome.step.route} ({outcome.step.note}), step {len(divergence.steps)} of "
-              f"{len(divergence.steps)}\n")
+              f"{len(divergence.steps)}{'' if divergence.shrunk else ' (the budget ended before shrinking did)'}\n")
     out.write(f"  first difference: {where}: target {_show(ours)}, reference {_show(theirs)}\n")
     out.write(f"  requirements: {', '.join(divergence.requirements) or '(none mapped)'}\n")
     for number, step in enumerate(divergence.steps, 1):
@@ -123,7 +124,9 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
                       "reproduction": str(record)})
     summary = {**provenance(header.get("health")), "seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
                "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
-               "seconds": round(result.seconds, 2), "routes": dict(sorted(result.routes.items())),
+               "seconds": round(result.seconds, 2), "found_at_s": None if result.found_at_s is None
+               else round(result.found_at_s, 2), "routes": dict(sorted(result.routes.items())),
+               "coverage": result.coverage.to_dict(),
                "tolerated": [{"reason": reason, "count": count} for reason, count in sorted(result.tolerated.items())],
                "divergences": cases, "notes": header["notes"]}
     write_atomic(report_dir / "diff.json", json.dumps(summary, indent=1, ensure_ascii=False) + "\n")
@@ -147,6 +150,7 @@ def _remove_stale(report_dir: Path, written: int) -> None:
 def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = None) -> int:
     """Run (or replay) a differential run; the exit status of ``diff``."""
     out = out or sys.stdout
+    begun = time.monotonic()  # the budget counts the target's start and provisioning too
     from conformance.profile import REPORT_DIR, SEED
 
     view = AideMemoSettings.of(settings)
@@ -170,7 +174,8 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
         out.write(f"  {notes[0]}\n")
         header: dict[str, Any] = {"target": view.url or "embedded", "health": health_answer(target.wire), "budget_s": args.budget or DEFAULT_BUDGET_S,
                                   "max_steps": int(args.steps or DEFAULT_STEPS), "notes": notes}
-        result = run(sides, seed=seed, budget_s=header["budget_s"], max_steps=header["max_steps"],
+        result = run(sides, seed=seed, budget_s=header["budget_s"] - (time.monotonic() - begun),
+                     max_steps=header["max_steps"],
                      clock=target.clock, mcp=_mcp_claimed(view, target), progress=lambda line: print(f"  {line}", file=out))
         report_dir = Path(settings[REPORT_DIR])
         commands = _report(result, report_dir, argv_base, header, _replay_target(settings))
@@ -180,6 +185,9 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
     out.write(f"ran {result.steps} steps in {result.episodes} episodes ({result.seconds:.1f} s), "
               f"{len(result.routes)} routes: {len(result.divergences)} divergence(s), "
               f"{sum(result.tolerated.values())} tolerated\n")
+    coverage = result.coverage
+    out.write(f"  state coverage: {len(coverage.pairs)} (route, status, error code, record state) pairs, "
+              f"{len(coverage.states())} (route, record state) pairs, {len(coverage.aims)} aims tried\n")
     for reason, count in sorted(result.tolerated.items()):
         out.write(f"  tolerated {count}x: {reason}\n")
     for index, (divergence, (command, script, record)) in enumerate(zip(result.divergences, commands), 1):
