@@ -193,6 +193,28 @@ def search_source_prefix(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def inbox_lists_others(db_path: str) -> Any:
+    """An inbox also lists the handoffs others sent to other receivers (its own sends stay out)."""
+    from aidememo_ref import _sqlite
+
+    mailbox = _sqlite.SQLiteStore.mailbox
+
+    def leaky(self: Any, member: Any, query: Any) -> Any:
+        if not query.inbox:
+            return mailbox(self, member, query)
+        project = self._read(member)
+        with self._state.lock:
+            receivers = sorted(project.inbox)
+            mine = set(project.outbox.get(query.actor_id, ()))
+        rows = {row.body: row for receiver in receivers
+                for row in mailbox(self, member, dataclasses.replace(query, actor_id=receiver))
+                if receiver == query.actor_id or json.loads(row.body)["handoff_id"] not in mine}
+        return sorted(rows.values(), key=lambda row: row.project_seq, reverse=True)[:query.limit + 1]
+
+    _sqlite.SQLiteStore.mailbox = leaky  # type: ignore[method-assign]
+    return _ledger_for(db_path)
+
+
 # -- command ids on the typed routes: one broken route each ----------------------------------------
 def _reuse_replays(op: Op) -> Factory:
     """``op``'s route answers a reused command id with another body for the same resource (and the
@@ -445,6 +467,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "context_source_dropped": (context_source_dropped, ("AM-TYPED-3:context",)),
     "context_length_unchecked": (context_length_unchecked, ("AM-TYPED-4:context",)),
     "search_source_prefix": (search_source_prefix, ("AM-SEARCH-1:source",)),
+    "inbox_lists_others": (inbox_lists_others, ("AM-MBOX-1:relative",)),
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
     "auth_after_lookup": (auth_after_lookup, ("AM-AUTH-1",)),
     **{f"reuse_replays_{route.replace('-', '_')}": (globals()[f"reuse_replays_{route.replace('-', '_')}"],

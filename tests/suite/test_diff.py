@@ -54,6 +54,7 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "context_source_dropped": ("handoff-contexts", "GET"),
     "context_length_unchecked": ("handoff-contexts",),
     "search_source_prefix": ("search",),
+    "inbox_lists_others": ("GET /v1/projects/{project}/handoffs",),
     "replay_recommits": ("POST", "GET"),
     "auth_after_lookup": ("heartbeat", "return"),
     **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in
