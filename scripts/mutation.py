@@ -217,7 +217,9 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as stop:
         print(stop, file=sys.stderr)
         return 2
-    text, unexplained = report(mutants, load_equivalents())
+    # Annotations as the mutated copy has them (the checkout may have moved on since a resumed run began).
+    spans = {m: annotation_spans((tree / m).read_text("utf-8")) for m in {mutant.module for mutant in mutants}}
+    text, unexplained = report(mutants, load_equivalents(), spans)
     print(text)
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
