@@ -11,6 +11,8 @@ run without cached bytecode) would add nothing to a verdict.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import pytest
 
 from conformance.errors import NotScored, Untestable
@@ -20,7 +22,9 @@ from conformance.profiles.aidememo.actors import Actor, HandoffRef, Project, set
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
 from conformance.profiles.aidememo.world import World
 
-BOUNDARY_ROUNDS = 16  # heartbeats aimed at the expiry millisecond; each lands on it about every other time
+# Leases probed together and rounds (each moves the test clock about one lease): 48 heartbeats aimed at
+# their lease's expiry millisecond.
+BOUNDARY_LEASES, BOUNDARY_ROUNDS = 6, 8
 
 
 def _around(right: str) -> tuple[str, str]:
@@ -140,44 +144,84 @@ def test_result_facts_of_sessions_on_either_side_of_the_handoffs_are_refused(wor
 
 
 # -- a lease at exactly its expiry --------------------------------------------------------------
-def _landing(world: World, expires: int, lead: int) -> tuple[int, int]:
-    """Move the test clock so the next request is decided about ``lead`` ms after it, at ``expires``:
-    (the clock after the move, how long a clock request took to be applied)."""
-    now = world.advance_clock(0)
-    near = world.advance_clock(max(0, expires - now - 100))  # coarse: about 100 ms before expiry
-    step = max(0, expires - near - 2 * lead)  # the next move is applied about ``lead`` after ``near``
-    landed = world.advance_clock(step)
-    return landed, max(0, landed - near - step)
+@dataclass(slots=True)
+class _Aim:
+    """How long, in the target's milliseconds, a clock move takes to be applied after the clock was
+    read (``move``) and a heartbeat to be decided after the move's answer (``decide``): the last
+    few seen, so one slow request does not throw the next round off."""
+
+    moves: list[int] = field(default_factory=lambda: [1])
+    decides: list[int] = field(default_factory=lambda: [1])
+
+    @staticmethod
+    def typical(seen: list[int]) -> int:
+        return sorted(seen[-5:])[len(seen[-5:]) // 2]
+
+    def land(self, world: World, expires: int) -> int:
+        """One move of the test clock, so the next heartbeat is decided at ``expires``; the
+        clock's reading after the move."""
+        now = world.advance_clock(0)
+        step = max(0, expires - now - self.typical(self.moves) - self.typical(self.decides))
+        landed = world.advance_clock(step)
+        self.moves.append(max(0, landed - now - step))
+        return landed
+
+
+@dataclass(slots=True)
+class _Leased:
+    handoff_id: str
+    claim: str
+    revision: int
+    expires: int
+
+
+def _probe_round(world: World, receiver: Actor, leases: list[_Leased], aim: _Aim) -> list[str]:
+    """Heartbeat every lease in expiry order, the first aimed at its expiry millisecond: the others
+    follow as their leases were granted, one request apart, so each is one more try at its own
+    expiry. A heartbeat that renewed shows the millisecond it was decided at; a refused one came
+    at or after expiry, and a new claim takes the handoff over."""
+    leases.sort(key=lambda lease: lease.expires)
+    landed = aim.land(world, leases[0].expires)
+    answers = [receiver.heartbeat(lease.handoff_id, lease.revision, lease.claim) for lease in leases]
+    seen = []
+    for n, (lease, answer) in enumerate(zip(leases, answers)):
+        if answer.status == 200:
+            lease.revision, record = receiver.setup_record(lease.handoff_id)
+            decided = record["claim_heartbeat_at_ms"]
+            seen.append(str(decided - lease.expires))
+            assert decided < lease.expires, (
+                f"a heartbeat decided at {decided} ms renewed a lease that expired at {lease.expires} ms "
+                "(claim_expires_at_ms): a lease is stale from that millisecond")
+            if n == 0:
+                aim.decides.append(max(0, decided - landed))
+        else:
+            expect_error(answer, 409, "handoff_conflict")
+            seen.append("refused")
+            if n == 0:  # it came at or after expiry: aim earlier
+                aim.decides.append(max(0, aim.typical(aim.decides) - 1))
+            lease.claim = world.new_id("claim")
+            setup_ok(receiver.accept(lease.handoff_id, lease.revision, lease.claim), "take over the expired claim")
+            lease.revision, record = receiver.setup_record(lease.handoff_id)
+        lease.expires = record["claim_expires_at_ms"]
+    return seen
 
 
 @isolation.SHARED
 @pytest.mark.requirement("AM-HL-HB-4")
 def test_a_lease_is_stale_at_exactly_its_expiry(world: World) -> None:
-    """Isolation: shared: its own handoff, read back by its id."""
+    """Isolation: shared: its own handoffs, read back by their ids."""
     if not world.clock_is_virtual:
         raise NotScored("hitting the expiry millisecond needs the test-clock extension in virtual lease mode")
     project = world.project(writers=("sender", "receiver"))
     receiver = project.receiver
-    ref = _accepted(project)
-    claim, (revision, record) = ref.claim, receiver.setup_record(ref.handoff_id)
-    lead, landings = 1, []
+    sent = [project.sender.setup_handoff(receiver) for _ in range(BOUNDARY_LEASES)]
+    accepted = [receiver.setup_accept(ref) for ref in sent]  # back to back: expiries a request apart
+    leases = []
+    for ref in accepted:
+        revision, record = receiver.setup_record(ref.handoff_id)
+        leases.append(_Leased(ref.handoff_id, ref.claim, revision, record["claim_expires_at_ms"]))
+    aim, landings = _Aim(), []
     for _ in range(BOUNDARY_ROUNDS):
-        expires = record["claim_expires_at_ms"]
-        landed, lead = _landing(world, expires, lead)
-        answer = receiver.heartbeat(ref.handoff_id, revision, claim)
-        if answer.status == 200:
-            revision, record = receiver.setup_record(ref.handoff_id)
-            decided = record["claim_heartbeat_at_ms"]
-            landings.append(decided - expires)
-            assert decided < expires, (f"a heartbeat decided at {decided} ms renewed a lease that expired at "
-                                       f"{expires} ms (claim_expires_at_ms): a lease is stale from that millisecond")
-            lead = max(0, decided - landed)
-        else:
-            expect_error(answer, 409, "handoff_conflict")
-            landings.append(None)
-            claim = world.new_id("claim")  # the lease is stale: a new claim takes over and starts a new one
-            setup_ok(receiver.accept(ref.handoff_id, revision, claim), "take over the expired claim")
-            revision, record = receiver.setup_record(ref.handoff_id)
-    world.transcript.notes.append(
-        "heartbeats aimed at the expiry millisecond, decided at (ms from expiry; - refused): "
-        + ", ".join("-" if at is None else str(at) for at in landings))
+        landings += _probe_round(world, receiver, leases, aim)
+    world.transcript.notes.append("heartbeats aimed at their lease's expiry millisecond, decided at (ms from "
+                                  "expiry): " + ", ".join(landings))
