@@ -11,6 +11,7 @@ survivor that is neither is a rule no check reads: write the check (and a kill-m
     python scripts/mutation.py                         # all five modules (hours: ~1000 mutants)
     python scripts/mutation.py --module _visibility    # one module
     python scripts/mutation.py --workdir /tmp/mut      # keep the session: rerun to resume it
+    python scripts/mutation.py --workdir /tmp/mut --recheck   # after adding checks: rerun the survivors
 
 The tool is cosmic-ray, because its test command is any command line: it writes each mutant into
 the module's file on disk and runs the command, so the suite's own pytest process, the embedded
@@ -142,8 +143,41 @@ def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str, int]
             for e in data.get("equivalent", [])}
 
 
-def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int) -> list[Mutant]:
+def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> None:
+    """Run the session's unexplained survivors again against the checks as they are now (copied
+    into the tree first): a check written for a survivor replaces its result."""
+    from cosmic_ray.mutating import mutate_and_test
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    settings = tomllib.loads(config.read_text("utf-8"))["cosmic-ray"]
+    for part in ("conformance",):  # the checks and the registry; the rule modules stay the session's
+        shutil.rmtree(tree / part)
+        shutil.copytree(ROOT / part, tree / part, ignore=_IGNORE)
+    equivalents, saved = load_equivalents(), dict(os.environ)
+    os.environ.update(env)  # cosmic-ray runs the test command with this process's environment
+    try:
+        with use_db(str(session), WorkDB.Mode.open) as db:
+            for item, result in db.completed_work_items:
+                spec = item.mutations[0]
+                mutant = Mutant(module=str(Path(spec.module_path).relative_to(tree)), function=spec.definition_name or "",
+                                operator=spec.operator_name, occurrence=spec.occurrence, line=spec.start_pos[0],
+                                outcome=str(result.test_outcome), diff="", column=spec.start_pos[1])
+                spans = annotation_spans((tree / mutant.module).read_text("utf-8"))
+                if result.test_outcome == "survived" and mutant.key not in equivalents and not in_annotation(
+                        mutant, spans):
+                    print(f"rechecking {mutant.module}:{mutant.line} {mutant.operator}", flush=True)
+                    db.set_result(item.job_id, mutate_and_test(item.mutations, settings["test-command"],
+                                                               settings["timeout"]))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+
+
+def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int,
+                recheck: bool = False) -> list[Mutant]:
     config, session = _config(work, tree, module, timeout, seed), work / f"{module}.sqlite"
+    if recheck and session.exists():
+        _recheck(session, config, env, tree)
     if not session.exists():
         done = _cosmic_ray("init", str(config), str(session), env=env, cwd=tree)
         if done.returncode != 0:
@@ -199,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep the tree copy and sessions here (a rerun resumes)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one suite run may take (default 120)")
     parser.add_argument("--seed", type=int, default=1, help="the suite's seed (default 1)")
+    parser.add_argument("--recheck", action="store_true",
+                        help="first run a kept session's unexplained survivors again against the current checks")
     args = parser.parse_args(argv)
     if importlib.util.find_spec("cosmic_ray") is None:
         print("mutation: cosmic-ray is not installed: pip install -e '.[mutation]'", file=sys.stderr)
@@ -213,7 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _baseline(tree, work, env, args.timeout, args.seed)
         mutants = [m for module in args.module or MODULES
-                   for m in _run_module(module, work, tree, env, args.timeout, args.seed)]
+                   for m in _run_module(module, work, tree, env, args.timeout, args.seed, args.recheck)]
     except SystemExit as stop:
         print(stop, file=sys.stderr)
         return 2

@@ -252,6 +252,25 @@ context_session_unchecked = _context_check_dropped("context belongs to a differe
                                                    lambda context, p, sender: True)
 context_session_unchecked.__doc__ = "A send attaches a context of the same source written in another session."
 
+context_handoff_ordered = _context_check_dropped("context belongs to a different handoff",
+                                                 lambda context, p, sender: context.handoff_id < p.handoff_id)
+context_handoff_ordered.__doc__ = ("A send refuses a context of another handoff only when that handoff's id sorts "
+                                   "after its own (> in place of !=).")
+
+
+def revision_compared_by_identity(db_path: str) -> Any:
+    """A precondition compares revisions with `is not` (true for CPython's shared small ints only)."""
+
+    def check(command: Any, current: Any) -> None:
+        if current is None:
+            raise LedgerError.not_found()
+        if current.revision is not command.expected_revision:
+            raise LedgerError.stale_revision(command.expected_revision, current.revision)
+
+    _ledger._check_revision = check
+    return _ledger_for(db_path)
+
+
 
 def _ids_ordered(compare: Callable[[str, str], bool]) -> Factory:
     """Every id guard of the handoff rules compares with ``compare`` (an order) instead of ``!=``."""
@@ -586,6 +605,8 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "context_route_sender_end_unchecked": (context_route_sender_end_unchecked, ("AM-HL-SEND-3:sender",)),
     "context_route_receiver_end_unchecked": (context_route_receiver_end_unchecked, ("AM-HL-SEND-3:receiver",)),
     "context_session_unchecked": (context_session_unchecked, ("AM-HL-SEND-3:session",)),
+    "context_handoff_ordered": (context_handoff_ordered, ("AM-HL-SEND-2:foreign",)),
+    "revision_compared_by_identity": (revision_compared_by_identity, ("AM-EDGE-4",)),
     "ids_ordered_below": (ids_ordered_below, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
     "ids_ordered_above": (ids_ordered_above, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
     "lease_live_at_expiry": (lease_live_at_expiry, ("AM-HL-HB-4",)),

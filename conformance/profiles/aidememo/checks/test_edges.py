@@ -19,7 +19,7 @@ import pytest
 from conformance.marks import reads
 from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.actors import Actor, Project, setup_ok
-from conformance.profiles.aidememo.expect import expect_error, expect_status
+from conformance.profiles.aidememo.expect import expect_error, expect_receipt, expect_status
 from conformance.profiles.aidememo.world import World
 
 MAILBOX_DEFAULT, MAILBOX_MAX = 20, 100
@@ -161,3 +161,22 @@ def test_the_query_byte_limit_is_exact(world: World, q: str, accepted: bool) -> 
         assert isinstance(body, dict) and body.get("results") == [], f"a {len(q.strip().encode())}-byte query: {body!r}"
     else:
         expect_error(exchange, 400, "invalid_command")
+
+
+# -- revisions ------------------------------------------------------------------------------------
+LARGE_REVISION = 300  # past 256: CPython shares the objects of small ints, so an identity test passes below it
+
+
+@isolation.SHARED
+@pytest.mark.requirement("AM-EDGE-4")
+def test_a_precondition_compares_large_revisions_by_value(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
+    project = world.project()
+    writer, note = project.writer, world.new_id("note")
+    setup_ok(writer.put(note, {"v": 1}), "put revision 1")
+    for revision in range(1, LARGE_REVISION):  # every write names the current revision: each must commit
+        expect_receipt(writer.put(note, {"v": revision + 1}, expected_revision=revision))
+    for wrong in (LARGE_REVISION - 1, LARGE_REVISION + 1):
+        expect_error(writer.put(note, {"v": 0}, expected_revision=wrong), 409, "stale_revision")
+    receipt = expect_receipt(writer.put(note, {"v": "last"}, expected_revision=LARGE_REVISION))
+    assert receipt["revision"] == LARGE_REVISION + 1, f"the write at revision {LARGE_REVISION} answered {receipt!r}"

@@ -34,22 +34,28 @@ def _around(right: str) -> tuple[str, str]:
 
 # -- a send's context ---------------------------------------------------------------------------
 @isolation.SHARED
-@pytest.mark.parametrize("mismatch", [pytest.param("session", marks=reads("AM-HL-SEND-3", "session")),
+@pytest.mark.parametrize("mismatch", [pytest.param("handoff-below", marks=reads("AM-HL-SEND-2", "foreign")),
+                                      pytest.param("handoff-above", marks=reads("AM-HL-SEND-2", "foreign")),
+                                      pytest.param("session", marks=reads("AM-HL-SEND-3", "session")),
                                       pytest.param("sender", marks=reads("AM-HL-SEND-3", "sender")),
                                       pytest.param("receiver", marks=reads("AM-HL-SEND-3", "receiver"))])
-def test_a_context_for_this_handoff_must_match_its_session_and_both_route_ends(world: World, mismatch: str) -> None:
+def test_a_context_must_match_the_handoff_its_session_and_both_route_ends(world: World, mismatch: str) -> None:
     """Isolation: shared: its own handoffs and contexts, read back by their ids."""
     project = world.project(writers=("sender", "receiver", "third"))
     sender, receiver, third = project.sender, project.receiver, project.third
     session_id = sender.setup_session()
     handoff_id, context_id = world.new_id("handoff"), world.new_id("context")
-    # The context names the very handoff about to be sent, so only the mismatch under test differs.
-    author, context_session, to = {
-        "session": (sender, sender.setup_session(), receiver),
-        "sender": (third, session_id, receiver),
-        "receiver": (sender, session_id, third),
+    # The context names the very handoff about to be sent (or, for a foreign one, an id sorting just
+    # before or after it), so only the mismatch under test differs.
+    below, above = _around(handoff_id)
+    author, context_session, for_handoff, to = {
+        "handoff-below": (sender, session_id, below, receiver),
+        "handoff-above": (sender, session_id, above, receiver),
+        "session": (sender, sender.setup_session(), handoff_id, receiver),
+        "sender": (third, session_id, handoff_id, receiver),
+        "receiver": (sender, session_id, handoff_id, third),
     }[mismatch]
-    setup_ok(author.create_context(context_session, handoff_id, to, context_id), f"create the {mismatch} context")
+    setup_ok(author.create_context(context_session, for_handoff, to, context_id), f"create the {mismatch} context")
     expect_error(sender.send(session_id, receiver, handoff_id, context_id=context_id), 409, "handoff_conflict")
     expect_error(sender.status(handoff_id), 404, "resource_not_found")
     # The control: the sender's own context for this handoff and receiver is attached.
