@@ -102,6 +102,8 @@ def test_feed_pages_default_to_one_hundred_and_take_the_maximum(world: World) ->
     most = expect_status(writer.changes(epoch, after, FEED_MAX), 200)
     assert [e["seq"] for e in most["entries"]] == seqs and most["has_more"] is False, (
         f"limit {FEED_MAX} answered {len(most['entries'])} entries, has_more {most['has_more']!r}")
+    one = expect_status(writer.changes(epoch, after, 1), 200)
+    assert [e["seq"] for e in one["entries"]] == seqs[:1] and one["has_more"] is True, f"limit 1 answered {one!r}"
 
 
 @isolation.PROJECT
@@ -141,6 +143,8 @@ def test_search_answers_twenty_by_default_and_takes_the_maximum(world: World) ->
         f"without a limit a search matching {SEARCH_DEFAULT + 1} facts answered {len(default['results'])} hits")
     most = expect_status(writer.search(word, mode="lexical", limit=SEARCH_MAX), 200)
     assert len(most["results"]) == SEARCH_DEFAULT + 1, f"limit {SEARCH_MAX} answered {len(most['results'])} hits"
+    one = expect_status(writer.search(word, mode="lexical", limit=1), 200)
+    assert len(one["results"]) == 1, f"limit 1 answered {len(one['results'])} hits"
 
 
 @isolation.READS
