@@ -135,11 +135,12 @@ def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
 def test_source_filter_is_exact(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
     project = _mailboxes(world)
-    sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))
-    other = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alphabet"))
-    project.third.setup_handoff(project.fourth, project.third.setup_session("src:alpha"))
-    ids = _ids(expect_status(project.receiver.mailbox("inbox", source_id="src:alpha"), 200))
-    assert ids == [sourced.handoff_id], f"source_id=src:alpha lists {ids}, expected [{sourced.handoff_id}]"
+    source = f"src:{world.new_id('alpha')}"  # this run's own: a kept database holds earlier runs' handoffs
+    sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session(source))
+    project.sender.setup_handoff(project.receiver, project.sender.setup_session(source + "bet"))  # a longer source
+    project.third.setup_handoff(project.fourth, project.third.setup_session(source))
+    ids = _ids(expect_status(project.receiver.mailbox("inbox", source_id=source), 200))
+    assert ids == [sourced.handoff_id], f"source_id={source} lists {ids}, expected [{sourced.handoff_id}]"
 
 
 @isolation.READS
