@@ -41,6 +41,7 @@ def _inbox(receiver: Actor, **params: Any) -> dict[str, Any]:
 
 # -- mailboxes ----------------------------------------------------------------------------------
 @isolation.ACTORS
+@pytest.mark.fresh_project  # exact mailbox contents: fixed identities keep earlier runs' handoffs
 @reads("AM-EDGE-1", "limits")
 def test_mailbox_limits_of_one_and_of_the_maximum_are_accepted(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
@@ -54,6 +55,7 @@ def test_mailbox_limits_of_one_and_of_the_maximum_are_accepted(world: World) -> 
 
 
 @isolation.ACTORS
+@pytest.mark.fresh_project  # exact mailbox contents: fixed identities keep earlier runs' handoffs
 @reads("AM-EDGE-1", "default")
 def test_a_mailbox_page_holds_twenty_entries_by_default(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
@@ -66,6 +68,7 @@ def test_a_mailbox_page_holds_twenty_entries_by_default(world: World) -> None:
 
 
 @isolation.ACTORS
+@pytest.mark.fresh_project  # exact mailbox contents: fixed identities keep earlier runs' handoffs
 @reads("AM-EDGE-1", "last-page")
 def test_a_mailbox_page_ending_at_the_last_entry_has_no_next_page(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
