@@ -176,6 +176,14 @@ def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> No
 def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int,
                 recheck: bool = False) -> list[Mutant]:
     config, session = _config(work, tree, module, timeout, seed), work / f"{module}.sqlite"
+    # cosmic-ray restores the module after each mutant; a run stopped mid-mutant leaves it mutated,
+    # so the module as the session began is kept and put back before anything runs.
+    source, pristine = tree / "aidememo_ref" / f"{module}.py", work / "pristine" / f"{module}.py"
+    if pristine.exists():
+        shutil.copyfile(pristine, source)
+    else:
+        pristine.parent.mkdir(exist_ok=True)
+        shutil.copyfile(source, pristine)
     if recheck and session.exists():
         _recheck(session, config, env, tree)
     if not session.exists():
