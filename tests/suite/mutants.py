@@ -271,6 +271,15 @@ def revision_compared_by_identity(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def completed_lease_expires(db_path: str) -> Any:
+    """Any handoff with an expiry in its record goes stale, a completed one too (its identical
+    evidence is then refused after the lease time)."""
+    _state.claim_is_stale = lambda record, now_ms: (
+        record.outcome is not _state.Outcome.FAILED and record.claim_expires_at_ms is not None
+        and now_ms >= record.claim_expires_at_ms)
+    return _ledger_for(db_path)
+
+
 
 def _ids_ordered(compare: Callable[[str, str], bool]) -> Factory:
     """Every id guard of the handoff rules compares with ``compare`` (an order) instead of ``!=``."""
@@ -610,6 +619,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "ids_ordered_below": (ids_ordered_below, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
     "ids_ordered_above": (ids_ordered_above, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
     "lease_live_at_expiry": (lease_live_at_expiry, ("AM-HL-HB-4",)),
+    "completed_lease_expires": (completed_lease_expires, ("AM-HL-RET-5:completed",)),
     **{name: (globals()[name], (entry,)) for name, entry in (
         ("mailbox_max_refused", "AM-EDGE-1:limits"), ("mailbox_default_ten", "AM-EDGE-1:default"),
         ("mailbox_last_page_cursor", "AM-EDGE-1:last-page"), ("feed_max_refused", "AM-EDGE-2:limit"),

@@ -60,6 +60,7 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "context_session_unchecked": ("POST /v1/projects/{project}/handoffs",),
     "context_handoff_ordered": ("POST /v1/projects/{project}/handoffs",),
     "revision_compared_by_identity": ("POST",),
+    "completed_lease_expires": ("return",),
     "ids_ordered_below": ("accept", "heartbeat", "return"),
     "ids_ordered_above": ("accept", "heartbeat", "return"),
     **{name: ("GET /v1/projects/{project}/handoffs",) for name in

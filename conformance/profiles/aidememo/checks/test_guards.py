@@ -20,6 +20,7 @@ from conformance.marks import reads
 from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.actors import Actor, HandoffRef, Project, setup_ok
 from conformance.profiles.aidememo.expect import expect_error, expect_receipt, record_of
+from conformance.profiles.aidememo.leases import Arranged, after_lease_expiry
 from conformance.profiles.aidememo.world import World
 
 # Leases probed together and rounds (each moves the test clock about one lease): 48 heartbeats aimed at
@@ -231,3 +232,24 @@ def test_a_lease_is_stale_at_exactly_its_expiry(world: World) -> None:
         landings += _probe_round(world, receiver, leases, aim)
     world.transcript.notes.append("heartbeats aimed at their lease's expiry millisecond, decided at (ms from "
                                   "expiry): " + ", ".join(landings))
+
+
+def _completed(world: World) -> Arranged:
+    project = world.project(writers=("sender", "receiver"))
+    receiver = project.receiver
+    ref, lease = receiver.setup_lease(project.sender.setup_handoff(receiver))
+    fact = receiver.setup_fact(ref.session_id)
+    done = setup_ok(receiver.return_result(ref.handoff_id, ref.revision, ref.claim, fact), "return")
+    return Arranged(value=(project, ref, fact, done["revision"]), lease=lease)
+
+
+@isolation.SHARED
+@after_lease_expiry(_completed)
+@reads("AM-HL-RET-5", "completed")
+def test_a_completed_handoff_holds_no_lease(world: World) -> None:
+    """Isolation: shared: its own handoff, read back by its id."""
+    # A succeeded return keeps the claim's expiry in the record; only an accepted claim goes stale.
+    project, ref, fact, revision = world.after_lease_expiry().value
+    expect_receipt(project.receiver.return_result(ref.handoff_id, revision, ref.claim, fact))
+    _, record = record_of(project.receiver.status(ref.handoff_id))
+    assert (record["status"], record["result_fact_id"]) == ("completed", fact), f"the confirmation changed {record!r}"
