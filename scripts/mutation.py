@@ -174,7 +174,7 @@ def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> No
 
 
 def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int,
-                recheck: bool = False) -> list[Mutant]:
+                recheck: bool = False, resume: bool = True) -> list[Mutant]:
     config, session = _config(work, tree, module, timeout, seed), work / f"{module}.sqlite"
     # cosmic-ray restores the module after each mutant; a run stopped mid-mutant leaves it mutated,
     # so the module as the session began is kept and put back before anything runs.
@@ -190,10 +190,11 @@ def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeou
         done = _cosmic_ray("init", str(config), str(session), env=env, cwd=tree)
         if done.returncode != 0:
             raise SystemExit(f"mutation: cosmic-ray init failed for {module}: {done.stderr.strip()[-300:]}")
-    print(f"{module}: running the pending mutants (the session {session} resumes if interrupted)", flush=True)
-    done = _cosmic_ray("exec", str(config), str(session), env=env, cwd=tree)
-    if done.returncode != 0:
-        raise SystemExit(f"mutation: cosmic-ray exec failed for {module}: {done.stderr.strip()[-300:]}")
+    if resume:
+        print(f"{module}: running the pending mutants (the session {session} resumes if interrupted)", flush=True)
+        done = _cosmic_ray("exec", str(config), str(session), env=env, cwd=tree)
+        if done.returncode != 0:
+            raise SystemExit(f"mutation: cosmic-ray exec failed for {module}: {done.stderr.strip()[-300:]}")
     return _mutants(session, env, tree, tree)
 
 
@@ -241,6 +242,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workdir", type=Path, help="keep the tree copy and sessions here (a rerun resumes)")
     parser.add_argument("--timeout", type=float, default=120.0, help="seconds one suite run may take (default 120)")
     parser.add_argument("--seed", type=int, default=1, help="the suite's seed (default 1)")
+    parser.add_argument("--no-resume", dest="resume", action="store_false",
+                        help="run no pending mutant: report a kept session as far as it got")
     parser.add_argument("--recheck", action="store_true",
                         help="first run a kept session's unexplained survivors again against the current checks")
     args = parser.parse_args(argv)
@@ -257,7 +260,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         _baseline(tree, work, env, args.timeout, args.seed)
         mutants = [m for module in args.module or MODULES
-                   for m in _run_module(module, work, tree, env, args.timeout, args.seed, args.recheck)]
+                   for m in _run_module(module, work, tree, env, args.timeout, args.seed, args.recheck, args.resume)]
     except SystemExit as stop:
         print(stop, file=sys.stderr)
         return 2
@@ -265,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     spans = {m: annotation_spans((tree / m).read_text("utf-8")) for m in {mutant.module for mutant in mutants}}
     text, unexplained = report(mutants, load_equivalents(), spans)
     print(text)
+    pending = sum(m.outcome == "pending" for m in mutants)
+    if pending:
+        print(f"{pending} mutants not run yet: rerun with --workdir {work} to resume")
     if args.workdir is None:
         shutil.rmtree(work, ignore_errors=True)
     return 1 if unexplained else 0
