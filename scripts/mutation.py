@@ -27,6 +27,9 @@ A mutant inside an annotation is equivalent by construction (every rule module s
 without a listing; every other equivalent is listed, keyed by module, function, operator and
 occurrence, with its reason.
 
+A mutant that stops the suite at collection, before any check ran, is counted as ``broken``
+(cosmic-ray also mutates a signature's bare ``*``, which makes no valid module), not as killed.
+
 Prints, per module and in total, mutants killed, survived and not testable, and the score
 ``killed / (killed + survivors not explained as equivalent)``; then every unexplained survivor
 with its diff. Exit 0 when none is left, 1 when some are, 2 when the run cannot start (say why).
@@ -129,11 +132,19 @@ def _mutants(session: Path, env: dict[str, str], cwd: Path, tree: Path) -> list[
         else:
             outcome = result.get("test_outcome") or result["worker_outcome"]
             diff = result.get("diff") or ""
+            if outcome == "killed" and _unimportable(result.get("output") or ""):
+                outcome = "broken"  # no check ran: the mutant is no valid module (a `*` made a product)
         found.append(Mutant(module=str(Path(spec["module_path"]).relative_to(tree)),
                             function=spec.get("definition_name") or "", operator=spec["operator_name"],
                             occurrence=int(spec["occurrence"]), line=int(spec["start_pos"][0]), outcome=outcome,
                             diff=diff, column=int(spec["start_pos"][1])))
     return found
+
+
+def _unimportable(output: str) -> bool:
+    """Whether a run stopped at collection, before any check ran (pytest's summary counts only errors)."""
+    summary = output.strip().splitlines()[-1] if output.strip() else ""
+    return " error" in summary and not any(word in summary for word in ("passed", "failed", "skipped"))
 
 
 def load_equivalents(path: Path = EQUIVALENTS) -> dict[tuple[str, str, str, int], str]:
@@ -153,8 +164,9 @@ def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> No
     for part in ("conformance",):  # the checks and the registry; the rule modules stay the session's
         shutil.rmtree(tree / part)
         shutil.copytree(ROOT / part, tree / part, ignore=_IGNORE)
-    equivalents, saved = load_equivalents(), dict(os.environ)
-    os.environ.update(env)  # cosmic-ray runs the test command with this process's environment
+    equivalents, saved, cwd = load_equivalents(), dict(os.environ), Path.cwd()
+    os.environ.update(env)  # cosmic-ray runs the test command with this process's environment and folder:
+    os.chdir(tree)  # from the checkout, python -m pytest would import the checkout's modules first
     try:
         with use_db(str(session), WorkDB.Mode.open) as db:
             for item, result in db.completed_work_items:
@@ -169,6 +181,7 @@ def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> No
                     db.set_result(item.job_id, mutate_and_test(item.mutations, settings["test-command"],
                                                                settings["timeout"]))
     finally:
+        os.chdir(cwd)
         os.environ.clear()
         os.environ.update(saved)
 

@@ -258,6 +258,14 @@ context_handoff_ordered.__doc__ = ("A send refuses a context of another handoff 
                                    "after its own (> in place of !=).")
 
 
+context_session_ordered = _context_check_dropped("context belongs to a different session",
+                                                 lambda context, p, sender: context.session_id < p.session_id)
+context_session_ordered.__doc__ = "A send refuses a context of another session only when its id sorts after its own."
+context_route_ordered = _context_check_dropped(_ROUTE, lambda context, p, sender: (context.from_actor, context.to_actor)
+                                               < (sender, p.to_actor))
+context_route_ordered.__doc__ = "A send refuses a context's actor route only when it sorts after the handoff's."
+
+
 def revision_compared_by_identity(db_path: str) -> Any:
     """A precondition compares revisions with `is not` (true for CPython's shared small ints only)."""
 
@@ -615,6 +623,8 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "context_route_receiver_end_unchecked": (context_route_receiver_end_unchecked, ("AM-HL-SEND-3:receiver",)),
     "context_session_unchecked": (context_session_unchecked, ("AM-HL-SEND-3:session",)),
     "context_handoff_ordered": (context_handoff_ordered, ("AM-HL-SEND-2:foreign",)),
+    "context_session_ordered": (context_session_ordered, ("AM-HL-SEND-3:session",)),
+    "context_route_ordered": (context_route_ordered, ("AM-HL-SEND-3:sender", "AM-HL-SEND-3:receiver")),
     "revision_compared_by_identity": (revision_compared_by_identity, ("AM-EDGE-4",)),
     "ids_ordered_below": (ids_ordered_below, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
     "ids_ordered_above": (ids_ordered_above, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),

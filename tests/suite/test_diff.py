@@ -59,6 +59,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "context_route_receiver_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
     "context_session_unchecked": ("POST /v1/projects/{project}/handoffs",),
     "context_handoff_ordered": ("POST /v1/projects/{project}/handoffs",),
+    "context_session_ordered": ("POST /v1/projects/{project}/handoffs",),
+    "context_route_ordered": ("POST /v1/projects/{project}/handoffs",),
     "revision_compared_by_identity": ("POST",),
     "completed_lease_expires": ("return",),
     "ids_ordered_below": ("accept", "heartbeat", "return"),

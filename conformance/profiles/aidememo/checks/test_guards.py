@@ -12,6 +12,7 @@ run without cached bytecode) would add nothing to a verdict.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
@@ -34,28 +35,36 @@ def _around(right: str) -> tuple[str, str]:
 
 
 # -- a send's context ---------------------------------------------------------------------------
+def _mismatch(clause: str, *sides: str) -> list[Any]:
+    return [pytest.param(f"{clause}-{side}", marks=reads(*(("AM-HL-SEND-2", "foreign") if clause == "handoff"
+                                                          else ("AM-HL-SEND-3", clause)))) for side in sides]
+
+
 @isolation.SHARED
-@pytest.mark.parametrize("mismatch", [pytest.param("handoff-below", marks=reads("AM-HL-SEND-2", "foreign")),
-                                      pytest.param("handoff-above", marks=reads("AM-HL-SEND-2", "foreign")),
-                                      pytest.param("session", marks=reads("AM-HL-SEND-3", "session")),
-                                      pytest.param("sender", marks=reads("AM-HL-SEND-3", "sender")),
-                                      pytest.param("receiver", marks=reads("AM-HL-SEND-3", "receiver"))])
+@pytest.mark.parametrize("mismatch", [*_mismatch("handoff", "below", "above"), *_mismatch("session", "below", "above"),
+                                      *_mismatch("sender", "below", "above"), *_mismatch("receiver", "below", "above")])
 def test_a_context_must_match_the_handoff_its_session_and_both_route_ends(world: World, mismatch: str) -> None:
     """Isolation: shared: its own handoffs and contexts, read back by their ids."""
-    project = world.project(writers=("sender", "receiver", "third"))
-    sender, receiver, third = project.sender, project.receiver, project.third
+    project = world.project(writers=("sender", "receiver", "anna", "zora"))
+    sender, receiver = project.sender, project.receiver
+    low, high = project.anna, project.zora  # actor ids sorting before and after the sender's and the receiver's
+    if not low.actor_id < min(sender.actor_id, receiver.actor_id) <= max(sender.actor_id, receiver.actor_id) < high.actor_id:
+        raise Untestable("the actor ids do not sort around the sender's and the receiver's (fixed identities)")
     session_id = sender.setup_session()
     handoff_id, context_id = world.new_id("handoff"), world.new_id("context")
-    # The context names the very handoff about to be sent (or, for a foreign one, an id sorting just
-    # before or after it), so only the mismatch under test differs.
-    below, above = _around(handoff_id)
-    author, context_session, for_handoff, to = {
-        "handoff-below": (sender, session_id, below, receiver),
-        "handoff-above": (sender, session_id, above, receiver),
-        "session": (sender, sender.setup_session(), handoff_id, receiver),
-        "sender": (third, session_id, handoff_id, receiver),
-        "receiver": (sender, session_id, handoff_id, third),
-    }[mismatch]
+    # Every field but the one under test is the send's; the wrong value sorts before or after the right one.
+    what, side = mismatch.split("-")
+    pick = 0 if side == "below" else 1
+    author, context_session, for_handoff, to = sender, session_id, handoff_id, receiver
+    if what == "handoff":
+        for_handoff = _around(handoff_id)[pick]
+    elif what == "session":
+        context_session = _around(session_id)[pick]
+        setup_ok(sender.create_session(context_session), "create the other session")  # the same source: "src"
+    elif what == "sender":
+        author = (low, high)[pick]
+    else:
+        to = (low, high)[pick]
     setup_ok(author.create_context(context_session, for_handoff, to, context_id), f"create the {mismatch} context")
     expect_error(sender.send(session_id, receiver, handoff_id, context_id=context_id), 409, "handoff_conflict")
     expect_error(sender.status(handoff_id), 404, "resource_not_found")
