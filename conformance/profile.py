@@ -231,10 +231,21 @@ class Profile:
             if info.name.startswith("test_"):
                 module = importlib.import_module(f"{self.checks}.{info.name}")
                 for value in vars(module).values():
-                    for mark in getattr(value, "pytestmark", ()):
+                    for mark in _with_parameter_marks(getattr(value, "pytestmark", ())):
                         if getattr(mark, "name", None) == "requirement" and getattr(mark, "args", ()):
                             found.add(str(mark.args[0]))
         return frozenset(found)
+
+
+def _with_parameter_marks(marks: Any) -> list[Any]:
+    """A check's marks and those of its parameters (``pytest.param(..., marks=reads(...))``): a
+    check may name its requirement on each parameter only."""
+    found = list(marks)
+    for mark in marks:
+        if getattr(mark, "name", None) == "parametrize" and len(getattr(mark, "args", ())) > 1:
+            for value in mark.args[1]:
+                found += list(getattr(value, "marks", ()))
+    return found
 
 
 # -- settings every profile shares ------------------------------------------------------------------

@@ -10,6 +10,12 @@ A requirement whose sentence makes several promises lists them as ``clauses`` (`
 checks names the clauses it reads (``@pytest.mark.requirement("XM-CAP-3", clauses=("version",))``),
 so a promise that no check reads shows as uncovered instead of hiding behind its sentence's other
 checks. A requirement without ``clauses`` is one promise: any of its checks reads it whole.
+
+A profile may also ship ``guards.toml``: the guards of the upstream implementation (``[[guard]]``
+tables with ``id``, ``upstream`` file, ``function``, ``rule``, ``reference``, ``reads`` and an
+optional ``unreachable`` reason), each naming the requirements (``"ID"`` or ``"ID:clause"``) whose
+checks probe it. The clause audit covers the registry's own sentences; the guard list says that no
+upstream guard is left without a check, and the traceability report shows each beside its clauses.
 """
 
 from __future__ import annotations
@@ -24,9 +30,10 @@ from importlib import resources
 
 from conformance.errors import ConfigError
 
-__all__ = ["Clause", "Level", "Registry", "Requirement", "load_registry"]
+__all__ = ["Clause", "Level", "Registry", "Requirement", "UpstreamGuard", "load_registry"]
 
 _KEYS = {"id", "level", "text", "source", "capability", "basis", "excluded", "clauses"}
+_GUARD_KEYS = {"id", "upstream", "function", "rule", "reference", "reads", "unreachable"}
 _CLAUSE_ID = re.compile(r"^[a-z][a-z0-9-]{0,39}$")
 
 
@@ -71,12 +78,26 @@ class Requirement:
         return f"{self.id} has no clause {unknown[0]!r}" if unknown else None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UpstreamGuard:
+    """One guard of the upstream implementation and the requirement clauses whose checks probe it."""
+
+    id: str
+    upstream: str  # the upstream file
+    function: str  # where in it the guard sits
+    rule: str  # what it refuses, in the kit's words
+    reference: str  # where the reference runs it
+    reads: tuple[tuple[str, str], ...]  # (requirement id, clause id or "" for the whole sentence)
+    unreachable: str | None = None  # why no request reaches it alone (the guard before it is in reads)
+
+
 @dataclass(frozen=True, slots=True)
 class Registry:
-    """The requirements of one profile, by id, in file order."""
+    """The requirements of one profile, by id, in file order, and the upstream guards they cover."""
 
     profile: str
     requirements: dict[str, Requirement]
+    guards: tuple[UpstreamGuard, ...] = ()
 
     def get(self, requirement_id: str) -> Requirement:
         try:
@@ -124,7 +145,51 @@ def load_registry(profile: str, package: str, prefix: str, capabilities: Sequenc
         if requirement.id in found:
             raise ConfigError(f"{spot}: requirement {requirement.id} is defined twice")
         found[requirement.id] = requirement
-    return Registry(profile, found)
+    return Registry(profile, found, _guards(package, found))
+
+
+def _guards(package: str, requirements: dict[str, Requirement]) -> tuple[UpstreamGuard, ...]:
+    """The profile's ``guards.toml`` (none without the file), each ``reads`` entry checked against
+    the requirements: a guard that names no real clause would be covered by nothing."""
+    where = f"{package}/guards.toml"
+    source = resources.files(package).joinpath("guards.toml")
+    if not source.is_file():
+        return ()
+    try:
+        data = tomllib.loads(source.read_text("utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+    guards: list[UpstreamGuard] = []
+    for index, entry in enumerate(data.get("guard", [])):
+        spot = f"{where}: guard[{index}]"
+        unknown = sorted(set(entry) - _GUARD_KEYS)
+        if unknown:
+            raise ConfigError(f"{spot}: unknown key {unknown[0]!r}")
+        try:
+            reads = entry["reads"]
+            if not isinstance(reads, list) or not reads or not all(isinstance(r, str) for r in reads):
+                raise ValueError("reads must be a non-empty list of \"ID\" or \"ID:clause\"")
+            guard = UpstreamGuard(id=entry["id"], upstream=entry["upstream"], function=entry["function"],
+                                  rule=entry["rule"], reference=entry["reference"],
+                                  reads=tuple(_read(r, requirements) for r in reads),
+                                  unreachable=entry.get("unreachable"))
+        except (KeyError, ValueError) as exc:
+            raise ConfigError(f"{spot}: {exc}") from None
+        if any(g.id == guard.id for g in guards):
+            raise ConfigError(f"{spot}: guard {guard.id} is listed twice")
+        guards.append(guard)
+    return tuple(guards)
+
+
+def _read(entry: str, requirements: dict[str, Requirement]) -> tuple[str, str]:
+    requirement_id, _, clause = entry.partition(":")
+    requirement = requirements.get(requirement_id)
+    if requirement is None:
+        raise ValueError(f"unknown requirement {requirement_id!r}")
+    problem = requirement.clause_problem((clause,) if clause else ())
+    if problem is not None:
+        raise ValueError(problem)
+    return requirement_id, clause
 
 
 def _clauses(table: object, spot: str) -> tuple[Clause, ...]:

@@ -8,6 +8,9 @@ deliberately unchecked. An untested or not-scored MUST is listed in every summar
 
 A requirement with clauses gets the same status per clause, from the checks that read that
 clause: a sentence is only as tested as its least-read promise.
+
+Beside them stand the upstream guards (the profile's ``guards.toml``) that name each requirement
+or clause, so a reader sees which of upstream's checks a verdict speaks for.
 """
 
 from __future__ import annotations
@@ -16,10 +19,10 @@ from collections import defaultdict
 from collections.abc import Callable
 from typing import cast
 
-from conformance.registry import Registry, Requirement
+from conformance.registry import Registry, Requirement, UpstreamGuard
 from conformance.verdicts import Verdict, VerdictRecord
 
-__all__ = ["render_listing", "trace", "unread_clauses", "unscored_clauses"]
+__all__ = ["render_listing", "trace", "unread_clauses", "unread_guards", "unscored_clauses"]
 
 Collected = tuple[str, str, tuple[str, ...]]  # (node id, requirement id, the clauses the check reads)
 
@@ -38,13 +41,26 @@ def _status(excluded: str | None, mine: list[VerdictRecord], has_checks: bool) -
     return status, worst
 
 
-def _clause_rows(requirement: Requirement, mine: list[VerdictRecord], has_checks: bool) -> list[dict[str, object]]:
+def _guard(guard: UpstreamGuard) -> dict[str, object]:
+    return {"id": guard.id, "upstream": guard.upstream, "function": guard.function, "rule": guard.rule,
+            "unreachable": guard.unreachable}
+
+
+def _guards_of(registry: Registry, requirement_id: str, clause: str | None = None) -> list[dict[str, object]]:
+    """The upstream guards naming the requirement (any of its clauses), or exactly ``clause``."""
+    return [_guard(g) for g in registry.guards
+            if any(rid == requirement_id and (clause is None or c == clause) for rid, c in g.reads)]
+
+
+def _clause_rows(registry: Registry, requirement: Requirement, mine: list[VerdictRecord],
+                 has_checks: bool) -> list[dict[str, object]]:
     rows: list[dict[str, object]] = []
     for clause in requirement.clauses:
         readers = [r for r in mine if clause.id in r.clauses]
         status, worst = _status(requirement.excluded, readers, has_checks and not mine)
         rows.append({"id": clause.id, "text": clause.text, "status": status,
-                     "verdict": str(worst) if worst is not None else None, "checks": [r.nodeid for r in readers]})
+                     "verdict": str(worst) if worst is not None else None, "checks": [r.nodeid for r in readers],
+                     "guards": [g["id"] for g in _guards_of(registry, requirement.id, clause.id)]})
     return rows
 
 
@@ -67,7 +83,7 @@ def trace(registry: Registry, records: list[VerdictRecord],
         scored = [r.verdict for r in mine if r.verdict.scored]
         selectable = requirement.id in has_checks
         status, worst = _status(requirement.excluded, mine, selectable)
-        clauses = _clause_rows(requirement, mine, selectable)
+        clauses = _clause_rows(registry, requirement, mine, selectable)
         if status == "tested" and any(c["status"] != "tested" for c in clauses):
             status = "partly tested"  # some promise of the sentence had no scored check
         rows.append({
@@ -83,6 +99,7 @@ def trace(registry: Registry, records: list[VerdictRecord],
             "excluded": requirement.excluded,
             "checks": [r.nodeid for r in mine],
             "clauses": clauses,
+            "guards": _guards_of(registry, requirement.id),
             "holds": status in ("tested", "partly tested") and all(v.ok for v in scored),
         })
     return rows
@@ -107,6 +124,12 @@ def unread_clauses(registry: Registry, collected: list[Collected]) -> list[str]:
     return missing
 
 
+def unread_guards(registry: Registry, collected: list[Collected]) -> list[str]:
+    """The upstream guards none of whose requirements (or clauses) a collected check reads."""
+    unread = set(unread_clauses(registry, collected))
+    return [g.id for g in registry.guards if all((f"{rid}:{c}" if c else rid) in unread for rid, c in g.reads)]
+
+
 def render_listing(registry: Registry, collected: list[Collected]) -> str:
     """The ``--aidememo-list`` dry run: every requirement, its clauses, and the checks that read each."""
     checks: dict[str, list[tuple[str, tuple[str, ...]]]] = defaultdict(list)
@@ -127,6 +150,13 @@ def render_listing(registry: Registry, collected: list[Collected]) -> str:
             lines.extend(f"      - {name}" for name in readers)
     untested = [r.id for r in registry if r.level == "MUST" and not checks.get(r.id) and not r.excluded]
     unread = unread_clauses(registry, collected)
+    if registry.guards:
+        lines.append(f"\n{'upstream guard':<30} {'read by':<40} where upstream")
+        for guard in registry.guards:
+            read = ", ".join(f"{rid}:{c}" if c else rid for rid, c in guard.reads)
+            lines.append(f"{guard.id:<30} {read:<40} {guard.upstream} {guard.function}"
+                         f"{'  (unreachable alone)' if guard.unreachable else ''}")
+        lines.append(f"upstream guards no check reads: {', '.join(unread_guards(registry, collected)) or 'none'}")
     lines.append(f"\n{len(collected)} checks; untested MUSTs: {', '.join(untested) or 'none'}; "
                  f"clauses no check reads: {', '.join(unread) or 'none'}\n")
     return "\n".join(lines) + "\n"

@@ -28,7 +28,7 @@ from aidememo_ref import _commands, _hot, _ledger, _reads, _service, _state, _st
 from aidememo_wire import canonical as _canonical
 from aidememo_ref._commands import Command, Op, RawCommand, ResourcePayload
 from aidememo_wire.errors import LedgerError
-from aidememo_ref._records import Role, Status
+from aidememo_ref._records import CONTEXT, HandoffContext, Role, Status
 
 Factory = Callable[[str], Any]
 
@@ -191,6 +191,179 @@ def search_source_prefix(db_path: str) -> Any:
     _reads.rank = prefixed
     return _ledger_for(db_path)
 
+
+def inbox_lists_others(db_path: str) -> Any:
+    """An inbox also lists the handoffs others sent to other receivers (its own sends stay out)."""
+    from aidememo_ref import _sqlite
+
+    mailbox = _sqlite.SQLiteStore.mailbox
+
+    def leaky(self: Any, member: Any, query: Any) -> Any:
+        if not query.inbox:
+            return mailbox(self, member, query)
+        project = self._read(member)
+        with self._state.lock:
+            receivers = sorted(project.inbox)
+            mine = set(project.outbox.get(query.actor_id, ()))
+        rows = {row.body: row for receiver in receivers
+                for row in mailbox(self, member, dataclasses.replace(query, actor_id=receiver))
+                if receiver == query.actor_id or json.loads(row.body)["handoff_id"] not in mine}
+        return sorted(rows.values(), key=lambda row: row.project_seq, reverse=True)[:query.limit + 1]
+
+    _sqlite.SQLiteStore.mailbox = leaky  # type: ignore[method-assign]
+    return _ledger_for(db_path)
+
+
+
+# -- upstream's guards at their edges (checks/test_guards.py, test_edges.py) ------------------------
+def _context_check_dropped(detail: str, skip: Callable[[Any, Any, str], bool]) -> Factory:
+    """A send attaches a context that its one guard with message ``detail`` refuses, where ``skip``
+    (context, payload, sender) says the guard is not looked at; every other guard still runs."""
+
+    def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
+        try:
+            return _ledger.decide(command, actor_id, view, now_ms)
+        except LedgerError as error:
+            p = command.payload
+            if command.op is not Op.SEND or p.context_id is None or detail not in error.message:
+                raise
+            stored = view.resource(CONTEXT, p.context_id)
+            if not skip(HandoffContext.from_json(stored.body), p, actor_id):
+                raise
+            write = _ledger.decide(command._replace(payload=p._replace(context_id=None)), actor_id, view, now_ms)
+            return _ledger.Write.of(write.kind, write.resource_id,
+                                    dataclasses.replace(write.record, context_id=p.context_id))
+
+    def factory(db_path: str) -> Any:
+        return _ledger_for(db_path, decide=decide)
+
+    return factory
+
+
+_ROUTE = "context actor route does not match the handoff"
+context_route_sender_end_unchecked = _context_check_dropped(_ROUTE, lambda context, p, sender: context.to_actor == p.to_actor)
+context_route_sender_end_unchecked.__doc__ = ("A send checks only the receiver end of its context's actor route: "
+                                              "a context another member wrote for this handoff is attached.")
+context_route_receiver_end_unchecked = _context_check_dropped(_ROUTE, lambda context, p, sender: context.from_actor == sender)
+context_route_receiver_end_unchecked.__doc__ = ("A send checks only the sender end of its context's actor route: "
+                                                "a context written for another receiver is attached.")
+context_session_unchecked = _context_check_dropped("context belongs to a different session",
+                                                   lambda context, p, sender: True)
+context_session_unchecked.__doc__ = "A send attaches a context of the same source written in another session."
+
+context_handoff_ordered = _context_check_dropped("context belongs to a different handoff",
+                                                 lambda context, p, sender: context.handoff_id < p.handoff_id)
+context_handoff_ordered.__doc__ = ("A send refuses a context of another handoff only when that handoff's id sorts "
+                                   "after its own (> in place of !=).")
+
+
+context_session_ordered = _context_check_dropped("context belongs to a different session",
+                                                 lambda context, p, sender: context.session_id < p.session_id)
+context_session_ordered.__doc__ = "A send refuses a context of another session only when its id sorts after its own."
+context_route_ordered = _context_check_dropped(_ROUTE, lambda context, p, sender: (context.from_actor, context.to_actor)
+                                               < (sender, p.to_actor))
+context_route_ordered.__doc__ = "A send refuses a context's actor route only when it sorts after the handoff's."
+
+
+def revision_compared_by_identity(db_path: str) -> Any:
+    """A precondition compares revisions with `is not` (true for CPython's shared small ints only)."""
+
+    def check(command: Any, current: Any) -> None:
+        if current is None:
+            raise LedgerError.not_found()
+        if current.revision is not command.expected_revision:
+            raise LedgerError.stale_revision(command.expected_revision, current.revision)
+
+    _ledger._check_revision = check
+    return _ledger_for(db_path)
+
+
+def completed_lease_expires(db_path: str) -> Any:
+    """Any handoff with an expiry in its record goes stale, a completed one too (its identical
+    evidence is then refused after the lease time)."""
+    _state.claim_is_stale = lambda record, now_ms: (
+        record.outcome is not _state.Outcome.FAILED and record.claim_expires_at_ms is not None
+        and now_ms >= record.claim_expires_at_ms)
+    return _ledger_for(db_path)
+
+
+
+def _ids_ordered(compare: Callable[[str, str], bool]) -> Factory:
+    """Every id guard of the handoff rules compares with ``compare`` (an order) instead of ``!=``."""
+
+    def factory(db_path: str) -> Any:
+        fact = _state._fact
+        guards = {
+            _state.not_receiver: lambda record, attempt: compare(attempt.actor_id, record.to_actor),
+            _state.other_claim: lambda record, attempt: compare(attempt.claim_id, record.claim_id or ""),
+            _state.fact_from_other_session: lambda record, attempt: compare(fact(attempt).session_id,
+                                                                            record.session_id),
+            _state.fact_not_by_receiver: lambda record, attempt: compare(fact(attempt).actor_id, record.to_actor),
+            _state.same_evidence: lambda record, attempt: (
+                attempt.claim_id == record.claim_id and attempt.outcome is record.outcome
+                and not compare(fact(attempt).fact_id, record.result_fact_id or "")),
+        }
+        _state.TRANSITIONS = tuple(dataclasses.replace(row, guard=guards.get(row.guard, row.guard))
+                                   for row in _state.TRANSITIONS)
+        return _ledger_for(db_path)
+
+    return factory
+
+
+ids_ordered_below = _ids_ordered(lambda given, right: given < right)
+ids_ordered_below.__doc__ = "Claim, actor, result fact and session ids are refused only when they sort before the right one."
+ids_ordered_above = _ids_ordered(lambda given, right: given > right)
+ids_ordered_above.__doc__ = "Claim, actor, result fact and session ids are refused only when they sort after the right one."
+
+
+def lease_live_at_expiry(db_path: str) -> Any:
+    """A lease is still live at exactly its claim_expires_at_ms (stale only after it)."""
+    _state.claim_is_stale = lambda record, now_ms: (
+        record.status is Status.ACCEPTED and record.outcome is not _state.Outcome.FAILED
+        and record.claim_expires_at_ms is not None and now_ms > record.claim_expires_at_ms)
+    return _ledger_for(db_path)
+
+
+
+def _limits(**values: int) -> Factory:
+    """The read rules with the named limits of ``_reads`` set to ``values`` (one off its edge)."""
+
+    def factory(db_path: str) -> Any:
+        for name, value in values.items():
+            assert hasattr(_reads, name), name
+            setattr(_reads, name, value)
+        return _ledger_for(db_path)
+
+    factory.__doc__ = ", ".join(f"{name} = {value}" for name, value in values.items()) + " (off by its edge)."
+    return factory
+
+
+mailbox_max_refused = _limits(MAX_MAILBOX_LIMIT=99)
+mailbox_default_ten = _limits(DEFAULT_MAILBOX_LIMIT=10)
+feed_max_refused = _limits(MAX_CHANGE_LIMIT=9_999)
+feed_default_fifty = _limits(DEFAULT_CHANGE_LIMIT=50)
+search_max_refused = _limits(MAX_SEARCH_LIMIT=99)
+search_default_ten = _limits(DEFAULT_SEARCH_LIMIT=10)
+query_4096_refused = _limits(MAX_SEARCH_QUERY_BYTES=4_095)
+
+
+def mailbox_last_page_cursor(db_path: str) -> Any:
+    """A mailbox page that ends exactly at the last entry still offers a next page."""
+    _reads.mailbox_page = lambda rows, limit: (rows[:limit], rows[:limit][-1].project_seq
+                                                if rows and len(rows) >= limit else None)
+    return _ledger_for(db_path)
+
+
+def feed_last_page_has_more(db_path: str) -> Any:
+    """A feed page that ends exactly at the head says has_more."""
+    page = _reads.feed_page
+
+    def more(member: Any, cursor_epoch: str, after_seq: int, limit: int, read: Any, *, materialized: bool) -> Any:
+        answer = page(member, cursor_epoch, after_seq, limit, read, materialized=materialized)
+        return dataclasses.replace(answer, has_more=answer.has_more or len(read.changes) == limit)
+
+    _reads.feed_page = more
+    return _ledger_for(db_path)
 
 # -- command ids on the typed routes: one broken route each ----------------------------------------
 def _reuse_replays(op: Op) -> Factory:
@@ -444,6 +617,24 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "context_source_dropped": (context_source_dropped, ("AM-TYPED-3:context",)),
     "context_length_unchecked": (context_length_unchecked, ("AM-TYPED-4:context",)),
     "search_source_prefix": (search_source_prefix, ("AM-SEARCH-1:source",)),
+    "inbox_lists_others": (inbox_lists_others, ("AM-MBOX-1:relative",)),
+    "context_route_sender_end_unchecked": (context_route_sender_end_unchecked, ("AM-HL-SEND-3:sender",)),
+    "context_route_receiver_end_unchecked": (context_route_receiver_end_unchecked, ("AM-HL-SEND-3:receiver",)),
+    "context_session_unchecked": (context_session_unchecked, ("AM-HL-SEND-3:session",)),
+    "context_handoff_ordered": (context_handoff_ordered, ("AM-HL-SEND-2:foreign",)),
+    "context_session_ordered": (context_session_ordered, ("AM-HL-SEND-3:session",)),
+    "context_route_ordered": (context_route_ordered, ("AM-HL-SEND-3:sender", "AM-HL-SEND-3:receiver")),
+    "revision_compared_by_identity": (revision_compared_by_identity, ("AM-EDGE-4",)),
+    "ids_ordered_below": (ids_ordered_below, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
+    "ids_ordered_above": (ids_ordered_above, tuple(f"AM-HL-EXACT-1:{c}" for c in ("claim", "actor", "fact", "session"))),
+    "lease_live_at_expiry": (lease_live_at_expiry, ("AM-HL-HB-4",)),
+    "completed_lease_expires": (completed_lease_expires, ("AM-HL-RET-5:completed",)),
+    **{name: (globals()[name], (entry,)) for name, entry in (
+        ("mailbox_max_refused", "AM-EDGE-1:limits"), ("mailbox_default_ten", "AM-EDGE-1:default"),
+        ("mailbox_last_page_cursor", "AM-EDGE-1:last-page"), ("feed_max_refused", "AM-EDGE-2:limit"),
+        ("feed_default_fifty", "AM-EDGE-2:default"), ("feed_last_page_has_more", "AM-EDGE-2:last-page"),
+        ("search_max_refused", "AM-EDGE-3:limit"), ("search_default_ten", "AM-EDGE-3:default"),
+        ("query_4096_refused", "AM-EDGE-3:query-bytes"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
     "auth_after_lookup": (auth_after_lookup, ("AM-AUTH-1",)),
     **{f"reuse_replays_{route.replace('-', '_')}": (globals()[f"reuse_replays_{route.replace('-', '_')}"],

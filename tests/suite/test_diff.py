@@ -57,6 +57,21 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "context_source_dropped": ("handoff-contexts", "GET"),
     "context_length_unchecked": ("handoff-contexts",),
     "search_source_prefix": ("search",),
+    "inbox_lists_others": ("GET /v1/projects/{project}/handoffs",),
+    "context_route_sender_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
+    "context_route_receiver_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
+    "context_session_unchecked": ("POST /v1/projects/{project}/handoffs",),
+    "context_handoff_ordered": ("POST /v1/projects/{project}/handoffs",),
+    "context_session_ordered": ("POST /v1/projects/{project}/handoffs",),
+    "context_route_ordered": ("POST /v1/projects/{project}/handoffs",),
+    "revision_compared_by_identity": ("POST",),
+    "completed_lease_expires": ("return",),
+    "ids_ordered_below": ("accept", "heartbeat", "return"),
+    "ids_ordered_above": ("accept", "heartbeat", "return"),
+    **{name: ("GET /v1/projects/{project}/handoffs",) for name in
+       ("mailbox_max_refused", "mailbox_default_ten", "mailbox_last_page_cursor")},
+    **{name: ("changes",) for name in ("feed_max_refused", "feed_default_fifty", "feed_last_page_has_more")},
+    **{name: ("search",) for name in ("search_max_refused", "search_default_ten", "query_4096_refused")},
     "replay_recommits": ("POST", "GET"),
     "auth_after_lookup": ("heartbeat", "return"),
     **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in
@@ -71,7 +86,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "inbox_lists_completed": ("GET /v1/projects/{project}/handoffs", "mcp"),  # the gateway's handoff_list too
 }
 NOT_SEQUENTIAL = {"double_accept", "receipt_numbers", "late_stamp", "stale_cache",  # races
-                  "binding_actor_and_rest_open", "binding_source_leak"}  # bound tokens
+                  "binding_actor_and_rest_open", "binding_source_leak",  # bound tokens
+                  "lease_live_at_expiry"}  # one millisecond of the server's clock, which diff does not aim at
 # One of each family by default, and the faults behind deep states; every variant under -m slow.
 REPRESENTATIVE = ("cas_ignored", "wrong_actor_allowed", "visibility_leak", "cursor_stuck", "lease_too_short",
                   "reuse_replays_accept", "replay_runs_again_return", "search_mode_exact", "gateway_misroutes",

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from conformance.marks import reads
-from conformance.profiles.aidememo.actors import setup_ok
+from conformance.profiles.aidememo.actors import Project, setup_ok
 from conformance.profiles.aidememo import isolation
 from conformance.profiles.aidememo.world import World
 from conformance.profiles.aidememo.expect import expect_error, expect_status
@@ -21,14 +21,28 @@ def _ids(page: dict[str, Any]) -> list[str]:
     return [entry["record"]["handoff_id"] for entry in page["assignments"]]
 
 
+def _mailboxes(world: World) -> Project:
+    """The sender and receiver a check judges, and two bystanders whose handoffs (``_bystander``)
+    no mailbox of theirs may list: the check owns the others' handoffs its verdict depends on, so
+    run alone it fails as it does beside other checks in a shared project."""
+    return world.project(writers=("sender", "receiver", "third", "fourth"))
+
+
+def _bystander(project: Project) -> str:
+    """A handoff between the bystanders: in neither the sender's nor the receiver's mailboxes."""
+    return project.third.setup_handoff(project.fourth).handoff_id
+
+
 @isolation.ACTORS
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "relative", "order")
 def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
-    project = world.project(writers=("sender", "receiver"))
+    project = _mailboxes(world)
     first = project.sender.setup_handoff(project.receiver)
+    _bystander(project)
     second = project.sender.setup_handoff(project.receiver)
+    _bystander(project)
     expected = [second.handoff_id, first.handoff_id]
     assert _ids(expect_status(project.receiver.mailbox("inbox"), 200)) == expected, "receiver inbox, newest first"
     assert _ids(expect_status(project.sender.mailbox("outbox"), 200)) == expected, "sender outbox, newest first"
@@ -41,8 +55,11 @@ def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
 @reads("AM-MBOX-1", "paging")
 def test_pages_follow_next_before_seq(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
-    project = world.project(writers=("sender", "receiver"))
-    refs = [project.sender.setup_handoff(project.receiver) for _ in range(5)]
+    project = _mailboxes(world)
+    refs = []
+    for _ in range(5):  # the bystanders' handoffs between the receiver's, where a leak would land on a page
+        refs.append(project.sender.setup_handoff(project.receiver))
+        _bystander(project)
     newest_first = [ref.handoff_id for ref in reversed(refs)]
     seen, before, pages = [], None, 0
     while True:
@@ -65,10 +82,11 @@ def test_pages_follow_next_before_seq(world: World) -> None:
 @reads("AM-MBOX-1", "completed")
 def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
-    project = world.project(writers=("sender", "receiver"))
+    project = _mailboxes(world)
     receiver = project.receiver
     done = receiver.setup_accept(project.sender.setup_handoff(project.receiver))
     open_ref = project.sender.setup_handoff(project.receiver)
+    _bystander(project)
     fact = receiver.setup_fact(done.session_id)
     setup_ok(receiver.return_result(done.handoff_id, done.revision, done.claim, fact), "complete")
     assert _ids(expect_status(receiver.mailbox("inbox"), 200)) == [open_ref.handoff_id], "inbox hides completed"
@@ -99,10 +117,11 @@ def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_to
 @reads("AM-MBOX-3", "entry", "top")
 def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
-    project = world.project(writers=("sender", "receiver"))
+    project = _mailboxes(world)
     older = project.sender.setup_handoff(project.receiver)
     newer = project.sender.setup_handoff(project.receiver)
     accepted = project.receiver.setup_accept(older)
+    _bystander(project)
     page = expect_status(project.receiver.mailbox("inbox"), 200)
     assert _ids(page) == [older.handoff_id, newer.handoff_id], f"accepted handoff must lead: {_ids(page)}"
     top = page["assignments"][0]
@@ -115,11 +134,13 @@ def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
 @reads("AM-MBOX-3", "source")
 def test_source_filter_is_exact(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
-    project = world.project(writers=("sender", "receiver"))
-    sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alpha"))
-    other = project.sender.setup_handoff(project.receiver, project.sender.setup_session("src:alphabet"))
-    ids = _ids(expect_status(project.receiver.mailbox("inbox", source_id="src:alpha"), 200))
-    assert sourced.handoff_id in ids and other.handoff_id not in ids, f"source_id=src:alpha lists {ids}"
+    project = _mailboxes(world)
+    source = f"src:{world.new_id('alpha')}"  # this run's own: a kept database holds earlier runs' handoffs
+    sourced = project.sender.setup_handoff(project.receiver, project.sender.setup_session(source))
+    project.sender.setup_handoff(project.receiver, project.sender.setup_session(source + "bet"))  # a longer source
+    project.third.setup_handoff(project.fourth, project.third.setup_session(source))
+    ids = _ids(expect_status(project.receiver.mailbox("inbox", source_id=source), 200))
+    assert ids == [sourced.handoff_id], f"source_id={source} lists {ids}, expected [{sourced.handoff_id}]"
 
 
 @isolation.READS
