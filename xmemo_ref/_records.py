@@ -146,7 +146,7 @@ class Caller:
 @distinct
 class Memory(NamedTuple):
     """One stored memory, as every read path sees it (a tuple record: a capture builds one, and
-    a tuple costs a fraction of a 25-field frozen dataclass's ``__init__``)."""
+    a tuple is cheaper to build than a frozen dataclass: ``python bench/records.py``)."""
 
     id: str
     tenant: Tenant
