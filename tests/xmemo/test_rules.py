@@ -193,7 +193,7 @@ def test_remember_decisions(write: Remember, existing: Existing, outcome: Outcom
 
 
 def test_a_new_memory_of_a_remember_is_the_keyword_record_field_for_field() -> None:
-    """Every field gets a value of its own, so a swap between fields shows."""
+    """``_new`` builds it positionally: every field gets a value of its own, so a swap shows."""
     write = Remember(content="c", path="p", bucket="b", scope="s", team_id="t", memory_type=MemoryType.PROCEDURAL,
                      status="st", importance=0.25, confidence=0.75, semantic_key="k", dedupe=False, source="src",
                      metadata_json='{"m":1}', expires_at_ms=9_000)
