@@ -3,7 +3,9 @@
 Why this module exists (issue 24): a capture is the request the published clients send most, and
 ``bench/xmemo.py`` holds it against a raw one-row SQLite transaction; the general path spends most
 of a capture in small Python steps. Every speed trick of the XMemo reference lives here, and each
-one is a shortcut of a function elsewhere that stays the single statement of the rule:
+one is a shortcut of a function elsewhere that stays the single statement of the rule; the one
+the layers keep out (``_writes._new``, below this module, builds a capture's ``Memory`` with
+``tuple.__new__``: without it a capture's CPU rose in ``bench/xmemo.py``) points here:
 
 * ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, no
   idempotency key, metadata or expiry) in one pass, for ``_decode.decode_remember``. Anything it
