@@ -87,8 +87,8 @@ def _addressed(record: Mapping[str, Any], actor_id: str) -> None:
         raise ClientRefusal(f"remote handoff is not addressed to authenticated actor {actor_id}")
 
 
-# Plans are named tuples, not dataclasses: importing dataclasses (it loads inspect) would cost
-# every remote command line a tenth of its run.
+# Plans are named tuples, not dataclasses: importing dataclasses (it loads inspect) would weigh
+# on every remote command line's start-up (`python bench/cli.py` times a remote inbox).
 @distinct
 class AcceptPlan(NamedTuple):
     """What accept sends (unless ``recovered``), and what it needs to materialize the context."""

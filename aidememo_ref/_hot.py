@@ -7,16 +7,17 @@ tricks of the AideMemo reference live here, so the modules that use them read pl
 trick stays inline for its speed, its line points here.
 
 * ``build`` makes a record from all its fields in order, without the Python-level ``__new__``
-  that ``Cls(...)`` runs (a third of its cost): for the ``_Request`` of every request, the raw
-  route's ``Command`` and ``ResourcePayload``, every ``Row`` the SQLite store appends or reads
-  back, and the ``Resource`` and ``Change`` rows its reads hand on, where each field is at hand
-  and already checked. Those records are NamedTuples, not frozen dataclasses, for the same
-  reason (so are ``FeedEntry`` and ``MailboxRow``, one per entry of a listing): a frozen
-  dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs five times a tuple's.
+  that ``Cls(...)`` runs (``python bench/records.py`` times both): for the ``_Request`` of every
+  request, the raw route's ``Command`` and ``ResourcePayload``, every ``Row`` the SQLite store
+  appends or reads back, and the ``Resource`` and ``Change`` rows its reads hand on, where each
+  field is at hand and already checked. Those records are NamedTuples, not frozen dataclasses,
+  for the same reason (so are ``FeedEntry`` and ``MailboxRow``, one per entry of a listing): a
+  frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs more
+  (``bench/records.py`` again).
 * ``AppendStatements`` keeps the ``INSERT`` of a log row keyed by the positions of its None
   fields, which are left to the column's default (NULL) rather than bound: sqlite3 binds None
-  through its adapter lookup, which raises and clears two AttributeErrors per value (about 3,500
-  instructions, a tenth of a raw transaction).
+  through its adapter lookup, which raises and clears two AttributeErrors per value
+  (``bench/records.py`` times an ``INSERT`` both ways).
 * ``quick_test`` passes a field kind's ordinary valid values as they are, for ``_decode``:
   every field of every request comes through it, and whatever it does not pass goes through
   ``_decode._field_value``, which accepts it or words the refusal.
@@ -25,10 +26,10 @@ trick stays inline for its speed, its line points here.
   which accepts it or words the refusal.
 
 Below this package, which it cannot name: ``refkit.response.Response`` (shared with XMemo) sets
-its slots through their own descriptors, a third cheaper than a frozen dataclass's
-``object.__setattr__`` calls, and points here; ``aidememo_wire.canonical`` skips its float walk
-when the text shows no float, and the envelope digest writes checked ids unescaped (both
-explained there, beside the general encoder they stand for).
+its slots through their own descriptors rather than a frozen dataclass's ``object.__setattr__``
+calls (``bench/records.py`` times both), and points here; ``aidememo_wire.canonical`` skips its
+float walk when the text shows no float, and the envelope digest writes checked ids unescaped
+(both explained there, beside the general encoder they stand for).
 ``tests/ref/test_request_path.py`` holds each shortcut equal to the code it stands for.
 """
 

@@ -67,7 +67,7 @@ class View(Protocol):
 class Write(NamedTuple):
     """What to commit: the resource's next body (None deletes it) and, for product kinds, the
     typed record it encodes (the store's mailbox and search indexes read it). A NamedTuple like
-    ``Command`` and ``Receipt``: every write builds one, at a third of a frozen dataclass's cost."""
+    ``Command`` and ``Receipt``: every write builds one, cheaper than a frozen dataclass (``bench/records.py``)."""
 
     kind: str
     resource_id: str
@@ -114,7 +114,7 @@ def _receiver(view: View, to_actor: str) -> None:
 
 
 def _check_revision(command: Command, current: Resource | None) -> None:
-    """The precondition: the resource exists at exactly ``expected_revision``."""
+    """409 `stale_revision` when the resource is not at exactly `expected_revision` (404 when it does not exist)."""
     if current is None:
         raise LedgerError.not_found()
     assert command.expected_revision is not None
@@ -186,15 +186,34 @@ def _send(p: HandoffSendPayload, actor_id: str, view: View) -> Handoff:
     return replace(record, context_id=p.context_id)
 
 
-def _transition(command: Command, actor_id: str, view: View, now_ms: int, lease_ms: int) -> Handoff:
+def _stored_handoff(command: Command, view: View) -> Resource:
+    """404 `not_found` when the handoff is missing or deleted (a tombstone is not found before any revision check)."""
     current = view.resource(HANDOFF, command.resource_id)
-    if current is None or current.body is None:  # a tombstone is not found before any revision check
+    if current is None or current.body is None:
         raise LedgerError.not_found()
+    return current
+
+
+def _result_fact(command: Command, view: View) -> LedgerFact | None:
+    """404 `not_found` when a `handoff.return` names a result fact that is missing or deleted."""
+    p = command.payload
+    return _present(view, LedgerFact, FACT, p.result_fact_id) if isinstance(p, HandoffReturnPayload) else None
+
+
+# What a transition checks before `_state.TRANSITIONS`, in this order (upstream's server does the
+# same: load, revision, result fact, then the domain rules); docs/ARCHITECTURE.md lists them from
+# here (scripts/state_diagram.py) and tests/ref/test_state.py reads `_transition` against it.
+BEFORE_TABLE: Final = (_stored_handoff, _check_revision, _result_fact)
+
+
+def _transition(command: Command, actor_id: str, view: View, now_ms: int, lease_ms: int) -> Handoff:
+    current = _stored_handoff(command, view)
     _check_revision(command, current)
+    fact = _result_fact(command, view)
+    assert current.body is not None  # _stored_handoff refuses a tombstone
     record = Handoff.from_json(current.body)
     p = command.payload
     if isinstance(p, HandoffReturnPayload):
-        fact = _present(view, LedgerFact, FACT, p.result_fact_id)
         attempt = _state.Attempt(op=command.op, actor_id=actor_id, claim_id=p.claim_id, now_ms=now_ms, fact=fact,
                                  outcome=p.outcome, lease_ms=lease_ms)
     else:

@@ -2,8 +2,8 @@
 
 Every value is a frozen, slotted, keyword-only dataclass, but the rows every read builds by the
 dozen (``Resource``, ``Change``) and ``Receipt``: ``@distinct`` NamedTuples (``refkit.records``),
-which cost a fifth of a frozen dataclass to build. Product records (``Session``, ``LedgerFact``,
-``HandoffContext``, ``Handoff``) carry upstream's field names and declaration order
+cheaper to build than a frozen dataclass (``python bench/records.py`` times both). Product
+records (``Session``, ``LedgerFact``, ``HandoffContext``, ``Handoff``) carry upstream's field names and declaration order
 (``dom/handoff.rs``); ``canonical()`` is the stored body (keys sorted, serde's bytes) and
 ``from_json`` reads one back. Rows (``Resource``,
 ``Change``, ``Membership``) are what a store hands to the rules; ``Receipt`` is the command

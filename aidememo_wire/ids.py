@@ -85,7 +85,7 @@ def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
     Each piece is preceded by its UTF-8 byte length as a big-endian u64, so ``["ab","c"]`` and
     ``["a","bc"]`` differ.
     """
-    import hashlib  # here: loading OpenSSL is a tenth of a remote read's start-up, and most need no id
+    import hashlib  # here: loading OpenSSL weighs on a remote read's start-up (bench/cli.py), and most need no id
 
     digest = hashlib.sha256()
     for piece in (prefix, *parts):

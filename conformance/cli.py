@@ -299,8 +299,8 @@ def build_pytest_args(args: argparse.Namespace, profile: Any) -> list[str]:
     targets = [str(base / check) for check in args.checks] or [str(base)]
     # The terminal gets our one-screen summary; tracebacks live in the reports.
     # junit.xml is the plugin's (one case per verdict, with its properties), in the report directory.
-    # No unraisable-exception hook either: its five full collections at the end were a tenth of
-    # an embedded run's time, and a verdict never depends on what it reports.
+    # No unraisable-exception hook either: its five full collections at the end lengthen an
+    # embedded run (`python bench/suite.py`), and a verdict never depends on what it reports.
     pytest_args = [*_plugin_args(args.workers), "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-q",
                    "--tb=no", "-rN", "--rootdir", str(base)]
     for setting in [*RUN_SETTINGS, *profile.settings]:
@@ -345,7 +345,7 @@ def rerun_command(profile: Any, settings: Any, seed: int, check: str | None = No
 
 class _FrozenAfterCollection:
     """Leaves what collection made (modules, checks, fixtures: most of the heap) out of every later
-    garbage collection: rescanning it was a tenth of an embedded run. In this command's process
+    garbage collection: rescanning it lengthens an embedded run (``bench/suite.py``). In this command's process
     only, never in a pytest a user runs with the plugin."""
 
     @staticmethod

@@ -504,7 +504,7 @@ class _Reporter:
                 f"rerun: {rerun_command(state.profile, state.settings, state.seed)}")
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        from conformance.verdicts import Verdict, VerdictRecord
+        from conformance.verdicts import VerdictRecord, replaces
 
         for name, value in report.user_properties:
             if name == _HEALTH and self.health is None:
@@ -514,8 +514,7 @@ class _Reporter:
             if name == _PROP:
                 record = VerdictRecord.from_json(json.loads(str(value)))
                 previous = self.records.get(record.nodeid)
-                # A teardown error overrides a pass; otherwise the first verdict of a check stands.
-                if previous is None or (previous.verdict is Verdict.PASS and record.verdict is not Verdict.PASS):
+                if replaces(record.verdict, previous.verdict if previous is not None else None):
                     self.records[record.nodeid] = record
 
     @pytest.hookimpl(trylast=True)
@@ -555,7 +554,7 @@ class _Reporter:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def _records(self, state: _RunState) -> list[VerdictRecord]:
-        from conformance.verdicts import Verdict, VerdictRecord
+        from conformance.verdicts import VerdictRecord, decide
 
         records = dict(self.records)
         for nodeid, requirement_id in [*state.collected, *self.collected.items()]:
@@ -563,7 +562,9 @@ class _Reporter:
                 requirement = state.registry.get(requirement_id)
                 records[nodeid] = VerdictRecord(
                     nodeid=nodeid, requirement=requirement_id, level=requirement.level,
-                    capability=requirement.capability, verdict=Verdict.UNTESTABLE,
+                    capability=requirement.capability,
+                    verdict=decide(exception=None, skipped=False, warned=False, level=requirement.level,
+                                   expected_failure=False, phase="unrun"),
                     reason="collected but did not run (interrupted or deselected late)", seed=state.seed)
         return list(records.values())
 

@@ -35,9 +35,7 @@ def record_check(item: pytest.Item, call: pytest.CallInfo[None], report: pytest.
     transcript = world.transcript if world is not None else None
     entries = transcript.entries if transcript is not None else []
     verdict = decide(exception=exception, skipped=skipped, warned=bool(warnings), level=requirement.level,
-                     expected_failure=entry is not None and entry.kind == "failure")
-    if report.when == "setup" and verdict is Verdict.FAIL:
-        verdict = Verdict.UNTESTABLE  # the check never started: a setup fault is not the requirement failing
+                     expected_failure=entry is not None and entry.kind == "failure", phase=report.when)
     reason = _reason(exception, report, warnings, entry)
     if verdict is Verdict.ERROR and call.excinfo is not None:
         reason = _kit_fault(call.excinfo)

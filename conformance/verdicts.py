@@ -1,17 +1,22 @@
 """Verdicts: what a check's pytest outcome means for its requirement, and the record of it.
 
-The table (outcome x level x baseline -> verdict) is here and nowhere else:
+The table (outcome x phase x level x baseline -> verdict) is here and nowhere else, in ``decide``:
 
     passed, no warning                      -> PASS    (XPASS when the baseline expected a failure)
     passed with a recorded warning          -> WARN
-    AssertionError / TargetError, MUST      -> FAIL    (XFAIL when the baseline lists it)
-    AssertionError / TargetError, SHOULD    -> WARN
-    AssertionError / TargetError, MAY       -> INFO
+    AssertionError / TargetError, MUST      -> FAIL    (XFAIL when the baseline lists it);
+                                               UNTESTABLE when it was raised in set-up
+    AssertionError / TargetError, SHOULD    -> WARN    (set-up too)
+    AssertionError / TargetError, MAY       -> INFO    (set-up too)
     Untestable (setup step failed)          -> UNTESTABLE (XFAIL when the baseline lists it)
     NotScored / capability unclaimed        -> SKIP
     Indeterminate (only retryable answers)  -> UNKNOWN
     ShapeError (an answer lacks a field)    -> as AssertionError (it is one): the target departed
     any other exception (a bug in a check)  -> ERROR: KeyError, AttributeError... are the kit's own
+    collected but never run (interrupted)   -> UNTESTABLE
+
+A check judged in more than one phase keeps its first verdict, unless that was PASS and a
+later phase (a teardown error) judged otherwise (``replaces``).
 
 Only the answer helpers of ``conformance.answers`` decide that an answer has the wrong shape;
 a ``KeyError`` of the check's own dictionaries or an ``AttributeError`` of a misspelt actor
@@ -28,11 +33,15 @@ import json
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
+from typing import Literal
 
 from conformance.errors import Indeterminate, NotScored, TargetError, Untestable
 from conformance.registry import Level
 
-__all__ = ["Verdict", "VerdictRecord", "decide"]
+__all__ = ["Phase", "Verdict", "VerdictRecord", "decide", "replaces"]
+
+# pytest's phases, and "unrun" for a check collected but never run (an interrupted run).
+Phase = Literal["setup", "call", "teardown", "unrun"]
 
 
 class Verdict(StrEnum):
@@ -165,8 +174,11 @@ def decide(
     warned: bool,
     level: Level,
     expected_failure: bool,
+    phase: Phase,
 ) -> Verdict:
-    """Map one check's outcome to its verdict (see the module table)."""
+    """Map one check's outcome in one phase to its verdict (see the module table)."""
+    if phase == "unrun":
+        return Verdict.UNTESTABLE
     if skipped or isinstance(exception, NotScored):
         return Verdict.SKIP
     if exception is None:
@@ -182,5 +194,13 @@ def decide(
             return Verdict.WARN
         if level is Level.MAY:
             return Verdict.INFO
-        return Verdict.XFAIL if expected_failure else Verdict.FAIL
+        if expected_failure:
+            return Verdict.XFAIL
+        # A set-up step that departs means the check never started: not the requirement failing.
+        return Verdict.UNTESTABLE if phase == "setup" else Verdict.FAIL
     return Verdict.ERROR
+
+
+def replaces(later: Verdict, first: Verdict | None) -> bool:
+    """A later phase's verdict replaces the check's first only when there was none or it was a PASS."""
+    return first is None or (first is Verdict.PASS and later is not Verdict.PASS)

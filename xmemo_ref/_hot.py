@@ -3,15 +3,17 @@
 Why this module exists (issue 24): a capture is the request the published clients send most, and
 ``bench/xmemo.py`` holds it against a raw one-row SQLite transaction; the general path spends most
 of a capture in small Python steps. Every speed trick of the XMemo reference lives here, and each
-one is a shortcut of a function elsewhere that stays the single statement of the rule:
+one is a shortcut of a function elsewhere that stays the single statement of the rule; the one
+the layers keep out (``_writes._new``, below this module, builds a capture's ``Memory`` with
+``tuple.__new__``: without it a capture's CPU rose in ``bench/xmemo.py``) points here:
 
 * ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, no
   idempotency key, metadata or expiry) in one pass, for ``_decode.decode_remember``. Anything it
   is not sure of returns None and the general decoder runs, so every refusal is worded there.
-* ``digest_of`` and ``caller_of`` remember what the credential and agent headers resolved to, for
-  ``_http.credential``, ``key_digest``, ``_http.agent_header`` and ``_boundary.resolve_caller``:
-  pure functions of the header text and the principal, which the store still looks up (and
-  confirms) on every request.
+* ``caller_of`` remembers what the agent headers resolved to, for ``_http.agent_header`` and
+  ``_boundary.resolve_caller``: pure functions of the header text and the principal, which the
+  store still looks up (and confirms) on every request. Nothing here keeps an API key: the
+  credential is read and digested on every request (``_http.credential``, ``key_digest``).
 * ``plain_json`` parses a body that is one JSON object and nothing after it with the scanner
   ``json.loads`` runs, without its wrappers, for ``_decode.parse_body``; any other body, and any
   the scanner refuses, goes to ``parse_body``, so every refusal is worded there.
@@ -32,17 +34,16 @@ from ._codec import answer_text as general_answer_text
 from ._codec import iso
 from ._decode import STORED_TYPES as _STORED_TYPES
 from ._decode import WRITE_BUCKET, parse_body
-from ._http import AGENT_HEADER, INSTANCE_HEADER, agent_header, credential
-from ._keys import key_digest
+from ._http import AGENT_HEADER, INSTANCE_HEADER, agent_header
 from ._records import Caller, Memory, Principal
 from ._writes import DEFAULT_STATUS, Remember
 
-__all__ = ["plain_remember", "plain_json", "digest_of", "caller_of", "answer_text"]
+__all__ = ["plain_remember", "plain_json", "caller_of", "answer_text"]
 
 # The remember fields the one-pass decoder checks itself; a body with any other goes to the schema.
 _PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id", "source", "semantic_key",
                                   "memory_type"})
-_CACHED: Final = 1_024  # entries per cache: one per credential and agent seen, cleared when full
+_CACHED: Final = 1_024  # entries per cache: one per principal and agent seen, cleared when full
 _string: Final = json.encoder.encode_basestring  # as _codec escapes strings
 _tuple_new: Final = tuple.__new__
 # json.loads' own scanner (the C one), with its defaults; typeshed does not declare the attribute.
@@ -73,7 +74,7 @@ def plain_remember(body: object) -> Remember | None:
             and content.strip()):
         return None
     # decode_remember's record for these fields, the others at what their absence gives.
-    # (Positionally, in Remember's field order: a third of the keyword call's cost.)
+    # (Positionally, in Remember's field order: ``python bench/records.py`` times it against the keyword call.)
     return _tuple_new(Remember, (content, path, bucket, scope, team_id, _STORED_TYPES[memory_type or "auto"],
                                  DEFAULT_STATUS, None, None, semantic_key, False, source, "{}", None, None))
 
@@ -91,20 +92,9 @@ def plain_json(raw: bytes) -> object:
     return parse_body(raw)
 
 
-_digests: dict[tuple[str | None, str | None], bytes] = {}  # (x-api-key, authorization) -> key digest
 # (id of the principal, the agent and instance ids given and sent) -> the caller, whose principal is
 # that object (an id is reused only once its object is gone, and then fails ``is``)
 _callers: dict[tuple[int, str | None, str | None, str | None, str | None], Caller] = {}
-
-
-def digest_of(headers: dict[str, str]) -> bytes:
-    """``key_digest(credential(headers))`` (401, 403), remembered for headers it accepted."""
-    seen = (headers.get("x-api-key"), headers.get("authorization"))
-    digest = _digests.get(seen)
-    if digest is None:
-        digest = key_digest(credential(headers))
-        _remember(_digests, seen, digest)
-    return digest
 
 
 def caller_of(principal: Principal, headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:

@@ -35,9 +35,9 @@ _C = TypeVar("_C", bound=type[Any])
 
 def quick_init(cls: _C) -> _C:
     """Give a frozen slotted dataclass an ``__init__`` that fills each slot through the slot's own
-    descriptor: the generated one calls ``object.__setattr__`` per field, about twice the cost, and
-    a capture builds a ``Remember``, a ``Caller`` and a ``Memory`` of up to 25 fields. The signature
-    (keyword-only, the same defaults) and so ``dataclasses.replace`` are unchanged."""
+    descriptor, cheaper than the generated one's ``object.__setattr__`` per field (``python
+    bench/records.py``, "three slots"), for the records a request builds (``Caller``, ``Boundary``,
+    the writes). The signature (keyword-only, the same defaults) and so ``dataclasses.replace`` are unchanged."""
     names = [f.name for f in fields(cls)]
     namespace: dict[str, Any] = {f"_set_{n}": getattr(cls, n).__set__ for n in names}
     params = []
@@ -146,7 +146,7 @@ class Caller:
 @distinct
 class Memory(NamedTuple):
     """One stored memory, as every read path sees it (a tuple record: a capture builds one, and
-    a tuple costs a fraction of a 25-field frozen dataclass's ``__init__``)."""
+    a tuple is cheaper to build than a frozen dataclass: ``python bench/records.py``)."""
 
     id: str
     tenant: Tenant

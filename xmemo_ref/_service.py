@@ -28,8 +28,9 @@ from ._decode import (
     parse_body,
 )
 from ._errors import KeyChanged, RequestError
-from ._hot import caller_of, digest_of, plain_json, plain_remember
-from ._http import AUDIT_HEADER, HttpRequest, error_response, json_response
+from ._hot import caller_of, plain_json, plain_remember
+from ._http import AUDIT_HEADER, HttpRequest, credential, error_response, json_response
+from ._keys import key_digest
 from ._mcp import McpEndpoint
 from ._operations import Operations, Rules
 from ._records import READ_SCOPE, WRITE_SCOPE, Caller, Principal
@@ -137,7 +138,7 @@ class XMemoService:
 
     # -- identity -----------------------------------------------------------------------------
     def _principal(self, request: HttpRequest) -> tuple[Principal, bytes]:
-        digest = digest_of(request.headers)
+        digest = key_digest(credential(request.headers))
         principal = self.store.principal(digest, deferred=request.deferred)
         if principal is None:
             raise RequestError.invalid_key()

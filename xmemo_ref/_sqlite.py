@@ -241,7 +241,8 @@ class SQLiteXMemoStore:
     # -- writes -----------------------------------------------------------------------------
     def write(self, tenant: Tenant, *, idempotency: IdempotencyClaim | None, plan: Plan) -> tuple[str, bool]:
         # Written out rather than with the context managers the other transactions use: this is
-        # every capture's path, and three generator-based managers cost a tenth of it.
+        # every capture's path (``python bench/records.py`` times three generator-based managers,
+        # ``bench/xmemo.py`` a capture).
         conn = self._local.cursor
         if conn is None:  # one per thread, so that a capture's four statements make no cursor each
             conn = self._local.cursor = self._conn().cursor()

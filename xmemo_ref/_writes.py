@@ -45,7 +45,7 @@ __all__ = [
 ]
 
 DEFAULT_STATUS: Final = "active"
-_tuple_new: Final = tuple.__new__
+_tuple_new: Final = tuple.__new__  # see _new and xmemo_ref/_hot.py
 
 
 @distinct
@@ -137,8 +137,9 @@ def compose_state(content: str, current_task: str, next_action: str, blocked_rea
 
 def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
     if isinstance(write, Remember):
-        # Every capture's record, built positionally in Memory's field order (a third of the
-        # keyword call's cost); tests/xmemo/test_rules.py holds it to the keyword spelling.
+        # Every capture's record, built positionally in Memory's field order: the one speed trick
+        # the layers keep out of _hot (this module is below it; see xmemo_ref/_hot.py). bench/records.py
+        # times tuple.__new__ against the keyword call; tests/xmemo/test_rules.py holds it to the latter.
         return _tuple_new(Memory, (
             new_id, caller.principal.tenant, Kind.MEMORY, write.content, write.path, write.bucket, write.scope,
             write.team_id, write.memory_type, write.status, write.importance, write.confidence, write.semantic_key,

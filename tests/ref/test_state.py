@@ -3,14 +3,16 @@ state machine as a scenario, then the diagram in the docs against the table."""
 
 from __future__ import annotations
 
+import ast
 import importlib.util
+import inspect
 import itertools
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from aidememo_ref import LedgerError
+from aidememo_ref import LedgerError, _ledger
 from aidememo_ref._commands import Op
 from aidememo_ref._records import Handoff, LedgerFact, Outcome, Status
 from aidememo_ref._state import (
@@ -226,6 +228,18 @@ def test_the_architecture_diagram_is_the_table() -> None:
     spec.loader.exec_module(module)
     docs = (ROOT / "docs" / "ARCHITECTURE.md").read_text(encoding="utf-8")
     assert module.render(TRANSITIONS) in docs, "docs/ARCHITECTURE.md is stale: run python scripts/state_diagram.py"
+    assert module.render_before(_ledger.BEFORE_TABLE) in docs, (
+        "docs/ARCHITECTURE.md is stale: run python scripts/state_diagram.py")
+
+
+def test_the_transition_runs_the_listed_checks_in_order_then_the_table() -> None:
+    """``_ledger.BEFORE_TABLE`` (what the docs list) is what ``_transition`` calls, in that order, before the table."""
+    listed = {step.__name__ for step in _ledger.BEFORE_TABLE} | {"transition"}
+    tree = ast.parse(inspect.getsource(_ledger._transition))
+    calls = [node for node in ast.walk(tree) if isinstance(node, ast.Call)]
+    names = [name for node in sorted(calls, key=lambda n: (n.lineno, n.col_offset))
+             if (name := getattr(node.func, "id", getattr(node.func, "attr", None))) in listed]
+    assert names == [*(step.__name__ for step in _ledger.BEFORE_TABLE), "transition"]
 
 
 def test_text_rules_trim_with_rusts_whitespace_set() -> None:

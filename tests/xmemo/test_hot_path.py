@@ -1,8 +1,8 @@
 """The capture hot path (``xmemo_ref._hot``) against the general code each shortcut stands for.
 
 ``plain_remember`` must give ``decode_remember``'s record for every body it takes and leave every
-other body (each one the schema refuses among them) to it; ``digest_of`` and ``caller_of`` must
-resolve headers as the general checks do, refusals and their order included, however often seen;
+other body (each one the schema refuses among them) to it; ``caller_of`` must resolve headers as
+the general checks do, refusals and their order included, however often seen, and keep no API key;
 the reused answer middle must give ``_codec.answer_text`` exactly. The last test sends the same
 requests to two references, one of them with the one-pass decoder switched off, and compares
 every answer byte for byte, the refusals' wording included.
@@ -111,7 +111,7 @@ def _principal_of(digest: bytes) -> Principal:
 
 
 def _attributed(headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
-    return _hot.caller_of(_principal_of(_hot.digest_of(headers)), headers, agent_id, instance_id)
+    return _hot.caller_of(_principal_of(key_digest(credential(headers))), headers, agent_id, instance_id)
 
 
 def _general(headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
@@ -217,3 +217,14 @@ def test_a_capture_answers_as_it_does_without_the_one_pass_decoder(
         return response.status, [h for h in response.headers if h[0] != "X-XMemo-Audit-ID"], response.body
 
     assert seen(fast) == seen(slow)
+
+
+def test_no_process_wide_cache_keeps_an_api_key(pair: tuple[XMemoReference, XMemoReference]) -> None:
+    """A cache keyed by the sent credential would keep every key ever sent, for the process's life."""
+    hot, _ = pair
+    for headers in ([(b"x-api-key", KEY.encode())], [(b"authorization", f"Bearer {KEY}".encode())]):
+        answer = hot.service.handle("POST", "/v1/remember", [*headers, (AGENT_HEADER.encode(), b"codex")],
+                                    b'{"content": "kept?", "path": "p"}')
+        assert answer.status == 200
+    kept = [name for name, value in vars(_hot).items() if isinstance(value, dict) and KEY in repr(value)]
+    assert kept == [], f"_hot.{kept} holds the raw API key"
