@@ -27,6 +27,9 @@ ROOTS = {
 }
 # "module.Class" -> why it stays outside its package's root.
 OUTSIDE = {
+    "conformance.reproduction.record.RecordError": "the record module is standard library only: every "
+                                                   "reproduction script carries its source, so it imports no root",
+    "conformance.reproduction.record.Unbound": "the same reason",
     "simulations.targets.Lost": "a signal caught inside the package; under SimulationError it would be a "
                                 "ValueError, read as bad input by the command line (simulations/errors.py)",
     "simulations.linearizability.search.OutOfBudget": "the search's budget signal, caught by the checker; the "

@@ -13,7 +13,6 @@ from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from refkit.files import write_atomic
 from simulations.errors import SimulationError
 from simulations.linearizability.history import Operation
 
@@ -121,6 +120,8 @@ def write_timeline(path: Path, history: Sequence[Operation], **kwargs: Any) -> N
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        from refkit.files import write_atomic  # here: the model, which imports this module, loads no refkit
+
         write_atomic(path, render_timeline(history, **kwargs))
     except OSError as exc:
         raise SimulationError(f"cannot write timeline {path}: {exc.strerror}") from exc

@@ -849,7 +849,7 @@ def inbox_lists_completed(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
-MUTANTS["context_route_receiver_only"] = (context_route_receiver_only, ("AM-HL-SEND-2",))
+MUTANTS["context_route_receiver_only"] = (context_route_receiver_only, ("AM-HL-SEND-3:sender",))
 MUTANTS["inbox_lists_completed"] = (inbox_lists_completed, ("AM-MBOX-1:completed",))
 
 
