@@ -33,6 +33,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from refkit.jsonvalue import loads
 from conformance.errors import ConfigError, ConformanceError
 from conformance.settings import Layer, ParseContext, Setting, Settings, parse_seconds
 
@@ -241,7 +242,7 @@ class ServedServer:
             return None
         text = body.decode("utf-8", "replace")
         try:
-            return json.loads(text)
+            return loads(text)
         except ValueError:
             return text
 

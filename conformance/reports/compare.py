@@ -21,6 +21,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from refkit.jsonvalue import loads
 from conformance.errors import ConfigError
 from conformance.verdicts import Verdict
 from refkit.version import PROTOCOL_COMMIT, VERSION
@@ -78,8 +79,8 @@ def load_results(path: str, label: str) -> RunResults:
     if len(raw) > MAX_RESULTS_BYTES:
         raise ConfigError(f"{path}: larger than {MAX_RESULTS_BYTES // (1024 * 1024)} MiB, not a run's results.json")
     try:
-        data = json.loads(raw)
-    except (ValueError, RecursionError) as exc:
+        data = loads(raw)
+    except ValueError as exc:
         raise ConfigError(f"{path}: not JSON ({str(exc).splitlines()[0] if str(exc) else 'too deeply nested'})") from None
     if not isinstance(data, dict) or not isinstance(data.get("records"), list):
         raise ConfigError(f"{path}: not a run's results.json (no list of records)")

@@ -119,7 +119,7 @@ class Answered:
         """The body as JSON; ``Unbound`` when it is not JSON."""
         try:
             value: JSON = json.loads(self.body)
-        except (ValueError, UnicodeDecodeError):
+        except (ValueError, UnicodeDecodeError, RecursionError):  # standard library only: no bounded loader here
             raise Unbound("the answer's body is not JSON") from None
         return value
 
@@ -493,8 +493,8 @@ def load_record(text: str) -> Reproduction:
     """
     try:
         data = json.loads(text)
-    except ValueError as exc:
-        raise RecordError(f"not JSON ({exc})") from None
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(f"not JSON ({str(exc).splitlines()[0] if str(exc) else 'nested too deep'})") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         raise RecordError(f"not an {FORMAT} record")
     target = data.get("target", {})

@@ -25,6 +25,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
+from refkit.jsonvalue import loads
 from conformance.reproduction.record import Answer, Identity, Reproduction, Step, TargetInfo, escape
 from conformance.verdicts import VerdictRecord
 
@@ -116,7 +117,7 @@ class _Answers:
     def add(self, number: int, name: str, entry: Mapping[str, object]) -> None:
         self.sent.append((number, f"{entry.get('url', '')}\n{entry.get('request_body_exact', '')}"))
         try:
-            data = json.loads(str(entry.get("response_body", "")))
+            data = loads(str(entry.get("response_body", "")))
         except ValueError:
             data = None  # not JSON, or cut at the report's bound: nothing to bind from it
         self.seen.insert(0, (number, name, list(_leaves(data)) if data is not None else []))
@@ -162,7 +163,7 @@ def _target(url: str, rebase: _Rebaser, answers: _Answers) -> str:
 def _body(text: str, rebase: _Rebaser, answers: _Answers) -> tuple[str, bool]:
     """The body as a template; whether it is JSON (bound values are then written as JSON)."""
     try:
-        data = json.loads(text)
+        data = loads(text)
     except ValueError:
         return rebase(text), False
     template = rebase(text)
