@@ -20,6 +20,7 @@ from conformance.reports.baseline import Baseline, stale_entries
 from conformance.reports.html_report import render_html
 from conformance.reports.modes import explain_mode
 from conformance.reports.junit import render_junit
+from conformance.reproduction.record import RecordError
 from conformance.reproduction.script import render_script
 from conformance.reproduction.suite import Expectations, ReplayTarget, from_verdict
 from conformance.reports.traceability import trace, unscored_clauses
@@ -120,7 +121,11 @@ def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRe
         if not record.transcript:
             out.append(record)
             continue
-        repro = from_verdict(record, run.replay or ReplayTarget(url=None), run.expectations)
+        try:
+            repro = from_verdict(record, run.replay or ReplayTarget(url=None), run.expectations)
+        except RecordError:  # a transcript no record can state (a credential of no identity): no script
+            out.append(record)
+            continue
         stem = re.sub(r"[^A-Za-z0-9_.-]+", "_", record.check.replace(".py::", "__"))[:150]
         folder.mkdir(parents=True, exist_ok=True)
         data, script = folder / f"{stem}.json", folder / f"{stem}.sh"

@@ -120,8 +120,8 @@ def test_the_action_against_a_served_target(tmp_path, variant, code, result):
         assert f"rerun: ` aidememo-conformance run --config {target} --seed" in summary
         # The served server is gone with the run: a case's replay script says so.
         results = json.loads((tmp_path / "reports" / "results.json").read_text())
-        replay = next(r["replay"] for r in results["records"] if r["verdict"] == "FAIL")
-        assert "started from the target file's [serve] command and stopped with the run" in replay
+        script = Path(next(r["script"] for r in results["records"] if r["verdict"] == "FAIL")).read_text()
+        assert "started from the target file's [serve] command and stopped with the run" in script
 
 
 def test_the_gitlab_template_runs_with_its_junit_report_wired(tmp_path):
