@@ -166,7 +166,7 @@ def test_a_hunt_on_a_cluster_survives_a_killed_worker(tmp_path: Path) -> None:
     replays = re.findall(r"^  reproduce with: (aidememo-sim replay .+)$", output, re.MULTILINE)
     assert len(replays) == 1, output
     found = tmp_path / "found"
-    assert len(list(found.glob("race-seed-*.json"))) == 1
+    assert len(list(found.glob("race-seed-*[0-9].json"))) == 1
     # Each shard wrote its own history file (the killed one's shard again, from the start).
     assert sorted(found.glob("run-seed-*.jsonl")) == sorted(found / f"run-seed-{shard_seed(SEED, i)}.jsonl"
                                                             for i in range(SHARDS))
@@ -339,7 +339,7 @@ def test_shards_against_one_server_each_get_a_project_and_no_token_shows(tmp_pat
         # One planted bug, one finding, whichever shards found it.
         assert re.search(r"^hunt: 2 of 2 shards run, 0 lost, .* 1 distinct findings", hunt.stdout, re.MULTILINE), \
             hunt.stdout
-        assert len(list((tmp_path / "out").glob("race-seed-*.json"))) == 1
+        assert len(list((tmp_path / "out").glob("race-seed-*[0-9].json"))) == 1
         printed = re.findall(r"^  (?:reproduce with|check what was seen \(the same verdict every time\)): "
                              r"(aidememo-sim \S+ \S+(?: --\S+ \S+)*)", hunt.stdout, re.MULTILINE)
         assert printed, hunt.stdout
