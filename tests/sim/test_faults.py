@@ -151,7 +151,11 @@ def _found_twice(tmp_path: Path, mutant: str, faults: str, seed: int, batches: i
         assert isinstance(findings, list) and rule in {f["rule"] for f in findings}, out
         assert all(f["replay"] == report["replay"] for f in findings)
         seen.append((report["schedule"], report["verdict"]))
-    assert seen[0] == seen[1]
+    # A run stops at its first finding, whose batch the network's timing decides: the faults both
+    # runs reached are the same ones at the same batches (one schedule is a prefix of the other).
+    (first, verdict_a), (second, verdict_b) = seen
+    shorter = min(len(first), len(second))
+    assert shorter >= 1 and first[:shorter] == second[:shorter] and verdict_a == verdict_b, seen
 
 
 def test_receipts_kept_in_memory_are_found_and_found_again(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
