@@ -78,8 +78,10 @@ def aims(clock: bool) -> list[str]:
     shorter) and ``expired`` (130 s gone) only where both test clocks move. No aim moves a clock
     near the lease's edge: real time passes between two steps, differently on each side."""
     states = (*STATES, "aged", "expired") if clock else STATES
+    # A completed handoff keeps its lease's expiry in its record: its evidence again after the lease time.
+    lapsed = ["lapsed / return: the same evidence"] if clock else []
     return ([f"{where} / {action}" for where in states for action in ACTIONS] + [f"send / {what}" for what in SENDS]
-            + [f"pages / {what}" for what in PAGES])
+            + lapsed + [f"pages / {what}" for what in PAGES])
 
 
 def least_tried(rng: random.Random, tried: dict[str, int], choices: list[str]) -> str:
@@ -134,13 +136,13 @@ def _result_fact(g: Generator, hid: str, session: str, fact: str, note: str, aut
 
 
 def _to_state(g: Generator, where: str, hid: str, session: str, note: str) -> list[Thunk]:
-    """The moves from pending to ``where``, then a read of the status they left."""
+    """The moves from pending to ``where`` (``lapsed``: completed, then 130 s), then a read of the status they left."""
     steps = [] if where == "pending" else [_accept(g, hid, note)]
-    if where in ("failed", "completed"):
+    if where in ("failed", "completed", "lapsed"):
         fact = g.fresh("f")
         outcome = "failed" if where == "failed" else "succeeded"
         steps += [_result_fact(g, hid, session, fact, note), _return(g, hid, fact, outcome, note)]
-    if where in ("aged", "expired"):
+    if where in ("aged", "expired", "lapsed"):
         steps.append(_on(g, hid, lambda: g.advance(70_000 if where == "aged" else 130_000)))
     return [*steps, _glance(g, hid)]
 
