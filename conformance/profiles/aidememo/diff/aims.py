@@ -46,6 +46,7 @@ class Generator(Protocol):
     def feed_read(self, actor: str, materialized: bool, query: str = "project_epoch=$epoch&after_seq=0") -> Step: ...
     def resource_read(self, actor: str, kind: str, rid: str) -> Step: ...
     def search_read(self, actor: str) -> Step: ...
+    def search_as(self, actor: str, query: str) -> Step: ...
     def mcp_call(self, actor: str, name: str | None, arguments: dict[str, Any] | None = None) -> Step: ...
     def retry(self) -> Step | None: ...
 
@@ -60,6 +61,14 @@ ACTIONS = (
     "return: fact of another session", "return: fact of another source", "return: fact by another actor",
     "return: new claim", "reads",
 )
+# Pages past a read's default size (upstream's: mailbox 20, search 20, feed 100) and at its edges.
+# Each opens an episode (``Generator._aim``), as its writes fill most of one.
+PAGES = ("mailbox past its default page", "search past its default page", "feed past half its default page")
+PAGED_WRITES = {"mailbox past its default page": 22, "search past its default page": 22,
+                # An episode holds 60 steps, too few for more than upstream's 100 changes: 51 tell a
+                # default of 50 from one of 100, and the reads at the limits tell the rest.
+                "feed past half its default page": 50}
+SEARCH_WORD = "milestone"  # in every fact of the search aim, so that one search finds them all
 SENDS = ("context by its sender", "context by another member", "context by the receiver",
          "context to another receiver", "context for another handoff", "context in another session")
 
@@ -69,7 +78,10 @@ def aims(clock: bool) -> list[str]:
     shorter) and ``expired`` (130 s gone) only where both test clocks move. No aim moves a clock
     near the lease's edge: real time passes between two steps, differently on each side."""
     states = (*STATES, "aged", "expired") if clock else STATES
-    return [f"{where} / {action}" for where in states for action in ACTIONS] + [f"send / {what}" for what in SENDS]
+    # A completed handoff keeps its lease's expiry in its record: its evidence again after the lease time.
+    lapsed = ["lapsed / return: the same evidence"] if clock else []
+    return ([f"{where} / {action}" for where in states for action in ACTIONS] + [f"send / {what}" for what in SENDS]
+            + lapsed + [f"pages / {what}" for what in PAGES])
 
 
 def least_tried(rng: random.Random, tried: dict[str, int], choices: list[str]) -> str:
@@ -83,6 +95,8 @@ def plan(g: Generator, aim: str) -> list[Thunk]:
     hid, session = g.fresh("h"), g.fresh("s")
     note = f"aim: {aim}"
     steps: list[Thunk] = [lambda: g.session_as("sender", session, "src", note=_noted("sessions", note))]
+    if where == "pages":
+        return steps + _pages(g, action, session, note)
     if where == "send":
         return steps + _context_send(g, action, hid, session, note) + _reads(g, hid)
     steps.append(lambda: g.send_as("sender", hid, session, "receiver", None, note=_noted("handoffs", note)))
@@ -122,13 +136,13 @@ def _result_fact(g: Generator, hid: str, session: str, fact: str, note: str, aut
 
 
 def _to_state(g: Generator, where: str, hid: str, session: str, note: str) -> list[Thunk]:
-    """The moves from pending to ``where``, then a read of the status they left."""
+    """The moves from pending to ``where`` (``lapsed``: completed, then 130 s), then a read of the status they left."""
     steps = [] if where == "pending" else [_accept(g, hid, note)]
-    if where in ("failed", "completed"):
+    if where in ("failed", "completed", "lapsed"):
         fact = g.fresh("f")
         outcome = "failed" if where == "failed" else "succeeded"
         steps += [_result_fact(g, hid, session, fact, note), _return(g, hid, fact, outcome, note)]
-    if where in ("aged", "expired"):
+    if where in ("aged", "expired", "lapsed"):
         steps.append(_on(g, hid, lambda: g.advance(70_000 if where == "aged" else 130_000)))
     return [*steps, _glance(g, hid)]
 
@@ -234,3 +248,46 @@ def _reads(g: Generator, hid: str) -> list[Thunk]:
         lambda: g.mailbox_read("sender", "box=outbox&include_completed=false"),
         lambda: g.feed_read("sender", False), lambda: g.feed_read("receiver", True), lambda: g.search_read("receiver"),
     ]
+
+
+def _pages(g: Generator, what: str, session: str, note: str) -> list[Thunk]:
+    """Enough writes for a read past its default page, then reads with no limit, at the maximum
+    limit and one past it, and a page that ends exactly at the last entry."""
+    count = PAGED_WRITES[what]
+    if what.startswith("mailbox"):
+        sends = [_send(g, g.fresh("h"), session, note) for _ in range(count)]
+        return sends + [lambda: g.mailbox_read("receiver", "box=inbox"),
+                        lambda: g.mailbox_read("receiver", "box=inbox&limit=100"),
+                        lambda: g.mailbox_read("receiver", "box=inbox&limit=101"),
+                        lambda: g.mailbox_read("receiver", f"box=inbox&include_completed=true&limit={_inbox(g)}"),
+                        lambda: g.mailbox_read("sender", f"box=outbox&limit={_outbox(g)}")]
+    words = SEARCH_WORD if what.startswith("search") else "plan the release"
+    facts = [_fact(g, g.fresh("f"), session, f"{words} notes, part {n}", note) for n in range(count)]
+    if what.startswith("search"):
+        return facts + [lambda: g.search_as("receiver", f"q={SEARCH_WORD}"),
+                        lambda: g.search_as("receiver", f"q={SEARCH_WORD}&limit=100"),
+                        lambda: g.search_as("receiver", f"q={SEARCH_WORD}&limit=101"),
+                        lambda: g.search_as("receiver", "q=" + "m" * 4096),
+                        lambda: g.search_as("receiver", "q=" + "m" * 4097)]
+    feed = "project_epoch=$epoch&after_seq="
+    return facts + [lambda: g.feed_read("sender", False), lambda: g.feed_read("receiver", True),
+                    lambda: g.feed_read("sender", False, f"{feed}0&limit=10000"),
+                    lambda: g.feed_read("sender", False, f"{feed}0&limit=10001"),
+                    lambda: g.feed_read("receiver", True, f"{feed}{max(0, g.model.max_seq - 2)}&limit=2")]
+
+
+def _send(g: Generator, hid: str, session: str, note: str) -> Thunk:
+    return lambda: g.send_as("sender", hid, session, "receiver", None, focus=False, note=_noted("handoffs", note))
+
+
+def _fact(g: Generator, fid: str, session: str, content: str, note: str) -> Thunk:
+    return lambda: g.fact_as("sender", session, fid, content, note=_noted("facts", note))
+
+
+def _inbox(g: Generator) -> int:
+    """How many handoffs the receiver's inbox holds, completed ones too: a page of exactly that size ends at its last."""
+    return max(1, sum(record.to == "receiver" for record in g.model.handoffs.values()))
+
+
+def _outbox(g: Generator) -> int:
+    return max(1, sum(record.sender == "sender" for record in g.model.handoffs.values()))

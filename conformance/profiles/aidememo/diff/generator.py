@@ -74,6 +74,7 @@ class Generator:
         self._aims = aims(clock)
         self._maker = ""  # the maker of the last step ("_aim" for a plan's steps), credited with what it reached
         self._first = True  # an episode opens with an aim, so that its plan has the episode's steps to run
+        self._dense = False  # the plan fills most of the episode: no random step comes between its steps
         self._left = steps  # steps the episode will still draw: a plan that cannot finish is not started
 
     @property
@@ -90,15 +91,15 @@ class Generator:
         self._pending = None
         self.state = "-"
         # An aim's plan goes on mostly uninterrupted; now and then a random step comes between.
-        if self._plan and self.rng.random() < 0.9:
+        if self._plan and (self._dense or self.rng.random() < 0.9):
             step = self._planned()
             if step is not None:
                 self._last, self._maker = step, "_aim"
                 return step
         maker = self._aim if self._first else self.rng.choices(self._makers, self.weights)[0]
-        self._first = False
         self._maker = maker.__name__
         self._last = maker()
+        self._first = False
         return self._last
 
     def observe(self, status: int, data: Any, code: str | None = None) -> None:
@@ -129,11 +130,19 @@ class Generator:
         return None
 
     def _aim(self) -> Step:
-        """The first step of a plan toward the least tried aim (``aims``)."""
-        aim = least_tried(self.rng, self.coverage.aims, self._aims)
+        """The first step of a plan toward the least tried aim (``aims``). An aim at pages past a
+        read's default needs most of an episode: it only opens one, from the run's second episode
+        on (the first stays as it was), and opens those until each was tried, as a server's page
+        sizes are cheap to tell apart this way."""
+        pages = [aim for aim in self._aims if aim.startswith("pages / ")]
+        opening = self._first and bool(self.coverage.aims)
+        untried = [aim for aim in pages if not self.coverage.aims.get(aim)]
+        aim = self.rng.choice(untried) if opening and untried else least_tried(
+            self.rng, self.coverage.aims, self._aims if opening else [a for a in self._aims if a not in pages])
         steps = plan(self, aim)
         if self._plan or len(steps) > self._left:
             return self._mailbox()
+        self._dense = aim in pages
         self.coverage.aims[aim] = self.coverage.aims.get(aim, 0) + 1
         self._plan.extend(steps)
         return self._planned() or self._session()
@@ -536,6 +545,10 @@ class Generator:
         if self.rng.random() < 0.5:
             parts.append(f"mode={self.rng.choice(MODES)}")
         return self._read(actor, f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
+
+    def search_as(self, actor: str, query: str) -> Step:
+        self.state = f"{len(self.model.facts)} facts"
+        return self._read(actor, f"GET {P}/search", "/v1/projects/$project/search", query)
 
     def _identity(self) -> Step:
         return self._read(self._reader(), f"GET {P}/identity", "/v1/projects/$project/identity")
