@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from io import BufferedIOBase
 from urllib.parse import urlsplit
 
-__all__ = ["FaultProxy"]
+__all__ = ["Answer", "FaultProxy", "Request", "forward", "read_request", "send_answer"]
 
 _UPSTREAM_TIMEOUT_S = 120  # longer than any client's: a paused server is waited for, the client gives up first
 _MAX_HEAD_LINES = 200
@@ -95,50 +95,88 @@ class FaultProxy:
             return armed
 
     def _one(self, reader: BufferedIOBase, connection: socket.socket) -> bool:
-        line = reader.readline(65536)
-        if not line:
+        request = read_request(reader)
+        if request is None:
             return False
-        method, target, _ = line.decode("latin-1").split(" ", 2)
-        headers: list[tuple[str, str]] = []
-        length = 0
-        for _ in range(_MAX_HEAD_LINES):
-            raw = reader.readline(65536)
-            if raw in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = raw.decode("latin-1").partition(":")
-            headers.append((name.strip(), value.strip()))
-            if name.strip().lower() == "content-length":
-                length = min(int(value.strip()), _MAX_BODY)
-        body = reader.read(length) if length else b""
-        fault = self._take(method, target.split("?", 1)[0])
+        fault = self._take(request.method, request.path)
         if fault is not None and fault.kind == "reset" and fault.before:
             _reset(connection)
             return False
-        upstream = http.client.HTTPConnection(self._host, self._port, timeout=_UPSTREAM_TIMEOUT_S)
-        try:
-            upstream.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers:
-                if name.lower() != "connection":
-                    upstream.putheader(name, value)
-            upstream.endheaders(body or None)
-            answer = upstream.getresponse()
-            payload = answer.read()
-            status, reason, answer_headers = answer.status, answer.reason, answer.getheaders()
-        finally:
-            upstream.close()
+        answer = forward(self._host, self._port, request, _UPSTREAM_TIMEOUT_S)
         if fault is not None:
             if fault.kind == "reset":
                 _reset(connection)
             else:
                 connection.shutdown(socket.SHUT_RDWR)  # the command ran; its answer is lost
             return False
-        out = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
-        for name, value in answer_headers:
-            if name.lower() not in ("connection", "transfer-encoding", "content-length"):
-                out.append(f"{name}: {value}\r\n".encode("latin-1"))
-        out.append(f"content-length: {len(payload)}\r\n\r\n".encode("latin-1"))
-        connection.sendall(b"".join(out) + payload)
+        send_answer(connection, answer)
         return True
+
+
+@dataclass(frozen=True, slots=True)
+class Request:
+    """One HTTP/1.1 request as the client sent it."""
+
+    method: str
+    target: str  # path and query
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+    @property
+    def path(self) -> str:
+        return self.target.split("?", 1)[0]
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    status: int
+    reason: str
+    headers: tuple[tuple[str, str], ...]
+    body: bytes
+
+
+def read_request(reader: BufferedIOBase) -> Request | None:
+    """The next request on a client's connection (head lines and body bounded), or None at its end."""
+    line = reader.readline(65536)
+    if not line:
+        return None
+    method, target, _ = line.decode("latin-1").split(" ", 2)
+    headers: list[tuple[str, str]] = []
+    length = 0
+    for _ in range(_MAX_HEAD_LINES):
+        raw = reader.readline(65536)
+        if raw in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = raw.decode("latin-1").partition(":")
+        headers.append((name.strip(), value.strip()))
+        if name.strip().lower() == "content-length":
+            length = min(int(value.strip()), _MAX_BODY)
+    return Request(method, target, tuple(headers), reader.read(length) if length else b"")
+
+
+def forward(host: str, port: int, request: Request, timeout_s: float) -> Answer:
+    """Send ``request`` to the server on its own connection and read its whole answer."""
+    upstream = http.client.HTTPConnection(host, port, timeout=timeout_s)
+    try:
+        upstream.putrequest(request.method, request.target, skip_host=True, skip_accept_encoding=True)
+        for name, value in request.headers:
+            if name.lower() != "connection":
+                upstream.putheader(name, value)
+        upstream.endheaders(request.body or None)
+        answer = upstream.getresponse()
+        return Answer(answer.status, answer.reason, tuple(answer.getheaders()), answer.read())
+    finally:
+        upstream.close()
+
+
+def send_answer(connection: socket.socket, answer: Answer) -> None:
+    """Write ``answer`` back to the client, framed by its length (the connection stays open)."""
+    out = [f"HTTP/1.1 {answer.status} {answer.reason}\r\n".encode("latin-1")]
+    for name, value in answer.headers:
+        if name.lower() not in ("connection", "transfer-encoding", "content-length"):
+            out.append(f"{name}: {value}\r\n".encode("latin-1"))
+    out.append(f"content-length: {len(answer.body)}\r\n\r\n".encode("latin-1"))
+    connection.sendall(b"".join(out) + answer.body)
 
 
 def _reset(connection: socket.socket) -> None:

@@ -8,14 +8,16 @@ transport failure after the write committed: exactly the case the one identical 
 
 from __future__ import annotations
 
-import http.client
 import socket
 import socketserver
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 from urllib.parse import urlsplit
+
+from simulations.faults.proxy import forward, read_request, send_answer
 
 Rule = Callable[[str, str], bool]  # (method, path) -> drop this answer?
 
@@ -66,47 +68,17 @@ class DroppingProxy:
                     return True
         return False
 
-    def _one(self, rfile: object, connection: socket.socket) -> bool:
-        reader = rfile  # a buffered reader over the client socket
-        line = reader.readline()  # type: ignore[attr-defined]
-        if not line:
+    def _one(self, rfile: Any, connection: socket.socket) -> bool:
+        request = read_request(rfile)  # the fault campaigns' relay, so the two proxies cannot drift
+        if request is None:
             return False
-        method, target, _ = line.decode("latin-1").split(" ", 2)
-        headers: list[tuple[str, str]] = []
-        length = 0
-        while True:
-            raw = reader.readline()  # type: ignore[attr-defined]
-            if raw in (b"\r\n", b"\n", b""):
-                break
-            name, _, value = raw.decode("latin-1").partition(":")
-            headers.append((name.strip(), value.strip()))
-            if name.strip().lower() == "content-length":
-                length = int(value.strip())
-        body = reader.read(length) if length else b""  # type: ignore[attr-defined]
-        path = target.split("?", 1)[0]
         with self._lock:
-            self.seen.append((method, path))
-        upstream = http.client.HTTPConnection(self._host, self._port, timeout=30)
-        try:
-            upstream.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
-            for name, value in headers:
-                if name.lower() != "connection":
-                    upstream.putheader(name, value)
-            upstream.endheaders(body or None)
-            answer = upstream.getresponse()
-            payload = answer.read()
-            status, reason, answer_headers = answer.status, answer.reason, answer.getheaders()
-        finally:
-            upstream.close()
-        if self._should_drop(method, path):
+            self.seen.append((request.method, request.path))
+        answer = forward(self._host, self._port, request, 30)
+        if self._should_drop(request.method, request.path):
             connection.shutdown(socket.SHUT_RDWR)  # applied upstream, answer lost
             return False
-        out = [f"HTTP/1.1 {status} {reason}\r\n".encode("latin-1")]
-        for name, value in answer_headers:
-            if name.lower() not in ("connection", "transfer-encoding", "content-length"):
-                out.append(f"{name}: {value}\r\n".encode("latin-1"))
-        out.append(f"content-length: {len(payload)}\r\n\r\n".encode("latin-1"))
-        connection.sendall(b"".join(out) + payload)
+        send_answer(connection, answer)
         return True
 
     def start(self) -> DroppingProxy:
