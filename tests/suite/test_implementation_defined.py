@@ -215,3 +215,27 @@ def test_diff_still_finds_a_difference_no_rule_leaves_open() -> None:
     finally:
         for env in episode.envs:
             env.side.close()
+
+
+def test_reproductions_leave_what_the_spec_leaves_open_unpinned() -> None:
+    """The oracle pins a reproduction's expected answers through the same rules ``diff`` compares by:
+    a search's scores (``lexical_score`` too: another server's float may differ in its last digit)
+    and the project's epoch are never written as expectations, while the hit's content is."""
+    from conformance.profiles.aidememo import oracle
+    from conformance.reproduction.record import Identity, Reproduction, Step
+
+    auth = (("Authorization", "Bearer {token.writer}"), ("Content-Type", "application/json"))
+    repro = Reproduction(
+        title="search", origin="suite",
+        identities=(Identity(label="writer", values=(("tenant", "t{run}"), ("project", "p{run}"),
+                                                      ("actor", "a{run}"), ("role", "writer"))),),
+        steps=(Step(name="step1", method="POST", target="/v1/projects/p{run}/sessions", headers=auth, json_body=True,
+                    body='{"command_id": "c1", "payload": {"session_id": "s1", "source_id": null, "topic": "t"}}'),
+               Step(name="step2", method="POST", target="/v1/projects/p{run}/facts", headers=auth, json_body=True,
+                    body='{"command_id": "c2", "payload": {"fact_id": "f1", "session_id": "s1", '
+                         '"content": "alpha beta gamma"}}'),
+               Step(name="step3", method="GET", target="/v1/projects/p{run}/search?q=alpha", headers=auth)))
+    pinned = {f.path: f.equals for f in oracle.expect(repro).steps[2].expect[0].fields}
+    assert pinned.get("results.0.content") == "alpha beta gamma", pinned
+    assert not [p for p in pinned if p.rsplit(".", 1)[-1] in ("score", "lexical_score", "semantic_score",
+                                                               "project_epoch", "committed_at_ms")], pinned

@@ -23,7 +23,7 @@ from typing import Any, Final, TypeGuard
 from refkit.jsonvalue import loads
 
 __all__ = ["Rule", "RULES", "EPOCH", "TIME", "SCHEMA_VERSION", "MESSAGE", "SCORE", "SNAPSHOT_ORDER",
-           "SERVER_VERSION", "TEXT", "Comparable", "comparable", "in_rank_order"]
+           "SERVER_VERSION", "TEXT", "Comparable", "comparable", "in_rank_order", "open_key"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -34,32 +34,35 @@ class Rule:
     where: str  # the fields it covers, in diff's field paths
     clause: str  # the spec's words that leave it open
     compared: str  # what of it is still compared
+    keys: tuple[str, ...] = ()  # JSON keys whose value it leaves open wherever they appear ("*_x": a suffix)
 
 
 EPOCH: Final = Rule(
     "epoch", "project_epoch, epoch (anywhere)",
     "W §0: project_epoch is an opaque string naming one history generation, set at bootstrap (a fresh ULID "
     "unless --project-epoch is given); W §7.4: server-generated",
-    "as a bijection: numbered by first appearance on each side, so one epoch where the other server has one")
+    "as a bijection: numbered by first appearance on each side, so one epoch where the other server has one",
+    ("project_epoch", "epoch"))
 TIME: Final = Rule(
     "time", "*_at_ms, now_ms (anywhere)",
     "W §2.5: committed_at_ms is the server's clock at commit; W §3: now_ms is the wall clock, read once per request",
     "the type (an integer); in a handoff record, the lease's length (claim_expires_at_ms - claim_heartbeat_at_ms, "
-    "W §3: now + 120000)")
+    "W §3: now + 120000)", ("*_at_ms", "now_ms"))
 SCHEMA_VERSION: Final = Rule(
     "schema_version", "schema_version of GET /health",
     "W §1.1 and §8 item 6: backend-specific (4 on SQLite, 2 on PostgreSQL), not a protocol version",
-    "the type (an integer)")
+    "the type (an integer)", ("schema_version",))
 MESSAGE: Final = Rule(
     "message", "error.message (REST and JSON-RPC errors, also inside an MCP tool result's text)",
     "W §8 item 1: codes and statuses are the stable contract, messages are not promised anywhere",
     "the type (a string); the code beside it. Not relaxed for authentication_failed: W §4.1 fixes every 401's "
-    "body, message included (asserted upstream)")
+    "body, message included (asserted upstream)", ("message",))
 SCORE: Final = Rule(
     "score", "results[*].score, results[*].lexical_score, results[*].semantic_score of a search",
     "W §8 item 8: exact float scores are implementation-defined; assert order and presence rather than values",
     "presence and type (a number), the results' order (W §5.5: score descending, then fact_id), that each "
-    "server's own scores descend in that order, and that lexical_score equals score (W §1.6)")
+    "server's own scores descend in that order, and that lexical_score equals score (W §1.6)",
+    ("score", "lexical_score", "semantic_score"))
 SNAPSHOT_ORDER: Final = Rule(
     "snapshot order", "resources of GET /snapshot",
     "W §8 item 5: snapshot order follows the database's collation on PostgreSQL and byte order on SQLite; "
@@ -72,16 +75,27 @@ SERVER_VERSION: Final = Rule(
 TEXT: Final = Rule(
     "text", "server/discover's instructions; each tool's title and description (MCP gateway)",
     "W §1.18 leaves the instructions as \"...\"; like messages (W §8 item 1), prose for people, not the protocol",
-    "the type (a string); names, schemas and annotations beside them")
+    "the type (a string); names, schemas and annotations beside them", ("instructions", "title", "description"))
 RULES: Final = (EPOCH, TIME, SCHEMA_VERSION, MESSAGE, SCORE, SNAPSHOT_ORDER, SERVER_VERSION, TEXT)
 
-_SCORE_KEYS: Final = ("score", "lexical_score", "semantic_score")
+_SCORE_KEYS: Final = SCORE.keys
+_OPEN_KEYS: Final = frozenset(k for rule in RULES for k in rule.keys if not k.startswith("*"))
+_OPEN_SUFFIXES: Final = tuple(k[1:] for rule in RULES for k in rule.keys if k.startswith("*"))
 _SERVER_INFO: Final = "io.modelcontextprotocol/serverInfo"
 _TOOL_FAILED: Final = "AideMemo tool request failed with HTTP "  # upstream's text of a failed tool call
 
 
 def _number(value: object) -> TypeGuard[int | float]:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def open_key(key: str) -> bool:
+    """A JSON key whose value a rule above leaves open wherever it appears (its ``keys``).
+
+    Key-level, so coarser than ``Comparable``: what a reproduction's expected answers do not pin
+    (``oracle.py``). Nested values (the MCP server's version) and snapshot order are not keys.
+    """
+    return key in _OPEN_KEYS or key.endswith(_OPEN_SUFFIXES)
 
 
 def in_rank_order(results: list[Any]) -> bool:

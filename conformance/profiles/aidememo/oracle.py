@@ -3,9 +3,9 @@
 ``expect`` runs a reproduction record once against a private in-process reference (a fresh
 SQLite file, the test clock on), its identities provisioned there in a namespace of its own,
 and writes each answer beside its step: the status, the error code and every field the spec
-pins. Fields the spec leaves to the implementation or to the moment are not pinned
-(``VOLATILE_KEYS``: times, epochs, fingerprints, messages, scores), and values holding the
-namespace are written back as ``{run}``. After a group of requests sent at once only status and
+pins. Fields the spec leaves to the implementation are not pinned (the rules of
+``implementation_defined.py``, by key: epochs, times, messages, scores, prose), nor values that
+depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. After a group of requests sent at once only status and
 code are pinned: which contender won is the server's choice, and later answers show it.
 
 The reference is the executable spec here, as it is for ``diff``; a step the reference could
@@ -24,21 +24,22 @@ from pathlib import Path
 import httpx
 
 import aidememo_ref
+from conformance.profiles.aidememo.implementation_defined import open_key
 from conformance.reproduction.record import JSON, Answer, Answered, Field, Reproduction, Step, escape
 from conformance.reproduction.runner import Send, send_steps
 
-__all__ = ["VOLATILE_KEYS", "expect"]
+__all__ = ["RUN_BOUND_KEYS", "expect"]
 
-# Keys whose values a correct server chooses (the wire spec calls them implementation-defined or
-# they depend on the moment): project_epoch (a fresh ULID per project), timestamps and lease
-# instants, fingerprints (over ids that hold the namespace), error messages, search scores.
-VOLATILE_KEYS = frozenset({"project_epoch", "fingerprint", "message", "score", "etag"})
-_VOLATILE_SUFFIXES = ("_at_ms", "_ms", "_at")
+# Beyond what the spec leaves open: values that differ from one run to the next on any one server:
+# fingerprints and etags are hashes over ids that hold the run's namespace, and durations or
+# instants (``*_ms``, ``*_at``) depend on the moment the step is sent.
+RUN_BOUND_KEYS = frozenset({"fingerprint", "etag"})
+_RUN_BOUND_SUFFIXES = ("_ms", "_at")
 _MOST_FIELDS = 400  # beyond this an answer pins its status, code and list lengths only
 
 
 def _volatile(key: str) -> bool:
-    return key in VOLATILE_KEYS or key.endswith(_VOLATILE_SUFFIXES)
+    return open_key(key) or key in RUN_BOUND_KEYS or key.endswith(_RUN_BOUND_SUFFIXES)
 
 
 def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
