@@ -364,6 +364,13 @@ class TargetInfo:
     workdir: str = ""  # where the template ran
     credential_prefix: str = ""  # new tokens: this prefix and 32 hex digits
     hint: str = ""  # what to start first when the target is gone
+    # Templates for identities that hold a field, (field, template), first fit wins: a token bound to
+    # a source (``bind_source``) is made by the target's bound template, with {bind_source} {bind_actor}.
+    keyed: tuple[tuple[str, str], ...] = ()
+
+    def template(self, values: Mapping[str, str]) -> str | None:
+        """The template that makes an identity with ``values`` (None: none is given)."""
+        return next((t for key, t in self.keyed if key in values), self.provision)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -417,6 +424,8 @@ class Reproduction:
         target: dict[str, JSON] = {"url": self.target.url, "provision": self.target.provision,
                                    "workdir": self.target.workdir, "credential_prefix": self.target.credential_prefix,
                                    "hint": self.target.hint}
+        if self.target.keyed:
+            target["keyed_provision"] = [[key, template] for key, template in self.target.keyed]
         return {"format": FORMAT, "title": self.title, "origin": self.origin, "requirements": list(self.requirements),
                 "race": self.race, "unrunnable": self.unrunnable, "tries": self.tries, "context": self.context,
                 "target": target,
@@ -511,6 +520,10 @@ def load_record(text: str) -> Reproduction:
         people.append(Identity(label=_text(item, "label", "identity"), given=item.get("given") is True,
                                values=tuple((str(k), str(v)) for k, v in item["values"].items())))
     url, provision = target.get("url"), target.get("provision")
+    keyed = target.get("keyed_provision", [])
+    if not isinstance(keyed, list) or not all(isinstance(k, list) and len(k) == 2 and all(isinstance(x, str) for x in k)
+                                              for k in keyed):
+        raise RecordError("target: keyed_provision must be [field, template] pairs of text")
     tries = data.get("tries", 1)
     return Reproduction(
         title=_text(data, "title", "record"), origin=_text(data, "origin", "record"),
@@ -522,7 +535,7 @@ def load_record(text: str) -> Reproduction:
                           provision=provision if isinstance(provision, str) else None,
                           workdir=_text(target, "workdir", "target", ""),
                           credential_prefix=_text(target, "credential_prefix", "target", ""),
-                          hint=_text(target, "hint", "target", "")))
+                          hint=_text(target, "hint", "target", ""), keyed=tuple((k[0], k[1]) for k in keyed)))
 
 
 def identity_argv(template: str, values: Mapping[str, str], token_file: str,

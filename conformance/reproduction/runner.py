@@ -67,8 +67,8 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
     for who in repro.identities:
         values = who.filled(run)
         token_file = workdir / f"token.{who.label}"
-        argv = (identity_argv(repro.target.provision, values, str(token_file), shlex.split)
-                if repro.target.provision and not who.given else None)
+        template = repro.target.template(values)
+        argv = identity_argv(template, values, str(token_file), shlex.split) if template and not who.given else None
         if argv is None:
             name = "".join(c if c.isalnum() else "_" for c in who.label).upper()
             variable = f"TOKEN_FILE_{name}"

@@ -7,7 +7,9 @@ with ``curl``, group by group: a group's requests are background jobs released t
 all are started (a barrier on a flag file). Before each request it says what it sends and what
 a correct server answers; after it, the answer (every token hidden) and whether it holds.
 Filling templates from earlier answers and judging answers is ``record``'s code, carried in
-the script with ``engine`` and run with ``python3`` (3.10 or later, standard library only).
+the script with ``engine`` and run with ``python3`` (3.10 or later, standard library only), isolated
+(``-I -S``: no environment variables, user site or site-packages, whose start-up hooks cost about
+0.1 s of every one of the script's python3 starts, one per group).
 
 Exit status: 1 the bug shows, 0 it does not, 2 it cannot run (the reason is printed), 3 a race
 the script cannot force did not show in ``TRIES`` runs (the first line says it is such a race).
@@ -63,8 +65,8 @@ def _value_var(label: str) -> str:
 def _identity(who: Identity, repro: Reproduction) -> list[str]:
     """The lines making one identity: the template when it fits, else a token file the user names."""
     values = {k: v.replace("{run}", _RUN_MARK) for k, v in who.values}
-    words = (identity_argv(repro.target.provision, values, _FILE_MARK, shlex.split)
-             if repro.target.provision and not who.given else None)
+    template = repro.target.template(values)
+    words = identity_argv(template, values, _FILE_MARK, shlex.split) if template and not who.given else None
     shown = ", ".join(f"{k} {v}" for k, v in who.values).replace("{run}", "$RUN")
     if words is None:  # a token file (TOKEN_FILE_X) or the token itself (TOKEN_X, the simulator's way)
         var, value = _var(who.label), _value_var(who.label)
@@ -145,7 +147,7 @@ def render_script(repro: Reproduction) -> str:
         return "\n".join(lines) + "\n"
     lines += [
         "command -v curl >/dev/null 2>&1 || { echo 'cannot run: curl is not installed'; exit 2; }",
-        "python3 -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "
+        "python3 -I -S -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "
         "|| { echo 'cannot run: python3 3.10 or later is needed to read the answers'; exit 2; }",
         f"BASE_URL=${{BASE_URL:-{shlex.quote(url)}}}" if url else
         "[ -n \"${BASE_URL:-}\" ] || "
@@ -156,7 +158,7 @@ def render_script(repro: Reproduction) -> str:
         "trap 'rm -rf \"$WORK\"' EXIT",
         *_heredoc("engine.py", _engine_source()),
         *_heredoc("record.json", json.dumps(repro.to_json(), indent=1, ensure_ascii=False)),
-        "engine() { python3 \"$WORK/engine.py\" \"$WORK/record.json\" \"$WORK\" \"$@\"; }",
+        "engine() { python3 -I -S \"$WORK/engine.py\" \"$WORK/record.json\" \"$WORK\" \"$@\"; }",
         "token() { od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'; }",
         "attempt() {",
         "  rm -f \"$WORK\"/step* \"$WORK\"/token.* \"$WORK\"/ready.* \"$WORK\"/go.*",

@@ -65,7 +65,8 @@ class ReplayTarget:
         """The record's target: the general template (the one no identity field selects)."""
         template = next((t for key, t in self.templates if not key), None) or None
         return TargetInfo(url=self.url, provision=template, workdir=self.workdir,
-                          credential_prefix=self.credential_prefix, hint=self.hint)
+                          credential_prefix=self.credential_prefix, hint=self.hint,
+                          keyed=tuple((key, t) for key, t in self.templates if key and t))
 
     def given(self, values: Mapping[str, str]) -> bool:
         """The identity's token must be given: the template that fits it is none (a bound source, fixed tokens)."""

@@ -26,6 +26,7 @@ from conformance.reproduction.record import (
     Reproduction,
     Scope,
     Step,
+    TargetInfo,
     Unbound,
     Verdict,
     escape,
@@ -200,3 +201,22 @@ def test_a_transcript_becomes_a_record_with_server_values_bound_and_minted_ids_r
     assert repro.identities[0].values == (("tenant", "t-{run}"), ("project", "p-{run}-1"), ("actor", "w-{run}-9"),
                                           ("role", "writer")) and not repro.identities[0].given
     assert load_record(repro.dumps()) == repro
+
+
+def test_a_bound_identity_is_made_by_the_bound_template(tmp_path):
+    # A token bound to a source (bind_source) comes from the target's bound template, in the script and
+    # the runner alike; before, both made it with the general template, an unbound token, and a binding
+    # check's script then showed "the bug" on a correct server too.
+    made = tmp_path / "made"
+    made.mkdir()
+    target = TargetInfo(url="http://127.0.0.1:9", provision=f"cp {{token_file}} {made}/plain-{{actor}}",
+                        keyed=(("bind_source", f"cp {{token_file}} {made}/bound-{{bind_source}}-{{actor}}"),))
+    people = (Identity(label="plain", values=(("actor", "a-{run}"),)),
+              Identity(label="gate", values=(("actor", "g-{run}"), ("bind_source", "src"), ("bind_actor", "g-{run}"))))
+    record = Reproduction(title="bound", origin="test", identities=people, target=target,
+                          steps=(Step(name="step1", method="GET", target="/health"),))
+    assert load_record(record.dumps()) == record
+    script = render_script(record)
+    assert f"{made}/bound-src-g-" in script and f"{made}/plain-a-" in script
+    assert replay(record, environ={"RUN": "r1"}).verdict is Verdict.CANNOT_RUN  # nothing listens on port 9
+    assert sorted(p.name for p in made.iterdir()) == ["bound-src-g-r1", "plain-a-r1"]

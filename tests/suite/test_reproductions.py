@@ -1,27 +1,22 @@
-"""Reproductions reproduce (issue 35): against a served reference that keeps its data, every failing
-case's printed rerun fails again alone, and its script exits 1 against the planted bug and 0 against
-the correct reference, twice each; the same for a ``diff`` divergence's script, its record's
-``aidememo-conformance reproduce`` and the diff's own ``--replay``.
+"""Reproductions reproduce (issue 35): against a served reference that keeps its data, every
+kill-matrix variant's failing cases rerun alone fail again, and their scripts exit 1 against the
+planted bug and 0 against the correct reference, twice each; the same for a ``diff`` divergence's
+script, its record's ``aidememo-conformance reproduce`` and the diff's own ``--replay``.
 
-The server is one SQLite file served over HTTP by a process of its own (a kill-matrix variant of
-``mutants.py``, then the unbroken reference on the same file and port), provisioned by its bootstrap
-command template, as an implementer's server would be. A process per server, because several
+The server is one SQLite file served over HTTP by a process of its own (``repro_serve.py``: a
+variant of ``mutants.py``, then the unbroken reference on the same file and port), provisioned by
+its command template, as an implementer's server would be. A process per server, because most
 variants patch the reference's modules.
 
-Variants, one per kind of reproduction (all of them would take over ten minutes):
+Per variant: the variant's selection of the suite (the kill matrix's ``--requirement`` families)
+runs once; then each sampled failing case (``_sample``) is rerun alone with its printed command,
+and its script and ``aidememo-conformance reproduce RECORD.json`` each run twice against the
+variant (exit 1) and, once the variant is stopped, twice against the reference on the same file
+and port (exit 0; a race's script, which cannot force its interleaving, 3).
 
-* ``cas_ignored``: a step answers 200 where 409 stale_revision is due (a helper's stated expectation);
-* ``cursor_stuck``: feed paging, whose steps need the project's epoch and cursors bound from earlier
-  answers (copied, they answer 409 cursor_epoch_mismatch on a rerun), judged by the reference's answers;
-* ``visibility_leak``: listings that show too much, a whole-answer judgement of the check's;
-* ``double_accept``: a race (requests sent at once behind a barrier), whose script says it cannot force
-  the interleaving and exits 3 against the correct reference.
-
-The simulator's replay, pytest file and curl script are held to the same loop by
-``tests/sim/test_loop.py`` (a planted bug on a served reference that keeps its database).
-
-The five tests took 455 s together under a load average of about 15 on two cores (the divergence
-130 s, a variant 50 to 120 s): every script and replay provisions through ``aidememo-ref bootstrap``.
+The default run drives a representative subset (``CI_VARIANTS``: one per kind of reproduction);
+``-m slow`` drives every variant of ``MUTANTS``, sequential and race-only. The simulator's
+replay, pytest file and curl script are held to the same loop by ``tests/sim/test_loop.py``.
 """
 
 from __future__ import annotations
@@ -38,27 +33,28 @@ from typing import Any
 
 import pytest
 
+from tests.suite.mutants import MUTANTS
+from tests.suite.test_kill_matrix import _killed, _selection
 from tests.targetfile import write_target
 
 HERE = Path(__file__).parent
-TEMPLATE = ("aidememo-ref bootstrap --database {database} --tenant-id {{tenant}} --project-id {{project}} "
-            "--actor-id {{actor}} --token-file {{token_file}} --role {{role}}")
-# name -> the requirements whose checks meet it
-VARIANTS = {"cas_ignored": ("AM-HO-1",), "cursor_stuck": ("AM-FEED-3",), "visibility_leak": ("AM-VIS-1",),
-            "double_accept": ("AM-HL-CAS-3",)}
-MOST_CASES = 2  # failing cases checked per variant (the first ones, by requirement and node id)
-_SERVE = """
-import sys
-sys.path.insert(0, {here!r})
-import aidememo_ref, mutants
-from aidememo_ref import serve_in_thread
-name, database, port = sys.argv[1], sys.argv[2], int(sys.argv[3])
-ledger = (aidememo_ref.ReferenceLedger(database, clock=aidememo_ref.OffsetClock(), test_clock=True)
-          if name == "reference" else getattr(mutants, name)(database))
-with serve_in_thread(ledger, port=port) as url:
-    print(url, flush=True)
-    sys.stdin.read()
-"""
+# The served process's own provisioning (repro_serve.py): curl posts the identity; the token is read
+# from its file by curl (``@``), never put on a command line.
+TEMPLATE = ("curl -sS --fail-with-body --unix-socket {socket} --data-urlencode tenant={{tenant}} "
+            "--data-urlencode project={{project}} --data-urlencode actor={{actor}} --data-urlencode role={{role}} "
+            "--data-urlencode token@{{token_file}} http://provision/")
+BOUND = TEMPLATE.replace(" http://", " --data-urlencode bind_source={{bind_source}} "
+                                     "--data-urlencode bind_actor={{bind_actor}} http://")
+# One variant per kind of reproduction, for the default run:
+# * cas_ignored: a step answers 200 where 409 stale_revision is due;
+# * cursor_stuck: feed paging, whose epochs and cursors are bound from earlier answers (copied, a
+#   rerun answers 409 cursor_epoch_mismatch), judged by the reference's answers;
+# * visibility_leak: listings that show too much, a whole-answer judgement;
+# * double_accept: a race (requests sent at once behind a barrier), whose script says it cannot force
+#   the interleaving and exits 3 against the correct reference.
+CI_VARIANTS = ("cas_ignored", "cursor_stuck", "visibility_leak", "double_accept")
+MOST_CASES = 1  # failing cases per variant (see _sample): 71 variants take about 40 minutes so under load
+SEED = "35"
 
 
 def _env() -> dict[str, str]:
@@ -66,10 +62,10 @@ def _env() -> dict[str, str]:
 
 
 @contextmanager
-def served(name: str, database: Path, port: int = 0) -> Iterator[str]:
+def served(name: str, database: Path, socket: Path, port: int = 0) -> Iterator[str]:
     """``name``'s ledger (a variant, or ``reference``) on ``database``, served by a process of its own."""
-    child = subprocess.Popen([sys.executable, "-c", _SERVE.format(here=str(HERE)), name, str(database), str(port)],
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
+    child = subprocess.Popen([sys.executable, str(HERE / "repro_serve.py"), name, str(database), str(port),
+                              str(socket)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=_env())
     try:
         assert child.stdout is not None
         url = child.stdout.readline().strip()
@@ -96,34 +92,64 @@ def _twice(words: list[str], cwd: Path) -> list[subprocess.CompletedProcess[str]
     return [_run(words, cwd) for _ in range(2)]
 
 
-@pytest.mark.parametrize("variant", sorted(VARIANTS))
-def test_failing_cases_rerun_and_their_scripts_exit_1_then_0_once_fixed(variant, tmp_path):
-    database = tmp_path / "ledger.sqlite"
-    flags = [word for requirement in VARIANTS[variant] for word in ("--requirement", requirement)]
-    with served(variant, database) as url:
-        write_target(tmp_path / "target.toml", url, provision={"command": TEMPLATE.format(database=database)})
-        _run(["aidememo-conformance", "run", "--config", "target.toml", "--seed", "35", *flags], tmp_path)
-        failing = [r for r in _records(tmp_path).values() if r["verdict"] == "FAIL"][:MOST_CASES]
-        assert failing, f"{variant}: no check failed"
-        for record in failing:
+def _sample(failing: list[dict[str, Any]], entries: tuple[str, ...], most: int) -> list[dict[str, Any]]:
+    """The failing cases a variant's loop checks, deterministically: for each requirement entry the
+    variant must be killed by (``MUTANTS``), the first check by node id that kills it; then the other
+    failing checks by node id; ``most`` of them."""
+    ordered = sorted(failing, key=lambda r: r["nodeid"])
+    killers = [next((r for r in ordered if _killed([r], entry)), None) for entry in entries]
+    chosen: list[dict[str, Any]] = []
+    for record in [*(k for k in killers if k is not None), *ordered]:
+        if record not in chosen:
+            chosen.append(record)
+    return chosen[:most]
+
+
+def _outputs(done: list[subprocess.CompletedProcess[str]]) -> str:
+    return "\n".join(f"exit {d.returncode}:\n{d.stdout[-2500:]}{d.stderr[-800:]}" for d in done)
+
+
+def _loop(variant: str, tmp_path: Path) -> None:
+    database, socket = tmp_path / "ledger.sqlite", tmp_path / "provision.sock"
+    with served(variant, database, socket) as url:
+        write_target(tmp_path / "target.toml", url, provision={"command": TEMPLATE.format(socket=socket),
+                                                                  "bound_command": BOUND.format(socket=socket)})
+        ran = _run(["aidememo-conformance", "run", "--config", "target.toml", "--seed", SEED,
+                    *_selection(MUTANTS[variant][1])], tmp_path)
+        failing = [r for r in _records(tmp_path).values() if r["verdict"] == "FAIL"]
+        assert failing, f"{variant}: no check failed\n{ran.stdout[-3000:]}"
+        cases = _sample(failing, MUTANTS[variant][1], MOST_CASES)
+        for record in cases:
             check = record["nodeid"].rsplit("/", 1)[-1]
             assert shlex.split(record["rerun"])[-1] == check and Path(record["script"]).is_file(), record
             _run(shlex.split(record["rerun"]), tmp_path)
-            assert _records(tmp_path)[check]["verdict"] == "FAIL", f"{check}: its rerun alone passed"
-            for done in [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]:
-                assert done.returncode == 1, f"{check}:\n{done.stdout[-3000:]}{done.stderr[-1000:]}"
+            assert _records(tmp_path)[check]["verdict"] == "FAIL", f"{variant}: {check}: its rerun alone passed"
+            done = [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]
+            assert [d.returncode for d in done] == [1] * 4, f"{variant}: {check} against the variant:\n{_outputs(done)}"
         port = int(url.rsplit(":", 1)[1])
-    with served("reference", database, port):  # the fixed server, on the same file and port
-        for record in failing:
+    with served("reference", database, socket, port):  # the fixed server, on the same file and port
+        for record in cases:
             raced = Path(record["script"]).read_text().splitlines()[1].startswith("# RACE, NOT FORCED")
-            for done in [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]:
-                assert done.returncode == (3 if raced else 0), f"{record['nodeid']}:\n{done.stdout[-3000:]}"
+            done = [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]
+            assert [d.returncode for d in done] == [3 if raced else 0] * 4, \
+                f"{variant}: {record['nodeid']} against the reference:\n{_outputs(done)}"
 
 
-def test_a_divergence_script_record_and_replay_exit_1_then_0_once_fixed(tmp_path):
-    database = tmp_path / "ledger.sqlite"
-    with served("cas_ignored", database) as url:
-        write_target(tmp_path / "target.toml", url, provision={"command": TEMPLATE.format(database=database)})
+@pytest.mark.parametrize("variant", CI_VARIANTS)
+def test_failing_cases_rerun_and_their_scripts_exit_1_then_0_once_fixed(variant: str, tmp_path: Path) -> None:
+    _loop(variant, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", sorted(MUTANTS))
+def test_every_variant_reproduces(variant: str, tmp_path: Path) -> None:
+    _loop(variant, tmp_path)
+
+
+def test_a_divergence_script_record_and_replay_exit_1_then_0_once_fixed(tmp_path: Path) -> None:
+    database, socket = tmp_path / "ledger.sqlite", tmp_path / "provision.sock"
+    with served("cas_ignored", database, socket) as url:
+        write_target(tmp_path / "target.toml", url, provision={"command": TEMPLATE.format(socket=socket)})
         found = _run(["aidememo-conformance", "diff", "--config", "target.toml", "--seed", "3", "--steps", "400"],
                      tmp_path, timeout=600)
         assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-2000:]
@@ -133,7 +159,7 @@ def test_a_divergence_script_record_and_replay_exit_1_then_0_once_fixed(tmp_path
         for words in commands:
             assert [done.returncode for done in _twice(words, tmp_path)] == [1, 1], words
         port = int(url.rsplit(":", 1)[1])
-    with served("reference", database, port):
+    with served("reference", database, socket, port):
         for words in commands:
             runs = _twice(words, tmp_path)
             assert [done.returncode for done in runs] == [0, 0], (words, runs[0].stdout[-3000:])

@@ -101,7 +101,7 @@ def expect(repro: Reproduction) -> Reproduction:
 
 def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str) -> dict[str, Answered] | None:
     """The reference's answers to ``repro``'s steps, its identities provisioned in namespace ``run``
-    (None: one it cannot make, a bound source or an identity the bootstrap refuses)."""
+    (None: one it cannot make, an identity the bootstrap refuses or a binding it refuses)."""
     tokens = {}
     for who in repro.identities:
         values = who.filled(run)
@@ -111,7 +111,9 @@ def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str
         try:
             ledger.provision(tenant_id=values["tenant"], project_id=values["project"], actor_id=values["actor"],
                              token=token, role=values.get("role", "writer"))
-        except aidememo_ref.ProvisionError:
+            if "bind_source" in values:  # a token bound to a source and actor answers as such
+                ledger.bind_token(token, values["bind_source"], values.get("bind_actor", values["actor"]))
+        except (aidememo_ref.ProvisionError, aidememo_ref.BindingsError):
             return None
         tokens[who.label] = token
     bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))

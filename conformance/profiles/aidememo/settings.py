@@ -22,7 +22,7 @@ from conformance.provisioning import TokenField, TokenList, template_parser, tok
 from conformance.settings import Setting, Settings, SettingsInput, parse_bool
 from refkit.extras import MissingExtra, require
 
-__all__ = ["BACKEND", "FRESH_IDENTITIES", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
+__all__ = ["BACKEND", "FRESH_IDENTITIES", "PROVISION_BOUND_COMMAND", "PROVISION_COMMAND", "PROVISION_TOKENS", "REAL_TIME_LEASES", "ROLES", "SETTINGS",
            "AideMemoSettings", "configure", "target_settings"]
 
 PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
@@ -30,6 +30,13 @@ PLACEHOLDERS = ("tenant", "project", "actor", "role")  # besides {token_file}
 PROVISION_COMMAND: Setting[str | None] = Setting(
     name="provision_command", parse=template_parser(("project", "actor")), default=None, file_key="provision.command",
     metavar="TEMPLATE", help="bootstrap command with {tenant} {project} {actor} {token_file} {role}")
+# A token bound to one source and actor on the gateway (mcp-bindings): upstream binds through
+# --auth-bindings-file at start, so only a target that can bind at run time gives this template.
+PROVISION_BOUND_COMMAND: Setting[str | None] = Setting(
+    name="provision_bound_command", parse=template_parser(("project", "actor", "bind_source", "bind_actor")),
+    default=None, file_key="provision.bound_command", metavar="TEMPLATE",
+    help="bootstrap command for a token bound to a source and actor: {bind_source} {bind_actor} besides "
+         "{tenant} {project} {actor} {token_file} {role}")
 PROVISION_TOKENS: Setting[TokenList] = Setting(
     name="provision_tokens", parse=token_list_parser((TokenField(name="project"), TokenField(name="actor"),
                                                       TokenField(name="role", default="writer", choices=ROLES))),
@@ -64,8 +71,8 @@ FRESH_IDENTITIES: Setting[bool] = Setting(
     help="fresh identities for every check (a fresh project each), as before checks declared their "
          "isolation: more bootstrap calls")
 
-SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_TOKENS, EMBEDDED_FACTORY, BACKEND,
-                                      REAL_TIME_LEASES, FRESH_IDENTITIES)
+SETTINGS: tuple[Setting[Any], ...] = (URL, PROVISION_COMMAND, PROVISION_BOUND_COMMAND, PROVISION_TOKENS,
+                                      EMBEDDED_FACTORY, BACKEND, REAL_TIME_LEASES, FRESH_IDENTITIES)
 
 
 def hook_implemented(config: Any) -> bool:
@@ -84,6 +91,7 @@ class AideMemoSettings:
     max_body_bytes: int
     capabilities: Mapping[str, Claim]  # declared claims; None: detect
     provision_command: str | None
+    provision_bound_command: str | None  # a token bound to a source and actor (None: only the embedded reference binds)
     fixed_tokens: TokenList
     embedded_factory: str | None  # "module:callable" returning a ReferenceLedger (broken variants)
     provision_hook: bool  # a conftest implements pytest_aidememo_provision
@@ -108,7 +116,7 @@ class AideMemoSettings:
         claims = settings[CAPABILITIES]
         return cls(url=settings[URL], timeout_s=settings[TIMEOUT], max_body_bytes=settings[MAX_BODY_BYTES],
                    capabilities=claims, provision_command=settings[PROVISION_COMMAND],
-                   fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
+                   provision_bound_command=settings[PROVISION_BOUND_COMMAND], fixed_tokens=settings[PROVISION_TOKENS], embedded_factory=settings[EMBEDDED_FACTORY],
                    provision_hook=hook_implemented(config), embedded_backend=settings[BACKEND],
                    real_time_leases=settings[REAL_TIME_LEASES], fresh_identities=settings[FRESH_IDENTITIES])
 
@@ -131,7 +139,7 @@ REPLAY_TEMPLATE = ("aidememo-ref bootstrap --database " + REPLAY_DATABASE + " --
 def describe(settings: Settings, config: Any) -> TargetDescription:
     view = AideMemoSettings.of(settings, config)
     mode = f"{view.mode}, real-time leases" if view.real_time_leases else view.mode
-    # Tokens bound to a source (mcp-bindings) only the embedded reference can make: no template fits them.
+    # Tokens bound to a source (mcp-bindings): the bound template makes them; without one, no template fits.
     if view.embedded:
         return TargetDescription(
             target="embedded reference", mode=mode, templates=(("bind_source", ""), ("", REPLAY_TEMPLATE)),
@@ -139,7 +147,8 @@ def describe(settings: Settings, config: Any) -> TargetDescription:
             replay_hint=f"The run's embedded reference is gone: start one, `aidememo-ref serve --database "
                         f"{REPLAY_DATABASE} --test-clock` (127.0.0.1:3030), then BASE_URL=http://127.0.0.1:3030 "
                         "sh this-script.")
-    templates = (("bind_source", ""), ("", view.provision_command)) if view.provision_command else ()
+    templates = ((("bind_source", view.provision_bound_command or ""), ("", view.provision_command))
+                 if view.provision_command else ())
     served = settings.values.get("serve") is not None
     hint = ("The run's server was started from the target file's [serve] command and stopped with the run, its "
             "data folder deleted: start the server again, point the bootstrap command below at its data, and run "

@@ -129,6 +129,20 @@ def start_embedded(settings: AideMemoSettings, stack: ExitStack) -> tuple[str, P
     return base_url, FunctionProvisioner(provision, "the embedded reference"), transport() if transport else None
 
 
+class _Binding:
+    """Identities with a ``bind_source`` through the bound template, the others through the general one."""
+
+    def __init__(self, general: Provisioner, bound: Provisioner) -> None:
+        self._general, self._bound = general, bound
+
+    def provision(self, identity: Mapping[str, str], token: str) -> str:
+        return (self._bound if "bind_source" in identity else self._general).provision(identity, token)
+
+    def close(self) -> None:
+        self._general.close()
+        self._bound.close()
+
+
 def _hook_provisioner(config: Any) -> Provisioner:
     def provision(identity: Mapping[str, str], token: str) -> object:
         return config.hook.pytest_aidememo_provision(config=config, tenant=identity["tenant"],
@@ -159,6 +173,10 @@ def start(context: StartContext) -> AideMemoTarget:
             elif settings.provision_command:
                 provisioner = CommandProvisioner(settings.provision_command)
                 stack.callback(provisioner.close)
+                if settings.provision_bound_command:
+                    bound = CommandProvisioner(settings.provision_bound_command)
+                    stack.callback(bound.close)
+                    provisioner = _Binding(provisioner, bound)
                 # A process per identity: run them concurrently and ahead (closed before the
                 # token files go). Threads wait on processes, so more of them than cores helps.
                 pool = ProvisionPool(provisioner, lambda: new_credential("tok-"), workers=POOL_WORKERS,
@@ -171,13 +189,15 @@ def start(context: StartContext) -> AideMemoTarget:
     except BaseException:
         stack.close()
         raise
-    binds = settings.embedded  # only the embedded reference's provisioning can bind a token to a source
+    # The embedded reference binds tokens; a served target, through its bound template only.
+    binds = settings.embedded or bool(settings.provision_bound_command and settings.provision_command)
     target = AideMemoTarget(settings=settings, wire=wire, provisioner=provisioner,
                             fixed_tokens=settings.fixed_tokens, base_url=base_url, binds_tokens=binds, pool=pool,
                             socket_wire=socket_wire, _stack=stack)
     def detect(name: str) -> tuple[bool, str]:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
-            return binds, "the embedded reference binds tokens" if binds else "the suite cannot bind this target's tokens"
+            return binds, ("its provisioning binds tokens (the embedded reference, or provision.bound_command)" if binds
+                           else "the suite cannot bind this target's tokens (no provision.bound_command)")
         return _detect(wire, name)
 
     target.claims = settle(settings.capabilities, context.capabilities, detect)

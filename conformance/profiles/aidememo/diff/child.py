@@ -29,8 +29,8 @@ def main(argv: list[str]) -> int:
 def _serve(argv: list[str]) -> int:
     factory, backend = argv[0] or None, argv[1]
     settings = AideMemoSettings(url=None, timeout_s=10.0, max_body_bytes=4 << 20, capabilities={},
-                                provision_command=None, fixed_tokens=TokenList(), embedded_factory=factory,
-                                provision_hook=False, embedded_backend=backend)
+                                provision_command=None, provision_bound_command=None, fixed_tokens=TokenList(),
+                                embedded_factory=factory, provision_hook=False, embedded_backend=backend)
     with ExitStack() as stack:
         try:
             base_url, provisioner, _ = start_embedded(settings, stack)
