@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
+sys.path.insert(1, str(Path(__file__).parents[2]))  # the checkout: race variants import tests.sim.mutants
 
 import aidememo_ref  # noqa: E402
 import mutants  # noqa: E402
