@@ -578,7 +578,7 @@ def _hunt_ending(hunt: Any, command: str, shard_command: str) -> int:
         return 130
     if hunt.findings:
         return EXIT_VIOLATION
-    return EXIT_UNKNOWN if hunt.lost or any(o.verdict == Verdict.UNKNOWN.value for o in hunt.done) else EXIT_OK
+    return EXIT_UNKNOWN if hunt.lost or any(o.verdict is Verdict.UNKNOWN for o in hunt.done) else EXIT_OK
 
 
 def _replay(args: argparse.Namespace) -> int:

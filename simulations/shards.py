@@ -28,6 +28,7 @@ from typing import Any
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
+from simulations.linearizability.checker import Verdict
 from simulations.plan import SEGMENT_BATCHES
 from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
 from simulations.targets import HttpTarget, load_factory
@@ -87,7 +88,7 @@ class ShardOutcome:
     batches: int
     operations: int
     elapsed_s: float
-    verdict: str
+    verdict: Verdict  # the XMemo and client races report OK or ILLEGAL only
     found: Found | None  # the shrunk failing campaign, when the shard found one
     reproduction: tuple[int, int] | None = None  # over a URL: how often the shrunk case reproduced
     history: str | None = None  # the shard's history file, on the machine ``host`` names
@@ -144,7 +145,7 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
             found = shrink_over_http(result, target)
             rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
-                        operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict.value,
+                        operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict,
                         found=found, reproduction=rate, history=None if history is None else str(history),
                         host=socket.gethostname())
 
@@ -161,7 +162,7 @@ def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
         publish(run.elapsed_s, run.operations, run.finding.requirement, force=True)
         found = races.shrink(run, factory)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.batches, operations=run.operations,
-                        elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found,
+                        elapsed_s=run.elapsed_s, verdict=Verdict.ILLEGAL if run.findings else Verdict.OK, found=found,
                         host=socket.gethostname())
 
 
@@ -185,7 +186,7 @@ def _clients_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     finally:
         target.close()
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.rounds, operations=len(run.history),
-                        elapsed_s=run.elapsed_s, verdict="ok" if run.clean else "illegal",
+                        elapsed_s=run.elapsed_s, verdict=Verdict.OK if run.clean else Verdict.ILLEGAL,
                         found=None if run.clean else run, host=socket.gethostname())
 
 
@@ -240,8 +241,8 @@ def _publisher(spec: ShardSpec) -> _Publish:
 # CPython 3.11's sys._current_frames can run the garbage collector while it holds the runtime's
 # thread-list lock; a finalizer that lets go of the GIL then deadlocks the whole process
 # (python/cpython#106883). A Dask worker's statistical profiler calls it every 10 ms while a task
-# runs, and a shard runs many threads and drops SQLite connections: on 3.11 a hunt hung for good
-# in 4 of 25 runs on a loaded machine. distributed itself keeps its event-loop profiler
+# runs, and a shard runs many threads and drops SQLite connections: on 3.11 hunts hung for good
+# on a loaded machine (docs/simulations.md, workers on Python 3.11). distributed itself keeps its event-loop profiler
 # off on 3.11 for this reason; the task profiler it leaves on.
 _PROFILER_DEADLOCKS = sys.version_info[:2] == (3, 11)
 

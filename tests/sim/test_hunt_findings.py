@@ -12,6 +12,7 @@ import pytest
 
 from simulations.campaign import RunResult, read_back
 from simulations.findings import finding_key, shape
+from simulations.linearizability.checker import Verdict
 from simulations.linearizability.history import Operation
 from simulations.shards import ShardSpec, history_path, run_shard
 
@@ -38,7 +39,7 @@ def test_a_shard_writes_its_history_to_its_own_file_and_is_explained_from_it(tmp
 def test_a_clean_shard_counts_the_operations_its_file_holds(tmp_path: Path) -> None:
     spec = ShardSpec(root_seed=7, index=0, actors=3, budget_s=60, max_batches=20, factory=None, out=str(tmp_path))
     outcome = run_shard(spec)
-    assert outcome.found is None and outcome.verdict == "ok"
+    assert outcome.found is None and outcome.verdict is Verdict.OK
     assert outcome.operations == len(read_back(tmp_path / f"run-seed-{spec.seed}.jsonl")) > 0
 
 
