@@ -408,7 +408,7 @@ def _secret_words(flag: str, variable: str, actors: Sequence[str]) -> list[str]:
 def _run(args: argparse.Namespace) -> int:
     from simulations.campaign import run_campaign
     from simulations.replay import export_failure
-    from simulations.shrink import URL_RATE_RUNS, URL_TRIES, reproduction, shrink, shrink_over_http
+    from simulations.shrink import shrink_where_found
     from simulations.targets import load_factory
 
     seed = _seed_of(args)
@@ -440,17 +440,7 @@ def _run(args: argparse.Namespace) -> int:
               f"#{result.earlier[1]} of the history file), on a fresh reference with segment seed {result.seed}; "
               f"the operation numbers below are the segment's")
     print(result.finding.explanation)
-    rate = None
-    print("shrinking ..." if target is None else
-          f"shrinking over the URL (a cut is kept when one of {URL_TRIES} reruns with fresh ids fails) ...")
-    result = shrink(result, factory) if target is None else shrink_over_http(result, target)
-    print(f"shrunk to {result.plan.operations} operations in {len(result.plan.batches)} batches, "
-          f"{len(result.plan.actors)} actors:")
-    if result.finding is not None:
-        print(result.finding.explanation)
-    if target is not None:
-        rate = (reproduction(result, target, URL_RATE_RUNS), URL_RATE_RUNS)
-        print(f"over the URL the shrunk case reproduced {rate[0]}/{rate[1]} times (each with fresh ids)")
+    result, rate = shrink_where_found(result, factory, target, progress=print)
     paths = export_failure(result, Path(args.out), target="embedded" if target is None else "url",
                            url=None if target is None else target.url, factory=_factory_spec(args.ledger),
                            config=args.config, reproduction=rate)
@@ -538,7 +528,8 @@ def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
     print(f"replay this hunt with: {command}")
     print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
-                       max_batches=args.batches, factory=_factory_spec(args.ledger), out=str(Path(args.out).resolve()))
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), out=str(Path(args.out).resolve()),
+                       segment=args.segment)
              for index in range(args.workers)]
     if first is not None:
         specs = _shard_projects(args, specs, first)

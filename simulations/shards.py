@@ -30,7 +30,7 @@ from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
 from simulations.linearizability.checker import Verdict
 from simulations.plan import SEGMENT_BATCHES
-from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
+from simulations.shrink import shrink_where_found
 from simulations.targets import HttpTarget, load_factory
 from simulations.xmemo.races import XMemoRun
 
@@ -74,7 +74,7 @@ class ShardSpec:
     clients: int = 3
     loss: float = 0.3
     topic: str | None = None  # the Dask event topic the coordinator reads progress from
-    segment: int = SEGMENT_BATCHES  # batches per segment of an XMemo campaign (0: one segment)
+    segment: int = SEGMENT_BATCHES  # batches per segment of an embedded campaign (0: one segment)
 
     @property
     def seed(self) -> int:
@@ -134,16 +134,12 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     factory = load_factory(spec.factory)
     history = history_path(spec)
     result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s, max_batches=spec.max_batches,
-                          factory=factory, target=target, history_file=history,
+                          factory=factory, target=target, history_file=history, segment_batches=spec.segment,
                           on_batch=lambda seconds, operations: publish(seconds, operations, None))
     found, rate = None, None
     if result.finding is not None:
         publish(result.elapsed_s, result.operations, result.finding.kind, force=True)  # before the shrinking
-        if target is None:
-            found = shrink(result, factory)
-        else:
-            found = shrink_over_http(result, target)
-            rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
+        found, rate = shrink_where_found(result, factory, target)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
                         operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict,
                         found=found, reproduction=rate, history=None if history is None else str(history),
