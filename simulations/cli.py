@@ -730,12 +730,12 @@ def _exported(paths: dict[str, Path], replay_words: Sequence[str] = (),
     return EXIT_VIOLATION
 
 
-XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo.races.AGENTS, named here so --help needs no import
+XMEMO_AGENTS = ("claude", "codex")  # simulations.xmemo.targets.AGENTS, named here so --help needs no import
 
 
 def _is_xmemo_replay(path: Path) -> bool:
     from refkit.jsonvalue import loads
-    from simulations.xmemo.races import FORMAT
+    from simulations.xmemo.replay import FORMAT
 
     try:
         doc = loads(path.read_bytes())
@@ -757,7 +757,10 @@ def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
 def _xmemo_run(args: argparse.Namespace) -> int:
     from simulations.plan import SEGMENT_BATCHES
     from simulations.targets import load_factory
-    from simulations.xmemo.races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
+    from simulations.xmemo.campaign import run_campaign
+    from simulations.xmemo.replay import export_failure
+    from simulations.xmemo.shrink import shrink
+    from simulations.xmemo.targets import XMemoHttpTarget, reference_factory
 
     seed = _seed_of(args)
     target = None
@@ -830,7 +833,7 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:
-    from simulations.xmemo.races import reproduce
+    from simulations.xmemo.replay import reproduce
 
     reproduced = reproduce(args.file, times=args.times, factory=_factory_spec(args.ledger))
     print(f"reproduced {reproduced}/{args.times}")

@@ -32,7 +32,7 @@ from simulations.linearizability.checker import Verdict
 from simulations.plan import SEGMENT_BATCHES
 from simulations.shrink import shrink_where_found
 from simulations.targets import HttpTarget, load_factory
-from simulations.xmemo.races import XMemoRun
+from simulations.xmemo.campaign import XMemoRun
 
 __all__ = ["PUBLISH_S", "Found", "ShardOutcome", "ShardSpec", "history_path", "run_shard", "shard_seed"]
 
@@ -147,16 +147,18 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
 
 
 def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
-    from simulations.xmemo import races
+    from simulations.xmemo.campaign import run_campaign
+    from simulations.xmemo.shrink import shrink
+    from simulations.xmemo.targets import reference_factory
 
-    factory = load_factory(spec.factory) if spec.factory else races.reference_factory
-    run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
+    factory = load_factory(spec.factory) if spec.factory else reference_factory
+    run = run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
                              on_batch=lambda seconds, operations: publish(seconds, operations, None),
                              segment_batches=spec.segment)
     found = None
     if run.finding is not None:
         publish(run.elapsed_s, run.operations, run.finding.requirement, force=True)
-        found = races.shrink(run, factory)
+        found = shrink(run, factory)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.batches, operations=run.operations,
                         elapsed_s=run.elapsed_s, verdict=Verdict.ILLEGAL if run.findings else Verdict.OK, found=found,
                         host=socket.gethostname())
