@@ -90,7 +90,7 @@ def test_an_xmemo_replay_file_refuses_url_options(capsys: pytest.CaptureFixture[
 
 
 def test_the_command_line_names_the_campaigns_agents() -> None:
-    from simulations import cli
+    from simulations.commands.xmemo import XMEMO_AGENTS
     from simulations.xmemo.targets import AGENTS
 
-    assert cli.XMEMO_AGENTS == AGENTS  # a copy, so that --help imports no campaign
+    assert XMEMO_AGENTS == AGENTS  # a copy, so that --help imports no campaign
