@@ -1,7 +1,8 @@
 """HTTP/1.1 over a standard-library socket, for ``http://`` servers when no transport is given.
 
-A remote command line spends most of its run starting: importing httpx costs about three local
-commands, and ``http.client`` (it loads the ``email`` parser and ``ssl``) or h11 about one each.
+A remote command line spends most of its run starting, and importing httpx, ``http.client`` (it
+loads the ``email`` parser and ``ssl``) or h11 is a large part of a start-up (docs/remote.md,
+start-up; ``python bench/cli.py`` times ``remote inbox``).
 An AideMemo exchange needs little of HTTP: one request per connection (``Connection: close``,
 so no pool and no stale connection), a JSON body, and an answer framed by ``Content-Length``,
 by chunks, or by the connection's end (RFC 9112 §6.3). ``read_answer`` is that framing, with

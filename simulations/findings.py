@@ -24,7 +24,7 @@ from simulations.clients import ClientRun
 from simulations.linearizability.history import Operation
 from simulations.plan import READER
 from simulations.shards import Found
-from simulations.xmemo.races import XMemoRun
+from simulations.xmemo.campaign import XMemoRun
 
 __all__ = ["Distinct", "Key", "finding_key", "shape", "violated"]
 

@@ -34,7 +34,7 @@ from simulations.linearizability.history import Header, dump_history
 from simulations.replay import export_failure, finding_lines, reproduce_lines
 from simulations.shards import ShardOutcome, ShardSpec, run_shard
 from simulations.targets import named_words
-from simulations.xmemo.races import XMemoRun
+from simulations.xmemo.campaign import XMemoRun
 
 __all__ = ["Display", "HuntResult", "Progress", "run_hunt", "summary"]
 
@@ -285,7 +285,7 @@ def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> di
     """A distinct finding's files in the coordinator's ``out``: the replay file and its exports,
     or, for the remote client's races (which replay from their seed), their history."""
     if isinstance(found, XMemoRun):
-        from simulations.xmemo.races import export_failure as export_xmemo
+        from simulations.xmemo.replay import export_failure as export_xmemo
 
         return export_xmemo(found, out, factory=spec.factory)
     if isinstance(found, ClientRun):

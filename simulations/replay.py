@@ -4,7 +4,7 @@ A replay file is JSON: the seed, the target (embedded, with the ledger factory w
 planted variant; or a URL, with the target file the run used and the project it ran in), the
 plan (setup is implied; batches of resolved requests), the schedule the embedded scheduler
 followed, the recorded history, the verdict with its explanation and, for a failure shrunk over
-a URL, how often the shrunk case reproduced. ``aidememo-sim replay FILE`` (in ``cli.py``) runs
+a URL, how often the shrunk case reproduced. ``aidememo-sim replay FILE`` (``commands/replay.py``) runs
 the plan again through ``reproduce``: over a URL it is rebased into the target's project with
 fresh ids (``replay_target`` finds the target). Beside it go a timeline (HTML), a standalone
 pytest file and a curl script (``exports.py``). Tokens are never written.

@@ -28,10 +28,11 @@ from typing import Any
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
+from simulations.linearizability.checker import Verdict
 from simulations.plan import SEGMENT_BATCHES
-from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
+from simulations.shrink import shrink_where_found
 from simulations.targets import HttpTarget, load_factory
-from simulations.xmemo.races import XMemoRun
+from simulations.xmemo.campaign import XMemoRun
 
 __all__ = ["PUBLISH_S", "Found", "ShardOutcome", "ShardSpec", "history_path", "run_shard", "shard_seed"]
 
@@ -73,7 +74,7 @@ class ShardSpec:
     clients: int = 3
     loss: float = 0.3
     topic: str | None = None  # the Dask event topic the coordinator reads progress from
-    segment: int = SEGMENT_BATCHES  # batches per segment of an XMemo campaign (0: one segment)
+    segment: int = SEGMENT_BATCHES  # batches per segment of an embedded campaign (0: one segment)
 
     @property
     def seed(self) -> int:
@@ -87,7 +88,7 @@ class ShardOutcome:
     batches: int
     operations: int
     elapsed_s: float
-    verdict: str
+    verdict: Verdict  # the XMemo and client races report OK or ILLEGAL only
     found: Found | None  # the shrunk failing campaign, when the shard found one
     reproduction: tuple[int, int] | None = None  # over a URL: how often the shrunk case reproduced
     history: str | None = None  # the shard's history file, on the machine ``host`` names
@@ -133,35 +134,33 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     factory = load_factory(spec.factory)
     history = history_path(spec)
     result = run_campaign(seed=spec.seed, actors=spec.actors, budget_s=spec.budget_s, max_batches=spec.max_batches,
-                          factory=factory, target=target, history_file=history,
+                          factory=factory, target=target, history_file=history, segment_batches=spec.segment,
                           on_batch=lambda seconds, operations: publish(seconds, operations, None))
     found, rate = None, None
     if result.finding is not None:
         publish(result.elapsed_s, result.operations, result.finding.kind, force=True)  # before the shrinking
-        if target is None:
-            found = shrink(result, factory)
-        else:
-            found = shrink_over_http(result, target)
-            rate = (reproduction(found, target, URL_RATE_RUNS), URL_RATE_RUNS)
+        found, rate = shrink_where_found(result, factory, target)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=len(result.plan.batches),
-                        operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict.value,
+                        operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict,
                         found=found, reproduction=rate, history=None if history is None else str(history),
                         host=socket.gethostname())
 
 
 def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
-    from simulations.xmemo import races
+    from simulations.xmemo.campaign import run_campaign
+    from simulations.xmemo.shrink import shrink
+    from simulations.xmemo.targets import reference_factory
 
-    factory = load_factory(spec.factory) if spec.factory else races.reference_factory
-    run = races.run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
+    factory = load_factory(spec.factory) if spec.factory else reference_factory
+    run = run_campaign(seed=spec.seed, budget_s=spec.budget_s, max_batches=spec.max_batches, factory=factory,
                              on_batch=lambda seconds, operations: publish(seconds, operations, None),
                              segment_batches=spec.segment)
     found = None
     if run.finding is not None:
         publish(run.elapsed_s, run.operations, run.finding.requirement, force=True)
-        found = races.shrink(run, factory)
+        found = shrink(run, factory)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.batches, operations=run.operations,
-                        elapsed_s=run.elapsed_s, verdict="illegal" if run.findings else "ok", found=found,
+                        elapsed_s=run.elapsed_s, verdict=Verdict.ILLEGAL if run.findings else Verdict.OK, found=found,
                         host=socket.gethostname())
 
 
@@ -185,7 +184,7 @@ def _clients_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
     finally:
         target.close()
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=run.rounds, operations=len(run.history),
-                        elapsed_s=run.elapsed_s, verdict="ok" if run.clean else "illegal",
+                        elapsed_s=run.elapsed_s, verdict=Verdict.OK if run.clean else Verdict.ILLEGAL,
                         found=None if run.clean else run, host=socket.gethostname())
 
 
@@ -240,8 +239,8 @@ def _publisher(spec: ShardSpec) -> _Publish:
 # CPython 3.11's sys._current_frames can run the garbage collector while it holds the runtime's
 # thread-list lock; a finalizer that lets go of the GIL then deadlocks the whole process
 # (python/cpython#106883). A Dask worker's statistical profiler calls it every 10 ms while a task
-# runs, and a shard runs many threads and drops SQLite connections: on 3.11 a hunt hung for good
-# in 4 of 25 runs on a loaded machine. distributed itself keeps its event-loop profiler
+# runs, and a shard runs many threads and drops SQLite connections: on 3.11 hunts hung for good
+# on a loaded machine (docs/simulations.md, workers on Python 3.11). distributed itself keeps its event-loop profiler
 # off on 3.11 for this reason; the task profiler it leaves on.
 _PROFILER_DEADLOCKS = sys.version_info[:2] == (3, 11)
 

@@ -11,7 +11,8 @@ a cut that fails once fails every time. Over a URL the network interleaves: each
 the cut with fresh ids into the target's project, and a cut is kept when it fails in at least
 one of ``tries`` reruns. Before the actors go, a case shrunk over a URL is also tried one request
 at a time: a bug that needs no interleaving then reproduces every time, by curl too.
-``reproduction`` says how often the shrunk case fails.
+``reproduction`` says how often the shrunk case fails. ``shrink_where_found`` is the one path from
+a failing campaign to its shrunk case and that measure, for ``aidememo-sim run`` and a hunt's shards.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from simulations.campaign import RunResult, rerun, rerun_over_http
 from simulations.plan import Batch, Plan
 from simulations.targets import HttpTarget, LedgerFactory, reference_factory
 
-__all__ = ["URL_RATE_RUNS", "URL_TRIES", "reproduction", "shrink", "shrink_over_http"]
+__all__ = ["shrink", "shrink_where_found"]
 
 URL_TRIES = 3  # reruns a cut gets over a URL before it is given up as not failing
 URL_RATE_RUNS = 10  # reruns that measure how often a case shrunk over a URL reproduces
@@ -72,6 +73,30 @@ def reproduction(result: RunResult, target: HttpTarget, runs: int) -> int:
     """How many of ``runs`` reruns of ``result``'s plan over the URL fail."""
     return sum(rerun_over_http(result.plan, result.seed, target, explain=False).finding is not None
                for _ in range(runs))
+
+
+def shrink_where_found(result: RunResult, factory: LedgerFactory, target: HttpTarget | None,
+                       progress: Callable[[str], None] | None = None) -> tuple[RunResult, tuple[int, int] | None]:
+    """A failing campaign shrunk where it was found (the embedded reference under ``factory``, or
+    ``target``'s URL) and, over a URL, how often the shrunk case reproduces there: (failing
+    reruns, reruns), or None on the embedded reference, where it replays every time. ``progress``
+    gets the lines a person watching the run reads."""
+    say = progress or (lambda line: None)
+    if target is None:
+        say("shrinking ...")
+        shrunk = shrink(result, factory)
+    else:
+        say(f"shrinking over the URL (a cut is kept when one of {URL_TRIES} reruns with fresh ids fails) ...")
+        shrunk = shrink_over_http(result, target)
+    say(f"shrunk to {shrunk.plan.operations} operations in {len(shrunk.plan.batches)} batches, "
+        f"{len(shrunk.plan.actors)} actors:")
+    if shrunk.finding is not None:
+        say(shrunk.finding.explanation)
+    if target is None:
+        return shrunk, None
+    rate = (reproduction(shrunk, target, URL_RATE_RUNS), URL_RATE_RUNS)
+    say(f"over the URL the shrunk case reproduced {rate[0]}/{rate[1]} times (each with fresh ids)")
+    return shrunk, rate
 
 
 def _shrink(result: RunResult, trial: _Trial, budget_s: float, serialize: bool = False) -> RunResult:

@@ -10,10 +10,6 @@ the layers keep out (``_writes._new``, below this module, builds a capture's ``M
 * ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, no
   idempotency key, metadata or expiry) in one pass, for ``_decode.decode_remember``. Anything it
   is not sure of returns None and the general decoder runs, so every refusal is worded there.
-* ``caller_of`` remembers what the agent headers resolved to, for ``_http.agent_header`` and
-  ``_boundary.resolve_caller``: pure functions of the header text and the principal, which the
-  store still looks up (and confirms) on every request. Nothing here keeps an API key: the
-  credential is read and digested on every request (``_http.credential``, ``key_digest``).
 * ``plain_json`` parses a body that is one JSON object and nothing after it with the scanner
   ``json.loads`` runs, without its wrappers, for ``_decode.parse_body``; any other body, and any
   the scanner refuses, goes to ``parse_body``, so every refusal is worded there.
@@ -29,21 +25,19 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from ._boundary import resolve_caller
 from ._codec import answer_text as general_answer_text
 from ._codec import iso
 from ._decode import STORED_TYPES as _STORED_TYPES
 from ._decode import WRITE_BUCKET, parse_body
-from ._http import AGENT_HEADER, INSTANCE_HEADER, agent_header
-from ._records import Caller, Memory, Principal
+from ._records import Memory
 from ._writes import DEFAULT_STATUS, Remember
 
-__all__ = ["plain_remember", "plain_json", "caller_of", "answer_text"]
+__all__ = ["plain_remember", "plain_json", "answer_text"]
 
 # The remember fields the one-pass decoder checks itself; a body with any other goes to the schema.
 _PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id", "source", "semantic_key",
                                   "memory_type"})
-_CACHED: Final = 1_024  # entries per cache: one per principal and agent seen, cleared when full
+_CACHED: Final = 1_024  # answer middles kept, one per memory shape seen; cleared when full
 _string: Final = json.encoder.encode_basestring  # as _codec escapes strings
 _tuple_new: Final = tuple.__new__
 # json.loads' own scanner (the C one), with its defaults; typeshed does not declare the attribute.
@@ -90,25 +84,6 @@ def plain_json(raw: bytes) -> object:
         if end == len(text):
             return value
     return parse_body(raw)
-
-
-# (id of the principal, the agent and instance ids given and sent) -> the caller, whose principal is
-# that object (an id is reused only once its object is gone, and then fails ``is``)
-_callers: dict[tuple[int, str | None, str | None, str | None, str | None], Caller] = {}
-
-
-def caller_of(principal: Principal, headers: dict[str, str], agent_id: str | None, instance_id: str | None) -> Caller:
-    """The service's attribution of a request (422 for an unusable agent header), remembered."""
-    seen = (id(principal), agent_id, instance_id, headers.get(AGENT_HEADER), headers.get(INSTANCE_HEADER))
-    caller = _callers.get(seen)
-    if caller is None or caller.principal is not principal:
-        caller = resolve_caller(
-            principal,
-            asserted_agent_id=agent_id or agent_header(headers, AGENT_HEADER),
-            asserted_instance_id=instance_id or agent_header(headers, INSTANCE_HEADER),
-        )
-        _remember(_callers, seen, caller)
-    return caller
 
 
 def _remember(cache: dict[Any, Any], key: object, value: object) -> None:

@@ -32,7 +32,7 @@ from functools import lru_cache
 from typing import Final, Protocol
 
 from refkit.search import bm25, tokenize
-from ._records import Boundary, Memory, MemoryType, Relation, quick_init
+from ._records import Boundary, Memory, MemoryType, Relation
 
 __all__ = [
     "BYTES_PER_TOKEN",
@@ -62,7 +62,6 @@ def estimate_tokens(text: str) -> int:
     return -(-len(text.encode("utf-8")) // BYTES_PER_TOKEN)
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Ranked:
     memory: Memory
@@ -75,7 +74,6 @@ class Candidates(Sized, Protocol):
     def __iter__(self) -> Iterator[Ranked]: ...
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PackedItem:
     memory: Memory

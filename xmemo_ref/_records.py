@@ -7,9 +7,9 @@ from the seed (XMemo's agent-to-agent guide).
 
 from __future__ import annotations
 
-from dataclasses import MISSING, dataclass, fields
+from dataclasses import dataclass
 from enum import StrEnum
-from typing import Any, Final, NamedTuple, TypeVar
+from typing import Final, NamedTuple
 
 from refkit.records import distinct
 
@@ -27,31 +27,7 @@ __all__ = [
     "Caller",
     "Memory",
     "Boundary",
-    "quick_init",
 ]
-
-_C = TypeVar("_C", bound=type[Any])
-
-
-def quick_init(cls: _C) -> _C:
-    """Give a frozen slotted dataclass an ``__init__`` that fills each slot through the slot's own
-    descriptor, cheaper than the generated one's ``object.__setattr__`` per field (``python
-    bench/records.py``, "three slots"), for the records a request builds (``Caller``, ``Boundary``,
-    the writes). The signature (keyword-only, the same defaults) and so ``dataclasses.replace`` are unchanged."""
-    names = [f.name for f in fields(cls)]
-    namespace: dict[str, Any] = {f"_set_{n}": getattr(cls, n).__set__ for n in names}
-    params = []
-    for f in fields(cls):
-        if f.default is not MISSING:
-            namespace[f"_default_{f.name}"] = f.default
-            params.append(f"{f.name}=_default_{f.name}")
-        else:
-            params.append(f.name)
-    body = "".join(f"    _set_{n}(self, {n})\n" for n in names)
-    exec(f"def __init__(self, *, {', '.join(params)}):\n{body}", namespace)  # as dataclasses builds its own
-    cls.__init__ = namespace["__init__"]
-    return cls
-
 
 class MemoryType(StrEnum):
     """A stored memory's type (GL ``remember``; ``auto`` is a write request, never stored)."""
@@ -123,7 +99,6 @@ class Principal:
         return scope in self.scopes
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Caller:
     """One request's principal plus the agent identity it is attributed to.
@@ -175,7 +150,6 @@ class Memory(NamedTuple):
     expires_at_ms: int | None
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Boundary:
     """The agent boundary object on a recalled item, with exactly the seed's seven fields."""

@@ -17,6 +17,7 @@ from typing import Any, Final
 from urllib.parse import parse_qsl
 
 from refkit.response import MAX_BODY_BYTES, Response
+from ._boundary import resolve_caller
 from ._decode import (
     decode_event,
     decode_project_context,
@@ -28,8 +29,9 @@ from ._decode import (
     parse_body,
 )
 from ._errors import KeyChanged, RequestError
-from ._hot import caller_of, plain_json, plain_remember
-from ._http import AUDIT_HEADER, HttpRequest, credential, error_response, json_response
+from ._hot import plain_json, plain_remember
+from ._http import (AGENT_HEADER, AUDIT_HEADER, INSTANCE_HEADER, HttpRequest, agent_header, credential,
+                    error_response, json_response)
 from ._keys import key_digest
 from ._mcp import McpEndpoint
 from ._operations import Operations, Rules
@@ -150,7 +152,11 @@ class XMemoService:
 
     @staticmethod
     def _attribute(principal: Principal, request: HttpRequest, agent_id: str | None, instance_id: str | None) -> Caller:
-        return caller_of(principal, request.headers, agent_id, instance_id)
+        return resolve_caller(
+            principal,
+            asserted_agent_id=agent_id or agent_header(request.headers, AGENT_HEADER),
+            asserted_instance_id=instance_id or agent_header(request.headers, INSTANCE_HEADER),
+        )
 
     # -- routes -----------------------------------------------------------------------------
     def _health(self, request: HttpRequest) -> Response:

@@ -29,7 +29,7 @@ from typing import Final, NamedTuple, Protocol
 from refkit.records import distinct
 
 from ._errors import RequestError
-from ._records import Caller, Kind, Memory, MemoryType, quick_init
+from ._records import Caller, Kind, Memory, MemoryType
 
 __all__ = [
     "Remember",
@@ -69,7 +69,6 @@ class Remember(NamedTuple):
     memory_id: str | None = None  # MCP remember: update this memory instead of writing a new one
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class UpdateState:
     state_key: str
@@ -82,7 +81,6 @@ class UpdateState:
     metadata_json: str
 
 
-@quick_init
 @dataclass(frozen=True, slots=True, kw_only=True)
 class RecordEvent:
     content: str

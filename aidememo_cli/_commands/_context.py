@@ -89,8 +89,8 @@ Command = Callable[[argparse.Namespace, Context], int]
 
 
 class _Skipped:
-    """Stands in for a command the current call does not use (building argparse parsers costs
-    about 2 ms each, and agents call this CLI many times per task)."""
+    """Stands in for a command the current call does not use: every parser built is start-up time,
+    and agents call this CLI many times per task (``python bench/cli.py`` times the start-up)."""
 
     def add_argument(self, *args: Any, **kwargs: Any) -> None:
         pass

@@ -64,11 +64,6 @@ class Baseline:
         """The first entry naming this check (by node id, else by requirement), or None."""
         return next((e for e in self.entries if e.matches(nodeid, requirement_id)), None)
 
-    def expects(self, nodeid: str, requirement_id: str) -> str | None:
-        """The reason a check is expected to fail, or None."""
-        entry = self.match(nodeid, requirement_id)
-        return entry.reason if entry is not None and entry.kind == "failure" else None
-
     def unmatched(self, checks: list[tuple[str, str]]) -> list[str]:
         """Entries naming no check of this run (renamed, removed, or deselected)."""
         return [entry.name for entry in self.entries if not any(entry.matches(nodeid, rid) for nodeid, rid in checks)]

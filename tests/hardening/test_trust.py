@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from simulations.plan import Plan
-from simulations.xmemo.races import FORMAT as XMEMO_FORMAT
+from simulations.xmemo.replay import FORMAT as XMEMO_FORMAT
 from tests.targetfile import write_target
 
 MARKER = "PWNED"

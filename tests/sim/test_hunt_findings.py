@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from simulations.campaign import RunResult, read_back
+from simulations.campaign import RunResult, read_back, run_campaign
 from simulations.findings import finding_key, shape
+from simulations.linearizability.checker import Verdict
 from simulations.linearizability.history import Operation
 from simulations.shards import ShardSpec, history_path, run_shard
 
@@ -38,8 +39,19 @@ def test_a_shard_writes_its_history_to_its_own_file_and_is_explained_from_it(tmp
 def test_a_clean_shard_counts_the_operations_its_file_holds(tmp_path: Path) -> None:
     spec = ShardSpec(root_seed=7, index=0, actors=3, budget_s=60, max_batches=20, factory=None, out=str(tmp_path))
     outcome = run_shard(spec)
-    assert outcome.found is None and outcome.verdict == "ok"
+    assert outcome.found is None and outcome.verdict is Verdict.OK
     assert outcome.operations == len(read_back(tmp_path / f"run-seed-{spec.seed}.jsonl")) > 0
+
+
+def test_an_aidememo_shard_runs_the_segments_its_replay_command_names(tmp_path: Path) -> None:
+    # A hunt's shard command carries `--segment N`: the shard must run N-batch segments, as that command does.
+    spec = ShardSpec(root_seed=7, index=0, actors=3, budget_s=60, max_batches=7, factory=None, out=str(tmp_path),
+                     segment=3)
+    run_shard(spec)
+    alone = tmp_path / "alone.jsonl"
+    run_campaign(seed=spec.seed, actors=3, budget_s=60, max_batches=7, history_file=alone, segment_batches=3)
+    assert [op.input for op in read_back(tmp_path / f"run-seed-{spec.seed}.jsonl")] == \
+        [op.input for op in read_back(alone)]
 
 
 def test_a_worker_that_cannot_write_the_output_folder_uses_its_temporary_folder(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from simulations.plan import batch_seed, segment_seed
-from simulations.xmemo import races
+from simulations.xmemo import campaign
 
 
 @pytest.mark.parametrize(("seed", "index", "expected"), [
@@ -23,7 +23,7 @@ def test_batch_seeds_are_pinned(seed: int, index: int, expected: int) -> None:
 
 
 def test_the_xmemo_campaign_draws_the_same_seeds() -> None:
-    assert races._batch_seed is batch_seed
+    assert campaign.batch_seed is batch_seed
 
 
 @pytest.mark.parametrize(("seed", "segment", "expected"), [

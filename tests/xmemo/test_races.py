@@ -12,7 +12,9 @@ import pytest
 
 from simulations.linearizability.history import Operation
 from simulations.xmemo.model import violations
-from simulations.xmemo.races import export_failure, reproduce, run_campaign, shrink
+from simulations.xmemo.campaign import rerun, run_campaign
+from simulations.xmemo.replay import export_failure, reproduce
+from simulations.xmemo.shrink import shrink
 
 from . import races
 
@@ -102,7 +104,6 @@ def test_a_long_campaign_keeps_one_segment_and_counts_them_all() -> None:
 
 def test_a_race_found_in_a_later_segment_replays_alone_from_its_segment_seed(tmp_path: Path) -> None:
     from simulations.plan import segment_seed
-    from simulations.xmemo.races import rerun
 
     found = None
     for seed in range(1, 40):

@@ -81,7 +81,7 @@ def test_bad_input_is_one_line_and_exit_2(argv: list[str], message: str, capsys:
 
 
 def test_an_xmemo_replay_file_refuses_url_options(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
-    from simulations.xmemo.races import FORMAT
+    from simulations.xmemo.replay import FORMAT
 
     path = tmp_path / "r.json"
     path.write_text(json.dumps({"format": FORMAT}))
@@ -90,7 +90,7 @@ def test_an_xmemo_replay_file_refuses_url_options(capsys: pytest.CaptureFixture[
 
 
 def test_the_command_line_names_the_campaigns_agents() -> None:
-    from simulations import cli
-    from simulations.xmemo import races as xmemo_races
+    from simulations.commands.xmemo import XMEMO_AGENTS
+    from simulations.xmemo.targets import AGENTS
 
-    assert cli.XMEMO_AGENTS == xmemo_races.AGENTS  # a copy, so that --help imports no campaign
+    assert XMEMO_AGENTS == AGENTS  # a copy, so that --help imports no campaign

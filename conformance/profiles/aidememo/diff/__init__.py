@@ -38,7 +38,7 @@ from refkit.files import write_atomic
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
 
 DEFAULT_BUDGET_S = 60.0
-DEFAULT_STEPS = 50_000  # above what 90 s reach on an embedded target (about 255 steps/s here): the budget ends a run
+DEFAULT_STEPS = 50_000  # above what a budget reaches on an embedded target (`python bench/diff.py` gives the rate): the budget ends a run
 TIME_NOTE_CLOCK = ("time: both test clocks move together (clock steps); timestamps are compared by type, "
                    "a lease's length by value")
 TIME_NOTE_NONE = ("time: the target serves no test clock, so no step moves time (lease expiry is not exercised); "

@@ -1,0 +1,86 @@
+"""``aidememo-sim run --faults``: a fault campaign against a served or given server, and the checks
+that refuse, before anything starts, faults the command line cannot carry out.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from simulations.commands import EXIT_OK, EXIT_UNKNOWN, EXIT_VIOLATION
+from simulations.errors import SimulationError
+from simulations.linearizability.checker import Verdict
+
+if TYPE_CHECKING:
+    from simulations.targets import HttpTarget
+
+__all__ = ["fault_options", "fault_run"]
+
+
+def fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None, command: str) -> int:
+    """The fault campaign ``args`` name against ``target``; ``command`` runs it again (printed, and in its reports)."""
+    import time
+
+    from simulations.faults.report import write_reports
+    from simulations.faults.run import run_fault_campaign
+
+    started = time.monotonic()
+    if target is None:
+        raise SimulationError("--faults needs a server: a target file (--config; kill and pause need its [serve] "
+                              "command) or --url")
+    if args.workers > 1 or args.scheduler is not None:
+        print("--faults runs in one shard: the shards of a hunt would share the one served server, and a kill "
+              "would hit them all")
+    print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, faults "
+          f"{','.join(args.faults)}, against {args.url or args.config}")
+    print(f"replay this run with: {command}")
+    out = Path(args.out) / f"faults-seed-{seed}"
+    history_file = out / "history.jsonl"
+    print(f"history: {history_file} (check it with: aidememo-sim check {history_file})")
+    run = run_fault_campaign(target=target, server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
+                             actors=args.actors, budget_s=args.budget, max_batches=args.batches,
+                             history_file=history_file, started=started, progress=print)
+    print(f"{run.result.batches} batches in {run.result.elapsed_s:.1f} s")
+    recovery = run.recovery()
+    if recovery is not None:
+        print(recovery)
+    for finding in run.findings:
+        print(f"finding: {finding.rule} ({', '.join(finding.requirements) or 'no requirement id'})")
+        print(finding.explanation)
+        print(f"replay it, with its fault schedule: {command}")
+    paths, skipped = write_reports(run, out, command=command)
+    for label, path in paths.items():
+        print(f"{label}: {path}")
+    if skipped is not None:
+        print(skipped)
+    print(run.summary())
+    if run.findings:
+        return EXIT_VIOLATION
+    return EXIT_UNKNOWN if run.verdict is Verdict.UNKNOWN else EXIT_OK
+
+
+def fault_options(args: argparse.Namespace) -> None:
+    """Faults that need what the command line does not give are refused before anything starts.
+
+    Raises:
+        SimulationError: kill or pause without a target file with [serve] (one line).
+    """
+    from simulations.faults.schedule import SERVED_KINDS
+
+    if args.command != "run" or not getattr(args, "faults", None):
+        return
+    served = [kind for kind in args.faults if kind in SERVED_KINDS]
+    if served and (args.config is None or not _has_serve(args.config)):
+        raise SimulationError(f"--faults {served[0]} needs the target file's [serve] command (the kit must start "
+                              f"the server to {served[0]} it); give --config with a [serve] table")
+
+
+def _has_serve(path: Path) -> bool:
+    import tomllib
+
+    try:
+        with path.open("rb") as file:
+            return isinstance(tomllib.load(file).get("serve"), dict)
+    except (OSError, tomllib.TOMLDecodeError):
+        return False  # the target file's own loader says what is wrong with it
