@@ -73,7 +73,7 @@ def _wildcard_free(value: object, limit: int) -> bool:
 
 def _unit(value: object) -> bool:
     """A nullable number plainly within [0, 1] (not a bool, which JSON Schema's number is not; not NaN)."""
-    return value is None or (type(value) is float or type(value) is int) and 0 <= value <= 1  # type: ignore[operator]
+    return value is None or (type(value) is float or type(value) is int) and 0 <= value <= 1
 
 
 def plain_remember(body: object) -> Remember | None:
