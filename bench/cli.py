@@ -50,6 +50,8 @@ from aidememo_cli._local._facttypes import FactType  # noqa: E402
 from aidememo_cli._local._records import AgentProfile, AgentType  # noqa: E402
 from aidememo_cli._local._store import LocalStore  # noqa: E402
 
+from _conditions import Window, closing, opening  # noqa: E402
+
 ENTRY = "import sys; from aidememo_cli import main; sys.exit(main(sys.argv[1:]))"
 RECEIVER = "bench-receiver"
 SOURCE = "bench-team"
@@ -143,6 +145,7 @@ def local_profile(env: dict[str, str], repeat: int, seed: int) -> None:
     """The aidememo-local profile, serial and on two workers, beside its commands' bare starts."""
     runs: dict[str, list[float]] = {"serial": [], "-n 2": [], "baseline": []}
     commands = checks = 0
+    window = Window()
     with tempfile.TemporaryDirectory() as tmp:
         _profile_run(env, os.path.join(tmp, "warm"), seed, None)  # bytecode, page cache
         for i in range(repeat):
@@ -159,10 +162,10 @@ def local_profile(env: dict[str, str], repeat: int, seed: int) -> None:
     for name, label in (("baseline", f"{commands} x python -c pass"), ("serial", "profile, serial"),
                         ("-n 2", "profile, -n 2")):
         values = runs[name]
-        print(f"{label:<32} {statistics.median(values):>9.2f} {min(values):>7.2f} {max(values):>7.2f}"
-              f" {statistics.median(values) / base:>11.2f}")
-    print(f"target: the profile in at most 15 s (serial {statistics.median(runs['serial']):.1f} s,"
-          f" -n 2 {statistics.median(runs['-n 2']):.1f} s)")
+        print(window.mark(f"{label:<32} {statistics.median(values):>9.2f} {min(values):>7.2f} {max(values):>7.2f}"
+                          f" {statistics.median(values) / base:>11.2f}"))
+    print(window.mark(f"target: the profile in at most 15 s (serial {statistics.median(runs['serial']):.1f} s,"
+                      f" -n 2 {statistics.median(runs['-n 2']):.1f} s)"))
 
 
 def _environment(no_cache: bool, tmp: str) -> dict[str, str]:
@@ -190,6 +193,14 @@ def main() -> int:
     parser.add_argument("--local-profile", action="store_true",
                         help="time the aidememo-local conformance profile instead (default --repeat 3)")
     args = parser.parse_args()
+    opening("bench/cli.py (the timed processes' bytecode caching is printed below)")
+    try:
+        return _main(args)
+    finally:
+        closing()
+
+
+def _main(args: argparse.Namespace) -> int:
     if args.local_profile:
         repeat = 3 if "--repeat" not in sys.argv else args.repeat
         if repeat < 1:
@@ -208,6 +219,7 @@ def main() -> int:
     print(f"seed={seed} (replay: python bench/cli.py --seed {seed} --repeat {args.repeat}"
           f" --facts {args.facts} --handoffs {args.handoffs}{' --no-bytecode-cache' if args.no_bytecode_cache else ''})")
     rng = random.Random(seed)
+    window = Window()
     with tempfile.TemporaryDirectory() as tmp, contextlib.ExitStack() as stack:
         store = os.path.join(tmp, "bench.sqlite")
         started = time.perf_counter()
@@ -238,18 +250,19 @@ def main() -> int:
           f" {'cpu ms':>8} {'cpu x':>6}")
     for name in samples:
         median, cpu_median = statistics.median(wall[name]), statistics.median(cpu[name])
-        print(f"{name:<16} {median:>10.1f} {min(wall[name]):>8.1f} {max(wall[name]):>8.1f} {median / base:>11.2f}"
-              f" {cpu_median:>8.1f} {cpu_median / base_cpu:>6.2f}")
+        print(window.mark(f"{name:<16} {median:>10.1f} {min(wall[name]):>8.1f} {max(wall[name]):>8.1f} "
+                          f"{median / base:>11.2f} {cpu_median:>8.1f} {cpu_median / base_cpu:>6.2f}"))
     local = [k for k in samples if k not in ("python -c pass", "mcp tools/call", "remote inbox")]
     worst = max(statistics.median(wall[k]) for k in local) / base
     worst_cpu = max(statistics.median(cpu[k]) for k in local) / base_cpu
-    print(f"worst local command: {worst:.2f}x baseline wall, {worst_cpu:.2f}x cpu (target <= 3x)")
-    print(f"mcp round trip (process start, initialize, one tools/call): "
-          f"{statistics.median(wall['mcp tools/call']) / base:.2f}x baseline wall,"
-          f" {statistics.median(cpu['mcp tools/call']) / base_cpu:.2f}x cpu")
-    print(f"remote inbox: {statistics.median(wall['remote inbox']) / base:.2f}x baseline wall,"
-          f" {statistics.median(cpu['remote inbox']) / base_cpu:.2f}x cpu;"
-          f" {statistics.median(cpu['remote inbox']) / statistics.median(cpu['handoff inbox']):.2f}x the local inbox's cpu")
+    print(window.mark(f"worst local command: {worst:.2f}x baseline wall, {worst_cpu:.2f}x cpu (target <= 3x)"))
+    print(window.mark(f"mcp round trip (process start, initialize, one tools/call): "
+                      f"{statistics.median(wall['mcp tools/call']) / base:.2f}x baseline wall,"
+                      f" {statistics.median(cpu['mcp tools/call']) / base_cpu:.2f}x cpu"))
+    print(window.mark(f"remote inbox: {statistics.median(wall['remote inbox']) / base:.2f}x baseline wall,"
+                      f" {statistics.median(cpu['remote inbox']) / base_cpu:.2f}x cpu;"
+                      f" {statistics.median(cpu['remote inbox']) / statistics.median(cpu['handoff inbox']):.2f}x "
+                      "the local inbox's cpu"))
     return 0
 
 

@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from _conditions import Window, closing, opening
+
 REPO = Path(__file__).resolve().parents[1]
 
 
@@ -51,11 +53,6 @@ def _diff(env: dict[str, str], report: str, seed: int, seconds: float, variant: 
     return dict(json.loads(summary.read_text()))
 
 
-def _load() -> str:
-    one, five, fifteen = os.getloadavg()
-    return f"{one:.2f} {five:.2f} {fifteen:.2f} (1, 5, 15 min; {os.cpu_count()} CPUs)"
-
-
 def _timeline(summary: dict[str, Any], every: float) -> None:
     coverage = summary["coverage"]
     print(f"{'seconds':>8} {'steps':>7} {'steps/s':>8} {'pairs':>6}")
@@ -69,11 +66,12 @@ def _timeline(summary: dict[str, Any], every: float) -> None:
         last_s, last_steps, next_at = seconds, steps, (seconds // every + 1) * every
 
 
-def _summary(summary: dict[str, Any]) -> None:
+def _summary(summary: dict[str, Any], window: Window) -> None:
     coverage = summary["coverage"]
-    print(f"total: {summary['steps']} steps in {summary['seconds']} s ({summary['steps'] / summary['seconds']:.0f}/s),"
-          f" {summary['episodes']} episodes; {coverage['pairs']} (route, status, error code, record state) pairs, "
-          f"{coverage['route_states']} (route, record state) pairs, {len(coverage['aims'])} aims tried")
+    print(window.mark(f"total: {summary['steps']} steps in {summary['seconds']} s "
+                      f"({summary['steps'] / summary['seconds']:.0f}/s), {summary['episodes']} episodes; "
+                      f"{coverage['pairs']} (route, status, error code, record state) pairs, "
+                      f"{coverage['route_states']} (route, record state) pairs, {len(coverage['aims'])} aims tried"))
     makers = coverage["makers"]
     planned = makers.get("aim", {}).get("steps", 0)
     print(f"steps from aims' plans: {planned} of {summary['steps']}; new pairs by source: "
@@ -95,21 +93,21 @@ def main() -> int:
     if args.seconds <= 0 or args.every <= 0:
         print("error: --seconds and --every must be positive", file=sys.stderr)
         return 2
+    opening("bench/diff.py")
     with tempfile.TemporaryDirectory() as tmp:
         env, bytecode = _environment(args.no_bytecode_cache, tmp, args.variant is not None)
         if not args.no_bytecode_cache:
             _diff(env, os.path.join(tmp, "warm"), args.seed, 2.0, args.variant)
         print(f"diff, seed {args.seed}, {args.seconds:g} s, target: "
               f"{'mutants:' + args.variant if args.variant else 'the embedded reference'}")
-        print(f"bytecode: {bytecode}")
-        print(f"load average at start: {_load()}")
-        started = time.monotonic()
+        print(f"bytecode of the diff command: {bytecode}")
+        window, started = Window(), time.monotonic()
         summary = _diff(env, os.path.join(tmp, "run"), args.seed, args.seconds, args.variant)
         wall = time.monotonic() - started
-        print(f"load average at end:   {_load()}")
     _timeline(summary, args.every)
-    _summary(summary)
-    print(f"wall time of the command: {wall:.1f} s (budget {args.seconds:g} s)")
+    _summary(summary, window)
+    print(window.mark(f"wall time of the command: {wall:.1f} s (budget {args.seconds:g} s)"))
+    closing()
     return 0
 
 

@@ -14,7 +14,6 @@ whether bytecode was cached. Prints figures, never asserts them (the goal: under
 from __future__ import annotations
 
 import argparse
-import os
 import resource
 import subprocess
 import sys
@@ -29,16 +28,7 @@ from tests.hardening import hostile  # noqa: E402  (the proxy the hostile tests 
 from tests.sim.served import bootstrap_command, served_file  # noqa: E402
 from tests.targetfile import write_target  # noqa: E402
 
-
-def _load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
-def _cached() -> str:
-    if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
-        return "not cached (PYTHONDONTWRITEBYTECODE set)"
-    found = any((ROOT / "conformance" / "__pycache__").glob("http.*.pyc"))
-    return "cached" if found else "not cached yet (this run writes it)"
+from _conditions import Window, closing, opening  # noqa: E402
 
 
 def main() -> None:
@@ -49,8 +39,8 @@ def main() -> None:
     parser.add_argument("checks", nargs="*", help="checks to run (default: the whole suite)")
     args = parser.parse_args()
     hostile.HUGE_BYTES = args.padding_bytes  # read by the proxy's rewrite at each answer
-    print(f"aidememo-conformance run against answers padded with {args.padding_bytes} bytes; "
-          f"bytecode {_cached()}; load at start {_load()}")
+    opening("bench/hostile_memory.py (the run inherits this environment's bytecode setting)")
+    print(f"aidememo-conformance run against answers padded with {args.padding_bytes} bytes")
     with tempfile.TemporaryDirectory(prefix="hostile-memory-") as workdir:
         database, config = Path(workdir) / "ref.sqlite", Path(workdir) / "target.toml"
         with served_file(database, config) as url, hostile.hostile_proxy(url, "huge") as bent:
@@ -58,14 +48,14 @@ def main() -> None:
             command = [sys.executable, "-m", "conformance.cli", "run", "--config", str(config), "--seed", "1",
                        "--report-dir", str(Path(workdir) / "report"), *(["-n", args.workers] if args.workers else []),
                        *args.checks]
-            started = time.perf_counter()
+            window, started = Window(), time.perf_counter()
             done = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=3600)
             wall = time.perf_counter() - started
     peak_mb = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024  # KiB on Linux
     verdicts = next((line for line in done.stdout.splitlines() if line.startswith("verdicts: ")), "verdicts: ?")
-    print(f"exit {done.returncode} in {wall:.1f} s; {verdicts.split('   ')[0]}")
-    print(f"peak RSS of the run (largest process): {peak_mb:.0f} MB (goal: under 200 MB)")
-    print(f"load at end {_load()}")
+    print(window.mark(f"exit {done.returncode} in {wall:.1f} s; {verdicts.split('   ')[0]}"))
+    print(window.mark(f"peak RSS of the run (largest process): {peak_mb:.0f} MB (goal: under 200 MB)"))
+    closing()
     if done.returncode not in (0, 1):
         print(done.stderr[-2000:], file=sys.stderr)
 

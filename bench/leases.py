@@ -12,7 +12,6 @@ from its terminal lines), the machine's load and whether bytecode was cached.
 from __future__ import annotations
 
 import argparse
-import os
 import re
 import shutil
 import subprocess
@@ -21,6 +20,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _conditions import closing, load, mark, opening
 from refkit.process import ReferenceProcess
 
 TEMPLATE = ("aidememo-ref bootstrap --database {database} --tenant-id {{tenant}} --project-id {{project}} "
@@ -28,21 +28,17 @@ TEMPLATE = ("aidememo-ref bootstrap --database {database} --tenant-id {{tenant}}
 AFTER = re.compile(r"lease wait over after ([\d.]+) s \(([\d.]+) s of it after the other checks\)")
 
 
-def _load() -> str:
-    return " ".join(f"{value:.2f}" for value in os.getloadavg())
-
-
 def _run(url: str, database: Path, workers: int | None, selection: list[str], report: Path) -> dict[str, object]:
     args = [sys.executable, "-m", "conformance.cli", "run", "--url", url, "--provision-command",
             TEMPLATE.format(database=database), "--real-time-leases", "--seed", "1",
             "--report-dir", str(report), *selection, *(["-n", str(workers)] if workers else [])]
-    load = _load()
+    began = load()
     start = time.perf_counter()
     done = subprocess.run(args, capture_output=True, text=True, timeout=3600)
     wall = time.perf_counter() - start
     waits = AFTER.findall(done.stderr)
     verdicts = next((line for line in done.stdout.splitlines() if line.startswith("verdicts: ")), "verdicts: ?")
-    return {"wall": wall, "load": load, "waits": waits, "verdicts": verdicts.split("   ")[0], "exit": done.returncode}
+    return {"wall": wall, "loads": (began, load()), "waits": waits, "verdicts": verdicts.split("   ")[0], "exit": done.returncode}
 
 
 def main() -> None:
@@ -54,8 +50,8 @@ def main() -> None:
     if shutil.which("aidememo-ref") is None:
         raise SystemExit("aidememo-ref is not on PATH (pip install -e .)")
     selection = [word for rid in args.requirement for word in ("--requirement", rid)]
-    cached = "off (PYTHONDONTWRITEBYTECODE set)" if os.environ.get("PYTHONDONTWRITEBYTECODE") else "on"
-    print(f"lease {args.lease_ms} ms; selection {' '.join(args.requirement) or 'whole suite'}; bytecode cache {cached}")
+    opening("bench/leases.py (the runs inherit this environment's bytecode setting)")
+    print(f"lease {args.lease_ms} ms; selection {' '.join(args.requirement) or 'whole suite'}")
     rows = []
     with tempfile.TemporaryDirectory() as workdir:
         database = Path(workdir) / "ledger.sqlite"
@@ -67,9 +63,11 @@ def main() -> None:
     for workers, row in rows:
         waits = "; ".join(f"wait {total} s, {after} s after the other checks" for total, after in row["waits"]) or (
             "no lease wait")
-        print(f"{'serial' if workers is None else f'-n {workers}':>7}: {row['wall']:7.1f} s  "
-              f"({float(row['wall']) / serial:.2f} of serial)  {row['verdicts']}  exit {row['exit']}  {waits}  "  # type: ignore[arg-type]
-              f"load before {row['load']}, after {_load()}")
+        began, ended = row["loads"]  # type: ignore[misc]
+        print(mark(f"{'serial' if workers is None else f'-n {workers}':>7}: {row['wall']:7.1f} s  "
+                   f"({float(row['wall']) / serial:.2f} of serial)  {row['verdicts']}  exit {row['exit']}  "  # type: ignore[arg-type]
+                   f"{waits}", began, ended))
+    closing()
 
 
 if __name__ == "__main__":

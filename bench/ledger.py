@@ -40,6 +40,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from _conditions import Window, closing, opening
 from aidememo_ref import ReferenceLedger, provision
 
 if TYPE_CHECKING:
@@ -271,6 +272,7 @@ def _fresh_database(server_url: str, name: str) -> str:
 
 
 def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
+    window = Window()
     rates = interleaved({
         "raw": raw_sqlite_step(tmp / "raw.sqlite"),
         "least": least_write_step(tmp / "least.sqlite"),
@@ -279,39 +281,45 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
         "handling": handling_step(tmp / "handling.sqlite"),
     }, args.seconds)
     (base, base_cpu), (ours, ours_cpu) = rates["raw"], rates["ours"]
-    print(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: {base:8.0f}/s "
-          f"| ratio {ours / base:.2f} (cpu {ours_cpu:.0f} vs {base_cpu:.0f} us: {base_cpu / ours_cpu:.2f})")
+    print(window.mark(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: "
+                      f"{base:8.0f}/s | ratio {ours / base:.2f} (cpu {ours_cpu:.0f} vs {base_cpu:.0f} us: "
+                      f"{base_cpu / ours_cpu:.2f})"))
     for name, label in (("least", "floor: a command's least write (1 b-tree, 1 statement)"),
                         ("store", "floor: the store's write path, no request handling"),
                         ("handling", "floor: request handling alone, no transaction")):
         rate, cpu = rates[name]
-        print(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} (cpu {cpu:.0f} us: {base_cpu / cpu:.2f})")
+        print(window.mark(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} "
+                          f"(cpu {cpu:.0f} us: {base_cpu / cpu:.2f})"))
+    window = Window()
     seconds, held = open_seconds(tmp / "open.sqlite", 100_000)
-    print(f"sqlite     open of a 100,000-command file (memory built from the log): {seconds:.2f} s, "
-          f"holding {held:.0f} MiB (traced Python allocations)")
+    print(window.mark(f"sqlite     open of a 100,000-command file (memory built from the log): {seconds:.2f} s, "
+                      f"holding {held:.0f} MiB (traced Python allocations)"))
     db = tmp / "http.sqlite"
     provision(db, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    window = Window()
     commands, health = served_rates(db, None, args.clients, args.seconds)
-    print(f"sqlite     over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
-          f"{health:8.0f}/s | ratio {commands / health:.2f}")
+    print(window.mark(f"sqlite     over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's "
+                      f"/health: {health:8.0f}/s | ratio {commands / health:.2f}"))
 
 
 def bench_postgres(server_url: str, args: argparse.Namespace) -> None:
     # Interleaved in turns of 50 commits, like the SQLite lines: fsync times drift by 2-3x over
     # seconds here, and separate windows would time the drift instead of the ledger.
+    window = Window()
     steps = {"raw": raw_postgres_step(_fresh_database(server_url, "bench_raw")),
              "ours": in_process_postgres_step(_fresh_database(server_url, "bench_inproc"))}
     rates = interleaved(steps, args.seconds, chunk=50)
     for step in steps.values():
         step.close()  # type: ignore[attr-defined]
     (base, _), (ours, _) = rates["raw"], rates["ours"]  # CPU here is the client's only: not shown
-    print(f"postgres   in-process: {ours:8.0f} commands/s | raw PostgreSQL single-row transactions: {base:8.0f}/s "
-          f"| ratio {ours / base:.2f}")
+    print(window.mark(f"postgres   in-process: {ours:8.0f} commands/s | raw PostgreSQL single-row transactions: "
+                      f"{base:8.0f}/s | ratio {ours / base:.2f}"))
     url = _fresh_database(server_url, "bench_http")
     provision(postgres_url=url, tenant_id="t", project_id="p", actor_id="a", token=TOKEN)
+    window = Window()
     commands, health = served_rates(None, url, args.clients, args.seconds)
-    print(f"postgres   over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's /health: "
-          f"{health:8.0f}/s | ratio {commands / health:.2f}")
+    print(window.mark(f"postgres   over HTTP, {args.clients} clients: {commands:8.0f} commands/s | same server's "
+                      f"/health: {health:8.0f}/s | ratio {commands / health:.2f}"))
 
 
 def main() -> int:
@@ -320,8 +328,15 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
     args = parser.parse_args()
-    load = os.getloadavg()[0]
-    print(f"load average {load:.2f} on {os.cpu_count()} CPUs (ratios are same-run; absolute rates move with load)")
+    opening("bench/ledger.py (ratios are same-run; absolute rates move with load)")
+    try:
+        _run(args)
+    finally:
+        closing()
+    return 0
+
+
+def _run(args: argparse.Namespace) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         if args.backend in ("sqlite", "both"):
             bench_sqlite(Path(tmp), args)
@@ -333,14 +348,13 @@ def main() -> int:
                 started = subprocess.run(["bash", str(script), "start", str(cluster)], capture_output=True, text=True)
                 if started.returncode != 0:
                     print(f"postgres   skipped: {(started.stderr.strip().splitlines() or ['no server'])[-1]}")
-                    return 0
+                    return
                 server = started.stdout.strip()
             try:
                 bench_postgres(server, args)
             finally:
                 if not os.environ.get("AIDEMEMO_POSTGRES_URL"):
                     subprocess.run(["bash", str(script), "stop", str(cluster)], capture_output=True)
-    return 0
 
 
 if __name__ == "__main__":

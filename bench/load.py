@@ -38,6 +38,9 @@ from faker import Faker
 
 from aidememo_wire.shapes import error_detail
 
+sys.path.append(str(Path(__file__).resolve().parent))  # bench/ itself, also when a test imports this file
+from _conditions import Window, closing, opening  # noqa: E402
+
 PROJECT: Final = "p-load"
 SESSION: Final = "s-load"
 EXPECTED: Final = frozenset({(409, "stale_revision"), (409, "handoff_conflict")})
@@ -282,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 32)
     replay = (f"python bench/load.py --actors {args.actors} --workers {args.workers} --ops {args.ops} "
               f"--seconds {args.seconds:g} --seed {seed}")
+    opening("bench/load.py")
     print(f"seed={seed}  (replay: {replay}; thread interleaving is not replayed, only every choice)", flush=True)
     from aidememo_ref import provision
     from refkit.process import ReferenceProcess, ServerStartError
@@ -311,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
             workers = [Worker(url, actor, i, actors, tokens, seed, book, args.ops, deadline)
                        for actor in actors for i in range(args.workers)]
             pool = [threading.Thread(target=w.run) for w in workers]
-            started = time.monotonic()
+            window, started = Window(), time.monotonic()
             for t in pool:
                 t.start()
             for t in pool:
@@ -329,25 +333,27 @@ def main(argv: list[str] | None = None) -> int:
                     client.close()
         finally:
             server.stop()
-    return _report(args, book, baseline, elapsed, threads, states, alive, replay)
+    code = _report(args, book, baseline, elapsed, threads, states, alive, replay, window)
+    closing()
+    return code
 
 
 def _report(args: argparse.Namespace, book: Book, baseline: list[float], elapsed: float, threads: int,
-            states: Counter[str], alive: bool, replay: str) -> int:
+            states: Counter[str], alive: bool, replay: str, window: Window) -> int:
     """Print the run's figures against the same run's /health baseline; 1 on an unexpected error."""
     done = sum(len(v) for v in book.latencies.values())
     base_p50 = percentile(baseline, 0.5)
-    print(f"actors: {args.actors} x {args.workers} workers  operations: {done}  elapsed: {elapsed:.1f} s  "
-          f"throughput: {done / elapsed:.0f} ops/s")
-    print(f"baseline GET /health (same run, {threads} threads): p50 {base_p50 * 1000:.2f} ms  "
-          f"p99 {percentile(baseline, 0.99) * 1000:.2f} ms")
+    print(window.mark(f"actors: {args.actors} x {args.workers} workers  operations: {done}  elapsed: {elapsed:.1f} s  "
+                      f"throughput: {done / elapsed:.0f} ops/s"))
+    print(window.mark(f"baseline GET /health (same run, {threads} threads): p50 {base_p50 * 1000:.2f} ms  "
+                      f"p99 {percentile(baseline, 0.99) * 1000:.2f} ms"))
     print("handoffs read back: " + " ".join(f"{state} {n}" for state, n in sorted(states.items())))
     for op in ("send", "inbox", "accept", "heartbeat", "fact", "return"):
         values = book.latencies.get(op, [])
         if values:
             p50 = percentile(values, 0.5)
-            print(f"  {op:<9} n={len(values):<6} p50 {p50 * 1000:7.2f} ms  p99 {percentile(values, 0.99) * 1000:7.2f} ms  "
-                  f"p50/health {p50 / base_p50:5.1f}x")
+            print(window.mark(f"  {op:<9} n={len(values):<6} p50 {p50 * 1000:7.2f} ms  "
+                              f"p99 {percentile(values, 0.99) * 1000:7.2f} ms  p50/health {p50 / base_p50:5.1f}x"))
     expected = " ".join(f"[{k}: {n}]" for k, n in sorted(book.expected.items())) or "none"
     print(f"expected errors (deliberate races): {sum(book.expected.values())}  {expected}")
     busy = " ".join(f"[{k}: {n}]" for k, n in sorted(book.busy.items()))

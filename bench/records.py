@@ -20,7 +20,6 @@ rather than quoting a one-off measurement: each line prints both shapes and thei
 from __future__ import annotations
 
 import argparse
-import os
 import sqlite3
 import timeit
 from collections.abc import Callable, Iterator
@@ -28,6 +27,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from _conditions import Window, closing, opening
 from refkit.records import distinct
 
 
@@ -101,9 +101,10 @@ def _time(call: Callable[[], object], number: int) -> float:
 
 def _line(label: str, general: tuple[str, Callable[[], object]], shortcut: tuple[str, Callable[[], object]],
           number: int) -> str:
+    window = Window()
     slow, fast = _time(general[1], number), _time(shortcut[1], number)
-    return (f"{label:<22} {general[0]:>18} {slow:6.0f} ns | {shortcut[0]:>13} {fast:6.0f} ns | "
-            f"ratio {fast / slow:.2f}")
+    return window.mark(f"{label:<22} {general[0]:>18} {slow:6.0f} ns | {shortcut[0]:>13} {fast:6.0f} ns | "
+                       f"ratio {fast / slow:.2f}")
 
 
 def main() -> int:
@@ -111,7 +112,7 @@ def main() -> int:
     parser.add_argument("--number", type=int, default=200_000, help="calls per timing (best of three)")
     args = parser.parse_args()
     new = tuple.__new__
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs (ratios are same-run)")
+    opening("bench/records.py (ratios are same-run)")
     print(_line("record, 4 fields", ("frozen dataclass", lambda: FrozenRow(kind="k", resource_id="r", revision=1,
                                                                             body=None)),
                 ("NamedTuple", lambda: TupleRow(kind="k", resource_id="r", revision=1, body=None)), args.number))
@@ -123,6 +124,7 @@ def main() -> int:
                 args.number))
     bound, defaulted = _inserts()
     print(_line("INSERT, three None", ("bound", bound), ("defaulted", defaulted), args.number // 4))
+    closing()
     return 0
 
 

@@ -42,6 +42,8 @@ sys.path.insert(0, str(REPO))
 
 from conformance.installed import PROFILES  # noqa: E402
 
+from _conditions import Window, closing, opening  # noqa: E402
+
 BOOTSTRAP = ("bootstrap --database {database} --tenant-id {tenant} --project-id {project} --actor-id {actor} "
              "--token-file {token_file} --role {role}")
 
@@ -174,7 +176,7 @@ def main() -> None:
     if options.repeat < 1 or (options.workers is not None and not options.workers.isdigit()):
         print("bench/suite.py: --repeat must be >= 1 and --workers a number", file=sys.stderr)
         raise SystemExit(2)
-    print(f"load: {os.getloadavg()[0]:.2f} {os.getloadavg()[1]:.2f} {os.getloadavg()[2]:.2f} (1, 5, 15 min)")
+    opening("bench/suite.py (each timed run sets its own bytecode caching, printed with it)")
     with tempfile.TemporaryDirectory() as tmp:
         scratch = Path(tmp)
         cached, uncached = _env(True, scratch), _env(False, scratch)
@@ -184,6 +186,7 @@ def main() -> None:
             _profile_tables(cached, uncached, scratch)
         if not options.skip_served:
             _served_part(cached, scratch, options.workers, fresh=not options.skip_fresh)
+    closing()
 
 
 def _thread_server(repeat: int) -> None:
@@ -216,6 +219,7 @@ def _thread_server(repeat: int) -> None:
         sock.close()
         return time.perf_counter() - started
 
+    window = Window()
     with tempfile.TemporaryDirectory() as tmp:
         ledger = ReferenceLedger(str(Path(tmp) / "ledger.sqlite"))
         try:
@@ -226,19 +230,21 @@ def _thread_server(repeat: int) -> None:
         finally:
             ledger.close()
     stock, ours = statistics.median(times[False]), statistics.median(times[True])
-    print(f"  socket server in a thread, start + /health + stop: {ours:6.1f} ms; with uvicorn's own Server "
-          f"class {stock:6.1f} ms ({ours / stock:.2f}x)")
+    print(window.mark(f"  socket server in a thread, start + /health + stop: {ours:6.1f} ms; with uvicorn's own "
+                      f"Server class {stock:6.1f} ms ({ours / stock:.2f}x)"))
 
 
 def _startup_table(cached: dict[str, str], scratch: Path, repeat: int) -> None:
+    window = Window()
     startups = _startups(cached, scratch, repeat)
     bare = startups["python -c pass"]
     print(f"start-up (median of {repeat}, bytecode cached):")
     for name, (wall, cpu) in startups.items():
-        print(f"  {name:<40} {wall:6.1f} ms wall {cpu:6.1f} ms CPU   {wall / bare[0]:.1f}x / {cpu / bare[1]:.1f}x "
-              f"python -c pass")
+        print(window.mark(f"  {name:<40} {wall:6.1f} ms wall {cpu:6.1f} ms CPU   {wall / bare[0]:.1f}x / "
+                          f"{cpu / bare[1]:.1f}x python -c pass"))
     local, boot = startups["aidememo-ref (local: session list)"], startups["aidememo-ref bootstrap"]
-    print(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, {boot[1] / local[1]:.2f}x CPU")
+    print(window.mark(f"  bootstrap against the local command: {boot[0] / local[0]:.2f}x wall, "
+                      f"{boot[1] / local[1]:.2f}x CPU"))
     _thread_server(repeat)
 
 
@@ -247,34 +253,38 @@ def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: P
         if name != "aidememo":
             _suite(cached, scratch / f"warm-{name}", "--profile", name)
     for label, env in (("bytecode not cached", uncached), ("bytecode cached", cached)):
+        window = Window()
         runs = {name: _suite(env, scratch / f"{name}-{label}", "--profile", name) for name in PROFILES}
-        print(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"]))
+        print(window.mark(_line(f"embedded, AideMemo profile ({label})", *runs["aidememo"])))
         for name, (wall, cpu) in runs.items():
             if name == "aidememo":
                 continue
-            print(_line(f"  embedded, {name} profile ({label})", wall, cpu))
+            print(window.mark(_line(f"  embedded, {name} profile ({label})", wall, cpu)))
             if name == "aidememo-local":  # the kit's CLI forked per command, against started fresh
+                fresh_window = Window()
                 fresh = _suite(env, scratch / f"local-fresh-{label}", "--profile", name, "--cli",
                                f"{sys.executable} -m aidememo_ref")
-                print(_line("    the same, each command a fresh interpreter (--cli)", *fresh,
-                            (wall, cpu)).replace("of the embedded run", "of the forked run"))
-        print(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
-                    sum(w for w, _ in runs.values()), sum(c for _, c in runs.values())))
+                print(fresh_window.mark(_line("    the same, each command a fresh interpreter (--cli)", *fresh,
+                                              (wall, cpu)).replace("of the embedded run", "of the forked run")))
+        print(window.mark(_line(f"embedded, all {len(PROFILES)} profiles in turn ({label})",
+                                sum(w for w, _ in runs.values()), sum(c for _, c in runs.values()))))
 
 
 def _served_part(cached: dict[str, str], scratch: Path, workers: str | None, *, fresh: bool) -> None:
     """The embedded run, then right after it the served one compared with it (and the one before sharing)."""
     shown = f" -n {workers}" if workers else ""
+    window = Window()
     embedded = _suite(cached, scratch / "embedded-baseline", *(["-n", workers] if workers else []))
     shared = _served(cached, scratch, workers)
-    print(_line(f"embedded, AideMemo profile{shown} (baseline, bytecode cached)", *embedded))
+    print(window.mark(_line(f"embedded, AideMemo profile{shown} (baseline, bytecode cached)", *embedded)))
     for line in _served_lines(f"served by command, AideMemo profile{shown} (bytecode cached)", shared, embedded,
                               workers):
-        print(line)
+        print(window.mark(line))
     if fresh:  # before sharing: a fresh project for every check, as every check had before it declared its isolation
+        window = Window()
         for line in _served_lines(f"  the same with --fresh-identities (before sharing){shown}",
                                   _served(cached, scratch, workers, "--fresh-identities"), embedded, workers):
-            print(line)
+            print(window.mark(line))
 
 
 if __name__ == "__main__":

@@ -5,7 +5,21 @@
    schema check, key, rules, one SQLite transaction, the answer) against raw one-row SQLite
    transactions on the same disk and pragmas (``BEGIN IMMEDIATE``, one ``INSERT`` of a two-column
    row, ``COMMIT``: ``bench/ledger.py``'s baseline), and ``GET /health`` through the same service,
-   run in interleaved turns of 250 so that load from other work hits all three alike.
+   run in interleaved turns of 250 so that load from other work hits all alike. Two kinds of
+   capture: the single body (eight of twelve words, ``path`` and ``scope``) that recall below
+   reads, and a mix shaped like the published clients' captures (``MIX``, drawn from a seed per
+   index): content of 2 to 80 words from a vocabulary of about a hundred, so 10 to about 600
+   characters, and
+   * 40% as the Hermes plugin sends them (``hermes_xmemo`` ``XMemoClient.remember``): ``path``,
+     ``bucket`` "work", ``scope`` "hermes/default", ``memory_type`` "semantic", ``dedupe``; a
+     quarter of them with ``importance`` and a ``semantic_key``;
+   * 30% as OpenClaw's auto-capture (``xmemo-protocol.md``, "auto-capture"): ``memory_type``
+     "auto", ``importance`` 0.7, ``source`` "openclaw-auto-capture", ``metadata.category``, with a
+     ``path`` and ``scope``;
+   * 30% as the Agent Framework host's capture (``xmemo_agent_framework.capture``), to
+     ``/api/v1/remember``: ``path`` "capture/<project>", ``bucket`` "work", ``scope``
+     "tenant:project:<id>", ``source``, ``semantic_key`` "maf-capture:<sha256>", ``dedupe`` and
+     ``metadata.capture`` (run and session ids, source ids, time, receipts, idempotency key).
 2. Recall latency (``POST /v1/recall/context``, the seed's query and bounds) as the tenant grows,
    without a scope and with the one its captures carry (as the published clients send it): the
    median of repeated recalls per size against the smallest size's, with the packet's items and
@@ -18,15 +32,16 @@
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
-import os
+import random
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
 
+from _conditions import Window, closing, opening
 from ledger import interleaved, raw_sqlite_step
 
 from xmemo_ref import XMemoReference
@@ -46,24 +61,87 @@ def body(i: int) -> bytes:
                        "path": f"bench/{i % 50}", "scope": "bench"}).encode()
 
 
+VOCABULARY = tuple("""deploy adapter decision transport token fix handoff redis review status timeout pool
+    the a to of and in for on with we it is was that this user prefers always never use uses
+    build test release branch merge commit rollback migration schema index query cache latency
+    retry queue worker cron job api endpoint auth key scope session agent memory recall capture
+    bug root cause because after before when staging production config flag feature team owner
+    ticket issue docs readme python typescript rust postgres sqlite docker kubernetes ci pipeline
+    cluster node region backup restore error warning log metric alert dashboard incident""".split())
+MIX = (("hermes", 0.4), ("openclaw", 0.3), ("maf", 0.3))  # the clients' shares of the captures
+CATEGORIES = ("preference", "decision", "entity", "fact", "other")
+MAF_PROJECT = "bench-project"  # the capture key's project: the host's scope must name it
+
+
+def _content(rng: random.Random) -> str:
+    """2 to 80 words, short ones commonest (a note or a preference) and some a paragraph long."""
+    words = min(80, max(2, int(rng.expovariate(1 / 18))))
+    return " ".join(rng.choice(VOCABULARY) for _ in range(words))
+
+
+def mixed(i: int) -> tuple[str, bytes]:
+    """(path, body) of the i-th capture of the clients' mix (``MIX``), the same for the same i."""
+    rng = random.Random(i)
+    client = rng.choices([name for name, _ in MIX], [share for _, share in MIX])[0]
+    content, project = _content(rng), f"proj-{rng.randrange(8)}"
+    if client == "hermes":
+        sent: dict[str, object] = {"content": content, "path": f"hermes/{project}", "bucket": "work",
+                                   "scope": "hermes/default", "memory_type": "semantic", "dedupe": True}
+        if rng.random() < 0.25:
+            sent.update(importance=0.8, semantic_key=f"hermes:{project}:{i}")
+        return "/v1/remember", json.dumps(sent).encode()
+    if client == "openclaw":
+        return "/v1/remember", json.dumps({
+            "content": content, "path": f"openclaw/{project}", "scope": "openclaw/main", "memory_type": "auto",
+            "importance": 0.7, "source": "openclaw-auto-capture",
+            "metadata": {"category": rng.choice(CATEGORIES)}}).encode()
+    key = hashlib.sha256(f"{MAF_PROJECT}:{i}:{content}".encode()).hexdigest()
+    return "/api/v1/remember", json.dumps({
+        "content": content, "path": f"capture/{MAF_PROJECT}", "bucket": "work",
+        "scope": f"tenant:project:{MAF_PROJECT}",
+        "source": "maf-agent", "semantic_key": f"maf-capture:{key}", "dedupe": True,
+        "metadata": {"capture": {"run_id": f"run-{i}", "session_id": f"session-{i // 10}",
+                                 "source_ids": [f"msg-{i}"], "occurred_at": "2026-01-02T03:04:05+00:00",
+                                 "server_receipts": ["identity", "project-context"], "idempotency_key": key}},
+    }).encode()
+
+
+def mix_shares(count: int = 10_000) -> str:
+    """The mix as drawn: each client's share and the content's length, over the first ``count``."""
+    drawn = [mixed(i) for i in range(count)]
+    lengths = sorted(len(json.loads(sent)["content"]) for _, sent in drawn)
+    metadata = sum(1 for _, sent in drawn if b'"metadata"' in sent)
+    return (f"Hermes {MIX[0][1]:.0%}, OpenClaw auto-capture {MIX[1][1]:.0%}, Agent Framework {MIX[2][1]:.0%}; "
+            f"content {lengths[0]}-{lengths[-1]} chars (median {lengths[len(lengths) // 2]}); "
+            f"{metadata / count:.0%} with metadata")
+
+
 def capture_steps(tmp: Path) -> dict[str, "callable[[int], None]"]:  # type: ignore[valid-type]
     ref = XMemoReference(tmp / "rate.sqlite")
-    ref.provision(owner_id="bench-rate", key=RATE_KEY)
+    ref.provision(owner_id="bench-rate", key=RATE_KEY, project_id=MAF_PROJECT)
     service, sent = ref.service, headers(RATE_KEY)
     bodies: dict[int, bytes] = {}
+    mix: dict[int, tuple[str, bytes]] = {}
 
     def capture(i: int) -> None:
         assert service.handle("POST", "/v1/remember", sent, bodies.pop(i)).status == 200
+
+    def capture_mix(i: int) -> None:
+        path, sent_body = mix.pop(i)
+        answer = service.handle("POST", path, sent, sent_body)
+        assert answer.status == 200, answer.body
 
     def health(i: int) -> None:
         assert service.handle("GET", "/health", sent).status == 200
 
     capture.prepare = lambda start, count: bodies.update(  # type: ignore[attr-defined]
         (i, body(i)) for i in range(start, start + count))
-    return {"raw": raw_sqlite_step(tmp / "raw.sqlite"), "capture": capture, "health": health}
+    capture_mix.prepare = lambda start, count: mix.update(  # type: ignore[attr-defined]
+        (i, mixed(i)) for i in range(start, start + count))
+    return {"raw": raw_sqlite_step(tmp / "raw.sqlite"), "capture": capture, "mix": capture_mix, "health": health}
 
 
-def recall_medians(tmp: Path, sizes: list[int]) -> None:
+def recall_medians(tmp: Path, sizes: list[int], window: Window) -> None:
     ref = XMemoReference(tmp / "recall.sqlite")
     ref.provision(owner_id="bench", key=KEY)
     service, sent = ref.service, headers(KEY)
@@ -88,10 +166,11 @@ def recall_medians(tmp: Path, sizes: list[int]) -> None:
             packet = answer.json()
             median_ms = statistics.median(times) * 1000
             base = first.setdefault(scope, median_ms)
-            print(f"recall over {size:7,d} memories, scope {scope or '-':5}: median {median_ms:7.2f} ms | "
-                  f"ratio to {sizes[0]:,}: {median_ms / base:5.2f} | items {len(packet['items'])}/6, "
-                  f"tokens {packet['budget']['used_tokens']}/1200, candidates {packet['coverage']['candidates']:,} "
-                  f"| first recall after the captures {catch_up:8.1f} ms")
+            print(window.mark(f"recall over {size:7,d} memories, scope {scope or '-':5}: median {median_ms:7.2f} ms | "
+                              f"ratio to {sizes[0]:,}: {median_ms / base:5.2f} | items {len(packet['items'])}/6, "
+                              f"tokens {packet['budget']['used_tokens']}/1200, "
+                              f"candidates {packet['coverage']['candidates']:,} "
+                              f"| first recall after the captures {catch_up:8.1f} ms"))
     ref.close()
 
 
@@ -101,17 +180,22 @@ def main() -> int:
     parser.add_argument("--sizes", default="100,10000,100000")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",")]
-    cached = "not written (PYTHONDONTWRITEBYTECODE)" if sys.dont_write_bytecode else "written and reused"
-    print(f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs, bytecode {cached} "
-          "(ratios are same-run; absolute rates move with load)")
+    opening("bench/xmemo.py (ratios are same-run; absolute rates move with load)")
+    print(f"capture mix: {mix_shares()}", flush=True)
     with tempfile.TemporaryDirectory() as tmp:
+        window = Window()
         rates = interleaved(capture_steps(Path(tmp)), args.seconds)
-        (raw, raw_cpu), (ours, ours_cpu), (health, _) = rates["raw"], rates["capture"], rates["health"]
-        print(f"POST /v1/remember: {ours:8.0f} captures/s | raw SQLite one-row transactions: {raw:8.0f}/s | "
-              f"ratio {ours / raw:.2f} (cpu {ours_cpu:.0f} vs {raw_cpu:.0f} us) | GET /health {health:8.0f}/s")
-        recall_medians(Path(tmp), sizes)
+        (raw, raw_cpu), (health, _) = rates["raw"], rates["health"]
+        for name, label in (("capture", "POST /v1/remember, single body"), ("mix", "POST /v1/remember, clients' mix")):
+            ours, ours_cpu = rates[name]
+            print(window.mark(f"{label}: {ours:8.0f} captures/s | raw SQLite one-row transactions: {raw:8.0f}/s | "
+                              f"ratio {ours / raw:.2f} (cpu {ours_cpu:.0f} vs {raw_cpu:.0f} us: "
+                              f"{raw_cpu / ours_cpu:.2f}) | GET /health {health:8.0f}/s"))
+        window = Window()
+        recall_medians(Path(tmp), sizes, window)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"peak resident memory {peak:.0f} MiB (both references and the baseline's file)")
+    closing()
     return 0
 
 

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from ._records import Kind, Memory, MemoryType, Tenant, Trust
 
-__all__ = ["iso", "parse_iso_ms", "memory_json", "memory_from_json", "answer_text", "canonical_json", "real",
+__all__ = ["iso", "parse_iso_ms", "memory_json", "memory_from_json", "answer_text", "canonical_json", "number_text", "real",
            "compact_json"]
 
 _EPOCH: Final = datetime(1970, 1, 1, tzinfo=timezone.utc)
@@ -121,7 +121,8 @@ _ANSWER: Final = (
 )
 
 
-def _number(value: float | None) -> str:
+def number_text(value: float | None) -> str:
+    """A nullable number as the answers write it."""
     if value is None:
         return "null"
     return repr(value) if math.isfinite(value) else compact_json(value)  # as json writes a number
@@ -137,8 +138,8 @@ def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> st
     mid, created, updated, expires = s(m.id), m.created_at_ms, m.updated_at_ms, m.expires_at_ms
     return _ANSWER % (
         mid, mid, s(m.kind), s(m.content), s(m.path), s(m.bucket), "null" if m.scope is None else s(m.scope),
-        "null" if m.team_id is None else s(m.team_id), s(m.memory_type), s(m.status), _number(m.importance),
-        _number(m.confidence), "null" if m.semantic_key is None else s(m.semantic_key),
+        "null" if m.team_id is None else s(m.team_id), s(m.memory_type), s(m.status), number_text(m.importance),
+        number_text(m.confidence), "null" if m.semantic_key is None else s(m.semantic_key),
         "null" if m.state_key is None else s(m.state_key), "null" if m.event_type is None else s(m.event_type),
         "null" if m.session_id is None else s(m.session_id), "null" if m.source is None else s(m.source),
         "null" if m.agent_id is None else s(m.agent_id),

@@ -7,14 +7,22 @@ one is a shortcut of a function elsewhere that stays the single statement of the
 the layers keep out (``_writes._new``, below this module, builds a capture's ``Memory`` with
 ``tuple.__new__``: without it a capture's CPU rose in ``bench/xmemo.py``) points here:
 
-* ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, no
-  idempotency key, metadata or expiry) in one pass, for ``_decode.decode_remember``. Anything it
-  is not sure of returns None and the general decoder runs, so every refusal is worded there.
+* ``plain_remember`` decodes the common ``remember`` body (plain strings within their bounds, the
+  numbers, flag and metadata object the published clients add, no idempotency key, provenance or
+  expiry) in one pass, for ``_decode.decode_remember``. Anything it is not sure of returns None and
+  the general decoder runs, so every refusal is worded there. The clients' mix in
+  ``bench/xmemo.py`` (Hermes' ``importance`` and ``dedupe``, OpenClaw's and the Agent Framework's
+  ``metadata``) is what it covers beyond the single body.
 * ``plain_json`` parses a body that is one JSON object and nothing after it with the scanner
   ``json.loads`` runs, without its wrappers, for ``_decode.parse_body``; any other body, and any
   the scanner refuses, goes to ``parse_body``, so every refusal is worded there.
 * ``answer_text`` reuses the part of a write's answer that only the memory's shape decides (the
-  fields between its path and its version), for ``_codec.answer_text``, which writes it.
+  fields between its path and its metadata), for ``_codec.answer_text``, which writes it; the
+  metadata, canonical JSON already, is written as it is, so a capture whose metadata is its own
+  (the Agent Framework's carries its idempotency key) still reuses the rest.
+* ``plain_remember`` writes the metadata object with the C encoder made once, as
+  ``_codec.canonical_json`` makes it on every call (``json.JSONEncoder.encode``), for a body
+  ``json.loads`` parsed (never circular).
 
 ``tests/xmemo/test_hot_path.py`` holds each shortcut equal to the code it stands for.
 """
@@ -26,7 +34,7 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from ._codec import answer_text as general_answer_text
-from ._codec import iso
+from ._codec import iso, number_text
 from ._decode import STORED_TYPES as _STORED_TYPES
 from ._decode import WRITE_BUCKET, parse_body
 from ._records import Memory
@@ -36,12 +44,16 @@ __all__ = ["plain_remember", "plain_json", "answer_text"]
 
 # The remember fields the one-pass decoder checks itself; a body with any other goes to the schema.
 _PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id", "source", "semantic_key",
-                                  "memory_type"})
+                                  "memory_type", "importance", "confidence", "dedupe", "metadata"})
 _CACHED: Final = 1_024  # answer middles kept, one per memory shape seen; cleared when full
 _string: Final = json.encoder.encode_basestring  # as _codec escapes strings
 _tuple_new: Final = tuple.__new__
 # json.loads' own scanner (the C one), with its defaults; typeshed does not declare the attribute.
 _scan: Final[Callable[[str, int], tuple[object, int]]] = getattr(json.JSONDecoder(), "scan_once")
+# ``_codec.canonical_json``'s encoder (sorted keys, raw UTF-8, compact, NaN allowed), made once; no
+# circular check, for values json.loads made. typeshed does not declare c_make_encoder.
+_sorted: Final[Callable[[object, int], list[str]]] = getattr(json.encoder, "c_make_encoder")(
+    None, None, _string, None, ":", ",", True, False, True)
 
 
 def _label(value: object, limit: int) -> bool:
@@ -53,6 +65,11 @@ def _wildcard_free(value: object, limit: int) -> bool:
     return type(value) is str and 0 < len(value) <= limit and "%" not in value and "*" not in value
 
 
+def _unit(value: object) -> bool:
+    """A nullable number plainly within [0, 1] (not a bool, which JSON Schema's number is not; not NaN)."""
+    return value is None or (type(value) is float or type(value) is int) and 0 <= value <= 1
+
+
 def plain_remember(body: object) -> Remember | None:
     """``decode_remember(body)`` for a body every field of which is plainly valid, else None."""
     if type(body) is not dict or not _PLAIN_FIELDS.issuperset(body):
@@ -60,17 +77,21 @@ def plain_remember(body: object) -> Remember | None:
     get = body.get
     content, path, scope, bucket = get("content"), get("path"), get("scope"), get("bucket", WRITE_BUCKET)
     team_id, source, semantic_key, memory_type = get("team_id"), get("source"), get("semantic_key"), get("memory_type")
+    importance, confidence, dedupe, metadata = get("importance"), get("confidence"), get("dedupe"), get("metadata")
     if not (type(content) is str and 0 < len(content) <= 65_536 and type(path) is str and 0 < len(path) <= 512
             and (scope is None or _wildcard_free(scope, 256)) and _wildcard_free(bucket, 128)
             and _label(team_id, 128) and _label(source, 128) and _label(semantic_key, 512)
             and (memory_type is None and "memory_type" not in body
                  or type(memory_type) is str and memory_type in _STORED_TYPES)
+            and _unit(importance) and _unit(confidence) and (dedupe is None or type(dedupe) is bool)
+            and (metadata is None or type(metadata) is dict)
             and content.strip()):
         return None
     # decode_remember's record for these fields, the others at what their absence gives.
     # (Positionally, in Remember's field order: ``python bench/records.py`` times it against the keyword call.)
     return _tuple_new(Remember, (content, path, bucket, scope, team_id, _STORED_TYPES[memory_type or "auto"],
-                                 DEFAULT_STATUS, None, None, semantic_key, False, source, "{}", None, None))
+                                 DEFAULT_STATUS, importance, confidence, semantic_key, dedupe is True, source,
+                                 "".join(_sorted(metadata, 0)) if metadata else "{}", None, None))
 
 
 def plain_json(raw: bytes) -> object:
@@ -92,26 +113,25 @@ def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
     cache[key] = value
 
 
-# A memory's fields from bucket to metadata, by their values: what its answer shows between path and version.
+# A memory's fields from bucket to agent_trust, by their values: what its answer shows between path and metadata.
 _middles: dict[tuple[object, ...], str] = {}
 _KEY_FIELD: Final = ',"idempotency_key":'
 
 
 def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> str:
-    """``_codec.answer_text(memory, outcome, idempotency_key)``, its middle reused when the memory's
-    numbers are None (``1`` and ``1.0``, ``0.0`` and ``-0.0`` are equal keys but different text)."""
+    """``_codec.answer_text(memory, outcome, idempotency_key)``, its middle reused for the same
+    values (the numbers by their text: ``1`` and ``1.0``, ``0.0`` and ``-0.0`` are equal keys)."""
     m = memory
-    if m.importance is not None or m.confidence is not None:
-        return general_answer_text(m, outcome, idempotency_key)
-    shape = (m.bucket, m.scope, m.team_id, m.memory_type, m.status, m.semantic_key, m.state_key, m.event_type,
-             m.session_id, m.source, m.agent_id, m.agent_instance_id_hash, m.agent_trust, m.metadata_json)
+    shape = (m.bucket, m.scope, m.team_id, m.memory_type, m.status, number_text(m.importance),
+             number_text(m.confidence), m.semantic_key, m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
+             m.agent_instance_id_hash, m.agent_trust)
     mid = _string(m.id)
     head = f'{{"id":{mid},"memory_id":{mid},"kind":{_string(m.kind)},"content":{_string(m.content)},' \
            f'"path":{_string(m.path)},'
     expires = "null" if m.expires_at_ms is None else f'"{iso(m.expires_at_ms)}"'
     key = "" if idempotency_key is None else _KEY_FIELD + _string(idempotency_key)
-    tail = f',"version":{m.version},"created_at":"{iso(m.created_at_ms)}","updated_at":"{iso(m.updated_at_ms)}",' \
-           f'"expires_at":{expires},"write":{_string(outcome)}{key}}}'
+    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{iso(m.created_at_ms)}",' \
+           f'"updated_at":"{iso(m.updated_at_ms)}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
     middle = _middles.get(shape)
     if middle is None:
         text = general_answer_text(m, outcome, idempotency_key)

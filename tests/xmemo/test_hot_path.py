@@ -21,6 +21,7 @@ from hypothesis import strategies as st
 from aidememo_ref import ManualClock
 from xmemo_ref import XMemoReference, _hot, _service
 from xmemo_ref._codec import answer_text as general_answer_text
+from xmemo_ref._codec import number_text
 from xmemo_ref._decode import decode_remember, idempotency_key, parse_body
 from xmemo_ref._errors import RequestError
 from xmemo_ref._http import AGENT_HEADER
@@ -32,14 +33,16 @@ KEY = "xm-hot-path-key-0123456789abcdef"
 # Values at and past each bound, of each JSON type, and the wildcards and blanks the rules refuse.
 TEXTS = ["", " ", "\t\n", "a", "deploy fix", "%", "a%", "*", "é ☃", "a\nb", "x" * 128, "x" * 129, "x" * 256,
          "x" * 257, "x" * 512, "x" * 513, "active", "Active", "stale_note"]
-VALUES: list[Any] = [*TEXTS, None, True, False, 0, 1, 0.5, 1.5, -1, [], ["a"], {}, {"a": 1},
+VALUES: list[Any] = [*TEXTS, None, True, False, 0, 1, 0.5, 1.5, -1, 0.0, -0.0, 1.0, 1.0000001, 1e-300, float("nan"),
+          float("inf"), [], ["a"], {}, {"a": 1}, {"b": [1.5, None, {"z": "é", "a": float("nan")}], "a": -0.0},
                      "auto", "semantic", "episodic", "procedural", "working", "identity", "Semantic"]
 FIELDS = ["content", "path", "scope", "bucket", "team_id", "source", "semantic_key", "memory_type",
           "status", "importance", "confidence", "dedupe", "metadata", "provenance", "expires_at",
           "idempotency_key", "unknown_field"]
 PLAIN = {"content": "deploy adapter decision", "path": "bench/1", "scope": "bench"}
 
-PLAIN_FIELDS = FIELDS[:8]  # the fields the one-pass decoder checks itself
+# the fields the one-pass decoder checks itself
+PLAIN_FIELDS = [*FIELDS[:8], "importance", "confidence", "dedupe", "metadata"]
 bodies = st.one_of(
     st.fixed_dictionaries({"content": st.sampled_from(TEXTS), "path": st.sampled_from(TEXTS)},
                           optional={field: st.sampled_from(["a", "deploy fix", "semantic"]) | st.sampled_from(VALUES)
@@ -81,6 +84,12 @@ def test_each_field_at_each_edge_is_decoded_in_one_pass_or_left_to_the_schema(bo
 @pytest.mark.parametrize("body", [
     PLAIN, {"content": "c", "path": "p"}, {**PLAIN, "bucket": "public", "team_id": "t", "source": "s"},
     {**PLAIN, "memory_type": "auto"}, {**PLAIN, "memory_type": "working", "semantic_key": "k", "scope": None},
+    # as the published clients send them (bench/xmemo.py's mix): Hermes, OpenClaw's auto-capture, MAF
+    {**PLAIN, "bucket": "work", "memory_type": "semantic", "dedupe": True, "importance": 0.8, "semantic_key": "k"},
+    {**PLAIN, "memory_type": "auto", "importance": 0.7, "source": "openclaw-auto-capture",
+     "metadata": {"category": "decision"}},
+    {**PLAIN, "bucket": "work", "source": "maf", "semantic_key": "maf-capture:ab", "dedupe": True,
+     "metadata": {"capture": {"run_id": "r", "source_ids": ["m"], "server_receipts": [], "idempotency_key": "ab"}}},
 ])
 def test_the_common_bodies_take_the_one_pass_decoder(body: dict[str, Any]) -> None:
     assert _hot.plain_remember(body) == decode_remember(body)
@@ -97,18 +106,23 @@ def test_the_reused_answer_middle_gives_the_general_answer_text(writes: list[tup
         assert _hot.answer_text(memory, outcome, key) == general_answer_text(memory, outcome, key)
 
 
-def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape() -> None:
+@pytest.mark.parametrize(("importance", "metadata"), [(None, ("{}", "{}")), (0.7, ('{"a":1}', '{"a":2}')),
+                                                     (1, ("{}", '{"capture":{"k":"x"}}'))])
+def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape(
+        importance: float | None, metadata: tuple[str, str]) -> None:
+    """The same fields from bucket to agent_trust, numbers and metadata included: their own
+    metadata, as the Agent Framework's captures carry, does not keep the rest from being reused."""
     base = Memory(id="m1", tenant=TENANT, kind=Kind.MEMORY, content="one", path="p", bucket="work", scope="s",
-                  team_id=None, memory_type=MemoryType.SEMANTIC, status="active", importance=None, confidence=None,
-                  semantic_key=None, state_key=None, event_type=None, session_id=None, source=None, agent_id="a",
-                  agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED, metadata_json="{}", version=1,
-                  created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
+                  team_id=None, memory_type=MemoryType.SEMANTIC, status="active", importance=importance,
+                  confidence=None, semantic_key=None, state_key=None, event_type=None, session_id=None, source=None,
+                  agent_id="a", agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED,
+                  metadata_json=metadata[0], version=1, created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
     _hot.answer_text(base, "created", None)
-    again = Memory(**{**{f: getattr(base, f) for f in Memory._fields},
+    again = Memory(**{**{f: getattr(base, f) for f in Memory._fields}, "metadata_json": metadata[1],
                       "id": "m2", "content": 'two "quoted" ☃', "path": "q", "created_at_ms": 5, "updated_at_ms": 9})
-    shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, again.semantic_key,
-             again.state_key, again.event_type, again.session_id, again.source, again.agent_id,
-             again.agent_instance_id_hash, again.agent_trust, again.metadata_json)
+    shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, number_text(again.importance),
+             number_text(again.confidence), again.semantic_key, again.state_key, again.event_type, again.session_id,
+             again.source, again.agent_id, again.agent_instance_id_hash, again.agent_trust)
     assert shape in _hot._middles
     assert _hot.answer_text(again, "created", "key") == general_answer_text(again, "created", "key")
 
