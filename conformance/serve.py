@@ -176,6 +176,7 @@ class ServedServer:
         self.log_path = log_path
         self.health: object = None  # the last /health answer (JSON, or its text)
         self.process: subprocess.Popen[bytes] | None = None
+        self.others: tuple[ServedServer, ...] = ()  # a [[serve]] list's later servers (on the first's)
 
     @property
     def running(self) -> bool:

@@ -503,7 +503,8 @@ def _fault_options(args: argparse.Namespace) -> None:
     """Faults that need what the command line does not give are refused before anything starts.
 
     Raises:
-        SimulationError: kill or pause without a target file with [serve] (one line).
+        SimulationError: kill or pause without a target file with [serve], clock-jump without one
+            claiming the test clock (one line).
     """
     from simulations.faults.schedule import SERVED_KINDS
 
@@ -513,6 +514,11 @@ def _fault_options(args: argparse.Namespace) -> None:
     if served and (args.config is None or not _has_serve(args.config)):
         raise SimulationError(f"--faults {served[0]} needs the target file's [serve] command (the kit must start "
                               f"the server to {served[0]} it); give --config with a [serve] table")
+    from simulations.faults.run import clock_refusal
+
+    refusal = clock_refusal(args.faults, args.config)
+    if refusal is not None:
+        raise SimulationError(refusal)
 
 
 def _has_serve(path: Path) -> bool:
