@@ -526,7 +526,7 @@ def _has_serve(path: Path) -> bool:
 
     try:
         with path.open("rb") as file:
-            return isinstance(tomllib.load(file).get("serve"), dict)
+            return isinstance(tomllib.load(file).get("serve"), (dict, list))  # [serve] or [[serve]] tables
     except (OSError, tomllib.TOMLDecodeError):
         return False  # the target file's own loader says what is wrong with it
 

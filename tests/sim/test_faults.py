@@ -229,6 +229,32 @@ def test_clock_jumps_and_a_kill_on_the_served_reference_find_nothing_and_time_ne
     assert times == sorted(times) and times[-1] - times[0] > 2 * 118_000
 
 
+PG = "--canonical-backend postgres --postgres-transport insecure-no-tls"
+
+
+def test_kills_of_one_of_two_postgresql_servers_on_one_database_find_nothing(
+        tmp_path: Path, postgres_url: str, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    # Seed 8 over two servers: a jump, a kill of the first, a kill of the second, two jumps, a
+    # kill of the second. The proxy balances the requests over both; the one killed gets none
+    # until it is back, its test clock with the other's.
+    monkeypatch.setenv("AIDEMEMO_POSTGRES_URL", postgres_url)  # the commands read it; no URL in a command line
+    serve = {"command": f"{REF} serve {PG} --artifact-backend disabled --bind 127.0.0.1:{{port}} --test-clock"}
+    config = tmp_path / "pg.toml"
+    config.write_text(tomli_w.dumps({
+        "timeout_s": 10, "serve": [serve, serve], "capabilities": {"test-clock": True, "artifacts": False},
+        "provision": {"command": f"{REF} bootstrap {PG} --tenant-id {{tenant}} --project-id {{project}} --actor-id "
+                                 "{actor} --token-file {token_file} --role {role}"},
+    }), encoding="utf-8")
+    code, out, report = _campaign(tmp_path, config, "kill,clock-jump", 8, 10, capsys)
+    assert code == 0, out
+    kills = [(f["batch"], f["server"]) for f in report["schedule"] if f["kind"] == "kill"]
+    assert kills == [(4, 0), (5, 1), (8, 1)] and report["injected"]["kills"] == 3, report["schedule"]
+    assert report["findings"] == [] and report["verdict"] == "ok"
+    logs = [(tmp_path / name).read_text() for name in ("serve.log", "serve-2.log")]
+    assert all(log.count("aidememo-ref serving") == 1 + len([k for k in kills if k[1] == i]) for i, log in enumerate(logs))
+    assert postgres_url not in out
+
+
 def test_a_heartbeat_that_revives_an_expired_lease_is_found_under_clock_jumps(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # The jumps' windows widen the times the model allows, and must not hide a lease bug.
