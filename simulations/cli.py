@@ -488,6 +488,11 @@ def _fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None) -
         print(f"finding: {finding.rule} ({', '.join(finding.requirements) or 'no requirement id'})")
         print(finding.explanation)
         print(f"replay it, with its fault schedule: {command}")
+    if run.findings:
+        from simulations.faults.replay import export_finding
+
+        export_finding(run, seed=seed, kinds=args.faults, actors=args.actors, budget_s=args.budget, target=target,
+                       server=getattr(args, "served_server", None), out=out, config=args.config, say=print)
     paths, skipped = write_reports(run, out, command=command)
     for label, path in paths.items():
         print(f"{label}: {path}")
@@ -591,6 +596,12 @@ def _replay(args: argparse.Namespace) -> int:
     from simulations.plan import Plan
     from simulations.replay import load_replay, replay_target, reproduce
 
+    from simulations.faults.replay import is_fault_replay, replay_file
+
+    if is_fault_replay(args.file):
+        shown = replay_file(args.file, config=args.config, server=getattr(args, "served_server", None),
+                            times=args.times, say=print)
+        return EXIT_VIOLATION if shown else EXIT_OK
     if _is_xmemo_replay(args.file):
         if args.url or args.config or args.token or args.project:
             raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "

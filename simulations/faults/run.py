@@ -62,9 +62,10 @@ class FaultRun:
 
 def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, actors: int,
                        budget_s: float, max_batches: int | None, history_file: Path, started: float,
-                       progress: Callable[[str], None] | None = None) -> FaultRun:
+                       progress: Callable[[str], None] | None = None, keep: frozenset[int] | None = None) -> FaultRun:
     """Run the campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``; with
     ``server`` (the target file's first served server), the proxy balances over it and its others.
+    ``keep``: only the faults of these batches (a shrunk schedule).
 
     Raises:
         SimulationError: the server did not come back after a restart, or the history file failed.
@@ -74,8 +75,8 @@ def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tupl
     servers = () if server is None else (server, *server.others)
     proxy = FaultProxy(*([s.url for s in servers] or [target.url])).start()
     faulty = FaultTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
-    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds, servers=len(servers) or 1), target=faulty, proxy=proxy,
-                      servers=servers)
+    schedule = FaultSchedule(seed, kinds, servers=len(servers) or 1, keep=keep)
+    nemesis = Nemesis(schedule=schedule, target=faulty, proxy=proxy, servers=servers)
     try:
         try:
             result = run_campaign(seed=seed, actors=actors, budget_s=budget_s, max_batches=max_batches,

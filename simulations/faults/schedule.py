@@ -91,10 +91,11 @@ class FaultSchedule:
     seed: int
     kinds: tuple[str, ...]
     servers: int = 1  # the target file's [[serve]] servers: a kill or pause hits one of them
+    keep: frozenset[int] | None = None  # a shrunk schedule: only the faults of these batches (None: all)
 
     def at(self, batch: int) -> Fault | None:
         """The fault of batch ``batch`` (None: none), from that batch's own stream of the seed."""
-        if batch < FIRST_BATCH or not self.kinds:
+        if batch < FIRST_BATCH or not self.kinds or (self.keep is not None and batch not in self.keep):
             return None
         rng = random.Random(f"faults:{self.seed}:{batch}")
         if rng.random() >= RATE:

@@ -265,6 +265,24 @@ def test_receipts_kept_in_memory_are_found_and_found_again(tmp_path: Path, capsy
     _found_twice(tmp_path, "memory_receipts", "kill", 7, 12, "receipts survive restarts", capsys)
 
 
+def test_a_fault_finding_is_shrunk_and_its_replay_file_shows_it_again_and_not_on_the_reference(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    planted = _target(tmp_path / "memory_receipts.toml", [sys.executable, str(MUTANTS), "memory_receipts"])
+    code, out, report = _campaign(tmp_path / "run", planted, "kill,drop-answers", 7, 12, capsys)
+    assert code == 1, out
+    replay = tmp_path / "run" / "faults-seed-7" / "replay.json"
+    doc = json.loads(replay.read_text())
+    assert len(report["schedule"]) == 2 and doc["keep"] == [6] and [f["batch"] for f in doc["schedule"]] == [6], out
+    assert doc["rules"][0] == "receipts survive restarts" and f"aidememo-sim replay {replay} --config" in out
+    for config, shown in ((planted, 1), (_target(tmp_path / "reference.toml", [REF]), 0)):
+        assert main(["replay", str(replay), "--config", str(config), "--times", "2"]) == shown
+        said = capsys.readouterr().out
+        assert f"reproduced {2 * shown}/2" in said and said.count("1 kills, 0 pauses, 0 answers dropped") == 2, said
+    assert main(["replay", str(replay)]) == 2  # a replay file never names the server it starts
+    err = capsys.readouterr().err
+    assert "give --config" in err and len(err.strip().splitlines()) == 1
+
+
 def test_a_forgotten_sequence_head_is_found_and_found_again(tmp_path: Path,
                                                             capsys: pytest.CaptureFixture[str]) -> None:
     _found_twice(tmp_path, "forget_seq_head", "kill", 7, 12, "answered writes in the feed", capsys)
