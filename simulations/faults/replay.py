@@ -199,9 +199,44 @@ def export_finding(run: FaultRun, *, seed: int, kinds: tuple[str, ...], actors: 
     case = shrink_faults(case, run, target=target, server=server, out=out, say=say)
     path = write_replay(case, run, out)
     where = f" --config {config}" if config is not None else ""
+    replay = f"aidememo-sim replay {path}{where} --times 5"
     say(f"replay file: {path}")
-    say(f"replay it, with its shrunk fault schedule: aidememo-sim replay {path}{where} --times 5")
+    say(f"replay it, with its shrunk fault schedule: {replay}")
+    script = _write_script(run, out, config, replay)
+    say(f"standalone script (exit 1: shown, 0: not shown, 2: cannot run): SERVER_PID_FILE=FILE RESTART_COMMAND=... "
+        f"BASE_URL=http://HOST:PORT sh {script}")
     return path
+
+
+def _write_script(run: FaultRun, out: Path, config: Path | None, replay: str) -> Path:
+    """The first finding's reproduction record and its script, beside the replay file.
+
+    Raises:
+        SimulationError: they cannot be written.
+    """
+    import os
+
+    from conformance.errors import ConfigError
+    from conformance.profiles.aidememo.settings import target_settings
+    from conformance.reproduction.script import render_script
+    from simulations.faults.standalone import fault_reproduction
+
+    template = None
+    if config is not None:
+        try:
+            template = target_settings(str(config)).provision_command
+        except ConfigError:
+            pass  # the run read this file a moment ago; a file changed since gives no template
+    first = run.findings[0]
+    repro = fault_reproduction(first.rule, first.requirements, first.explanation, template=template,
+                               workdir=os.getcwd(), replay=replay)
+    script = out / "finding.sh"
+    try:
+        write_atomic(out / "finding.reproduction.json", repro.dumps())
+        write_atomic(script, render_script(repro), mode=0o755)
+    except OSError as exc:
+        raise SimulationError(f"cannot write the finding's script to {out}: {exc.strerror or exc}") from None
+    return script
 
 
 def replay_file(path: Path, *, config: Path | None, server: Server | None, times: int,

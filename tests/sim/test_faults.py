@@ -274,6 +274,8 @@ def test_a_fault_finding_is_shrunk_and_its_replay_file_shows_it_again_and_not_on
     doc = json.loads(replay.read_text())
     assert len(report["schedule"]) == 2 and doc["keep"] == [6] and [f["batch"] for f in doc["schedule"]] == [6], out
     assert doc["rules"][0] == "receipts survive restarts" and f"aidememo-sim replay {replay} --config" in out
+    script = (tmp_path / "run" / "faults-seed-7" / "finding.sh").read_text()
+    assert "Reproduces: fault finding: receipts survive restarts" in script and "restart_server" in script
     for config, shown in ((planted, 1), (_target(tmp_path / "reference.toml", [REF]), 0)):
         assert main(["replay", str(replay), "--config", str(config), "--times", "2"]) == shown
         said = capsys.readouterr().out
@@ -330,3 +332,55 @@ def test_requests_are_plotted_by_operation_kind_not_by_id() -> None:
         ("GET", "/v1/projects/p/handoffs/h-1"), ("GET", "/v1/projects/p/changes?after_seq=3"),
         ("POST", "/v1/commands"), ("GET", "/v1/projects/p/resources/custom.x/w1")]] == [
         "POST accept", "POST handoffs", "GET handoffs", "GET changes", "POST commands", "GET resources"]
+
+
+def test_the_standalone_script_of_a_lost_receipt_kills_and_restarts_the_server_itself(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    from conformance.reproduction.record import Verdict
+    from conformance.reproduction.runner import replay
+    from conformance.reproduction.script import render_script
+    from conformance.serve import free_port
+    from simulations.faults.standalone import fault_reproduction
+
+    def script_against(serve: list[str], name: str) -> subprocess.CompletedProcess[str]:
+        folder = tmp_path / name
+        folder.mkdir()
+        port = free_port()
+        command = " ".join([*serve, "serve", "--database", str(folder / "ref.sqlite"), "--bind", f"127.0.0.1:{port}"])
+        template = (f"{REF} bootstrap --database {folder / 'ref.sqlite'} --tenant-id {{tenant}} --project-id "
+                    "{project} --actor-id {actor} --token-file {token_file} --role {role}")
+        repro = fault_reproduction("receipts survive restarts", ("AM-CMD-2",), "found", template=template,
+                                   workdir=str(folder), replay="aidememo-sim replay replay.json --config t.toml")
+        assert replay(repro, base_url=f"http://127.0.0.1:{port}").verdict is Verdict.CANNOT_RUN  # no kill in Python
+        script = folder / "finding.sh"
+        script.write_text(render_script(repro))
+        pid_file = folder / "server.pid"
+        server = subprocess.Popen(["sh", "-c", f"exec {command}"], start_new_session=True,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        pid_file.write_text(f"{server.pid}\n")
+        try:
+            for _ in range(300):
+                try:
+                    if httpx.get(f"http://127.0.0.1:{port}/health", timeout=1).status_code == 200:
+                        break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            return subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120, cwd=folder,
+                                  env={**os.environ, "BASE_URL": f"http://127.0.0.1:{port}",
+                                       "SERVER_PID_FILE": str(pid_file), "RESTART_COMMAND": command})
+        finally:
+            os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the restarted server, its pid written back
+            server.wait()
+
+    planted = script_against([sys.executable, str(MUTANTS), "memory_receipts"], "planted")
+    assert planted.returncode == 1 and "THE BUG SHOWS" in planted.stdout, planted.stdout + planted.stderr
+    assert "killed (kill -9) and started again" in planted.stdout
+    reference = script_against([REF], "reference")
+    assert reference.returncode == 0, reference.stdout + reference.stderr
+    unset = subprocess.run(["sh", str(tmp_path / "planted" / "finding.sh")], capture_output=True, text=True, timeout=60,
+                           env={k: v for k, v in os.environ.items() if k not in ("SERVER_PID_FILE", "RESTART_COMMAND")})
+    assert unset.returncode == 2 and "set SERVER_PID_FILE" in unset.stdout
