@@ -11,8 +11,8 @@ a replay file is data, and never names the server it starts.
 
 Shrinking keeps fewer faults while the finding still shows (as ``simulations.shrink`` cuts
 batches of a race): first the fault of the last batch alone, then each other fault left out in
-turn, newest first, each cut kept when a rerun up to the finding's batch breaks the same rule;
-a few reruns at most, since each restarts servers.
+turn, newest first, each cut kept when a rerun breaks the same rule; a few reruns at most,
+since each restarts servers. A rerun goes up to ``AFTER_BATCHES`` past the finding's batch.
 """
 
 from __future__ import annotations
@@ -37,6 +37,9 @@ __all__ = ["FORMAT", "FaultCase", "SHRINK_RUNS", "export_finding", "is_fault_rep
 
 FORMAT = "aidememo-sim-fault-replay/1"
 SHRINK_RUNS = 3  # reruns a shrinking may spend: each kills and restarts servers
+# Batches a rerun may go past the finding's: what a fault broke often shows only in the writes
+# after the restart, which the network may put in the next batch (the run stops at a finding).
+AFTER_BATCHES = 3
 _MAX_BYTES = 16 * 1024 * 1024
 
 
@@ -133,7 +136,7 @@ def load_case(path: Path) -> FaultCase:
 def _again(case: FaultCase, target: HttpTarget, server: Server | None, history: Path,
            keep: frozenset[int] | None) -> FaultRun:
     return run_fault_campaign(target=target, server=server, kinds=case.kinds, seed=case.seed, actors=case.actors,
-                              budget_s=case.budget_s, max_batches=case.batches, history_file=history,
+                              budget_s=case.budget_s, max_batches=case.batches + AFTER_BATCHES, history_file=history,
                               started=time.monotonic(), keep=keep)
 
 
@@ -266,5 +269,5 @@ def replay_file(path: Path, *, config: Path | None, server: Server | None, times
 
     say(f"replaying seed {case.seed}, faults {','.join(case.kinds)}"
         f"{'' if case.keep is None else ' of batches ' + ', '.join(map(str, sorted(case.keep)))}, "
-        f"over {case.batches} batches, {times} time(s)")
+        f"over up to {case.batches + AFTER_BATCHES} batches, {times} time(s)")
     return replay_faults(case, target=fresh, server=server, times=times, out=path.parent, say=say)
