@@ -334,7 +334,10 @@ def test_requests_are_plotted_by_operation_kind_not_by_id() -> None:
         "POST accept", "POST handoffs", "GET handoffs", "GET changes", "POST commands", "GET resources"]
 
 
-def test_the_standalone_script_of_a_lost_receipt_kills_and_restarts_the_server_itself(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("mutant", "rule"), [("memory_receipts", "receipts survive restarts"),
+                                              ("forget_seq_head", "answered writes in the feed")])
+def test_the_standalone_script_of_a_fault_finding_kills_and_restarts_the_server_itself(tmp_path: Path, mutant: str,
+                                                                                        rule: str) -> None:
     import os
     import signal
     import subprocess
@@ -353,7 +356,7 @@ def test_the_standalone_script_of_a_lost_receipt_kills_and_restarts_the_server_i
         command = " ".join([*serve, "serve", "--database", str(folder / "ref.sqlite"), "--bind", f"127.0.0.1:{port}"])
         template = (f"{REF} bootstrap --database {folder / 'ref.sqlite'} --tenant-id {{tenant}} --project-id "
                     "{project} --actor-id {actor} --token-file {token_file} --role {role}")
-        repro = fault_reproduction("receipts survive restarts", ("AM-CMD-2",), "found", template=template,
+        repro = fault_reproduction(rule, ("AM-CMD-2",), "found", template=template,
                                    workdir=str(folder), replay="aidememo-sim replay replay.json --config t.toml")
         assert replay(repro, base_url=f"http://127.0.0.1:{port}").verdict is Verdict.CANNOT_RUN  # no kill in Python
         script = folder / "finding.sh"
@@ -376,8 +379,10 @@ def test_the_standalone_script_of_a_lost_receipt_kills_and_restarts_the_server_i
             os.kill(int(pid_file.read_text()), signal.SIGKILL)  # the restarted server, its pid written back
             server.wait()
 
-    planted = script_against([sys.executable, str(MUTANTS), "memory_receipts"], "planted")
+    planted = script_against([sys.executable, str(MUTANTS), mutant], "planted")
     assert planted.returncode == 1 and "THE BUG SHOWS" in planted.stdout, planted.stdout + planted.stderr
+    shown = {"memory_receipts": "step3: HTTP 409, not 200", "forget_seq_head": "step5: entries.0.seq is 2, not 1"}
+    assert shown[mutant] in planted.stdout, planted.stdout
     assert "killed (kill -9) and started again" in planted.stdout
     reference = script_against([REF], "reference")
     assert reference.returncode == 0, reference.stdout + reference.stderr
