@@ -9,7 +9,10 @@ same command again on the same port and data folder. Fault campaigns build on th
 
 ``{port}`` (a free loopback port) and ``{dir}`` (a data folder the kit made for the run) are
 filled into the command, the target's ``url`` (default ``http://127.0.0.1:{port}``) and its
-provisioning command. ``serving`` is what the commands use: start, wait, hand the values to the
+provisioning command. ``[[serve]]`` tables, one per server, start several servers on one
+database (say two PostgreSQL-backed servers): each gets a port of its own and the one data
+folder; the url and the provisioning command name the first, which the suite and ``diff``
+reach, and a fault campaign balances its requests over all of them. ``serving`` is what the commands use: start, wait, hand the values to the
 run's processes through ``AIDEMEMO_SERVED`` (so xdist workers and the simulator's shards see
 the same server), then stop.
 """
@@ -59,6 +62,7 @@ class ServeSpec:
     base_dir: Path  # where the command runs: the target file's directory
     ready_timeout_s: float = 30.0
     stop_grace_s: float = 10.0
+    others: tuple[ServeSpec, ...] = ()  # the later tables of a [[serve]] list, on the same data
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +81,15 @@ def fill(text: str, served: Served, *, quote: bool = False) -> str:
 
 
 def _parse_serve(value: object, where: str, context: ParseContext) -> ServeSpec:
+    if isinstance(value, list):
+        if not value:
+            raise ConfigError(f"{where}: expected a table [serve], or [[serve]] tables, with a command")
+        specs = [_parse_one(table, f"{where}[{i}]", context) for i, table in enumerate(value)]
+        return replace(specs[0], others=tuple(specs[1:]))
+    return _parse_one(value, where, context)
+
+
+def _parse_one(value: object, where: str, context: ParseContext) -> ServeSpec:
     if not isinstance(value, dict):
         raise ConfigError(f"{where}: expected a table [serve] with a command")
     unknown = sorted(set(value) - {"command", "ready_timeout", "stop_grace"})
@@ -105,7 +118,8 @@ def _parse_serve(value: object, where: str, context: ParseContext) -> ServeSpec:
 
 SERVE: Setting[ServeSpec | None] = Setting(
     name="serve", parse=_parse_serve, default=None, flag=None, env=None, ini=None, file_key="serve",
-    help="how the kit starts the target's server ([serve] command, ready_timeout, stop_grace)")
+    help="how the kit starts the target's server ([serve] command, ready_timeout, stop_grace; [[serve]] tables: "
+         "several servers on one database)")
 
 
 def serve_spec(settings: Settings) -> ServeSpec | None:
@@ -176,6 +190,7 @@ class ServedServer:
         self.log_path = log_path
         self.health: object = None  # the last /health answer (JSON, or its text)
         self.process: subprocess.Popen[bytes] | None = None
+        self.others: tuple[ServedServer, ...] = ()  # a [[serve]] list's later servers (on the first's)
 
     @property
     def running(self) -> bool:
@@ -325,13 +340,19 @@ def serving(settings: Settings, log_dir: Path, *, announce: bool = True) -> Iter
         raise ServeError(f"cannot make the folder of the server's log {log_dir}: {exc.strerror or exc}") from None
     folder = tempfile.mkdtemp(prefix="aidememo-serve-")
     server = ServedServer(spec, url=url, served=Served(free_port(), folder), log_path=log_dir / LOG_NAME)
+    # The others of a [[serve]] list: the url's form with ports of their own, the first's data, a log each.
+    server.others = tuple(ServedServer(other, url=url, served=Served(free_port(), folder),
+                                       log_path=log_dir / f"serve-{i}.log") for i, other in enumerate(spec.others, 2))
     before = os.environ.get(SERVED_ENV)
+    started: list[ServedServer] = []
     try:
-        server.start()
-        server.wait_ready()
-        if announce:
-            sys.stderr.write(f"aidememo: started the target's server at {server.url} "
-                             f"(pid {server.process.pid if server.process else '?'}; its output: {server.log_path})\n")
+        for each in (server, *server.others):  # one at a time: the first sets the database up alone
+            started.append(each)
+            each.start()
+            each.wait_ready()
+            if announce:
+                sys.stderr.write(f"aidememo: started the target's server at {each.url} "
+                                 f"(pid {each.process.pid if each.process else '?'}; its output: {each.log_path})\n")
         os.environ[SERVED_ENV] = json.dumps({"config": str(Path(settings.target_file.path).resolve()),
                                              "port": server.served.port, "dir": folder})
         yield server
@@ -340,5 +361,6 @@ def serving(settings: Settings, log_dir: Path, *, announce: bool = True) -> Iter
             os.environ.pop(SERVED_ENV, None)
         else:
             os.environ[SERVED_ENV] = before
-        server.stop()
+        for each in reversed(started):
+            each.stop()
         shutil.rmtree(folder, ignore_errors=True)

@@ -150,7 +150,8 @@ def _add_run(sub: Any) -> None:
                           f"memory stays flat however long the run (default {SEGMENT_BATCHES}; 0: never)")
     run.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
                      help="a fault campaign: inject these faults from the seed's schedule (kill, pause: the target "
-                          "file's [serve] server; drop-answers, reset: the campaign's own proxy in front of it)")
+                          "file's [serve] server; drop-answers, reset: the campaign's own proxy in front of it; "
+                          "clock-jump: the test clock, where the target file claims it)")
     _hunt_arguments(run)
 
 

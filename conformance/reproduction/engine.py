@@ -19,6 +19,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
+from conformance.reproduction.record import RESTART
 from conformance.reproduction.record import Answered, Reproduction, Scope, Step, Unbound, Verdict, judge_group, load_record
 
 __all__ = ["main"]
@@ -64,6 +65,9 @@ def _hidden(text: str, tokens: Mapping[str, str]) -> str:
 def _render(record: Reproduction, work: Path, batch: list[Step], base_url: str) -> int:
     scope = _scope(record, work)
     for step in batch:
+        if step.method == RESTART:
+            print(f"--- {step.name}: the server is killed (kill -9) and started again" + (f" [{step.note}]" if step.note else ""))
+            continue
         try:
             target, headers, body = step.request(scope)
         except Unbound as exc:
@@ -82,6 +86,9 @@ def _render(record: Reproduction, work: Path, batch: list[Step], base_url: str) 
 def _judge(record: Reproduction, work: Path, batch: list[Step]) -> int:
     scope = _scope(record, work)
     answers = []
+    batch = [step for step in batch if step.method != RESTART]  # no request, no answer
+    if not batch:
+        return Verdict.NOT_SHOWN
     for step in batch:
         got = scope.answers.get(step.name)
         if got is None or got.status == 0:

@@ -12,7 +12,9 @@ as values:
   earlier answer by name: ``{step3.body.handoff.revision}``, ``{step2.status}``,
   ``{step4.header.etag}``. Server-assigned values (epochs, cursors, revisions, ids the server
   mints) are bound this way, never copied from the first run. ``{{`` is a literal ``{``.
-  Steps sharing a ``group`` are sent at once behind a barrier.
+  Steps sharing a ``group`` are sent at once behind a barrier. A step whose method is
+  ``RESTART`` is no request: the server is killed (SIGKILL) and started again, which only a
+  script given the server's PID file and start command can do (a fault finding's).
 * ``Answer``: what a correct server answers (status, error code, pinned fields); a step holds
   when its answer matches one of its ``expect`` alternatives (none: any answer holds).
 
@@ -39,10 +41,11 @@ from itertools import permutations
 from typing import Union
 from urllib.parse import quote
 
-__all__ = ["Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
+__all__ = ["RESTART", "Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
            "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render"]
 
 FORMAT = "aidememo-reproduction/1"
+RESTART = "RESTART"  # a step's method that is no request: kill -9 of the server, then its command again
 JSON = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
 
 
@@ -404,6 +407,11 @@ class Reproduction:
                     raise RecordError(f"{step.name} reads {name}, which is not an earlier step")
         if self.tries < 1:
             raise RecordError("tries must be at least 1")
+
+    @property
+    def restarts(self) -> bool:
+        """Whether a step kills and restarts the server (only a script told how can run it)."""
+        return any(step.method == RESTART for step in self.steps)
 
     @property
     def cannot_run(self) -> str:

@@ -161,6 +161,9 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     env = os.environ if environ is None else environ
     if repro.cannot_run:
         return Outcome(verdict=Verdict.CANNOT_RUN, why=repro.cannot_run)
+    if repro.restarts:
+        return Outcome(verdict=Verdict.CANNOT_RUN, why="the record kills and restarts the server: run its script with "
+                                                       "SERVER_PID_FILE and RESTART_COMMAND")
     url = base_url or env.get("BASE_URL") or repro.target.url
     if not url:
         return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")

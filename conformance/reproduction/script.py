@@ -11,6 +11,11 @@ the script with ``engine`` and run with ``python3`` (3.10 or later, standard lib
 (``-I -S``: no environment variables, user site or site-packages, whose start-up hooks cost about
 0.1 s of every one of the script's python3 starts, one per group).
 
+A record with a ``RESTART`` step (a fault finding's) also needs the server's PID file and the
+command that starts it (``SERVER_PID_FILE``, ``RESTART_COMMAND``): there the script sends
+SIGKILL to that process, runs the command again in the background (its PID written back to the
+file), and waits until ``/health`` answers 200.
+
 Exit status: 1 the bug shows, 0 it does not, 2 it cannot run (the reason is printed), 3 a race
 the script cannot force did not show in ``TRIES`` runs (the first line says it is such a race).
 No token is ever on a command line, in ``set -x`` output or on the terminal.
@@ -99,10 +104,28 @@ def _curl(step_name: str, method: str, body: bool) -> str:
                      f"2> \"$WORK/{step_name}.err\""])
 
 
+_RESTART_LINES = [
+    "restart_server() {",
+    "  kill -9 \"$(cat \"$SERVER_PID_FILE\")\" 2>/dev/null || { echo \"cannot run: no server process with the pid "
+    "in $SERVER_PID_FILE\"; return 2; }",
+    "  sh -c \"exec $RESTART_COMMAND\" >> \"${SERVER_LOG:-/dev/null}\" 2>&1 &",
+    "  echo $! > \"$SERVER_PID_FILE\"",
+    "  n=0",
+    "  until [ \"$(curl -s -o /dev/null -w '%{http_code}' \"$BASE_URL/health\")\" = 200 ]; do",
+    "    n=$((n + 1)); [ \"$n\" -le 600 ] || { echo 'cannot run: the restarted server did not answer /health in 60 s'; "
+    "return 2; }",
+    "    sleep 0.1",
+    "  done",
+    "}",
+]
+
+
 def _group(index: int, batch: list[record.Step]) -> list[str]:
     verb = "render" if index == 0 else "next"  # next: the group before is judged first
     lines = [f"  engine {verb} {index} \"$BASE_URL\" || return $?"]
-    if len(batch) == 1:
+    if len(batch) == 1 and batch[0].method == record.RESTART:
+        lines.append("  restart_server || return 2")
+    elif len(batch) == 1:
         step = batch[0]
         lines.append(f"  {_curl(step.name, step.method, step.body is not None)}")
     else:
@@ -145,6 +168,10 @@ def render_script(repro: Reproduction) -> str:
     if repro.cannot_run:
         lines += [f"echo {shlex.quote('cannot run: ' + repro.cannot_run)}", "exit 2"]
         return "\n".join(lines) + "\n"
+    if repro.restarts:
+        lines += ["[ -n \"${SERVER_PID_FILE:-}\" ] && [ -n \"${RESTART_COMMAND:-}\" ] || { echo 'cannot run: this "
+                  "record kills and restarts the server: set SERVER_PID_FILE to a file holding its pid and "
+                  "RESTART_COMMAND to the command that starts it again'; exit 2; }", *_RESTART_LINES]
     lines += [
         "command -v curl >/dev/null 2>&1 || { echo 'cannot run: curl is not installed'; exit 2; }",
         "python3 -I -S -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "

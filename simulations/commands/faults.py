@@ -49,6 +49,11 @@ def fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None, co
         print(f"finding: {finding.rule} ({', '.join(finding.requirements) or 'no requirement id'})")
         print(finding.explanation)
         print(f"replay it, with its fault schedule: {command}")
+    if run.findings:
+        from simulations.faults.replay import export_finding
+
+        export_finding(run, seed=seed, kinds=args.faults, actors=args.actors, budget_s=args.budget, target=target,
+                       server=getattr(args, "served_server", None), out=out, config=args.config, say=print)
     paths, skipped = write_reports(run, out, command=command)
     for label, path in paths.items():
         print(f"{label}: {path}")
@@ -64,7 +69,8 @@ def fault_options(args: argparse.Namespace) -> None:
     """Faults that need what the command line does not give are refused before anything starts.
 
     Raises:
-        SimulationError: kill or pause without a target file with [serve] (one line).
+        SimulationError: kill or pause without a target file with [serve], clock-jump without one
+            claiming the test clock (one line).
     """
     from simulations.faults.schedule import SERVED_KINDS
 
@@ -74,6 +80,11 @@ def fault_options(args: argparse.Namespace) -> None:
     if served and (args.config is None or not _has_serve(args.config)):
         raise SimulationError(f"--faults {served[0]} needs the target file's [serve] command (the kit must start "
                               f"the server to {served[0]} it); give --config with a [serve] table")
+    from simulations.faults.run import clock_refusal
+
+    refusal = clock_refusal(args.faults, args.config)
+    if refusal is not None:
+        raise SimulationError(refusal)
 
 
 def _has_serve(path: Path) -> bool:
@@ -81,6 +92,6 @@ def _has_serve(path: Path) -> bool:
 
     try:
         with path.open("rb") as file:
-            return isinstance(tomllib.load(file).get("serve"), dict)
+            return isinstance(tomllib.load(file).get("serve"), (dict, list))  # [serve] or [[serve]] tables
     except (OSError, tomllib.TOMLDecodeError):
         return False  # the target file's own loader says what is wrong with it

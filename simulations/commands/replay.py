@@ -16,8 +16,13 @@ __all__ = ["replay"]
 
 def replay(args: argparse.Namespace) -> int:
     from simulations.plan import Plan
+    from simulations.faults.replay import is_fault_replay, replay_file
     from simulations.replay import load_replay, replay_target, reproduce
 
+    if is_fault_replay(args.file):
+        shown = replay_file(args.file, config=args.config, server=getattr(args, "served_server", None),
+                            times=args.times, say=print)
+        return EXIT_VIOLATION if shown else EXIT_OK
     if is_xmemo_replay(args.file):
         if args.url or args.config or args.token or args.project:
             raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "

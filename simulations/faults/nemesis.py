@@ -3,7 +3,7 @@
 ``FaultTarget`` is the campaign's target behind the ``FaultProxy``: it keeps every answered
 write (actor, request, answer bytes) and the time of every request, for the audits and the
 plots. ``Nemesis`` hears of each batch (``before``/``after``): at a batch with a fault it starts
-a thread that kills, pauses or arms the proxy at the fault's moment; after a batch with a
+a thread that kills, pauses, moves the test clock or arms the proxy at the fault's moment; after a batch with a
 restart it resends a sample of the earlier answered writes, which must answer byte for byte as
 they did, and measures the recovery (from the kill to the first answered write after it).
 ``final_audit`` resends every answered write, and reads the whole change feed: its sequence has
@@ -22,7 +22,9 @@ from typing import Any, Protocol
 
 from simulations.feed import FeedFollower
 from simulations.faults.proxy import FaultProxy
+from simulations.errors import SimulationError
 from simulations.faults.schedule import Fault, FaultSchedule
+from simulations.model import LEASE_MS
 from simulations.targets import HttpTarget, Lost, Reply
 
 __all__ = ["Call", "FaultFinding", "FaultTarget", "Nemesis", "Server", "Window", "operation_kind"]
@@ -35,6 +37,10 @@ _RETRY_WAIT_S = 0.05
 class Server(Protocol):
     """What the nemesis needs of a served server (``conformance.serve.ServedServer``)."""
 
+    @property
+    def url(self) -> str: ...
+    @property
+    def others(self) -> Sequence[Server]: ...  # the target file's other servers on the same data
     def kill(self) -> None: ...
     def pause(self) -> None: ...
     def resume(self) -> None: ...
@@ -161,9 +167,10 @@ class Nemesis:
     schedule: FaultSchedule
     target: FaultTarget
     proxy: FaultProxy
-    server: Server | None
+    servers: Sequence[Server] = ()  # the served servers, in [[serve]] order (none: no kill or pause)
     kills: int = 0
     pauses: int = 0
+    jumps: int = 0
     windows: list[Window] = field(default_factory=list)
     recoveries: list[float] = field(default_factory=list)  # seconds from a kill to the first write sent and answered
     findings: list[FaultFinding] = field(default_factory=list)
@@ -181,7 +188,8 @@ class Nemesis:
         return self.proxy.resets
 
     def summary(self) -> str:
-        return f"{self.kills} kills, {self.pauses} pauses, {self.dropped} answers dropped, {self.resets} resets"
+        return (f"{self.kills} kills, {self.pauses} pauses, {self.dropped} answers dropped, {self.resets} resets, "
+                f"{self.jumps} clock jumps")
 
     def _now(self) -> float:
         return time.monotonic() - self.target.started
@@ -211,26 +219,54 @@ class Nemesis:
         self._thread.start()
 
     def _inject(self, fault: Fault) -> None:
-        assert self.server is not None  # kill and pause are refused without [serve]
         try:
             time.sleep(fault.delay_ms / 1000)
             start = self._now()
-            if fault.kind == "kill":
-                self.server.kill()
-                self.kills += 1
-                self._killed_at.append(start)
-                time.sleep(fault.length_ms / 1000)
-                self.server.restart()
+            if fault.kind == "clock-jump":
+                self._jump(LEASE_MS + fault.jump_ms)
+            elif fault.kind == "kill":
+                self._kill(fault)
             else:
-                self.server.pause()
+                server = self.servers[fault.server]  # kill and pause are refused without [serve]
+                server.pause()
                 self.pauses += 1
                 try:
                     time.sleep(fault.length_ms / 1000)
                 finally:
-                    self.server.resume()
+                    server.resume()
             self.windows.append(Window(fault.kind, start, self._now(), fault.batch))
         except BaseException as exc:  # surfaced in after(), in the campaign's thread
             self._errors.append(exc)
+
+    def _kill(self, fault: Fault) -> None:
+        # Marked down first: the proxy sends the killed server nothing until its test clock is
+        # back where the others' is (a restart starts it again from the wall clock), so no
+        # answer is ever given at a time before one already given.
+        self.proxy.down(fault.server)
+        server = self.servers[fault.server]
+        server.kill()
+        self.kills += 1
+        self._killed_at.append(self._now())
+        time.sleep(fault.length_ms / 1000)
+        server.restart()
+        self.proxy.restore_clock(fault.server, self.target.tokens[self.target.actors[0]])
+        self.proxy.up(fault.server)
+
+    def _jump(self, advance_ms: int) -> None:
+        """Move the test clock (every server's, through the proxy) by ``advance_ms``.
+
+        Raises:
+            SimulationError: the clock did not move (the target claimed a test clock it lacks).
+        """
+        body = json.dumps({"advance_ms": advance_ms}).encode()
+        try:
+            reply = HttpTarget.request(self.target, self.target.actors[0], "POST", "/__test__/clock", body)
+        except Lost as exc:
+            raise SimulationError(f"the test clock did not move: {exc}") from None
+        if reply.status != 200:
+            raise SimulationError(f"the test clock did not move: POST /__test__/clock answered {reply.status} "
+                                  f"{_short(reply.body)}")
+        self.jumps += 1
 
     def after(self, batch: int) -> bool:
         """The batch ended: finish its fault; after a restart, audit a sample. True: stop the run.

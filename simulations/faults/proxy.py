@@ -8,15 +8,24 @@ both are transport failures: exactly what the protocol's one identical retry is 
 ``POST /v1/...`` requests are faulted (writes are what a lost answer puts in doubt); the test
 clock and reads pass untouched. A server that went away (killed, restarting) resets the
 client's connection too.
+
+In front of several servers on one database (a target file's ``[[serve]]`` list) it balances
+the requests over them, one request at a time, and sends none to a server the nemesis marked
+down (killed, restarting) while another is up. The test clock is every server's: a move
+(``POST /__test__/clock``) goes to each of them, and the proxy keeps their sum, so that a
+restarted server whose test clock started again from its wall clock (the reference keeps its
+offset in memory) is moved back to where the others are (``restore_clock``) before it is up.
 """
 
 from __future__ import annotations
 
 import http.client
+import json
 import socket
 import socketserver
 import struct
 import threading
+import time
 from dataclasses import dataclass
 from io import BufferedIOBase
 from urllib.parse import urlsplit
@@ -26,6 +35,8 @@ __all__ = ["Answer", "FaultProxy", "Request", "forward", "read_request", "send_a
 _UPSTREAM_TIMEOUT_S = 120  # longer than any client's: a paused server is waited for, the client gives up first
 _MAX_HEAD_LINES = 200
 _MAX_BODY = 64 * 1024 * 1024
+_CLOCK_PATH = "/__test__/clock"
+_KEPT_MS = 1_000  # a restarted server's test clock this close to a sum of moves kept that sum
 
 
 @dataclass(slots=True)
@@ -36,13 +47,18 @@ class _Armed:
 
 
 class FaultProxy:
-    """A threaded HTTP/1.1 proxy on a free loopback port (``url``) in front of ``upstream``."""
+    """A threaded HTTP/1.1 proxy on a free loopback port (``url``) in front of ``upstreams``."""
 
-    def __init__(self, upstream: str) -> None:
-        parts = urlsplit(upstream)
-        self._host, self._port = parts.hostname or "127.0.0.1", parts.port or 80
+    def __init__(self, *upstreams: str) -> None:
+        if not upstreams:
+            raise ValueError("a proxy needs a server to forward to")
+        self._upstreams = [_host_port(url) for url in upstreams]
+        self._down: set[int] = set()
+        self._turn = 0
         self._armed: _Armed | None = None
         self._lock = threading.Lock()
+        self._clock_lock = threading.Lock()  # moves of the test clock and restores, one at a time
+        self.clock_moved_ms = 0  # the sum of the test clock's moves every server answered
         self.dropped = 0
         self.resets = 0
         proxy = self
@@ -94,15 +110,69 @@ class FaultProxy:
                 self.dropped += 1
             return armed
 
+    def down(self, server: int) -> None:
+        """Send ``server`` nothing until ``up`` (it was killed; with no other up, requests are reset)."""
+        with self._lock:
+            self._down.add(server)
+
+    def up(self, server: int) -> None:
+        with self._lock:
+            self._down.discard(server)
+
+    def _pick(self) -> tuple[str, int]:
+        with self._lock:
+            up = [i for i in range(len(self._upstreams)) if i not in self._down]
+            if not up:
+                raise ConnectionRefusedError("every server is down")
+            self._turn += 1
+            return self._upstreams[up[self._turn % len(up)]]
+
+    def _move_clock(self, request: Request) -> Answer:
+        """A move of the test clock, sent to every server that is up; the first one's answer."""
+        with self._clock_lock:
+            with self._lock:
+                targets = [u for i, u in enumerate(self._upstreams) if i not in self._down]
+            if not targets:
+                raise ConnectionRefusedError("every server is down")
+            answers = [forward(host, port, request, _UPSTREAM_TIMEOUT_S) for host, port in targets]
+            moved = _advance_of(request.body)
+            if moved is not None and all(a.status == 200 for a in answers):
+                self.clock_moved_ms += moved
+            return answers[0]
+
+    def restore_clock(self, server: int, token: str) -> None:
+        """Move a restarted ``server``'s test clock by what it lost of the moves (nothing when it
+        kept them, or none were made; ``token`` is any actor's, for the clock route)."""
+        with self._clock_lock:
+            if self.clock_moved_ms == 0:
+                return
+            host, port = self._upstreams[server]
+            headers = (("Host", f"{host}:{port}"), ("Authorization", f"Bearer {token}"))
+            answer = forward(host, port, Request("GET", _CLOCK_PATH, headers, b""), _UPSTREAM_TIMEOUT_S)
+            now = _now_of(answer)
+            if now is None:
+                return  # no test clock there: nothing to restore
+            # Both clocks run on this machine's wall clock: what it kept is its offset from it.
+            kept = now - time.time_ns() // 1_000_000
+            missing = self.clock_moved_ms if abs(kept) <= _KEPT_MS else self.clock_moved_ms - kept
+            if missing > _KEPT_MS:
+                body = json.dumps({"advance_ms": missing}).encode()
+                forward(host, port, Request("POST", _CLOCK_PATH, (*headers, ("Content-Type", "application/json"),
+                                                                  ("Content-Length", str(len(body)))), body),
+                        _UPSTREAM_TIMEOUT_S)
+
     def _one(self, reader: BufferedIOBase, connection: socket.socket) -> bool:
         request = read_request(reader)
         if request is None:
             return False
+        if request.method == "POST" and request.path == _CLOCK_PATH:
+            send_answer(connection, self._move_clock(request))
+            return True
         fault = self._take(request.method, request.path)
         if fault is not None and fault.kind == "reset" and fault.before:
             _reset(connection)
             return False
-        answer = forward(self._host, self._port, request, _UPSTREAM_TIMEOUT_S)
+        answer = forward(*self._pick(), request, _UPSTREAM_TIMEOUT_S)
         if fault is not None:
             if fault.kind == "reset":
                 _reset(connection)
@@ -177,6 +247,31 @@ def send_answer(connection: socket.socket, answer: Answer) -> None:
             out.append(f"{name}: {value}\r\n".encode("latin-1"))
     out.append(f"content-length: {len(answer.body)}\r\n\r\n".encode("latin-1"))
     connection.sendall(b"".join(out) + answer.body)
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 80
+
+
+def _advance_of(body: bytes) -> int | None:
+    try:
+        doc = json.loads(body)
+    except ValueError:
+        return None
+    advance = doc.get("advance_ms") if isinstance(doc, dict) else None
+    return advance if isinstance(advance, int) and not isinstance(advance, bool) else None
+
+
+def _now_of(answer: Answer) -> int | None:
+    if answer.status != 200:
+        return None
+    try:
+        doc = json.loads(answer.body)
+    except ValueError:
+        return None
+    now = doc.get("now_ms") if isinstance(doc, dict) else None
+    return now if isinstance(now, int) and not isinstance(now, bool) else None
 
 
 def _reset(connection: socket.socket) -> None:

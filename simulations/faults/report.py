@@ -21,7 +21,8 @@ __all__ = ["PLOTS_MISSING", "write_reports"]
 
 PLOTS_MISSING = "plots skipped:"  # then the extras' own line (refkit.extras) naming the pip command
 _MAX_DRAWN = 20_000  # requests drawn on the timeline; beyond, every n-th
-_COLOURS = {"kill": "#d62728", "pause": "#ff7f0e", "drop-answers": "#9467bd", "reset": "#8c564b"}
+_COLOURS = {"kill": "#d62728", "pause": "#ff7f0e", "drop-answers": "#9467bd", "reset": "#8c564b",
+            "clock-jump": "#1f77b4"}
 
 
 def write_reports(run: FaultRun, out: Path, *, command: str) -> tuple[dict[str, Path], str | None]:
@@ -48,7 +49,7 @@ def _document(run: FaultRun, command: str) -> dict[str, object]:
         "seed": nemesis.schedule.seed, "kinds": list(nemesis.schedule.kinds), "replay": command,
         "summary": run.summary(), "verdict": run.verdict.value,
         "injected": {"kills": nemesis.kills, "pauses": nemesis.pauses, "answers_dropped": nemesis.dropped,
-                     "resets": nemesis.resets},
+                     "resets": nemesis.resets, "clock_jumps": nemesis.jumps},
         "operations": {"answered": run.answered, "failed": run.failed, "indeterminate": run.indeterminate},
         "recovery_s": [round(r, 4) for r in nemesis.recoveries],
         "schedule": [f.to_json() for f in nemesis.schedule.upto(batches)],

@@ -24,7 +24,7 @@ from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.targets import HttpTarget
 
-__all__ = ["FaultRun", "REQUIREMENTS", "count_outcomes", "run_fault_campaign"]
+__all__ = ["FaultRun", "REQUIREMENTS", "clock_refusal", "count_outcomes", "run_fault_campaign"]
 
 # The requirements a finding of the campaign's own checks breaks, by its kind (campaign.Finding).
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
@@ -62,17 +62,21 @@ class FaultRun:
 
 def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, actors: int,
                        budget_s: float, max_batches: int | None, history_file: Path, started: float,
-                       progress: Callable[[str], None] | None = None) -> FaultRun:
-    """Run the campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``.
+                       progress: Callable[[str], None] | None = None, keep: frozenset[int] | None = None) -> FaultRun:
+    """Run the campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``; with
+    ``server`` (the target file's first served server), the proxy balances over it and its others.
+    ``keep``: only the faults of these batches (a shrunk schedule).
 
     Raises:
         SimulationError: the server did not come back after a restart, or the history file failed.
     """
     from conformance.errors import ConformanceError
 
-    proxy = FaultProxy(target.url).start()
+    servers = () if server is None else (server, *server.others)
+    proxy = FaultProxy(*([s.url for s in servers] or [target.url])).start()
     faulty = FaultTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
-    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds), target=faulty, proxy=proxy, server=server)
+    schedule = FaultSchedule(seed, kinds, servers=len(servers) or 1, keep=keep)
+    nemesis = Nemesis(schedule=schedule, target=faulty, proxy=proxy, servers=servers)
     try:
         try:
             result = run_campaign(seed=seed, actors=actors, budget_s=budget_s, max_batches=max_batches,
@@ -90,6 +94,29 @@ def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tupl
     answered, failed, indeterminate = count_outcomes(history_file)
     verdict = Verdict.ILLEGAL if findings else result.verdict
     return FaultRun(result, nemesis, answered, failed, indeterminate, verdict, tuple(findings), started)
+
+
+def clock_refusal(kinds: tuple[str, ...], config: Path | None) -> str | None:
+    """Why ``kinds`` cannot run against ``config`` (None: they can): moving the test clock needs a
+    target file that claims the ``test-clock`` capability (the clock route is a test extension,
+    never a production server's)."""
+    import tomllib
+
+    from simulations.faults.schedule import CLOCK_KINDS
+
+    wanted = [kind for kind in kinds if kind in CLOCK_KINDS]
+    if not wanted:
+        return None
+    claimed = False
+    if config is not None:
+        try:
+            with config.open("rb") as file:
+                capabilities = tomllib.load(file).get("capabilities")
+            claimed = isinstance(capabilities, dict) and capabilities.get("test-clock") is True
+        except (OSError, tomllib.TOMLDecodeError):
+            return None  # the target file's own loader says what is wrong with it
+    return None if claimed else (f"--faults {wanted[0]} needs a target file that claims the test-clock capability "
+                                 "([capabilities] test-clock = true); give --config with one")
 
 
 def count_outcomes(history_file: Path) -> tuple[int, int, int]:

@@ -16,16 +16,19 @@ from typing import Any
 
 from simulations.errors import SimulationError
 
-__all__ = ["FAULT_KINDS", "SERVED_KINDS", "Fault", "FaultSchedule", "parse_faults"]
+__all__ = ["CLOCK_KINDS", "FAULT_KINDS", "SERVED_KINDS", "Fault", "FaultSchedule", "parse_faults"]
 
 # kill: SIGKILL of the server's process group, then the same command on the same data.
 # pause: SIGSTOP of the group, a seeded wait, SIGCONT.
 # drop-answers: the proxy forwards POSTs and loses their answers.
 # reset: the proxy resets the connection, before forwarding the request or after.
-FAULT_KINDS = ("kill", "pause", "drop-answers", "reset")
+# clock-jump: the test clock moved forward by about a lease, while the batch's writes are in flight.
+FAULT_KINDS = ("kill", "pause", "drop-answers", "reset", "clock-jump")
 SERVED_KINDS = frozenset({"kill", "pause"})  # these need the target file's [serve] command
+CLOCK_KINDS = frozenset({"clock-jump"})  # these need a target file claiming the test-clock capability
 FIRST_BATCH = 2  # the first batches set the races up undisturbed
 RATE = 0.3  # share of the batches that get a fault
+JUMP_SPREAD_MS = 2_000  # a clock jump lands this close to one lease past the clock's time, either side
 
 
 def parse_faults(text: str) -> tuple[str, ...]:
@@ -54,21 +57,31 @@ class Fault:
     length_ms: int  # kill: down time before the restart; pause: stopped time; else 0
     count: int  # drop-answers and reset: how many POSTs in a row (2: the retry too is lost)
     before: bool = False  # reset only: before the request is forwarded (else after it ran)
+    jump_ms: int = 0  # clock-jump only: how far past (> 0) or short of (< 0) one lease from now
+    server: int = 0  # kill, pause: which of the target file's servers (in [[serve]] order)
 
     def describe(self) -> str:
         if self.kind == "kill":
-            return (f"batch {self.batch}: kill {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
+            return (f"batch {self.batch}: kill{self._which()} {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
                     f"restart after {self.length_ms} ms down")
         if self.kind == "pause":
-            return (f"batch {self.batch}: pause {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
-                    f"for {self.length_ms} ms")
+            return (f"batch {self.batch}: pause{self._which()} {self.delay_ms} ms after its write "
+                    f"#{self.after_posts + 1} is sent, for {self.length_ms} ms")
+        if self.kind == "clock-jump":
+            side = f"{self.jump_ms} ms past" if self.jump_ms > 0 else f"{-self.jump_ms} ms short of"
+            return (f"batch {self.batch}: the test clock moved {side} one lease, {self.delay_ms} ms after its write "
+                    f"#{self.after_posts + 1} is sent")
         what = "answers dropped" if self.kind == "drop-answers" else (
             "connections reset before forwarding" if self.before else "connections reset after the server ran")
         return f"batch {self.batch}: {self.count} {what}"
 
+    def _which(self) -> str:
+        return f" of server #{self.server + 1}" if self.server else ""
+
     def to_json(self) -> dict[str, Any]:
         return {"batch": self.batch, "kind": self.kind, "after_posts": self.after_posts, "delay_ms": self.delay_ms,
-                "length_ms": self.length_ms, "count": self.count, "before": self.before}
+                "length_ms": self.length_ms, "count": self.count, "before": self.before, "jump_ms": self.jump_ms,
+                "server": self.server}
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,10 +90,12 @@ class FaultSchedule:
 
     seed: int
     kinds: tuple[str, ...]
+    servers: int = 1  # the target file's [[serve]] servers: a kill or pause hits one of them
+    keep: frozenset[int] | None = None  # a shrunk schedule: only the faults of these batches (None: all)
 
     def at(self, batch: int) -> Fault | None:
         """The fault of batch ``batch`` (None: none), from that batch's own stream of the seed."""
-        if batch < FIRST_BATCH or not self.kinds:
+        if batch < FIRST_BATCH or not self.kinds or (self.keep is not None and batch not in self.keep):
             return None
         rng = random.Random(f"faults:{self.seed}:{batch}")
         if rng.random() >= RATE:
@@ -89,12 +104,17 @@ class FaultSchedule:
         # Timed from a write of the batch, not from its start: a batch's requests take a few
         # milliseconds of it, and a fault is meant to meet them in flight, or just answered.
         posts, delay = rng.randrange(0, 3), rng.randrange(0, 40)
-        if kind == "kill":
-            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=rng.randrange(20, 300),
-                         count=0)
-        if kind == "pause":
-            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay,
-                         length_ms=rng.randrange(100, 800), count=0)
+        if kind in SERVED_KINDS:
+            length = rng.randrange(20, 300) if kind == "kill" else rng.randrange(100, 800)
+            # Drawn last, and only with several servers: a seed's schedule for one server stays as it was.
+            server = rng.randrange(self.servers) if self.servers > 1 else 0
+            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=length, count=0,
+                         server=server)
+        if kind == "clock-jump":
+            # Around the lease: claims taken a moment before are then just live or just expired,
+            # and those taken a batch or more before are past it, while the batch races on them.
+            jump = rng.randrange(1, JUMP_SPREAD_MS) * (1 if rng.random() < 0.5 else -1)
+            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=0, count=0, jump_ms=jump)
         # One lost answer is settled by the identical retry; two in a row leave the operation
         # indeterminate in the history.
         count = 2 if rng.random() < 0.3 else 1

@@ -12,14 +12,16 @@ import sys
 import threading
 import time
 import uuid
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script from any directory
 
 from aidememo_ref._commands import Command, Op  # noqa: E402
-from aidememo_ref._ledger import Decide  # noqa: E402
-from aidememo_ref._records import Membership, Receipt  # noqa: E402
+from aidememo_ref._ledger import Decide, View, Write  # noqa: E402
+from aidememo_ref._records import Handoff, Membership, Receipt  # noqa: E402
+from aidememo_ref._state import LEASE_MS  # noqa: E402
 from aidememo_ref._store import Scheduler, Store, execute  # noqa: E402
 
 _LOCK = threading.Lock()
@@ -120,7 +122,29 @@ def retry_second_transition(store: Store, member: Membership, command: Command, 
         return receipt._replace(command_id=command.command_id)
 
 
-MUTANTS = {f.__name__: f for f in (memory_receipts, answer_before_commit, forget_seq_head, retry_second_transition)}
+def heartbeat_revives(store: Store, member: Membership, command: Command, now_ms: int, decide: Decide,
+                      scheduler: Scheduler) -> Receipt:
+    """A heartbeat on a claim whose lease ran out is judged as if it still lived, and renews it
+    from now: the expired claim comes back to life instead of a 409 (a lease is only ever seen
+    to run out when the clock moves)."""
+    if command.op is not Op.HEARTBEAT:
+        return execute(store, member, command, now_ms, decide, scheduler)
+
+    def lenient(cmd: Command, actor: str, view: View, now: int) -> Write:
+        stored = view.resource(cmd.kind, cmd.resource_id)
+        expires = Handoff.from_json(stored.body).claim_expires_at_ms if stored and stored.body else None
+        if expires is None or now < expires:
+            return decide(cmd, actor, view, now)
+        write = decide(cmd, actor, view, expires - 1)
+        assert isinstance(write.record, Handoff)
+        return Write.of(write.kind, write.resource_id,
+                        replace(write.record, claim_heartbeat_at_ms=now, claim_expires_at_ms=now + LEASE_MS))
+
+    return execute(store, member, command, now_ms, lenient, scheduler)
+
+
+MUTANTS = {f.__name__: f for f in (memory_receipts, answer_before_commit, forget_seq_head, retry_second_transition,
+                                   heartbeat_revives)}
 
 
 def main(argv: list[str]) -> int:

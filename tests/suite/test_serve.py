@@ -122,7 +122,7 @@ def test_pause_kill_and_restart_on_the_same_port(tmp_path):
     assert (tmp_path / "serve.log").read_text().count("listening on") == 2, "a restart's output replaced the first's"
 
 
-def _target(path: Path, serve: dict[str, object], **more: object) -> Path:
+def _target(path: Path, serve: object, **more: object) -> Path:
     path.write_text(tomli_w.dumps({"serve": serve, **more}), "utf-8")
     return path
 
@@ -162,6 +162,7 @@ def test_plain_pytest_does_not_pretend_to_serve(tmp_path):
 
 @pytest.mark.parametrize("serve", [
     {"command": ""}, {"command": "x", "grace": 1}, {"command": "x", "ready_timeout": -1}, "x", {"command": ["x", 3]},
+    [], [{"command": "x"}, {"command": ""}],
 ])
 def test_a_bad_serve_table_is_one_line(tmp_path, serve):
     target = tmp_path / "target.toml"
@@ -193,6 +194,23 @@ def test_run_starts_and_stops_the_real_reference_through_serve(tmp_path):
         httpx.get(results["target"] + "/health", timeout=2)
     assert "{port}" not in done.stdout and f"--config {target}" in done.stdout  # the rerun starts it again
     _names_its_provenance(results, (report / "report.html").read_text())
+
+
+def test_two_serve_tables_start_two_servers_on_one_database_and_stop_both(tmp_path):
+    command = "aidememo-ref serve --database {dir}/ref.sqlite --bind 127.0.0.1:{port} --test-clock"
+    target = _target(tmp_path / "target.toml", [{"command": command, "stop_grace": 5}, {"command": command}],
+                     capabilities={"test-clock": True, "artifacts": False}, provision={"command": BOOTSTRAP})
+    done = _cli("run", "--config", str(target), "--requirement", "AM-HO-1", "--report-dir", "out", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr
+    report = tmp_path / "out"
+    first = json.loads((report / "results.json").read_text())["target"]  # the suite reaches the first
+    urls = [line.split()[2] for log in ("serve.log", "serve-2.log")
+            for line in (report / log).read_text().splitlines() if line.startswith("aidememo-ref serving ")]
+    assert len(urls) == 2 and urls[0] == first and urls[1] != first, urls
+    assert done.stderr.count("started the target's server at ") == 2
+    for url in urls:
+        with pytest.raises(httpx.TransportError):  # both stopped with the run
+            httpx.get(url + "/health", timeout=2)
 
 
 def _names_its_provenance(results: dict[str, object], page: str) -> None:
