@@ -467,8 +467,8 @@ def _publish(summary_md: str | None, profile: Any, report_dir: Path, code: int, 
 
 def console_main() -> NoReturn:
     """The console script (and ``python -m conformance.cli``): ``main``, then out without the
-    interpreter tearing down every module it loaded (about 0.1 s after a run, a twentieth of an
-    embedded one; mypy leaves the same way). Exit handlers still run and output is flushed first;
+    interpreter tearing down every module it loaded (time the run reports nothing for; mypy leaves
+    the same way). Exit handlers still run and output is flushed first;
     while a thread that is not a daemon runs, the interpreter exits as usual, waiting for it."""
     import atexit
     import threading

@@ -1,9 +1,9 @@
 """Commands of a Python CLI forked from a warm interpreter, one process each.
 
 The aidememo-local profile runs this kit's own CLI about 150 times a run. Started fresh, most of
-each command was the interpreter's start (``site`` and the CLI's imports, some 50 of the 60-80 ms a
-command took on a 2-core machine); forked from a server that imported the CLI once, a command costs
-its fork and its work. Each command is still a process of its own, running beside the others: its
+each command was the interpreter's start (``site`` and the CLI's imports: ``python bench/cli.py
+--local-profile`` times a profile run against as many bare interpreter starts); forked from a server
+that imported the CLI once, a command costs its fork and its work. Each command is still a process of its own, running beside the others: its
 own argv, environment, working directory, stdin, stdout, stderr and exit status (``waitpid``'s,
 signals included). It shares with its siblings only what the server imported before forking (and
 so the hash seed), and, as with ``os._exit``, no ``atexit`` handler runs (the kit's CLI registers

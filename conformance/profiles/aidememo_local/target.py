@@ -99,7 +99,8 @@ def _bytecode_cache(root: str) -> dict[str, str]:
     """Variables giving the kit's own CLI a bytecode cache of this run, when the environment keeps none.
 
     A run starts the CLI about 150 times; with PYTHONDONTWRITEBYTECODE (as on these machines) each
-    start compiled every module it imports again (about 85 ms of CPU against 45 cached). A cache
+    start compiled every module it imports again (``python bench/cli.py --no-bytecode-cache`` against
+    ``python bench/cli.py`` gives the cost). A cache
     under the run's directory, filled by the first start, changes nothing the CLI answers and
     nothing outside the run; a command line given with --cli is run as given.
     """
