@@ -270,8 +270,32 @@ def _profile_tables(cached: dict[str, str], uncached: dict[str, str], scratch: P
                                 sum(w for w, _ in runs.values()), sum(c for _, c in runs.values()))))
 
 
+def _wire_cost(scratch: Path, requests: int = 300) -> None:
+    """What one served request costs the suite's process: the kit's ``Wire`` (a fresh connection and
+    a deadline per request) asking a served reference ``GET /health``, CPU and wall per request."""
+    from conformance.http import Wire
+    from refkit.process import ReferenceProcess
+
+    window = Window()
+    with ReferenceProcess.start(scratch / "wire.sqlite") as server:
+        wire = Wire(server.url, timeout_s=10, max_body_bytes=1 << 20)
+        for _ in range(20):  # warm-up
+            wire.request(None, "GET", "/health")
+        own = resource.getrusage(resource.RUSAGE_SELF)
+        began = time.perf_counter()
+        for _ in range(requests):
+            wire.request(None, "GET", "/health")
+        wall = time.perf_counter() - began
+        done = resource.getrusage(resource.RUSAGE_SELF)
+        wire.close()
+    cpu = done.ru_utime + done.ru_stime - own.ru_utime - own.ru_stime
+    print(window.mark(f"  the suite's wire, one served GET /health: {cpu / requests * 1e6:6.0f} us CPU, "
+                      f"{wall / requests * 1e3:6.2f} ms wall per request (the client's side)"))
+
+
 def _served_part(cached: dict[str, str], scratch: Path, workers: str | None, *, fresh: bool) -> None:
     """The embedded run, then right after it the served one compared with it (and the one before sharing)."""
+    _wire_cost(scratch)
     shown = f" -n {workers}" if workers else ""
     window = Window()
     embedded = _suite(cached, scratch / "embedded-baseline", *(["-n", workers] if workers else []))

@@ -149,9 +149,9 @@ class _Deadlines:
     """One thread per process that fires the watchdogs of requests outliving their deadline.
 
     A timer thread per request cost a thread start (and, on a loaded machine, a wait for it to be
-    scheduled) on every request of a served run: 18% of the suite process's time in a profiled
-    run (``bench/suite.py`` has the run's figures). Entries are kept in deadline order; a finished
-    request's entry is dropped when it reaches the front."""
+    scheduled) on every request of a served run: ``bench/suite.py`` prints the wire's CPU and
+    wall per served request. Entries are kept in deadline order; a finished request's entry is
+    dropped when it reaches the front."""
 
     def __init__(self) -> None:
         self._reset()
