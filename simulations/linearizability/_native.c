@@ -44,36 +44,50 @@
 #define NO_RETURN INT64_MIN
 #define TICK 1023
 
-/* -- a set of configurations (mask, state), dense entries with an open-addressing index -- */
+/* -- a set of configurations (mask, state) that keeps only those no other one does better ------ *
+ * Of two configurations in one state whose masks differ only in "loose" bits, one can do all the
+ * other can when it has applied every effect-free operation the other has (it need not reach a
+ * state where that one is legal again) and no unanswered operation the other has not (it may
+ * still apply it, or never). A mask's debt, (mask ^ flip) & loose with `flip` the effect-free
+ * operations' bits, is then a subset of the other's. Configurations sharing a state and their
+ * other bits (the base) form a group, chained from one slot of the index: one is added only when
+ * no member's debt is a subset of its own, and removes the members whose debt contains its own.
+ * So the frontier keeps the same verdict, and the same first return no configuration survives,
+ * with fewer configurations to extend (with loose 0 it is a plain set). */
+
+#define DEAD (-2) /* the link of a configuration removed from its group */
+#define LOW 0xffffffffULL
 
 typedef struct {
     uint64_t mask;
     int32_t state;
+    int32_t link; /* the next of its group, -1: none; DEAD: removed */
 } Config;
 
 typedef struct {
     Config *items;
-    Py_ssize_t count, cap;
-    int32_t *index; /* slot -> entry, -1 empty */
-    size_t slots;   /* a power of two */
+    Py_ssize_t count, live, cap; /* count: entries, the removed among them */
+    uint64_t *index;             /* slot -> generation << 32 | a group's first entry; other generations: empty */
+    uint64_t gen;                /* clearing is a new generation */
+    size_t slots, groups;        /* slots: a power of two */
 } ConfigSet;
 
-static uint64_t mix(uint64_t mask, int32_t state) {
-    uint64_t h = mask * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
+static uint64_t mix(uint64_t base, int32_t state) {
+    uint64_t h = base * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ULL;
     return h ^ (h >> 32);
 }
 
 static int set_init(ConfigSet *set) {
-    set->count = 0;
+    set->count = set->live = 0;
     set->cap = 16;
     set->slots = 32;
+    set->groups = 0;
+    set->gen = 1;
     set->items = malloc(sizeof(Config) * set->cap);
-    set->index = malloc(sizeof(int32_t) * set->slots);
-    if (!set->items || !set->index) return -1;
-    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    return 0;
+    set->index = calloc(set->slots, sizeof(uint64_t));
+    return set->items && set->index ? 0 : -1;
 }
 
 static void set_free(ConfigSet *set) {
@@ -82,38 +96,25 @@ static void set_free(ConfigSet *set) {
 }
 
 static void set_clear(ConfigSet *set) {
-    if ((size_t)set->count * 8 < set->slots) {
-        for (Py_ssize_t k = 0; k < set->count; k++) {
-            size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
-            while (set->index[slot] != -1) {
-                set->index[slot] = -1;
-                slot = (slot + 1) & (set->slots - 1);
-            }
-        }
-    } else {
-        memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    }
-    set->count = 0;
-}
-
-/* The index rebuilt in place, after masks changed. */
-static void set_rebuild(ConfigSet *set) {
-    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    for (Py_ssize_t k = 0; k < set->count; k++) {
-        size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
-        while (set->index[slot] != -1) slot = (slot + 1) & (set->slots - 1);
-        set->index[slot] = (int32_t)k;
+    set->count = set->live = 0;
+    set->groups = 0;
+    if (++set->gen > LOW) { /* every generation used: the index is emptied for real */
+        memset(set->index, 0, sizeof(uint64_t) * set->slots);
+        set->gen = 1;
     }
 }
 
-static int set_reindex(ConfigSet *set, size_t slots) {
-    int32_t *index = malloc(sizeof(int32_t) * slots);
+static int set_reindex(ConfigSet *set, size_t slots, uint64_t loose) {
+    uint64_t *index = calloc(slots, sizeof(uint64_t));
     if (!index) return -1;
-    memset(index, 0xff, sizeof(int32_t) * slots);
-    for (Py_ssize_t k = 0; k < set->count; k++) {
-        size_t slot = mix(set->items[k].mask, set->items[k].state) & (slots - 1);
-        while (index[slot] != -1) slot = (slot + 1) & (slots - 1);
-        index[slot] = (int32_t)k;
+    uint64_t tag = set->gen << 32;
+    for (size_t k = 0; k < set->slots; k++) {
+        uint64_t v = set->index[k];
+        if ((v & ~LOW) != tag) continue;
+        const Config *c = &set->items[v & LOW];
+        size_t slot = mix(c->mask & ~loose, c->state) & (slots - 1);
+        while ((index[slot] & ~LOW) == tag) slot = (slot + 1) & (slots - 1);
+        index[slot] = v;
     }
     free(set->index);
     set->index = index;
@@ -121,14 +122,35 @@ static int set_reindex(ConfigSet *set, size_t slots) {
     return 0;
 }
 
-/* 1: added, 0: already there, -1: out of memory */
-static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
-    size_t slot = mix(mask, state) & (set->slots - 1);
-    int32_t at;
-    while ((at = set->index[slot]) != -1) {
-        if (set->items[at].mask == mask && set->items[at].state == state) return 0;
-        slot = (slot + 1) & (set->slots - 1);
+/* 1: added, 0: it or a better one is there already, -1: out of memory */
+static int set_add(ConfigSet *set, uint64_t mask, int32_t state, uint64_t loose, uint64_t flip) {
+    uint64_t base = mask & ~loose, debt = (mask ^ flip) & loose, tag = set->gen << 32;
+    size_t slot = mix(base, state) & (set->slots - 1);
+    int32_t head = -1;
+    for (uint64_t v; ((v = set->index[slot]) & ~LOW) == tag; slot = (slot + 1) & (set->slots - 1)) {
+        const Config *c = &set->items[v & LOW];
+        if (c->state == state && (c->mask & ~loose) == base) {
+            head = (int32_t)(v & LOW);
+            break;
+        }
     }
+    int32_t link = -1, *tail = &link;
+    for (int32_t at = head; at >= 0; at = set->items[at].link) {
+        uint64_t other = (set->items[at].mask ^ flip) & loose;
+        if ((other & debt) == other) return 0;
+    }
+    for (int32_t at = head, next; at >= 0; at = next) {
+        Config *c = &set->items[at];
+        next = c->link;
+        if ((debt & ((c->mask ^ flip) & loose)) == debt) {
+            c->link = DEAD;
+            set->live--;
+        } else {
+            *tail = at;
+            tail = &c->link;
+        }
+    }
+    *tail = -1;
     if (set->count == set->cap) {
         Py_ssize_t cap = set->cap * 2;
         Config *items = realloc(set->items, sizeof(Config) * cap);
@@ -136,10 +158,11 @@ static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
         set->items = items;
         set->cap = cap;
     }
-    set->items[set->count] = (Config){mask, state};
-    set->index[slot] = (int32_t)set->count;
+    set->items[set->count] = (Config){mask, state, link};
+    set->index[slot] = tag | (uint64_t)set->count;
     set->count++;
-    if ((size_t)set->count * 2 > set->slots) return set_reindex(set, set->slots * 2) ? -1 : 1;
+    set->live++;
+    if (head < 0 && ++set->groups * 2 > set->slots) return set_reindex(set, set->slots * 2, loose) ? -1 : 1;
     return 1;
 }
 
@@ -157,7 +180,7 @@ typedef struct {
     Py_ssize_t stack_cap;
     Open effectful[64], inert[64];
     int n_effectful, n_inert;
-    uint64_t free_bits, used_bits, forever;
+    uint64_t free_bits, used_bits, forever, inert_bits; /* inert_bits: the open effect-free operations */
     int64_t *bit_of;     /* operation -> its bit while open */
     uint64_t *twin_bits; /* twin group -> the bits of its members called so far */
     uint64_t *memo_gen, *memo_bits, gen;
@@ -196,6 +219,11 @@ static uint64_t legal_inert(Frontier *f, int32_t state, uint64_t except) {
     return bits;
 }
 
+/* set_add with the frontier's loose bits: its unanswered and its effect-free open operations */
+static int add(Frontier *f, ConfigSet *set, uint64_t mask, int32_t state) {
+    return set_add(set, mask, state, f->forever | f->inert_bits, f->inert_bits);
+}
+
 /* 0 ok, 4 too wide, -1 out of memory */
 static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin) {
     uint64_t bit;
@@ -221,11 +249,12 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
         return 0;
     }
     f->inert[f->n_inert++] = (Open){bit, lower, rule};
+    f->inert_bits |= bit;
+    /* The bit joins the loose ones as it is set: no configuration's base or group changes. */
     ConfigSet *set = &f->configs;
     for (Py_ssize_t k = 0; k < set->count; k++) {
-        if (apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
+        if (set->items[k].link != DEAD && apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
     }
-    set_rebuild(set);
     return 0;
 }
 
@@ -235,6 +264,7 @@ static void frontier_commit(Frontier *f, int64_t op) {
     f->configs = f->next;
     f->next = swap;
     f->free_bits |= bit;
+    f->inert_bits &= ~bit;
     for (int k = 0; k < f->n_effectful; k++) {
         if (f->effectful[k].bit == bit) {
             f->effectful[k] = f->effectful[--f->n_effectful];
@@ -261,48 +291,6 @@ static int push(Frontier *f, Py_ssize_t *depth, uint64_t mask, int32_t state) {
     return 0;
 }
 
-typedef struct {
-    uint64_t base, part; /* the mask without the unanswered operations' bits, and those bits */
-    int32_t state;
-} Grouped;
-
-static int compare_grouped(const void *x, const void *y) {
-    const Grouped *a = x, *b = y;
-    if (a->base != b->base) return a->base < b->base ? -1 : 1;
-    if (a->state != b->state) return a->state < b->state ? -1 : 1;
-    return (a->part > b->part) - (a->part < b->part);
-}
-
-/* Drop configurations that used an unanswered operation where another, equal in all else, did
- * not: the one that still may apply it can do everything the other can (search._prune_unused). */
-static int prune_unused(Frontier *f) {
-    ConfigSet *set = &f->next;
-    Py_ssize_t n = set->count;
-    Grouped *rows = malloc(sizeof(Grouped) * (size_t)n);
-    if (!rows) return -1;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Config c = set->items[k];
-        rows[k] = (Grouped){c.mask & ~f->forever, c.mask & f->forever, c.state};
-    }
-    qsort(rows, (size_t)n, sizeof(Grouped), compare_grouped);
-    set_clear(set);
-    int status = 0;
-    for (Py_ssize_t lo = 0; lo < n && status >= 0;) {
-        Py_ssize_t hi = lo + 1;
-        while (hi < n && rows[hi].base == rows[lo].base && rows[hi].state == rows[lo].state) hi++;
-        for (Py_ssize_t k = lo; k < hi && status >= 0; k++) {
-            int dominated = 0;
-            for (Py_ssize_t j = lo; j < hi && !dominated; j++) {
-                dominated = rows[j].part != rows[k].part && (rows[j].part & rows[k].part) == rows[j].part;
-            }
-            if (!dominated) status = set_add(set, rows[k].base | rows[k].part, rows[k].state);
-        }
-        lo = hi;
-    }
-    free(rows);
-    return status < 0 ? -1 : 0;
-}
-
 /* -4 when a signal handler raised (Ctrl-C: KeyboardInterrupt), which needs the GIL to find out. */
 static int interrupted(Frontier *f) {
     PyEval_RestoreThread(f->released);
@@ -316,14 +304,16 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
     uint64_t bit = (uint64_t)f->bit_of[op];
     ConfigSet *configs = &f->configs, *next = &f->next;
     set_clear(next);
-    if (configs->count == 1) {
+    if (configs->live == 1) {
         /* one way to explain everything so far: no search when the operation already took
          * effect, or when nothing else that changes the state is open */
-        Config c = configs->items[0];
+        Py_ssize_t only = 0;
+        while (configs->items[only].link == DEAD) only++;
+        Config c = configs->items[only];
         int others = f->n_effectful;
         for (int k = 0; k < f->n_effectful; k++) others -= f->effectful[k].bit == bit;
         if (c.mask & bit) {
-            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+            if (add(f, next, c.mask ^ bit, c.state) < 0) return -1;
             frontier_commit(f, op);
             return 0;
         }
@@ -335,10 +325,10 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
                     Open *o = &f->inert[k];
                     if (o->bit != bit && !(m2 & o->bit) && apply(f->table, o->rule, s2) >= 0) m2 |= o->bit;
                 }
-                if (set_add(next, m2, s2) < 0) return -1;
+                if (add(f, next, m2, s2) < 0) return -1;
             }
             frontier_commit(f, op);
-            return f->configs.count ? 0 : 1;
+            return f->configs.live ? 0 : 1;
         }
     }
     f->gen++;
@@ -347,22 +337,24 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
     Py_ssize_t depth = 0;
     for (Py_ssize_t k = 0; k < configs->count; k++) {
         Config c = configs->items[k];
+        if (c.link == DEAD) continue;
         if (c.mask & bit) {
-            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
-        } else if (set_add(seen, c.mask, c.state) < 0 || push(f, &depth, c.mask, c.state) < 0) {
-            return -1;
+            if (add(f, next, c.mask ^ bit, c.state) < 0) return -1;
+        } else {
+            int added = add(f, seen, c.mask, c.state);
+            if (added < 0 || (added && push(f, &depth, c.mask, c.state) < 0)) return -1;
         }
     }
     while (depth) {
         f->work++;
         if (!(f->work & TICK)) {
             if (monotonic() > f->deadline) return 2;
-            if (seen->count + next->count > f->max_configs) return 3;
+            if (seen->live + next->live > f->max_configs) return 3;
             if (!(f->work & (TICK << 6)) && interrupted(f)) return -4;
         }
         Config c = f->stack[--depth];
         int32_t s2 = apply(f->table, rule, c.state);
-        if (s2 >= 0 && set_add(next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
+        if (s2 >= 0 && add(f, next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
         for (int k = 0; k < f->n_effectful; k++) {
             Open *o = &f->effectful[k];
             if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->lower) != o->lower) continue;
@@ -370,13 +362,12 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
             if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
                                                                                   came changing nothing */
             uint64_t m2 = c.mask | o->bit | legal_inert(f, s2, bit);
-            int added = set_add(seen, m2, s2);
+            int added = add(f, seen, m2, s2);
             if (added < 0 || (added && push(f, &depth, m2, s2) < 0)) return -1;
         }
     }
-    if (f->forever && next->count > 1 && prune_unused(f) < 0) return -1;
     frontier_commit(f, op);
-    return f->configs.count ? 0 : 1;
+    return f->configs.live ? 0 : 1;
 }
 
 typedef struct {
@@ -500,7 +491,7 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
     Py_ssize_t ne = sort_events(ops, inert, until, events);
     if (ne < 0) return -1;
     for (Py_ssize_t k = 0; k < b->starts.len / 4; k++) {
-        if (set_add(&f->configs, 0, starts[k]) < 0) { free(events); return -1; }
+        if (add(f, &f->configs, 0, starts[k]) < 0) { free(events); return -1; }
     }
     int status = 0;
     Py_ssize_t pos = 0;

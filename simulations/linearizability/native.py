@@ -3,8 +3,10 @@
 The kernel only accelerates: ``available`` is False when the extension was not built (no C
 compiler at install time) or ``AIDEMEMO_SIM_PURE`` is set in the environment, and every caller
 then takes the pure path, which gives the same verdicts (``tests/sim/test_native.py`` holds the
-two equal). The kernel searches models whose steps are ``Guarded`` updates (``Model.rule``);
-here they are encoded as the integers it reads. ``ScannedHistory`` is a JSON-lines history read
+two equal). The kernel searches models whose steps are ``Guarded`` updates (``Model.rule``),
+and keeps fewer configurations than the pure frontier: of two in one state, it drops the one
+the other does better (see ``_native.c``), which changes no verdict and no failing return.
+Here the rules are encoded as the integers it reads. ``ScannedHistory`` is a JSON-lines history read
 by the kernel into columns: each distinct input (less its key) and output is decoded once, and
 an ``Operation`` is built only when something asks for it.
 """
