@@ -169,8 +169,9 @@ static int set_add(ConfigSet *set, uint64_t mask, int32_t state, uint64_t loose,
 /* -- the frontier of one partition ------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
+    uint64_t bit, lower, first; /* lower: the bits of its unanswered twins called before it */
     int32_t rule;
+    int64_t due, call, op; /* due: its return time (INT64_MAX: none) */
 } Open;
 
 typedef struct {
@@ -225,7 +226,8 @@ static int add(Frontier *f, ConfigSet *set, uint64_t mask, int32_t state) {
 }
 
 /* 0 ok, 4 too wide, -1 out of memory */
-static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin) {
+static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin, int64_t call,
+                         int64_t due) {
     uint64_t bit;
     if (f->free_bits) {
         bit = f->free_bits & (~f->free_bits + 1);
@@ -245,10 +247,10 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
         }
     }
     if (!is_inert) {
-        f->effectful[f->n_effectful++] = (Open){bit, lower, rule};
+        f->effectful[f->n_effectful++] = (Open){bit, lower, 0, rule, returns ? due : INT64_MAX, call, op};
         return 0;
     }
-    f->inert[f->n_inert++] = (Open){bit, lower, rule};
+    f->inert[f->n_inert++] = (Open){bit, lower, 0, rule, returns ? due : INT64_MAX, call, op};
     f->inert_bits |= bit;
     /* The bit joins the loose ones as it is set: no configuration's base or group changes. */
     ConfigSet *set = &f->configs;
@@ -299,6 +301,24 @@ static int interrupted(Frontier *f) {
     return raised ? -4 : 0;
 }
 
+/* Open operations with the same rule are interchangeable: of those not yet applied, the one
+ * due first (then called first) is applied first, since any order that applies another before
+ * it does as well with the two swapped. `first` of each: the bits of the ones before it. */
+static void same_rule_first(Frontier *f) {
+    for (int k = 0; k < f->n_effectful; k++) {
+        Open *o = &f->effectful[k];
+        const int32_t *r = f->table + 3 * (Py_ssize_t)o->rule;
+        o->first = o->lower;
+        for (int j = 0; j < f->n_effectful; j++) {
+            const Open *p = &f->effectful[j];
+            const int32_t *q = f->table + 3 * (Py_ssize_t)p->rule;
+            if (j == k || (p->rule != o->rule && (q[0] != r[0] || q[1] != r[1] || q[2] != r[2]))) continue;
+            if (p->due < o->due || (p->due == o->due && (p->call < o->call || (p->call == o->call && p->op < o->op))))
+                o->first |= p->bit;
+        }
+    }
+}
+
 /* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory, -4 interrupted */
 static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
     uint64_t bit = (uint64_t)f->bit_of[op];
@@ -332,6 +352,7 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
         }
     }
     f->gen++;
+    same_rule_first(f);
     ConfigSet *seen = &f->seen;
     set_clear(seen);
     Py_ssize_t depth = 0;
@@ -357,7 +378,7 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
         if (s2 >= 0 && add(f, next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
         for (int k = 0; k < f->n_effectful; k++) {
             Open *o = &f->effectful[k];
-            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->lower) != o->lower) continue;
+            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->first) != o->first) continue;
             s2 = apply(f->table, o->rule, c.state);
             if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
                                                                                   came changing nothing */
@@ -502,7 +523,7 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
         if (e.kind == 0) {
             /* twins: unanswered operations that change the state, with the same input */
             int32_t twin = (!ops->returns[i] && !ops->known[i]) ? ops->twins[i] : -1;
-            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin);
+            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin, ops->calls[i], ops->rets[i]);
             if (status) break;
             continue;
         }
