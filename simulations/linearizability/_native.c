@@ -169,7 +169,7 @@ static int set_add(ConfigSet *set, uint64_t mask, int32_t state, uint64_t loose,
 /* -- the frontier of one partition ------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t bit, lower, first; /* lower: the bits of its unanswered twins called before it */
+    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
     int32_t rule;
     int64_t due, call, op; /* due: its return time (INT64_MAX: none) */
 } Open;
@@ -247,10 +247,10 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
         }
     }
     if (!is_inert) {
-        f->effectful[f->n_effectful++] = (Open){bit, lower, 0, rule, returns ? due : INT64_MAX, call, op};
+        f->effectful[f->n_effectful++] = (Open){bit, lower, rule, returns ? due : INT64_MAX, call, op};
         return 0;
     }
-    f->inert[f->n_inert++] = (Open){bit, lower, 0, rule, returns ? due : INT64_MAX, call, op};
+    f->inert[f->n_inert++] = (Open){bit, lower, rule, returns ? due : INT64_MAX, call, op};
     f->inert_bits |= bit;
     /* The bit joins the loose ones as it is set: no configuration's base or group changes. */
     ConfigSet *set = &f->configs;
@@ -301,21 +301,45 @@ static int interrupted(Frontier *f) {
     return raised ? -4 : 0;
 }
 
-/* Open operations with the same rule are interchangeable: of those not yet applied, the one
- * due first (then called first) is applied first, since any order that applies another before
- * it does as well with the two swapped. `first` of each: the bits of the ones before it. */
-static void same_rule_first(Frontier *f) {
+static int lowest_bit(uint64_t bits) { /* the position of the lowest bit set (bits != 0) */
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(bits);
+#else
+    int at = 0;
+    while (!(bits & 1)) bits >>= 1, at++;
+    return at;
+#endif
+}
+
+/* The open operations that change the state, but `except`, by bit position: what one return
+ * extends configurations with. Open operations with the same rule are interchangeable: of those
+ * not yet applied, the one due first (then called first) is applied first, since any order that
+ * applies another before it does as well with the two swapped. `first`: the bits of the ones
+ * before it (its unanswered twins called before it among them). */
+typedef struct {
+    uint64_t bits;
+    uint64_t first[64];
+    int32_t rule[64];
+} Movers;
+
+static void movers_of(const Frontier *f, uint64_t except, Movers *m) {
+    m->bits = 0;
     for (int k = 0; k < f->n_effectful; k++) {
-        Open *o = &f->effectful[k];
+        const Open *o = &f->effectful[k];
         const int32_t *r = f->table + 3 * (Py_ssize_t)o->rule;
-        o->first = o->lower;
+        uint64_t first = o->lower;
         for (int j = 0; j < f->n_effectful; j++) {
             const Open *p = &f->effectful[j];
             const int32_t *q = f->table + 3 * (Py_ssize_t)p->rule;
             if (j == k || (p->rule != o->rule && (q[0] != r[0] || q[1] != r[1] || q[2] != r[2]))) continue;
             if (p->due < o->due || (p->due == o->due && (p->call < o->call || (p->call == o->call && p->op < o->op))))
-                o->first |= p->bit;
+                first |= p->bit;
         }
+        if (o->bit == except) continue;
+        int at = lowest_bit(o->bit);
+        m->bits |= o->bit;
+        m->first[at] = first;
+        m->rule[at] = o->rule;
     }
 }
 
@@ -352,7 +376,8 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
         }
     }
     f->gen++;
-    same_rule_first(f);
+    Movers movers;
+    movers_of(f, bit, &movers);
     ConfigSet *seen = &f->seen;
     set_clear(seen);
     Py_ssize_t depth = 0;
@@ -376,13 +401,14 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
         Config c = f->stack[--depth];
         int32_t s2 = apply(f->table, rule, c.state);
         if (s2 >= 0 && add(f, next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
-        for (int k = 0; k < f->n_effectful; k++) {
-            Open *o = &f->effectful[k];
-            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->first) != o->first) continue;
-            s2 = apply(f->table, o->rule, c.state);
-            if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
-                                                                                  came changing nothing */
-            uint64_t m2 = c.mask | o->bit | legal_inert(f, s2, bit);
+        for (uint64_t left = movers.bits & ~c.mask; left; left &= left - 1) {
+            int at = lowest_bit(left);
+            uint64_t one = left & (~left + 1);
+            if ((c.mask & movers.first[at]) != movers.first[at]) continue;
+            s2 = apply(f->table, movers.rule[at], c.state);
+            if (s2 < 0 || (s2 == c.state && (one & f->forever))) continue; /* an answer that never came
+                                                                              changing nothing */
+            uint64_t m2 = c.mask | one | legal_inert(f, s2, bit);
             int added = add(f, seen, m2, s2);
             if (added < 0 || (added && push(f, &depth, m2, s2) < 0)) return -1;
         }
