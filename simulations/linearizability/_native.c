@@ -6,13 +6,12 @@
  * Python path is always there and is what every verdict here is tested against
  * (tests/sim/test_native.py). Nothing here knows a model or a protocol:
  *
- *   search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts,
+ *   search(calls, rets, kinds, index, kind_rule, kind_known, table, inert, starts,
  *          nstates, until, deadline, max_configs) -> (status, failed, pos)
  *       One partition, as search.prepare and search.feed do it: the operations `index` names
  *       (int32; empty: all). Per operation: call and return times (int64; INT64_MIN: no return)
- *       and its kind (int32); per kind: its rule, whether its output is known, its twin group
- *       (-1: none). A rule r is three int32s of `table` (g, a, b): in state s the next state is a
- *       when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
+ *       and its kind (int32); per kind: its rule and whether its output is known. A rule r is
+ *       three int32s of `table` (g, a, b): in state s the next state is a when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
  *       States are 0 .. nstates-1. status: 0 ok, 1 illegal (failed: the partition's operation
  *       whose return no configuration survived; pos: the event after it), 2 out of time,
  *       3 out of room, 4 more than 64 operations open at once (the caller falls back to the
@@ -169,7 +168,7 @@ static int set_add(ConfigSet *set, uint64_t mask, int32_t state, uint64_t loose,
 /* -- the frontier of one partition ------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
+    uint64_t bit;
     int32_t rule;
     int64_t due, call, op; /* due: its return time (INT64_MAX: none) */
 } Open;
@@ -183,7 +182,6 @@ typedef struct {
     int n_effectful, n_inert;
     uint64_t free_bits, used_bits, forever, inert_bits; /* inert_bits: the open effect-free operations */
     int64_t *bit_of;     /* operation -> its bit while open */
-    uint64_t *twin_bits; /* twin group -> the bits of its members called so far */
     uint64_t *memo_gen, *memo_bits, gen;
     int32_t nstates;
     uint64_t work;
@@ -226,8 +224,7 @@ static int add(Frontier *f, ConfigSet *set, uint64_t mask, int32_t state) {
 }
 
 /* 0 ok, 4 too wide, -1 out of memory */
-static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin, int64_t call,
-                         int64_t due) {
+static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int64_t call, int64_t due) {
     uint64_t bit;
     if (f->free_bits) {
         bit = f->free_bits & (~f->free_bits + 1);
@@ -238,19 +235,12 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
         f->used_bits |= bit;
     }
     f->bit_of[op] = (int64_t)bit;
-    uint64_t lower = 0;
-    if (!returns) {
-        f->forever |= bit;
-        if (twin >= 0) {
-            lower = f->twin_bits[twin];
-            f->twin_bits[twin] |= bit;
-        }
-    }
+    if (!returns) f->forever |= bit;
     if (!is_inert) {
-        f->effectful[f->n_effectful++] = (Open){bit, lower, rule, returns ? due : INT64_MAX, call, op};
+        f->effectful[f->n_effectful++] = (Open){bit, rule, returns ? due : INT64_MAX, call, op};
         return 0;
     }
-    f->inert[f->n_inert++] = (Open){bit, lower, rule, returns ? due : INT64_MAX, call, op};
+    f->inert[f->n_inert++] = (Open){bit, rule, returns ? due : INT64_MAX, call, op};
     f->inert_bits |= bit;
     /* The bit joins the loose ones as it is set: no configuration's base or group changes. */
     ConfigSet *set = &f->configs;
@@ -313,9 +303,10 @@ static int lowest_bit(uint64_t bits) { /* the position of the lowest bit set (bi
 
 /* The open operations that change the state, but `except`, by bit position: what one return
  * extends configurations with. Open operations with the same rule are interchangeable: of those
- * not yet applied, the one due first (then called first) is applied first, since any order that
- * applies another before it does as well with the two swapped. `first`: the bits of the ones
- * before it (its unanswered twins called before it among them). */
+ * not yet applied, the one whose return comes first (in the order returns are fed: by time, then
+ * operation) is applied first, since any order that applies another before it does as well with
+ * the two swapped; unanswered ones come last, in the order they were called. `first`: the bits
+ * of the ones before it. */
 typedef struct {
     uint64_t bits;
     uint64_t first[64];
@@ -327,12 +318,13 @@ static void movers_of(const Frontier *f, uint64_t except, Movers *m) {
     for (int k = 0; k < f->n_effectful; k++) {
         const Open *o = &f->effectful[k];
         const int32_t *r = f->table + 3 * (Py_ssize_t)o->rule;
-        uint64_t first = o->lower;
+        uint64_t first = 0;
         for (int j = 0; j < f->n_effectful; j++) {
             const Open *p = &f->effectful[j];
             const int32_t *q = f->table + 3 * (Py_ssize_t)p->rule;
             if (j == k || (p->rule != o->rule && (q[0] != r[0] || q[1] != r[1] || q[2] != r[2]))) continue;
-            if (p->due < o->due || (p->due == o->due && (p->call < o->call || (p->call == o->call && p->op < o->op))))
+            if (p->due < o->due || (p->due == o->due && (o->due < INT64_MAX ? p->op < o->op
+                                                         : p->call < o->call || (p->call == o->call && p->op < o->op))))
                 first |= p->bit;
         }
         if (o->bit == except) continue;
@@ -431,12 +423,12 @@ static int compare_events(const void *x, const void *y) {
 }
 
 typedef struct {
-    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts;
+    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, table, inert, starts;
 } Buffers;
 
 static void release(Buffers *b) {
-    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->kind_twin,
-                        &b->table, &b->inert, &b->starts};
+    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->table,
+                        &b->inert, &b->starts};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
         if (all[k]->obj) PyBuffer_Release(all[k]);
     }
@@ -446,12 +438,12 @@ static void release(Buffers *b) {
 typedef struct {
     Py_ssize_t n;
     int64_t *calls, *rets;
-    int32_t *rules, *twins;
+    int32_t *rules;
     int8_t *known, *returns;
 } Ops;
 
 static void ops_free(Ops *ops) {
-    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->twins); free(ops->known); free(ops->returns);
+    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->known); free(ops->returns);
 }
 
 static void sort_run(Event *run, Py_ssize_t n) {
@@ -491,17 +483,15 @@ static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t u
     Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
     const int64_t *calls = b->calls.buf, *rets = b->rets.buf;
     const int32_t *kinds = b->kinds.buf, *kind_rule = b->kind_rule.buf;
-    const int32_t *kind_twin = b->kind_twin.buf;
     const int8_t *kind_known = b->kind_known.buf;
     Py_ssize_t n = nindex ? nindex : total;
     ops->n = n;
     ops->calls = malloc(sizeof(int64_t) * (size_t)(n + 1));
     ops->rets = malloc(sizeof(int64_t) * (size_t)(n + 1));
     ops->rules = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    ops->twins = malloc(sizeof(int32_t) * (size_t)(n + 1));
     ops->known = malloc((size_t)n + 1);
     ops->returns = malloc((size_t)n + 1);
-    if (!ops->calls || !ops->rets || !ops->rules || !ops->twins || !ops->known || !ops->returns) return -1;
+    if (!ops->calls || !ops->rets || !ops->rules || !ops->known || !ops->returns) return -1;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t i = nindex ? index[k] : k;
         if (i < 0 || i >= total || kinds[i] < 0 || kinds[i] >= nkinds) return -2;
@@ -511,7 +501,6 @@ static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t u
         ops->rets[k] = rets[i];
         ops->rules[k] = rule;
         ops->known[k] = kind_known[kind];
-        ops->twins[k] = kind_twin[kind];
         ops->returns[k] = rets[i] != NO_RETURN && (until == NO_RETURN || rets[i] <= until);
     }
     return 0;
@@ -522,16 +511,13 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
     Py_ssize_t n = ops->n;
     const int8_t *inert = b->inert.buf;
     const int32_t *starts = b->starts.buf;
-    Py_ssize_t ngroups = 0;
-    for (Py_ssize_t i = 0; i < n; i++) if (ops->twins[i] + 1 > ngroups) ngroups = ops->twins[i] + 1;
     Event *events = malloc(sizeof(Event) * (size_t)(2 * n + 1));
     f->bit_of = calloc((size_t)n + 1, sizeof(int64_t));
-    f->twin_bits = calloc((size_t)ngroups + 1, sizeof(uint64_t));
     f->memo_gen = calloc((size_t)nstates + 1, sizeof(uint64_t));
     f->memo_bits = calloc((size_t)nstates + 1, sizeof(uint64_t));
     f->stack_cap = 64;
     f->stack = malloc(sizeof(Config) * (size_t)f->stack_cap);
-    if (!events || !f->bit_of || !f->twin_bits || !f->memo_gen || !f->memo_bits || !f->stack) {
+    if (!events || !f->bit_of || !f->memo_gen || !f->memo_bits || !f->stack) {
         free(events);
         return -1;
     }
@@ -547,9 +533,7 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
         Event e = events[pos];
         int32_t i = e.op, rule = ops->rules[i];
         if (e.kind == 0) {
-            /* twins: unanswered operations that change the state, with the same input */
-            int32_t twin = (!ops->returns[i] && !ops->known[i]) ? ops->twins[i] : -1;
-            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin, ops->calls[i], ops->rets[i]);
+            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], ops->calls[i], ops->rets[i]);
             if (status) break;
             continue;
         }
@@ -594,7 +578,6 @@ static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex,
     set_free(&f.seen);
     free(f.stack);
     free(f.bit_of);
-    free(f.twin_bits);
     free(f.memo_gen);
     free(f.memo_bits);
     return status;
@@ -603,14 +586,13 @@ static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex,
 /* The arguments both entry points share, after the index (or list of them). */
 static int parse_shared(PyObject *args, Buffers *b, PyObject **index, int *nstates, long long *until,
                         double *deadline, Py_ssize_t *max_configs) {
-    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
-                          &b->kind_known, &b->kind_twin, &b->table, &b->inert, &b->starts, nstates, until, deadline,
-                          max_configs)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
+                          &b->kind_known, &b->table, &b->inert, &b->starts, nstates, until, deadline, max_configs)) {
         return -1;
     }
     Py_ssize_t total = b->calls.len / 8, nkinds = b->kind_rule.len / 4;
     if (b->calls.len % 8 || b->rets.len != total * 8 || b->kinds.len != total * 4 || b->kind_known.len != nkinds
-        || b->kind_twin.len != nkinds * 4 || b->table.len != b->inert.len * 12 || *nstates < 0) {
+        || b->table.len != b->inert.len * 12 || *nstates < 0) {
         PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
         return -1;
     }

@@ -141,6 +141,22 @@ def test_of_interchangeable_writes_the_one_due_first_is_applied_first() -> None:
     _same_result(history)
 
 
+def test_of_interchangeable_operations_due_together_the_one_returned_first_is_applied_first() -> None:
+    """Two successful cas 0 -> 1 both return at 35 (the one fed first: #3, then #4): no order
+    explains both, and the frontier fails at #4's return. Applied before the write of 1 returns
+    at 32, the one whose return is fed first must be #3 (taking #4, called earlier, would fail
+    at #3's return instead)."""
+    cas: dict[str, object] = {"op": "cas", "expected": 0, "new": 1}
+    history = [_op(0, {"op": "read"}, {"value": 0}, 9, 31), _op(1, {"op": "write", "value": 1}, {}, 15, 32),
+               _op(2, {"op": "read"}, {"value": 0}, 17, 23), _op(3, cas, {"ok": True}, 21, 35),
+               _op(4, cas, {"ok": True}, 15, 35), _op(5, {"op": "write", "value": 1}, {}, 35, 35)]
+    prepared = prepare(ZERO, history)
+    pos, failed = feed(Frontier(["0"], deadline=time.monotonic() + 60, max_configs=10**6), prepared, prepared.events)
+    assert failed == 4
+    outcome = native.search_operations(ZERO, history, ["0"], deadline=time.monotonic() + 60, max_configs=10**6)
+    assert outcome is not None and (outcome.status, outcome.failed, outcome.pos) == (native.Outcome.ILLEGAL, 4, pos)
+
+
 def _few_values(rng: random.Random) -> tuple[list[Operation], int | None]:
     values = rng.choice([1, 2, 2, 3])
     ops = []
@@ -153,10 +169,10 @@ def _few_values(rng: random.Random) -> tuple[list[Operation], int | None]:
             inp["value"], out = rng.randrange(values), {}
         else:
             inp["expected"], inp["new"], out = rng.randrange(values), rng.randrange(values), {"ok": rng.random() < 0.6}
-        call = rng.randrange(40)
+        call = rng.randrange(20)  # a short span: many calls and returns at the same time
         unknown = rng.random() < 0.15
-        ops.append(_op(client, inp, None if unknown else out, call, None if unknown else call + rng.randrange(25)))
-    return ops, rng.choice([None, None, 10, 20, 30])
+        ops.append(_op(client, inp, None if unknown else out, call, None if unknown else call + rng.randrange(12)))
+    return ops, rng.choice([None, None, 5, 10, 15])
 
 
 def test_histories_over_few_values_fail_at_the_frontiers_return() -> None:
