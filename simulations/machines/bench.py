@@ -112,11 +112,11 @@ def bench_machines(steps: int, seed: int) -> None:
     print(f"  start-up (imports, the embedded ledger, one example): {time.perf_counter() - started:.2f} s, "
           f"not counted below")
     for machine in MACHINES:
-        started = _load()
+        load_at_start = _load()
         count, took, cpu = _steps_per_s(machine, steps)
         empty, _, empty_cpu = _steps_per_s(empty_like(machine), steps)
         base = _model_alone(count, seed)
         print(f"  {machine.__name__}: {count} steps in {took:.2f} s = {count / took:.0f} steps/s, "
               f"{count / max(cpu, 1e-9):.0f} per CPU second; the empty machine of its shape "
               f"{empty / max(empty_cpu, 1e-9):.0f} per CPU second; the model alone "
-              f"{count / max(base, 1e-9):.0f} steps/s; load {started} at start, {_load()} at end")
+              f"{count / max(base, 1e-9):.0f} steps/s; load {load_at_start} at start, {_load()} at end")
