@@ -107,12 +107,19 @@ def _porcupine(runner: Path, path: Path, timeout_s: float) -> tuple[float, float
     return float(doc["seconds"]), float(doc.get("cpu_seconds", "nan")), str(doc["verdict"]).lower()
 
 
-def _conditions() -> str:
-    cached = not (sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE")) and any(
-        (ROOT / "simulations" / "__pycache__").glob("checker.*.pyc"))
+def _load() -> str:
+    """The 1-minute load average; above 1 this 2-core machine is shared, and the figure says so."""
     load = os.getloadavg()[0]
+    return f"{load:.2f}" + (" (busy: above 1)" if load > 1 else "")
+
+
+def _conditions(load_at_start: str) -> str:
+    """The load at a figure's start and end, whether the checker's bytecode was cached (it is
+    not where PYTHONDONTWRITEBYTECODE is set and no __pycache__ holds it), and the kernel."""
+    cached = any((ROOT / "simulations" / "linearizability" / "__pycache__").glob("checker.*.pyc"))
     kernel = "built" if native.available() else "not built: pure path"
-    return f"load {load:.1f}; bytecode {'cached' if cached else 'not cached'}; compiled kernel {kernel}"
+    return (f"load {load_at_start} at start, {_load()} at end; bytecode cached: {'yes' if cached else 'no'}; "
+            f"compiled kernel {kernel}")
 
 
 _NOISE_S = 0.002  # a check shorter than this is lost in the start-up it is measured against
@@ -137,8 +144,9 @@ def bench_checker(ops: int, seed: int, runs: int, ours: int, pure: bool) -> None
     cases = [(keys, plant, _write(work / f"k{keys}-{plant or 'ok'}.jsonl",
                                   generate_history(seed=seed, operations=ops, clients=8, keys=keys, plant=plant)))
              for keys in (1, 100) for plant in (None, Plant.STALE_READ, Plant.DOUBLE_CAS)]
+    started = _load()
     print(f"checker: {ops}-operation cas-register histories, 8 clients, values 0..4, init 0, seed {seed}; "
-          f"{runs * ours} runs (Porcupine: {runs}), interleaved; {_conditions()}")
+          f"{runs * ours} runs (Porcupine: {runs}), interleaved; load {started} at start")
     print("  ('command s': aidememo-sim check FILE --model cas-register --init 0, best; 'check s', 'CPU s': the "
           "median over passes of that minus the same command on a one-operation history, run just before; "
           "Porcupine's: the median of its check times)")
@@ -197,6 +205,7 @@ def bench_checker(ops: int, seed: int, runs: int, ours: int, pure: bool) -> None
         if pure and codes[("pure", path.stem)] != code:
             marks.append(f"the pure path exited {codes[('pure', path.stem)]}")
         print(line + (f" ({'; '.join(marks)}!)" if marks else ""), flush=True)
+    print(f"  {_conditions(started)}")
     shutil.rmtree(work, ignore_errors=True)
 
 
@@ -216,7 +225,7 @@ def bench_big(ops: int, budget_s: float, seed: int) -> None:
     work = Path(tempfile.mkdtemp(prefix="sim-big-"))
     path = _write(work / "big.jsonl", generate_history(seed=seed, operations=ops, clients=16, keys=1))
     command = _command() + ["check", str(path), "--model", "cas-register", "--init", "0", "--budget", f"{budget_s:g}"]
-    load = os.getloadavg()[0]
+    started = _load()
     done = subprocess.run([sys.executable, "-c", _PEAK, *command], capture_output=True, text=True,
                           timeout=budget_s * 4 + 300)
     shutil.rmtree(work, ignore_errors=True)
@@ -226,7 +235,7 @@ def bench_big(ops: int, budget_s: float, seed: int) -> None:
     code, took, peak, summary = done.stdout.split(maxsplit=3)
     print(f"big history: {ops} operations, 1 key, 16 clients, --budget {budget_s:g}: verdict "
           f"{VERDICTS.get(int(code), 'exit ' + code).upper()} in {float(took):.1f} s (the whole command), peak RSS "
-          f"{int(peak) / 1024:.0f} MB; load {load:.1f} at start. {summary}")
+          f"{int(peak) / 1024:.0f} MB; {_conditions(started)}. {summary}")
     print("  Porcupine (issue 13): Unknown after 60 s at 17 GB.")
 
 
@@ -235,6 +244,7 @@ def bench_runner(seed: int, batches: int) -> None:
     from simulations.campaign import rerun, run_campaign
     from simulations.plan import Batch, Plan
 
+    started_load = _load()
     result = run_campaign(seed=seed, max_batches=batches, budget_s=600)
     started = time.perf_counter()
     again = rerun(result.plan, result.seed, schedule=result.decisions)
@@ -247,7 +257,7 @@ def bench_runner(seed: int, batches: int) -> None:
     n = len(again.history)
     print(f"runner: {n} operations in {batches} concurrent batches, seeded scheduler, checked: {n / took:.0f} ops/s; "
           f"the same requests one per batch (baseline): {n / base:.0f} ops/s; ratio {took / base:.2f}x; "
-          f"verdict {again.verdict.value}")
+          f"verdict {again.verdict.value}; {_conditions(started_load)}")
 
 
 def _sample(pid: int) -> tuple[int, int, int]:
@@ -264,6 +274,7 @@ def bench_campaign(seconds: float, seed: int) -> None:
     """A long campaign as a user runs it (``aidememo-sim run``, its own process): its rate over its
     first and its last tenth, and its memory and descriptors, sampled from /proc as it runs."""
     progress = re.compile(r"^\s+([\d.]+) s: (\d+) batches, (\d+) operations")
+    started = _load()
     with tempfile.TemporaryDirectory() as out:
         child = subprocess.Popen(_command() + ["run", "--seed", str(seed), "--budget", f"{seconds:g}", "--out", out],
                                  stdout=subprocess.PIPE, text=True)
@@ -297,7 +308,7 @@ def bench_campaign(seconds: float, seed: int) -> None:
           f"last tenth {last:.0f} ops/s, last/first {last / first:.2f}; peak RSS {samples[-1][2]} MB, "
           f"RSS after {after[0]:.0f} s {after[1]} MB, at the end {samples[-1][1]} MB "
           f"(end/after {samples[-1][1] / after[1]:.2f}x), descriptors at the end {samples[-1][3]} "
-          f"(max {max(s[3] for s in samples)}); {_conditions()}")
+          f"(max {max(s[3] for s in samples)}); {_conditions(started)}")
 
 
 def bench_workers(seconds: float, seed: int) -> None:
@@ -307,6 +318,7 @@ def bench_workers(seconds: float, seed: int) -> None:
     from simulations.shards import ShardSpec
 
     rates = {}
+    started = _load()
     for workers in (1, 2):
         with tempfile.TemporaryDirectory() as out:  # each shard's history file goes here, as in a hunt
             specs = [ShardSpec(root_seed=seed, index=i, actors=3, budget_s=seconds, max_batches=None, factory=None,
@@ -314,7 +326,7 @@ def bench_workers(seconds: float, seed: int) -> None:
             hunt = run_hunt(specs, workers=workers, scheduler=None, out=Path(out), display=Display(io.StringIO()))
         rates[workers] = sum(o.operations / o.elapsed_s for o in hunt.done)
         print(f"workers: {workers} x {seconds:g} s shards: {hunt.operations} operations, {rates[workers]:.0f} ops/s")
-    print(f"workers: 2 vs 1 {rates[2] / rates[1]:.2f}x (os.cpu_count {os.cpu_count()}); {_conditions()}")
+    print(f"workers: 2 vs 1 {rates[2] / rates[1]:.2f}x (os.cpu_count {os.cpu_count()}); {_conditions(started)}")
 
 
 def main() -> None:

@@ -6,13 +6,12 @@
  * Python path is always there and is what every verdict here is tested against
  * (tests/sim/test_native.py). Nothing here knows a model or a protocol:
  *
- *   search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts,
+ *   search(calls, rets, kinds, index, kind_rule, kind_known, table, inert, starts,
  *          nstates, until, deadline, max_configs) -> (status, failed, pos)
  *       One partition, as search.prepare and search.feed do it: the operations `index` names
  *       (int32; empty: all). Per operation: call and return times (int64; INT64_MIN: no return)
- *       and its kind (int32); per kind: its rule, whether its output is known, its twin group
- *       (-1: none). A rule r is three int32s of `table` (g, a, b): in state s the next state is a
- *       when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
+ *       and its kind (int32); per kind: its rule and whether its output is known. A rule r is
+ *       three int32s of `table` (g, a, b): in state s the next state is a when s == g, else b; KEEP (-2) means s, REFUSE (-1) none; `inert[r]`: effect-free.
  *       States are 0 .. nstates-1. status: 0 ok, 1 illegal (failed: the partition's operation
  *       whose return no configuration survived; pos: the event after it), 2 out of time,
  *       3 out of room, 4 more than 64 operations open at once (the caller falls back to the
@@ -44,36 +43,50 @@
 #define NO_RETURN INT64_MIN
 #define TICK 1023
 
-/* -- a set of configurations (mask, state), dense entries with an open-addressing index -- */
+/* -- a set of configurations (mask, state) that keeps only those no other one does better ------ *
+ * Of two configurations in one state whose masks differ only in "loose" bits, one can do all the
+ * other can when it has applied every effect-free operation the other has (it need not reach a
+ * state where that one is legal again) and no unanswered operation the other has not (it may
+ * still apply it, or never). A mask's debt, (mask ^ flip) & loose with `flip` the effect-free
+ * operations' bits, is then a subset of the other's. Configurations sharing a state and their
+ * other bits (the base) form a group, chained from one slot of the index: one is added only when
+ * no member's debt is a subset of its own, and removes the members whose debt contains its own.
+ * So the frontier keeps the same verdict, and the same first return no configuration survives,
+ * with fewer configurations to extend (with loose 0 it is a plain set). */
+
+#define DEAD (-2) /* the link of a configuration removed from its group */
+#define LOW 0xffffffffULL
 
 typedef struct {
     uint64_t mask;
     int32_t state;
+    int32_t link; /* the next of its group, -1: none; DEAD: removed */
 } Config;
 
 typedef struct {
     Config *items;
-    Py_ssize_t count, cap;
-    int32_t *index; /* slot -> entry, -1 empty */
-    size_t slots;   /* a power of two */
+    Py_ssize_t count, live, cap; /* count: entries, the removed among them */
+    uint64_t *index;             /* slot -> generation << 32 | a group's first entry; other generations: empty */
+    uint64_t gen;                /* clearing is a new generation */
+    size_t slots, groups;        /* slots: a power of two */
 } ConfigSet;
 
-static uint64_t mix(uint64_t mask, int32_t state) {
-    uint64_t h = mask * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
+static uint64_t mix(uint64_t base, int32_t state) {
+    uint64_t h = base * 0x9E3779B97F4A7C15ULL ^ ((uint64_t)(uint32_t)state * 0xC2B2AE3D27D4EB4FULL);
     h ^= h >> 29;
     h *= 0xBF58476D1CE4E5B9ULL;
     return h ^ (h >> 32);
 }
 
 static int set_init(ConfigSet *set) {
-    set->count = 0;
+    set->count = set->live = 0;
     set->cap = 16;
     set->slots = 32;
+    set->groups = 0;
+    set->gen = 1;
     set->items = malloc(sizeof(Config) * set->cap);
-    set->index = malloc(sizeof(int32_t) * set->slots);
-    if (!set->items || !set->index) return -1;
-    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    return 0;
+    set->index = calloc(set->slots, sizeof(uint64_t));
+    return set->items && set->index ? 0 : -1;
 }
 
 static void set_free(ConfigSet *set) {
@@ -82,38 +95,25 @@ static void set_free(ConfigSet *set) {
 }
 
 static void set_clear(ConfigSet *set) {
-    if ((size_t)set->count * 8 < set->slots) {
-        for (Py_ssize_t k = 0; k < set->count; k++) {
-            size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
-            while (set->index[slot] != -1) {
-                set->index[slot] = -1;
-                slot = (slot + 1) & (set->slots - 1);
-            }
-        }
-    } else {
-        memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    }
-    set->count = 0;
-}
-
-/* The index rebuilt in place, after masks changed. */
-static void set_rebuild(ConfigSet *set) {
-    memset(set->index, 0xff, sizeof(int32_t) * set->slots);
-    for (Py_ssize_t k = 0; k < set->count; k++) {
-        size_t slot = mix(set->items[k].mask, set->items[k].state) & (set->slots - 1);
-        while (set->index[slot] != -1) slot = (slot + 1) & (set->slots - 1);
-        set->index[slot] = (int32_t)k;
+    set->count = set->live = 0;
+    set->groups = 0;
+    if (++set->gen > LOW) { /* every generation used: the index is emptied for real */
+        memset(set->index, 0, sizeof(uint64_t) * set->slots);
+        set->gen = 1;
     }
 }
 
-static int set_reindex(ConfigSet *set, size_t slots) {
-    int32_t *index = malloc(sizeof(int32_t) * slots);
+static int set_reindex(ConfigSet *set, size_t slots, uint64_t loose) {
+    uint64_t *index = calloc(slots, sizeof(uint64_t));
     if (!index) return -1;
-    memset(index, 0xff, sizeof(int32_t) * slots);
-    for (Py_ssize_t k = 0; k < set->count; k++) {
-        size_t slot = mix(set->items[k].mask, set->items[k].state) & (slots - 1);
-        while (index[slot] != -1) slot = (slot + 1) & (slots - 1);
-        index[slot] = (int32_t)k;
+    uint64_t tag = set->gen << 32;
+    for (size_t k = 0; k < set->slots; k++) {
+        uint64_t v = set->index[k];
+        if ((v & ~LOW) != tag) continue;
+        const Config *c = &set->items[v & LOW];
+        size_t slot = mix(c->mask & ~loose, c->state) & (slots - 1);
+        while ((index[slot] & ~LOW) == tag) slot = (slot + 1) & (slots - 1);
+        index[slot] = v;
     }
     free(set->index);
     set->index = index;
@@ -121,14 +121,35 @@ static int set_reindex(ConfigSet *set, size_t slots) {
     return 0;
 }
 
-/* 1: added, 0: already there, -1: out of memory */
-static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
-    size_t slot = mix(mask, state) & (set->slots - 1);
-    int32_t at;
-    while ((at = set->index[slot]) != -1) {
-        if (set->items[at].mask == mask && set->items[at].state == state) return 0;
-        slot = (slot + 1) & (set->slots - 1);
+/* 1: added, 0: it or a better one is there already, -1: out of memory */
+static int set_add(ConfigSet *set, uint64_t mask, int32_t state, uint64_t loose, uint64_t flip) {
+    uint64_t base = mask & ~loose, debt = (mask ^ flip) & loose, tag = set->gen << 32;
+    size_t slot = mix(base, state) & (set->slots - 1);
+    int32_t head = -1;
+    for (uint64_t v; ((v = set->index[slot]) & ~LOW) == tag; slot = (slot + 1) & (set->slots - 1)) {
+        const Config *c = &set->items[v & LOW];
+        if (c->state == state && (c->mask & ~loose) == base) {
+            head = (int32_t)(v & LOW);
+            break;
+        }
     }
+    int32_t link = -1, *tail = &link;
+    for (int32_t at = head; at >= 0; at = set->items[at].link) {
+        uint64_t other = (set->items[at].mask ^ flip) & loose;
+        if ((other & debt) == other) return 0;
+    }
+    for (int32_t at = head, next; at >= 0; at = next) {
+        Config *c = &set->items[at];
+        next = c->link;
+        if ((debt & ((c->mask ^ flip) & loose)) == debt) {
+            c->link = DEAD;
+            set->live--;
+        } else {
+            *tail = at;
+            tail = &c->link;
+        }
+    }
+    *tail = -1;
     if (set->count == set->cap) {
         Py_ssize_t cap = set->cap * 2;
         Config *items = realloc(set->items, sizeof(Config) * cap);
@@ -136,18 +157,20 @@ static int set_add(ConfigSet *set, uint64_t mask, int32_t state) {
         set->items = items;
         set->cap = cap;
     }
-    set->items[set->count] = (Config){mask, state};
-    set->index[slot] = (int32_t)set->count;
+    set->items[set->count] = (Config){mask, state, link};
+    set->index[slot] = tag | (uint64_t)set->count;
     set->count++;
-    if ((size_t)set->count * 2 > set->slots) return set_reindex(set, set->slots * 2) ? -1 : 1;
+    set->live++;
+    if (head < 0 && ++set->groups * 2 > set->slots) return set_reindex(set, set->slots * 2, loose) ? -1 : 1;
     return 1;
 }
 
 /* -- the frontier of one partition ------------------------------------------------------------- */
 
 typedef struct {
-    uint64_t bit, lower; /* lower: the bits of its unanswered twins called before it */
+    uint64_t bit;
     int32_t rule;
+    int64_t due, call, op; /* due: its return time (INT64_MAX: none) */
 } Open;
 
 typedef struct {
@@ -157,9 +180,8 @@ typedef struct {
     Py_ssize_t stack_cap;
     Open effectful[64], inert[64];
     int n_effectful, n_inert;
-    uint64_t free_bits, used_bits, forever;
+    uint64_t free_bits, used_bits, forever, inert_bits; /* inert_bits: the open effect-free operations */
     int64_t *bit_of;     /* operation -> its bit while open */
-    uint64_t *twin_bits; /* twin group -> the bits of its members called so far */
     uint64_t *memo_gen, *memo_bits, gen;
     int32_t nstates;
     uint64_t work;
@@ -196,8 +218,13 @@ static uint64_t legal_inert(Frontier *f, int32_t state, uint64_t except) {
     return bits;
 }
 
+/* set_add with the frontier's loose bits: its unanswered and its effect-free open operations */
+static int add(Frontier *f, ConfigSet *set, uint64_t mask, int32_t state) {
+    return set_add(set, mask, state, f->forever | f->inert_bits, f->inert_bits);
+}
+
 /* 0 ok, 4 too wide, -1 out of memory */
-static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int32_t twin) {
+static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, int returns, int64_t call, int64_t due) {
     uint64_t bit;
     if (f->free_bits) {
         bit = f->free_bits & (~f->free_bits + 1);
@@ -208,24 +235,18 @@ static int frontier_call(Frontier *f, int64_t op, int32_t rule, int is_inert, in
         f->used_bits |= bit;
     }
     f->bit_of[op] = (int64_t)bit;
-    uint64_t lower = 0;
-    if (!returns) {
-        f->forever |= bit;
-        if (twin >= 0) {
-            lower = f->twin_bits[twin];
-            f->twin_bits[twin] |= bit;
-        }
-    }
+    if (!returns) f->forever |= bit;
     if (!is_inert) {
-        f->effectful[f->n_effectful++] = (Open){bit, lower, rule};
+        f->effectful[f->n_effectful++] = (Open){bit, rule, returns ? due : INT64_MAX, call, op};
         return 0;
     }
-    f->inert[f->n_inert++] = (Open){bit, lower, rule};
+    f->inert[f->n_inert++] = (Open){bit, rule, returns ? due : INT64_MAX, call, op};
+    f->inert_bits |= bit;
+    /* The bit joins the loose ones as it is set: no configuration's base or group changes. */
     ConfigSet *set = &f->configs;
     for (Py_ssize_t k = 0; k < set->count; k++) {
-        if (apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
+        if (set->items[k].link != DEAD && apply(f->table, rule, set->items[k].state) >= 0) set->items[k].mask |= bit;
     }
-    set_rebuild(set);
     return 0;
 }
 
@@ -235,6 +256,7 @@ static void frontier_commit(Frontier *f, int64_t op) {
     f->configs = f->next;
     f->next = swap;
     f->free_bits |= bit;
+    f->inert_bits &= ~bit;
     for (int k = 0; k < f->n_effectful; k++) {
         if (f->effectful[k].bit == bit) {
             f->effectful[k] = f->effectful[--f->n_effectful];
@@ -261,48 +283,6 @@ static int push(Frontier *f, Py_ssize_t *depth, uint64_t mask, int32_t state) {
     return 0;
 }
 
-typedef struct {
-    uint64_t base, part; /* the mask without the unanswered operations' bits, and those bits */
-    int32_t state;
-} Grouped;
-
-static int compare_grouped(const void *x, const void *y) {
-    const Grouped *a = x, *b = y;
-    if (a->base != b->base) return a->base < b->base ? -1 : 1;
-    if (a->state != b->state) return a->state < b->state ? -1 : 1;
-    return (a->part > b->part) - (a->part < b->part);
-}
-
-/* Drop configurations that used an unanswered operation where another, equal in all else, did
- * not: the one that still may apply it can do everything the other can (search._prune_unused). */
-static int prune_unused(Frontier *f) {
-    ConfigSet *set = &f->next;
-    Py_ssize_t n = set->count;
-    Grouped *rows = malloc(sizeof(Grouped) * (size_t)n);
-    if (!rows) return -1;
-    for (Py_ssize_t k = 0; k < n; k++) {
-        Config c = set->items[k];
-        rows[k] = (Grouped){c.mask & ~f->forever, c.mask & f->forever, c.state};
-    }
-    qsort(rows, (size_t)n, sizeof(Grouped), compare_grouped);
-    set_clear(set);
-    int status = 0;
-    for (Py_ssize_t lo = 0; lo < n && status >= 0;) {
-        Py_ssize_t hi = lo + 1;
-        while (hi < n && rows[hi].base == rows[lo].base && rows[hi].state == rows[lo].state) hi++;
-        for (Py_ssize_t k = lo; k < hi && status >= 0; k++) {
-            int dominated = 0;
-            for (Py_ssize_t j = lo; j < hi && !dominated; j++) {
-                dominated = rows[j].part != rows[k].part && (rows[j].part & rows[k].part) == rows[j].part;
-            }
-            if (!dominated) status = set_add(set, rows[k].base | rows[k].part, rows[k].state);
-        }
-        lo = hi;
-    }
-    free(rows);
-    return status < 0 ? -1 : 0;
-}
-
 /* -4 when a signal handler raised (Ctrl-C: KeyboardInterrupt), which needs the GIL to find out. */
 static int interrupted(Frontier *f) {
     PyEval_RestoreThread(f->released);
@@ -311,19 +291,65 @@ static int interrupted(Frontier *f) {
     return raised ? -4 : 0;
 }
 
+static int lowest_bit(uint64_t bits) { /* the position of the lowest bit set (bits != 0) */
+#if defined(__GNUC__) || defined(__clang__)
+    return __builtin_ctzll(bits);
+#else
+    int at = 0;
+    while (!(bits & 1)) bits >>= 1, at++;
+    return at;
+#endif
+}
+
+/* The open operations that change the state, but `except`, by bit position: what one return
+ * extends configurations with. Open operations with the same rule are interchangeable: of those
+ * not yet applied, the one whose return comes first (in the order returns are fed: by time, then
+ * operation) is applied first, since any order that applies another before it does as well with
+ * the two swapped; unanswered ones come last, in the order they were called. `first`: the bits
+ * of the ones before it. */
+typedef struct {
+    uint64_t bits;
+    uint64_t first[64];
+    int32_t rule[64];
+} Movers;
+
+static void movers_of(const Frontier *f, uint64_t except, Movers *m) {
+    m->bits = 0;
+    for (int k = 0; k < f->n_effectful; k++) {
+        const Open *o = &f->effectful[k];
+        const int32_t *r = f->table + 3 * (Py_ssize_t)o->rule;
+        uint64_t first = 0;
+        for (int j = 0; j < f->n_effectful; j++) {
+            const Open *p = &f->effectful[j];
+            const int32_t *q = f->table + 3 * (Py_ssize_t)p->rule;
+            if (j == k || (p->rule != o->rule && (q[0] != r[0] || q[1] != r[1] || q[2] != r[2]))) continue;
+            if (p->due < o->due || (p->due == o->due && (o->due < INT64_MAX ? p->op < o->op
+                                                         : p->call < o->call || (p->call == o->call && p->op < o->op))))
+                first |= p->bit;
+        }
+        if (o->bit == except) continue;
+        int at = lowest_bit(o->bit);
+        m->bits |= o->bit;
+        m->first[at] = first;
+        m->rule[at] = o->rule;
+    }
+}
+
 /* 0 survived, 1 no configuration survived, 2 time, 3 room, -1 out of memory, -4 interrupted */
 static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
     uint64_t bit = (uint64_t)f->bit_of[op];
     ConfigSet *configs = &f->configs, *next = &f->next;
     set_clear(next);
-    if (configs->count == 1) {
+    if (configs->live == 1) {
         /* one way to explain everything so far: no search when the operation already took
          * effect, or when nothing else that changes the state is open */
-        Config c = configs->items[0];
+        Py_ssize_t only = 0;
+        while (configs->items[only].link == DEAD) only++;
+        Config c = configs->items[only];
         int others = f->n_effectful;
         for (int k = 0; k < f->n_effectful; k++) others -= f->effectful[k].bit == bit;
         if (c.mask & bit) {
-            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
+            if (add(f, next, c.mask ^ bit, c.state) < 0) return -1;
             frontier_commit(f, op);
             return 0;
         }
@@ -335,48 +361,52 @@ static int frontier_ret(Frontier *f, int64_t op, int32_t rule) {
                     Open *o = &f->inert[k];
                     if (o->bit != bit && !(m2 & o->bit) && apply(f->table, o->rule, s2) >= 0) m2 |= o->bit;
                 }
-                if (set_add(next, m2, s2) < 0) return -1;
+                if (add(f, next, m2, s2) < 0) return -1;
             }
             frontier_commit(f, op);
-            return f->configs.count ? 0 : 1;
+            return f->configs.live ? 0 : 1;
         }
     }
     f->gen++;
+    Movers movers;
+    movers_of(f, bit, &movers);
     ConfigSet *seen = &f->seen;
     set_clear(seen);
     Py_ssize_t depth = 0;
     for (Py_ssize_t k = 0; k < configs->count; k++) {
         Config c = configs->items[k];
+        if (c.link == DEAD) continue;
         if (c.mask & bit) {
-            if (set_add(next, c.mask ^ bit, c.state) < 0) return -1;
-        } else if (set_add(seen, c.mask, c.state) < 0 || push(f, &depth, c.mask, c.state) < 0) {
-            return -1;
+            if (add(f, next, c.mask ^ bit, c.state) < 0) return -1;
+        } else {
+            int added = add(f, seen, c.mask, c.state);
+            if (added < 0 || (added && push(f, &depth, c.mask, c.state) < 0)) return -1;
         }
     }
     while (depth) {
         f->work++;
         if (!(f->work & TICK)) {
             if (monotonic() > f->deadline) return 2;
-            if (seen->count + next->count > f->max_configs) return 3;
+            if (seen->live + next->live > f->max_configs) return 3;
             if (!(f->work & (TICK << 6)) && interrupted(f)) return -4;
         }
         Config c = f->stack[--depth];
         int32_t s2 = apply(f->table, rule, c.state);
-        if (s2 >= 0 && set_add(next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
-        for (int k = 0; k < f->n_effectful; k++) {
-            Open *o = &f->effectful[k];
-            if (o->bit == bit || (c.mask & o->bit) || (c.mask & o->lower) != o->lower) continue;
-            s2 = apply(f->table, o->rule, c.state);
-            if (s2 < 0 || (s2 == c.state && (o->bit & f->forever))) continue; /* an answer that never
-                                                                                  came changing nothing */
-            uint64_t m2 = c.mask | o->bit | legal_inert(f, s2, bit);
-            int added = set_add(seen, m2, s2);
+        if (s2 >= 0 && add(f, next, c.mask | legal_inert(f, s2, bit), s2) < 0) return -1;
+        for (uint64_t left = movers.bits & ~c.mask; left; left &= left - 1) {
+            int at = lowest_bit(left);
+            uint64_t one = left & (~left + 1);
+            if ((c.mask & movers.first[at]) != movers.first[at]) continue;
+            s2 = apply(f->table, movers.rule[at], c.state);
+            if (s2 < 0 || (s2 == c.state && (one & f->forever))) continue; /* an answer that never came
+                                                                              changing nothing */
+            uint64_t m2 = c.mask | one | legal_inert(f, s2, bit);
+            int added = add(f, seen, m2, s2);
             if (added < 0 || (added && push(f, &depth, m2, s2) < 0)) return -1;
         }
     }
-    if (f->forever && next->count > 1 && prune_unused(f) < 0) return -1;
     frontier_commit(f, op);
-    return f->configs.count ? 0 : 1;
+    return f->configs.live ? 0 : 1;
 }
 
 typedef struct {
@@ -393,12 +423,12 @@ static int compare_events(const void *x, const void *y) {
 }
 
 typedef struct {
-    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert, starts;
+    Py_buffer calls, rets, kinds, index, kind_rule, kind_known, table, inert, starts;
 } Buffers;
 
 static void release(Buffers *b) {
-    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->kind_twin,
-                        &b->table, &b->inert, &b->starts};
+    Py_buffer *all[] = {&b->calls, &b->rets, &b->kinds, &b->index, &b->kind_rule, &b->kind_known, &b->table,
+                        &b->inert, &b->starts};
     for (size_t k = 0; k < sizeof(all) / sizeof(all[0]); k++) {
         if (all[k]->obj) PyBuffer_Release(all[k]);
     }
@@ -408,12 +438,12 @@ static void release(Buffers *b) {
 typedef struct {
     Py_ssize_t n;
     int64_t *calls, *rets;
-    int32_t *rules, *twins;
+    int32_t *rules;
     int8_t *known, *returns;
 } Ops;
 
 static void ops_free(Ops *ops) {
-    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->twins); free(ops->known); free(ops->returns);
+    free(ops->calls); free(ops->rets); free(ops->rules); free(ops->known); free(ops->returns);
 }
 
 static void sort_run(Event *run, Py_ssize_t n) {
@@ -453,17 +483,15 @@ static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t u
     Py_ssize_t nkinds = b->kind_rule.len / 4, nrules = b->inert.len;
     const int64_t *calls = b->calls.buf, *rets = b->rets.buf;
     const int32_t *kinds = b->kinds.buf, *kind_rule = b->kind_rule.buf;
-    const int32_t *kind_twin = b->kind_twin.buf;
     const int8_t *kind_known = b->kind_known.buf;
     Py_ssize_t n = nindex ? nindex : total;
     ops->n = n;
     ops->calls = malloc(sizeof(int64_t) * (size_t)(n + 1));
     ops->rets = malloc(sizeof(int64_t) * (size_t)(n + 1));
     ops->rules = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    ops->twins = malloc(sizeof(int32_t) * (size_t)(n + 1));
     ops->known = malloc((size_t)n + 1);
     ops->returns = malloc((size_t)n + 1);
-    if (!ops->calls || !ops->rets || !ops->rules || !ops->twins || !ops->known || !ops->returns) return -1;
+    if (!ops->calls || !ops->rets || !ops->rules || !ops->known || !ops->returns) return -1;
     for (Py_ssize_t k = 0; k < n; k++) {
         Py_ssize_t i = nindex ? index[k] : k;
         if (i < 0 || i >= total || kinds[i] < 0 || kinds[i] >= nkinds) return -2;
@@ -473,7 +501,6 @@ static int gather(Buffers *b, const int32_t *index, Py_ssize_t nindex, int64_t u
         ops->rets[k] = rets[i];
         ops->rules[k] = rule;
         ops->known[k] = kind_known[kind];
-        ops->twins[k] = kind_twin[kind];
         ops->returns[k] = rets[i] != NO_RETURN && (until == NO_RETURN || rets[i] <= until);
     }
     return 0;
@@ -484,23 +511,20 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
     Py_ssize_t n = ops->n;
     const int8_t *inert = b->inert.buf;
     const int32_t *starts = b->starts.buf;
-    Py_ssize_t ngroups = 0;
-    for (Py_ssize_t i = 0; i < n; i++) if (ops->twins[i] + 1 > ngroups) ngroups = ops->twins[i] + 1;
     Event *events = malloc(sizeof(Event) * (size_t)(2 * n + 1));
     f->bit_of = calloc((size_t)n + 1, sizeof(int64_t));
-    f->twin_bits = calloc((size_t)ngroups + 1, sizeof(uint64_t));
     f->memo_gen = calloc((size_t)nstates + 1, sizeof(uint64_t));
     f->memo_bits = calloc((size_t)nstates + 1, sizeof(uint64_t));
     f->stack_cap = 64;
     f->stack = malloc(sizeof(Config) * (size_t)f->stack_cap);
-    if (!events || !f->bit_of || !f->twin_bits || !f->memo_gen || !f->memo_bits || !f->stack) {
+    if (!events || !f->bit_of || !f->memo_gen || !f->memo_bits || !f->stack) {
         free(events);
         return -1;
     }
     Py_ssize_t ne = sort_events(ops, inert, until, events);
     if (ne < 0) return -1;
     for (Py_ssize_t k = 0; k < b->starts.len / 4; k++) {
-        if (set_add(&f->configs, 0, starts[k]) < 0) { free(events); return -1; }
+        if (add(f, &f->configs, 0, starts[k]) < 0) { free(events); return -1; }
     }
     int status = 0;
     Py_ssize_t pos = 0;
@@ -509,9 +533,7 @@ static int run_search(Buffers *b, const Ops *ops, int32_t nstates, int64_t until
         Event e = events[pos];
         int32_t i = e.op, rule = ops->rules[i];
         if (e.kind == 0) {
-            /* twins: unanswered operations that change the state, with the same input */
-            int32_t twin = (!ops->returns[i] && !ops->known[i]) ? ops->twins[i] : -1;
-            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], twin);
+            status = frontier_call(f, i, rule, inert[rule], ops->returns[i], ops->calls[i], ops->rets[i]);
             if (status) break;
             continue;
         }
@@ -556,7 +578,6 @@ static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex,
     set_free(&f.seen);
     free(f.stack);
     free(f.bit_of);
-    free(f.twin_bits);
     free(f.memo_gen);
     free(f.memo_bits);
     return status;
@@ -565,14 +586,13 @@ static int search_partition(Buffers *b, const int32_t *index, Py_ssize_t nindex,
 /* The arguments both entry points share, after the index (or list of them). */
 static int parse_shared(PyObject *args, Buffers *b, PyObject **index, int *nstates, long long *until,
                         double *deadline, Py_ssize_t *max_configs) {
-    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
-                          &b->kind_known, &b->kind_twin, &b->table, &b->inert, &b->starts, nstates, until, deadline,
-                          max_configs)) {
+    if (!PyArg_ParseTuple(args, "y*y*y*Oy*y*y*y*y*iLdn", &b->calls, &b->rets, &b->kinds, index, &b->kind_rule,
+                          &b->kind_known, &b->table, &b->inert, &b->starts, nstates, until, deadline, max_configs)) {
         return -1;
     }
     Py_ssize_t total = b->calls.len / 8, nkinds = b->kind_rule.len / 4;
     if (b->calls.len % 8 || b->rets.len != total * 8 || b->kinds.len != total * 4 || b->kind_known.len != nkinds
-        || b->kind_twin.len != nkinds * 4 || b->table.len != b->inert.len * 12 || *nstates < 0) {
+        || b->table.len != b->inert.len * 12 || *nstates < 0) {
         PyErr_SetString(PyExc_ValueError, "search: the arrays do not match in length");
         return -1;
     }

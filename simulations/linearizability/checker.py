@@ -27,7 +27,8 @@ possible next state (none = refused), and an optional per-operation ``partition`
 register, per handoff) whose parts are checked separately. States must be hashable: equal
 states are equal values. A model may add a ``refute`` pre-pass, a cheap sound argument that
 some operation is impossible (for registers: a read no write can explain), which is tried
-before the search.
+before the search; ``check`` asks the kernel first and tries it only on a partition the kernel
+did not find linearizable, with the same verdict and explanation.
 
 Three verdicts: OK, ILLEGAL, and UNKNOWN when the time or size budget ran out; never a guess.
 For an ILLEGAL partition the checker shrinks the evidence: the latest start time from which the
@@ -103,6 +104,7 @@ class _Part(Generic[S]):
     settled: array[int] = field(default_factory=lambda: array("q"))
     verdict: Verdict | None = None  # None: not checked yet
     result: PartitionResult | None = None
+    prepass_deferred: bool = False  # the kernel searched it before the pre-pass ran (one-shot)
 
 
 class Checker(Generic[S]):
@@ -288,17 +290,21 @@ class Checker(Generic[S]):
             raise SimulationError("an operation began before the last answer checked, whose partition's "
                                   "earlier operations were already forgotten")
         if restart:
-            if model.refute is not None and len(part.indices) >= _PREPASS_MIN_OPS:
-                refutation = model.refute(self._ops(part), self._init)
-                if refutation is not None:
-                    part.verdict = Verdict.ILLEGAL
-                    part.fed = len(part.indices)
-                    part.result = self._refuted(part, refutation)
-                    return ""
+            prepass = model.refute is not None and len(part.indices) >= _PREPASS_MIN_OPS
             if self._one_shot:
+                # The kernel first: a linearizable partition (the common case) then never builds
+                # its operations for the pre-pass. An ILLEGAL one gets the pre-pass's proof when
+                # it has one (``_illegal``), an UNKNOWN one gets it here: the verdict and the
+                # explanation are what the pre-pass first would give.
+                part.prepass_deferred = prepass
                 outcome = self._native_search(part, deadline)
                 if outcome is not None and outcome.status != native.Outcome.TOO_WIDE:
+                    unknown = outcome.status in (native.Outcome.OUT_OF_TIME, native.Outcome.OUT_OF_ROOM)
+                    if unknown and prepass and self._prepass(part):
+                        return ""
                     return self._settle_native(part, outcome)
+            if prepass and self._prepass(part):
+                return ""
             part.prepared = prepare(model, self._ops(part))
             part.frontier = Frontier([self._init], deadline=deadline, max_configs=self.max_configs)
             part.pos = 0
@@ -320,6 +326,18 @@ class Checker(Generic[S]):
         if self._reread is not None and part.failed is None and not part.frontier.open:
             self._forget(part)
         return ""
+
+    def _prepass(self, part: _Part[S]) -> bool:
+        """The model's pre-pass on a whole partition: True when it proved it ILLEGAL."""
+        assert self.model.refute is not None
+        part.prepass_deferred = False
+        refutation = self.model.refute(self._ops(part), self._init)
+        if refutation is None:
+            return False
+        part.verdict = Verdict.ILLEGAL
+        part.fed = len(part.indices)
+        part.result = self._refuted(part, refutation)
+        return True
 
     def _forget(self, part: _Part[S]) -> None:
         """Keep a settled partition's frontier (its states, nothing open) and drop its operations."""
@@ -377,7 +395,7 @@ class Checker(Generic[S]):
             part.indices = [*part.settled, *part.indices]
             part.settled = array("q")
             ops = part.ops = self._reread(part.indices)
-        if self.model.refute is not None and len(ops) < _PREPASS_MIN_OPS:
+        if self.model.refute is not None and (len(ops) < _PREPASS_MIN_OPS or part.prepass_deferred):
             # The search found it first; the pre-pass's proof, when it has one, reads better.
             refutation = self.model.refute(ops, self._init)
             if refutation is not None:

@@ -3,8 +3,10 @@
 The kernel only accelerates: ``available`` is False when the extension was not built (no C
 compiler at install time) or ``AIDEMEMO_SIM_PURE`` is set in the environment, and every caller
 then takes the pure path, which gives the same verdicts (``tests/sim/test_native.py`` holds the
-two equal). The kernel searches models whose steps are ``Guarded`` updates (``Model.rule``);
-here they are encoded as the integers it reads. ``ScannedHistory`` is a JSON-lines history read
+two equal). The kernel searches models whose steps are ``Guarded`` updates (``Model.rule``),
+and keeps fewer configurations than the pure frontier: of two in one state, it drops the one
+the other does better (see ``_native.c``), which changes no verdict and no failing return.
+Here the rules are encoded as the integers it reads. ``ScannedHistory`` is a JSON-lines history read
 by the kernel into columns: each distinct input (less its key) and output is decoded once, and
 an ``Operation`` is built only when something asks for it.
 """
@@ -69,8 +71,6 @@ class Encoding(Generic[S]):
         self.inert = bytearray()  # per rule: effect-free
         self.kind_rule = array("i")
         self.kind_known = bytearray()  # per kind: the output is known
-        self.kind_twin = array("i")  # per kind: its twin group (-1: none)
-        self._twins: dict[str, int] = {}
         self._frozen: tuple[bytes, ...] | None = None  # the arrays as the kernel reads them
 
     def state(self, state: S) -> int:
@@ -93,19 +93,16 @@ class Encoding(Generic[S]):
         self.inert.append(inert)
         return len(self.inert) - 1
 
-    def kind(self, rule: int, known: bool, twin_text: str | None) -> int:
-        """A new kind of operation; ``twin_text``: its input's text when its answer never came."""
-        twin = -1 if known or twin_text is None else self._twins.setdefault(twin_text, len(self._twins))
+    def kind(self, rule: int, known: bool) -> int:
+        """A new kind of operation: its rule, and whether its answer came."""
         self._frozen = None
         self.kind_rule.append(rule)
         self.kind_known.append(known)
-        self.kind_twin.append(twin)
         return len(self.kind_rule) - 1
 
     def _arrays(self) -> tuple[bytes, ...]:
         if self._frozen is None:
-            self._frozen = (self.kind_rule.tobytes(), bytes(self.kind_known), self.kind_twin.tobytes(),
-                            self.table.tobytes(), bytes(self.inert))
+            self._frozen = (self.kind_rule.tobytes(), bytes(self.kind_known), self.table.tobytes(), bytes(self.inert))
         return self._frozen
 
     def search(self, calls: Any, rets: Any, kinds: Any, starts: Sequence[S], *, deadline: float, max_configs: int,
@@ -113,10 +110,10 @@ class Encoding(Generic[S]):
         """One partition's search: the operations ``index`` names (all of them when empty)."""
         assert _NATIVE is not None
         first = array("i", [self.state(s) for s in starts]).tobytes()
-        kind_rule, kind_known, kind_twin, table, inert = self._arrays()
-        status, failed, pos = _NATIVE.search(calls, rets, kinds, index, kind_rule, kind_known, kind_twin, table, inert,
-                                             first, len(self.states), NO_RETURN if until is None else until,
-                                             deadline, max_configs)
+        kind_rule, kind_known, table, inert = self._arrays()
+        status, failed, pos = _NATIVE.search(calls, rets, kinds, index, kind_rule, kind_known, table, inert, first,
+                                             len(self.states), NO_RETURN if until is None else until, deadline,
+                                             max_configs)
         return Outcome(status, failed, pos)
 
     def search_many(self, calls: Any, rets: Any, kinds: Any, indexes: list[bytes], starts: Sequence[S], *,
@@ -125,10 +122,10 @@ class Encoding(Generic[S]):
         OK: how many were, and that one's outcome (OK when all were)."""
         assert _NATIVE is not None
         first = array("i", [self.state(s) for s in starts]).tobytes()
-        kind_rule, kind_known, kind_twin, table, inert = self._arrays()
+        kind_rule, kind_known, table, inert = self._arrays()
         done, status, failed, pos = _NATIVE.search_many(
-            calls, rets, kinds, indexes, kind_rule, kind_known, kind_twin, table, inert, first, len(self.states),
-            NO_RETURN, deadline, max_configs)
+            calls, rets, kinds, indexes, kind_rule, kind_known, table, inert, first, len(self.states), NO_RETURN,
+            deadline, max_configs)
         return done, Outcome(status, failed, pos)
 
 
@@ -153,7 +150,7 @@ def encode_operations(model: Model[S], ops: Sequence[Operation]
     # Operations that share a compiled step share its rule (the register compiles each distinct
     # signature once), so the model is asked once per step, not once per operation.
     rule_of_fn: dict[StepFn[S], int] = {}
-    kinds_of: dict[tuple[int, bool, str | None], int] = {}
+    kinds_of: dict[tuple[int, bool], int] = {}
     kinds = array("i")
     for op in ops:
         fn = compile_(op.input, op.output) if compile_ is not None else None
@@ -165,12 +162,10 @@ def encode_operations(model: Model[S], ops: Sequence[Operation]
             rule = enc.rule(guarded, effect_free is not None and effect_free(op.input, op.output))
             if fn is not None:
                 rule_of_fn[fn] = rule
-        known = op.output is not None
-        twin = None if known else json.dumps(op.input, sort_keys=True, default=repr)
-        key = (rule, known, twin)
+        key = (rule, op.output is not None)
         kind = kinds_of.get(key)
         if kind is None:
-            kind = kinds_of[key] = enc.kind(rule, known, twin)
+            kind = kinds_of[key] = enc.kind(*key)
         kinds.append(kind)
     calls = array("q", [op.call_ns for op in ops])
     rets = array("q", [NO_RETURN if op.return_ns is None else op.return_ns for op in ops])
@@ -243,8 +238,7 @@ class ScannedHistory(Sequence[Operation]):
             if guarded is None:
                 return False
             rule = enc.rule(guarded, effect_free is not None and effect_free(inp, out))
-            twin = None if out is not None else json.dumps(inp, sort_keys=True, default=repr)
-            enc.kind(rule, out is not None, twin)
+            enc.kind(rule, out is not None)
         return True
 
 

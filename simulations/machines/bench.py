@@ -7,6 +7,7 @@ import os
 import random
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from hypothesis import HealthCheck, settings
@@ -88,20 +89,34 @@ def _model_alone(writes: int, seed: int) -> float:
     return time.perf_counter() - started
 
 
+def _load() -> str:
+    """The 1-minute load average; above 1 a 2-core machine is shared, and the figure says so."""
+    load = os.getloadavg()[0]
+    return f"{load:.2f}" + (" (busy: above 1)" if load > 1 else "")
+
+
+def _bytecode() -> str:
+    """Whether the machines' modules were loaded from cached bytecode (never where
+    PYTHONDONTWRITEBYTECODE is set and no __pycache__ holds them)."""
+    cached = any((Path(__file__).parent / "__pycache__").glob("visibility.*.pyc"))
+    return f"bytecode cached: {'yes' if cached else 'no'}"
+
+
 def bench_machines(steps: int, seed: int) -> None:
     """Print each machine's steps per second (wall and CPU) beside the same run's baselines: the
-    empty machine of its shape and the model alone."""
-    print(f"state machines: {steps} steps each, {_STEPS} per example, derandomized; load "
-          f"{os.getloadavg()[0]:.1f} at start")
+    empty machine of its shape and the model alone; each with the load at its start and end."""
+    print(f"state machines: {steps} steps each, {_STEPS} per example, derandomized; load {_load()} at start; "
+          f"{_bytecode()}")
     started = time.perf_counter()
     _steps_per_s(MACHINES[0], _STEPS)  # once per process, as in a test run: imports, the embedded ledger
     print(f"  start-up (imports, the embedded ledger, one example): {time.perf_counter() - started:.2f} s, "
           f"not counted below")
     for machine in MACHINES:
+        load_at_start = _load()
         count, took, cpu = _steps_per_s(machine, steps)
         empty, _, empty_cpu = _steps_per_s(empty_like(machine), steps)
         base = _model_alone(count, seed)
         print(f"  {machine.__name__}: {count} steps in {took:.2f} s = {count / took:.0f} steps/s, "
               f"{count / max(cpu, 1e-9):.0f} per CPU second; the empty machine of its shape "
               f"{empty / max(empty_cpu, 1e-9):.0f} per CPU second; the model alone "
-              f"{count / max(base, 1e-9):.0f} steps/s; load {os.getloadavg()[0]:.1f}")
+              f"{count / max(base, 1e-9):.0f} steps/s; load {load_at_start} at start, {_load()} at end")

@@ -125,6 +125,74 @@ def test_the_kernel_fails_at_the_same_return_as_the_frontier(history: list[Opera
         assert outcome.pos == pos
 
 
+def _op(client: int, inp: dict[str, object], out: dict[str, object] | None, call: int, ret: int | None) -> Operation:
+    return Operation(client=client, input=inp, output=out, call_ns=call, return_ns=ret)
+
+
+def test_of_interchangeable_writes_the_one_due_first_is_applied_first() -> None:
+    """Two open writes of 1: the read of 1 that returns at 10 must use the one due at 30, so that
+    the one due at 100 is left for the read of 1 after the write of 2. (Taking the one called
+    first instead, as a kernel ordering them by call would, finds this history ILLEGAL.)"""
+    history = [_op(0, {"op": "write", "value": 1}, {}, 0, 100), _op(1, {"op": "write", "value": 1}, {}, 1, 30),
+               _op(2, {"op": "read"}, {"value": 1}, 5, 10), _op(3, {"op": "write", "value": 2}, {}, 2, 50),
+               _op(4, {"op": "read"}, {"value": 2}, 40, 45), _op(5, {"op": "read"}, {"value": 1}, 60, 70)]
+    outcome = native.search_operations(ZERO, history, ["0"], deadline=time.monotonic() + 60, max_configs=10**6)
+    assert outcome is not None and outcome.status == native.Outcome.OK
+    _same_result(history)
+
+
+def test_of_interchangeable_operations_due_together_the_one_returned_first_is_applied_first() -> None:
+    """Two successful cas 0 -> 1 both return at 35 (the one fed first: #3, then #4): no order
+    explains both, and the frontier fails at #4's return. Applied before the write of 1 returns
+    at 32, the one whose return is fed first must be #3 (taking #4, called earlier, would fail
+    at #3's return instead)."""
+    cas: dict[str, object] = {"op": "cas", "expected": 0, "new": 1}
+    history = [_op(0, {"op": "read"}, {"value": 0}, 9, 31), _op(1, {"op": "write", "value": 1}, {}, 15, 32),
+               _op(2, {"op": "read"}, {"value": 0}, 17, 23), _op(3, cas, {"ok": True}, 21, 35),
+               _op(4, cas, {"ok": True}, 15, 35), _op(5, {"op": "write", "value": 1}, {}, 35, 35)]
+    prepared = prepare(ZERO, history)
+    pos, failed = feed(Frontier(["0"], deadline=time.monotonic() + 60, max_configs=10**6), prepared, prepared.events)
+    assert failed == 4
+    outcome = native.search_operations(ZERO, history, ["0"], deadline=time.monotonic() + 60, max_configs=10**6)
+    assert outcome is not None and (outcome.status, outcome.failed, outcome.pos) == (native.Outcome.ILLEGAL, 4, pos)
+
+
+def _few_values(rng: random.Random) -> tuple[list[Operation], int | None]:
+    values = rng.choice([1, 2, 2, 3])
+    ops = []
+    for client in range(rng.randrange(1, 16)):
+        kind = rng.choice(["read", "write", "write", "cas", "cas"])
+        inp: dict[str, object] = {"op": kind}
+        if kind == "read":
+            out: dict[str, object] = {"value": rng.randrange(values)}
+        elif kind == "write":
+            inp["value"], out = rng.randrange(values), {}
+        else:
+            inp["expected"], inp["new"], out = rng.randrange(values), rng.randrange(values), {"ok": rng.random() < 0.6}
+        call = rng.randrange(20)  # a short span: many calls and returns at the same time
+        unknown = rng.random() < 0.15
+        ops.append(_op(client, inp, None if unknown else out, call, None if unknown else call + rng.randrange(12)))
+    return ops, rng.choice([None, None, 5, 10, 15])
+
+
+def test_histories_over_few_values_fail_at_the_frontiers_return() -> None:
+    """Over one to three values many open operations are interchangeable (the same rule), and
+    many configurations differ only in what they applied: the kernel keeps fewer of them than
+    the pure frontier does (the better of two, the one due first of interchangeable ones), and
+    must still fail at the same return, or not at all. Each rule broken fails some of these."""
+    rng = random.Random(1)
+    for _ in range(4_000):
+        history, until = _few_values(rng)
+        deadline = time.monotonic() + 60
+        prepared = prepare(ZERO, history, until)
+        pos, failed = feed(Frontier(["0"], deadline=deadline, max_configs=10**6), prepared, prepared.events)
+        outcome = native.search_operations(ZERO, history, ["0"], deadline=deadline, max_configs=10**6, until=until)
+        assert outcome is not None
+        expected = (native.Outcome.OK, None, pos) if failed is None else (native.Outcome.ILLEGAL, failed, pos)
+        got = (outcome.status, None if failed is None else outcome.failed, pos if failed is None else outcome.pos)
+        assert got == expected, (history, until)
+
+
 @pytest.mark.parametrize(("keys", "plant"), [(1, None), (1, Plant.STALE_READ), (1, Plant.DOUBLE_CAS),
                                              (8, None), (8, Plant.DOUBLE_CAS)])
 def test_porcupine_shaped_histories_give_the_same_results(keys: int, plant: Plant | None) -> None:
@@ -275,6 +343,38 @@ def test_the_command_prints_the_same_with_and_without_the_kernel(tmp_path: Path)
         assert runs[0][0] in (0, 1) and len(set(runs)) == 1, (path, runs)
 
 
+def test_a_linearizable_file_is_checked_without_building_its_operations(tmp_path: Path,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """The kernel searches a scanned partition first: one found linearizable never has its
+    operations built for the model's pre-pass (a million of them took 200 MB and most of the
+    time). One that is not still gets the pre-pass's proof (the command test above)."""
+    path = next(_porcupine_files(tmp_path))  # 1,200 operations on one key: the pre-pass's size
+    header, history = load(path, "auto")
+    assert isinstance(history, native.ScannedHistory)
+    built: list[object] = []
+    getitem = native.ScannedHistory.__getitem__
+
+    def counted(self: native.ScannedHistory, i: int) -> object:
+        built.append(i)
+        return getitem(self, i)
+
+    monkeypatch.setattr(native.ScannedHistory, "__getitem__", counted)
+    assert check(ZERO, history, budget_s=60).verdict is Verdict.OK
+    assert built == []
+
+
+def test_a_search_out_of_room_still_gets_the_pre_pass_proof() -> None:
+    """With one configuration allowed the kernel's search runs out of room long before the
+    planted stale read; the pre-pass, tried then, proves it ILLEGAL, as it does when it runs
+    first (the pure path)."""
+    history = generate_history(seed=1, operations=3_000, clients=16, keys=1, plant=Plant.STALE_READ)
+    outcome = native.search_operations(ZERO, history, ["0"], deadline=time.monotonic() + 60, max_configs=1)
+    assert outcome is not None and outcome.status == native.Outcome.OUT_OF_ROOM
+    fast = check(ZERO, history, budget_s=60, explain_budget_s=30, max_configs=1)
+    assert fast.verdict is Verdict.ILLEGAL
+    assert fast == pure(check, ZERO, history, budget_s=60, explain_budget_s=30, max_configs=1)
+
+
 def test_the_pure_path_is_what_aidememo_sim_pure_gives() -> None:
     code = "from simulations.linearizability import native; print(native.available())"
     for env, expected in (({}, "True"), ({"AIDEMEMO_SIM_PURE": "1"}, "False")):
@@ -306,7 +406,8 @@ def test_a_long_kernel_search_still_hears_signals() -> None:
     raises, instead of returning and the handler running after it.)"""
     import signal
 
-    encoded = native.encode_operations(ZERO, generate_history(seed=1, operations=30_000, clients=16, keys=1))
+    # 24 clients: a search of seconds (16 take the kernel under 0.2 s, the alarm's delay)
+    encoded = native.encode_operations(ZERO, generate_history(seed=1, operations=30_000, clients=24, keys=1))
     assert encoded is not None
     enc, calls, rets, kinds = encoded
     ends: list[str] = []
