@@ -15,8 +15,14 @@ variant (exit 1) and, once the variant is stopped, twice against the reference o
 and port (exit 0; a race's script, which cannot force its interleaving, 3).
 
 The default run drives a representative subset (``CI_VARIANTS``: one per kind of reproduction);
-``-m slow`` drives every variant of ``MUTANTS``, sequential and race-only. The simulator's
-replay, pytest file and curl script are held to the same loop by ``tests/sim/test_loop.py``.
+``-m slow`` drives every variant of ``MUTANTS``, sequential and race-only, those the loop does not
+hold yet marked xfail with their reasons (``RACES``, ``KIT_GAPS``). The simulator's replay, pytest
+file and curl script are held to the same loop by ``tests/sim/test_loop.py``.
+
+``-m slow -n 2`` took 3239 s (8 failed, 63 passed; load 14 to 16 on two cores, before
+``FRESH_FILE`` and the xfail marks): a variant costs about 50 s there, its selection's run, a
+rerun (a pytest process), eight script and replay runs and two server starts; a script of 260
+steps (AM-EDGE-4's revisions past 256) starts python3 once per step and took 15 minutes in all.
 """
 
 from __future__ import annotations
@@ -53,6 +59,27 @@ BOUND = TEMPLATE.replace(" http://", " --data-urlencode bind_source={{bind_sourc
 # * double_accept: a race (requests sent at once behind a barrier), whose script says it cannot force
 #   the interleaving and exits 3 against the correct reference.
 CI_VARIANTS = ("cas_ignored", "cursor_stuck", "visibility_leak", "double_accept")
+# Variants whose data file the reference cannot open afterwards: it is served on a new file.
+FRESH_FILE = {"raw_kind_unchecked": "its raw writes store a fact without the fact fields, and the reference refuses "
+                                    "the file ('damaged change log')"}
+# Variants the loop does not hold yet, each with its reason (the first -m slow run of every variant,
+# 2026-12-07: 8 failed, 63 passed). Kit gaps are strict: once fixed, the XPASS fails the run.
+RACES = {  # the script sends the check's concurrent requests once per try, behind a barrier
+    "late_stamp": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
+    "receipt_numbers": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
+}
+KIT_GAPS = {
+    "stale_cache": "kit gap: the check's writes in flight are not recorded as a concurrency group, so its script "
+                   "sends them one after another, says nothing of a race, and exits 0 against the variant",
+    "lease_too_short": "kit gap: the oracle pins no *_ms field, so a 60 s lease (claim_expires_at_ms - "
+                       "claim_heartbeat_at_ms) passes the script: exit 0 against the variant",
+    "fingerprint_ascii": "kit gap: the oracle cannot pin a fingerprint (it covers ids in the script's own "
+                         "namespace), so the script exits 0 against the variant",
+    "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
+                                   "message only (-32602 either way), which the oracle does not pin: exit 0",
+    "lease_live_at_expiry": "its check aims a heartbeat at a lease's expiry millisecond; over HTTP to a served "
+                            "process on a loaded machine it never landed there (6 of 6 checks passed)",
+}
 MOST_CASES = 1  # failing cases per variant (see _sample): 71 variants take about 40 minutes so under load
 SEED = "35"
 
@@ -127,7 +154,8 @@ def _loop(variant: str, tmp_path: Path) -> None:
             done = [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]
             assert [d.returncode for d in done] == [1] * 4, f"{variant}: {check} against the variant:\n{_outputs(done)}"
         port = int(url.rsplit(":", 1)[1])
-    with served("reference", database, socket, port):  # the fixed server, on the same file and port
+    fixed = tmp_path / "fresh.sqlite" if variant in FRESH_FILE else database
+    with served("reference", fixed, socket, port):  # the fixed server, on the same file and port
         for record in cases:
             raced = Path(record["script"]).read_text().splitlines()[1].startswith("# RACE, NOT FORCED")
             done = [*_twice(["sh", record["script"]], tmp_path), *_twice(shlex.split(record["replay"]), tmp_path)]
@@ -140,8 +168,14 @@ def test_failing_cases_rerun_and_their_scripts_exit_1_then_0_once_fixed(variant:
     _loop(variant, tmp_path)
 
 
+def _every() -> list[Any]:
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=RACES[name])) if name in RACES else
+            pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KIT_GAPS[name])) if name in KIT_GAPS else
+            name for name in sorted(MUTANTS)]
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("variant", sorted(MUTANTS))
+@pytest.mark.parametrize("variant", _every())
 def test_every_variant_reproduces(variant: str, tmp_path: Path) -> None:
     _loop(variant, tmp_path)
 

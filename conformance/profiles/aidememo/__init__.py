@@ -24,7 +24,8 @@ CAPABILITIES = (
     Capability(name="mcp", covers="the stateless MCP gateway", detection="MCP route exists"),
     Capability(name="mcp-bindings", covers="bearer tokens bound to one source and actor on the MCP gateway"
                " (the kit's --auth-bindings-file extension)",
-               detection="the embedded reference (the suite binds tokens only through it)"),
+               detection="the embedded reference, or a target file's provision.bound_command (the suite binds "
+                         "tokens only through them)"),
     Capability(name="artifacts", covers="artifact reservations, upload, publish, download",
                detection="resolve route exists"),
     Capability(name="concurrency",
