@@ -235,13 +235,31 @@ def render_value(value: JSON, scope: Scope) -> JSON:
 # -- the record ----------------------------------------------------------------------------------------
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Field:
-    """A field a correct answer has: ``path`` (see ``at_path``) equal to ``equals`` (strings are templates)."""
+    """A field a correct answer has: ``path`` (see ``at_path``) equal to ``equals`` (strings are templates).
+
+    With ``minus``, what must equal ``equals`` is the number at ``path`` less the number at ``minus``:
+    a lease's length, where both instants are the server's to choose but their distance is not.
+    """
 
     path: str
     equals: JSON
+    minus: str | None = None
+
+    def value(self, answer: JSON) -> JSON:
+        """What this field reads in ``answer`` (raises ``Unbound`` for a missing path)."""
+        got = at_path(answer, self.path)
+        if self.minus is None:
+            return got
+        base = at_path(answer, self.minus)
+        if type(got) is not int or type(base) is not int:
+            return f"{got!r} - {base!r}"  # not two integers: never equal to the pinned length
+        return got - base
 
     def to_json(self) -> dict[str, JSON]:
-        return {"path": self.path, "equals": self.equals}
+        out: dict[str, JSON] = {"path": self.path, "equals": self.equals}
+        if self.minus is not None:
+            out["minus"] = self.minus
+        return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -268,15 +286,16 @@ class Answer:
             return f"error code {answered.error_code()!r}, not {self.code!r}"
         for pinned in self.fields:
             try:
-                got = at_path(answered.json(), pinned.path)
+                got = pinned.value(answered.json())
             except Unbound:
-                return f"no field {pinned.path}"
+                return f"no field {pinned.path}" + (f" or {pinned.minus}" if pinned.minus else "")
             try:
                 want = render_value(pinned.equals, scope)
             except Unbound:
                 continue  # what it would equal was never answered: nothing to compare
             if got != want:
-                return f"{pinned.path} is {json.dumps(got, ensure_ascii=False)[:200]}, not " \
+                name = f"{pinned.path} - {pinned.minus}" if pinned.minus else pinned.path
+                return f"{name} is {json.dumps(got, ensure_ascii=False)[:200]}, not " \
                        f"{json.dumps(want, ensure_ascii=False)[:200]}"
         return None
 
@@ -475,11 +494,12 @@ def _answer(data: object, where: str) -> Answer:
     if not isinstance(data, dict) or not isinstance(data.get("status"), int):
         raise RecordError(f"{where}: an expected answer needs a status")
     fields = data.get("fields", [])
-    if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str) for f in fields):
-        raise RecordError(f"{where}: fields must be a list of {{path, equals}}")
+    if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str)
+                                               and isinstance(f.get("minus", ""), str) for f in fields):
+        raise RecordError(f"{where}: fields must be a list of {{path, equals[, minus]}}")
     code = data.get("code")
     return Answer(status=data["status"], code=code if isinstance(code, str) else None,
-                  fields=tuple(Field(path=f["path"], equals=f.get("equals")) for f in fields))
+                  fields=tuple(Field(path=f["path"], equals=f.get("equals"), minus=f.get("minus")) for f in fields))
 
 
 def _step(data: object, index: int) -> Step:

@@ -83,6 +83,25 @@ def test_pinned_fields_read_templates_and_earlier_answers():
     assert answer.departure(Answered(status=200, body=b"not json"), scope) == "no field id"
 
 
+def test_a_lease_length_is_pinned_as_a_distance_between_two_instants_the_server_chose():
+    """The spec fixes a lease's length, not its instants: a shorter lease departs, a later one does not."""
+    lease = Field(path="handoff.claim_expires_at_ms", minus="handoff.claim_heartbeat_at_ms", equals=120000)
+    answer = Answer(status=200, fields=(lease,))
+    scope = Scope(run="r")
+
+    def body(beat: object, expires: object) -> bytes:
+        return json.dumps({"handoff": {"claim_heartbeat_at_ms": beat, "claim_expires_at_ms": expires}}).encode()
+
+    assert answer.departure(Answered(status=200, body=body(5, 120005)), scope) is None
+    assert answer.departure(Answered(status=200, body=body(10**12, 10**12 + 120000)), scope) is None
+    assert answer.departure(Answered(status=200, body=body(5, 60005)), scope) == (
+        "handoff.claim_expires_at_ms - handoff.claim_heartbeat_at_ms is 60000, not 120000")
+    assert answer.departure(Answered(status=200, body=body(5, None)), scope) is not None
+    assert answer.departure(Answered(status=200, body=b'{"handoff": {}}'), scope) == (
+        "no field handoff.claim_expires_at_ms or handoff.claim_heartbeat_at_ms")
+    assert Field(**{**lease.to_json(), "equals": 120000}) == lease  # minus survives the record's JSON
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d.update(format="other/1"), "not an aidememo-reproduction/1 record"),
     (lambda d: d["steps"][1].update(target="/x/{step3.status}"), "step2 reads step3.status, which is not an earlier"),

@@ -71,8 +71,6 @@ RACES = {  # the script sends the check's concurrent requests once per try, behi
 KIT_GAPS = {
     "stale_cache": "kit gap: the check's writes in flight are not recorded as a concurrency group, so its script "
                    "sends them one after another, says nothing of a race, and exits 0 against the variant",
-    "lease_too_short": "kit gap: the oracle pins no *_ms field, so a 60 s lease (claim_expires_at_ms - "
-                       "claim_heartbeat_at_ms) passes the script: exit 0 against the variant",
     "fingerprint_ascii": "kit gap: the oracle cannot pin a fingerprint (it covers ids in the script's own "
                          "namespace), so the script exits 0 against the variant",
     "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "

@@ -5,7 +5,8 @@ SQLite file, the test clock on), its identities provisioned there in a namespace
 and writes each answer beside its step: the status, the error code and every field the spec
 pins. Fields the spec leaves to the implementation are not pinned (the rules of
 ``implementation_defined.py``, by key: epochs, times, messages, scores, prose), nor values that
-depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. After a group of requests sent at once only status and
+depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. A lease's length is pinned (``Field.minus``): the spec
+fixes it, though not its two instants. After a group of requests sent at once only status and
 code are pinned: which contender won is the server's choice, and later answers show it.
 
 The reference is the executable spec here, as it is for ``diff``; a step the reference could
@@ -44,6 +45,11 @@ def _volatile(key: str) -> bool:
 
 def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
     if isinstance(value, dict):
+        beat, expires = value.get("claim_heartbeat_at_ms"), value.get("claim_expires_at_ms")
+        if type(beat) is int and type(expires) is int:  # a lease's length is the spec's (the TIME rule)
+            at = f"{path}." if path else ""
+            out.append(Field(path=f"{at}claim_expires_at_ms", minus=f"{at}claim_heartbeat_at_ms",
+                             equals=expires - beat))
         for key, item in value.items():
             if not _volatile(key) and key.replace("_", "").replace("-", "").isalnum():
                 _pinned(item, f"{path}.{key}" if path else key, run, out)
