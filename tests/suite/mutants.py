@@ -365,6 +365,50 @@ def feed_last_page_has_more(db_path: str) -> Any:
     _reads.feed_page = more
     return _ledger_for(db_path)
 
+# -- request decoding: what mutating _commands showed no check read ---------------------------------
+def struct_arrays_refused(db_path: str) -> Any:
+    """Request structs are taken as JSON objects only: one sent as an array of its fields is refused."""
+    from aidememo_ref import _decode
+
+    struct = _decode._struct
+
+    def objects_only(name: str, value: Any, structs: Any, *, strict: bool) -> Any:
+        if isinstance(value, list):
+            raise _decode._Fail(f"invalid type: a sequence, expected struct {name}")
+        return struct(name, value, structs, strict=strict)
+
+    _decode._struct = objects_only
+    return _ledger_for(db_path)
+
+
+def non_object_body_crashes(db_path: str) -> Any:
+    """The raw route iterates a body's keys before it knows the body is an object: null, a number
+    or a boolean answers 500."""
+    decode = _service.raw_command
+
+    def iterating(body: Any) -> Any:
+        if type(body) is not dict:
+            _commands._REQUEST_FIELDS.issuperset(body)
+        return decode(body)
+
+    _service.raw_command = iterating
+    return _ledger_for(db_path)
+
+
+def raw_refusal_crashes(db_path: str) -> Any:
+    """A raw command the one-pass decoder is not sure of answers 500: the general decoder, which
+    words the refusal (or accepts a struct sent as an array), is never reached."""
+    decode = _service.raw_command
+
+    def fast_only(body: Any) -> Any:
+        if type(body) is dict and _commands._REQUEST_FIELDS.issuperset(body) and _hot.plain_raw(body) is None:
+            raise TypeError("no RawCommand from None")
+        return decode(body)
+
+    _service.raw_command = fast_only
+    return _ledger_for(db_path)
+
+
 # -- command ids on the typed routes: one broken route each ----------------------------------------
 def _reuse_replays(op: Op) -> Factory:
     """``op``'s route answers a reused command id with another body for the same resource (and the
@@ -636,6 +680,9 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
         ("search_max_refused", "AM-EDGE-3:limit"), ("search_default_ten", "AM-EDGE-3:default"),
         ("query_4096_refused", "AM-EDGE-3:query-bytes"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
+    "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
+    "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
+    "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),
     "auth_after_lookup": (auth_after_lookup, ("AM-AUTH-1",)),
     **{f"reuse_replays_{route.replace('-', '_')}": (globals()[f"reuse_replays_{route.replace('-', '_')}"],
                                                     ("AM-CMD-3:typed",)) for route in TYPED_OPS},

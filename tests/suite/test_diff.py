@@ -83,6 +83,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "gateway_misroutes": ("mcp",),
     "context_route_receiver_only": ("POST /v1/projects/{project}/handoffs",),
     "inbox_lists_completed": ("GET /v1/projects/{project}/handoffs", "mcp"),  # the gateway's handoff_list too
+    **{name: ("POST /v1/commands",) for name in
+       ("struct_arrays_refused", "non_object_body_crashes", "raw_refusal_crashes")},
 }
 NOT_SEQUENTIAL = {"double_accept", "receipt_numbers", "late_stamp", "stale_cache",  # races
                   "binding_actor_and_rest_open", "binding_source_leak",  # bound tokens

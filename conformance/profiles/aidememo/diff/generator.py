@@ -54,6 +54,8 @@ class Generator:
         # The schema's bends draw from a Random of their own (seeded from this one's state, drawing
         # nothing from it), so the rest of a seed's stream is the same with them as without.
         self.schema_rng = random.Random(repr(rng.getstate()[1][:8]))
+        # The same for the shape of a raw command's resource: an object or its fields as an array.
+        self.shape_rng = random.Random(repr(rng.getstate()[1][8:16]))
         self._n = 0
         self._next_handoff: str | None = None
         self._plan: deque[Callable[[], Step | None]] = deque()
@@ -420,9 +422,12 @@ class Generator:
             expected = None if self.rng.random() < 0.9 else self.rng.choice([0, 1, 7])
         else:
             expected = current if self.rng.random() < 0.8 else self.rng.choice([None, current + 1, current - 1 or 7])
+        resource: Any = {"kind": kind, "id": rid}
+        if self.shape_rng.random() < 0.05:  # [kind, id]: a struct as its fields in order is valid too (ERRATA 2)
+            resource = [kind, rid]
         body = {"command_id": self._command_id(), "project_id": "$project", "expected_revision": expected,
                 "operation": operation, "payload": None if delete else {"text": self._text()},
-                "resource": {"kind": kind, "id": rid}, "change": change}
+                "resource": resource, "change": change}
         step = Step(self._writer("sender"), "POST", "POST /v1/commands", "/v1/commands", body=body, note="raw command")
         self.model.writes.append(step)
 
