@@ -345,6 +345,7 @@ feed_default_fifty = _limits(DEFAULT_CHANGE_LIMIT=50)
 search_max_refused = _limits(MAX_SEARCH_LIMIT=99)
 search_default_ten = _limits(DEFAULT_SEARCH_LIMIT=10)
 query_4096_refused = _limits(MAX_SEARCH_QUERY_BYTES=4_095)
+mailbox_i64_max_refused = _limits(_I64_MAX=(1 << 63) - 2)
 
 
 def mailbox_last_page_cursor(db_path: str) -> Any:
@@ -678,7 +679,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
         ("mailbox_last_page_cursor", "AM-EDGE-1:last-page"), ("feed_max_refused", "AM-EDGE-2:limit"),
         ("feed_default_fifty", "AM-EDGE-2:default"), ("feed_last_page_has_more", "AM-EDGE-2:last-page"),
         ("search_max_refused", "AM-EDGE-3:limit"), ("search_default_ten", "AM-EDGE-3:default"),
-        ("query_4096_refused", "AM-EDGE-3:query-bytes"))},
+        ("query_4096_refused", "AM-EDGE-3:query-bytes"), ("mailbox_i64_max_refused", "AM-EDGE-1:before-seq"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
     "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
     "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
