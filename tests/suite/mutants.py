@@ -348,6 +348,19 @@ query_4096_refused = _limits(MAX_SEARCH_QUERY_BYTES=4_095)
 mailbox_i64_max_refused = _limits(_I64_MAX=(1 << 63) - 2)
 
 
+def search_at_least_exact(db_path: str) -> Any:
+    """A search's at_least_seq is refused unless it is exactly the head (below it too)."""
+    rank = _reads.rank
+
+    def exact(index: Any, *, at_least_seq: Any, **rest: Any) -> Any:
+        if at_least_seq is not None and at_least_seq != index.head:
+            raise _reads.out_of_range(at_least_seq, index.head)
+        return rank(index, at_least_seq=at_least_seq, **rest)
+
+    _reads.rank = exact
+    return _ledger_for(db_path)
+
+
 def mailbox_last_page_cursor(db_path: str) -> Any:
     """A mailbox page that ends exactly at the last entry still offers a next page."""
     _reads.mailbox_page = lambda rows, limit: (rows[:limit], rows[:limit][-1].project_seq
@@ -681,6 +694,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
         ("search_max_refused", "AM-EDGE-3:limit"), ("search_default_ten", "AM-EDGE-3:default"),
         ("query_4096_refused", "AM-EDGE-3:query-bytes"), ("mailbox_i64_max_refused", "AM-EDGE-1:before-seq"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
+    "search_at_least_exact": (search_at_least_exact, ("AM-SEARCH-1:at-least-served",)),
     "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
     "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
     "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),

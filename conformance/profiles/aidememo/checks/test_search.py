@@ -38,6 +38,25 @@ def test_lexical_search_finds_facts_at_the_head(world: World) -> None:
     expect_error(project.reader.search(word, at_least_seq=last["project_seq"] + 1), 409, "cursor_out_of_range")
 
 
+@isolation.PROJECT
+@pytest.mark.fresh_project  # exact heads: a shared project would race
+@reads("AM-SEARCH-1", "at-least-served")
+def test_search_at_least_seq_at_or_below_the_head_is_served(world: World) -> None:
+    """Isolation: project: search results and the index head."""
+    # Upstream refuses only a cursor past the snapshot's head (wire §5.5): at or below it, no wait.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    session = writer.setup_session()
+    first = setup_ok(writer.create_fact(session, content=f"{word} first"), "fact 1")["project_seq"]
+    head = setup_ok(writer.create_fact(session, content=f"{word} second"), "fact 2")["project_seq"]
+    plain = expect_status(writer.search(word, mode="lexical"), 200)
+    for at_least in sorted({head, head - 1, first, 1}, reverse=True):
+        body = expect_status(writer.search(word, mode="lexical", at_least_seq=at_least), 200)
+        assert body.get("index_seq") == head and body.get("results") == plain["results"], (
+            f"at_least_seq={at_least} (head {head}) answered {body!r}, not the search without it {plain!r}")
+
+
 @isolation.READS
 @pytest.mark.requirement("AM-SEARCH-2")
 @pytest.mark.parametrize("params", [{"q": "   "}, {"q": "x", "limit": 0}, {"q": "x", "limit": 101},

@@ -54,7 +54,8 @@ class Generator:
         # The schema's bends draw from a Random of their own (seeded from this one's state, drawing
         # nothing from it), so the rest of a seed's stream is the same with them as without.
         self.schema_rng = random.Random(repr(rng.getstate()[1][:8]))
-        # The same for the shape of a raw command's resource: an object or its fields as an array.
+        # The same for what leaves a correct server's answer as it was: a raw command's resource as
+        # an object or as its fields in an array, a search's at_least_seq at or below the head.
         self.shape_rng = random.Random(repr(rng.getstate()[1][8:16]))
         self._n = 0
         self._next_handoff: str | None = None
@@ -538,6 +539,8 @@ class Generator:
             parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
         if self.rng.random() < 0.3:
             parts.append(f"limit={self.rng.choice(['1', '3', ''])}")
+        if self.model.max_seq and self.shape_rng.random() < 0.2:  # at or below the head: the same answer
+            parts.append(f"at_least_seq={self.shape_rng.choice([self.model.max_seq, max(1, self.model.max_seq - 1), 1])}")
         return self._read(self._reader(), f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
 
     def search_read(self, actor: str) -> Step:
