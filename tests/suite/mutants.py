@@ -361,6 +361,18 @@ def search_at_least_exact(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def search_ties_by_id_descending(db_path: str) -> Any:
+    """Search hits of equal score come by fact_id descending instead of ascending."""
+    rank = _reads.rank
+
+    def ranked(index: Any, **options: Any) -> Any:
+        hits = sorted(rank(index, **options), key=lambda hit: hit.fact.fact_id, reverse=True)
+        return sorted(hits, key=lambda hit: -hit.score)  # stable: ties keep the descending ids
+
+    _reads.rank = ranked
+    return _ledger_for(db_path)
+
+
 def mailbox_last_page_cursor(db_path: str) -> Any:
     """A mailbox page that ends exactly at the last entry still offers a next page."""
     _reads.mailbox_page = lambda rows, limit: (rows[:limit], rows[:limit][-1].project_seq
@@ -695,6 +707,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
         ("query_4096_refused", "AM-EDGE-3:query-bytes"), ("mailbox_i64_max_refused", "AM-EDGE-1:before-seq"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
     "search_at_least_exact": (search_at_least_exact, ("AM-SEARCH-1:at-least-served",)),
+    "search_ties_by_id_descending": (search_ties_by_id_descending, ("AM-SEARCH-1:order",)),
     "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
     "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
     "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),

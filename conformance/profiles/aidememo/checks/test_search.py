@@ -57,6 +57,30 @@ def test_search_at_least_seq_at_or_below_the_head_is_served(world: World) -> Non
             f"at_least_seq={at_least} (head {head}) answered {body!r}, not the search without it {plain!r}")
 
 
+@isolation.PROJECT
+@reads("AM-SEARCH-1", "order")
+def test_search_ranks_by_score_then_fact_id(world: World) -> None:
+    """Isolation: project: search results (for a word only its own facts hold)."""
+    # W §5.5: BM25, sort by score descending, then fact_id ascending. A short fact that repeats the
+    # word outranks the rest, a long one ranks last; two equal facts tie and go by fact_id, the one
+    # written second first.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    session = writer.setup_session()
+    tie = world.new_id("tie")
+    facts = [(f"{tie}-b", f"{word} tie"), (f"{tie}-a", f"{word} tie"), (world.new_id("top"), f"{word} {word} {word}"),
+             (world.new_id("low"), f"{word} and a good many other words after it")]
+    for fact_id, content in facts:
+        setup_ok(writer.create_fact(session, fact_id, content=content), f"fact {fact_id}")
+    results = expect_status(writer.search(word, mode="lexical"), 200)["results"]
+    found = [hit.get("fact_id") for hit in results]
+    expected = [facts[2][0], facts[1][0], facts[0][0], facts[3][0]]
+    assert found == expected, f"search for {word} ranked {found}, expected {expected} (score down, then fact_id up)"
+    scores = [hit.get("score") for hit in results]
+    assert scores[0] > scores[1] == scores[2] > scores[3], f"scores {scores}: the equal facts must tie, between the others"
+
+
 @isolation.READS
 @pytest.mark.requirement("AM-SEARCH-2")
 @pytest.mark.parametrize("params", [{"q": "   "}, {"q": "x", "limit": 0}, {"q": "x", "limit": 101},
