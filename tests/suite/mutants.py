@@ -361,6 +361,21 @@ def search_at_least_exact(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def query_one_byte_refused(db_path: str) -> Any:
+    """A search query of one byte (after trimming) is refused as too short."""
+    from refkit.text import trim
+
+    checked = _reads.search_request
+
+    def two_at_least(q: str, limit: Any) -> Any:
+        if len(trim(q).encode("utf-8")) == 1:
+            raise LedgerError.invalid_command("search query must contain 2..=4096 bytes")
+        return checked(q, limit)
+
+    _reads.search_request = two_at_least
+    return _ledger_for(db_path)
+
+
 def search_ties_by_id_descending(db_path: str) -> Any:
     """Search hits of equal score come by fact_id descending instead of ascending."""
     rank = _reads.rank
@@ -708,6 +723,7 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
     "search_at_least_exact": (search_at_least_exact, ("AM-SEARCH-1:at-least-served",)),
     "search_ties_by_id_descending": (search_ties_by_id_descending, ("AM-SEARCH-1:order",)),
+    "query_one_byte_refused": (query_one_byte_refused, ("AM-EDGE-3:query-one-byte",)),
     "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
     "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
     "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),

@@ -72,7 +72,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     **{name: ("GET /v1/projects/{project}/handoffs",) for name in
        ("mailbox_max_refused", "mailbox_default_ten", "mailbox_last_page_cursor", "mailbox_i64_max_refused")},
     **{name: ("changes",) for name in ("feed_max_refused", "feed_default_fifty", "feed_last_page_has_more")},
-    **{name: ("search",) for name in ("search_max_refused", "search_default_ten", "query_4096_refused")},
+    **{name: ("search",) for name in ("search_max_refused", "search_default_ten", "query_4096_refused",
+                                      "query_one_byte_refused")},
     "replay_recommits": ("POST", "GET"),
     "auth_after_lookup": ("heartbeat", "return"),
     **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in

@@ -185,6 +185,22 @@ def test_the_query_byte_limit_is_exact(world: World, q: str, accepted: bool) -> 
         expect_error(exchange, 400, "invalid_command")
 
 
+@isolation.PROJECT
+@reads("AM-EDGE-3", "query-one-byte")
+def test_a_one_byte_query_is_accepted(world: World) -> None:
+    """Isolation: project: search."""
+    # Upstream: 1..=4096 bytes after trimming (wire §1.6); blank is refused (AM-SEARCH-2).
+    world.require("search")
+    project = world.project()
+    writer = project.writer
+    session_id = writer.setup_session()
+    fact_id = setup_ok(writer.create_fact(session_id, content=f"{_word(world)} x marks the spot"), "create fact")
+    for q in ("x", " x "):
+        body = expect_status(writer.search(q, mode="lexical"), 200)
+        found = [hit.get("fact_id") for hit in body.get("results", [])]
+        assert found == [fact_id["resource"]["id"]], f"the one-byte query {q!r} found {found}"
+
+
 # -- revisions ------------------------------------------------------------------------------------
 LARGE_REVISION = 300  # past 256: CPython shares the objects of small ints, so an identity test passes below it
 

@@ -54,8 +54,9 @@ class Generator:
         # The schema's bends draw from a Random of their own (seeded from this one's state, drawing
         # nothing from it), so the rest of a seed's stream is the same with them as without.
         self.schema_rng = random.Random(repr(rng.getstate()[1][:8]))
-        # The same for what leaves a correct server's answer as it was: a raw command's resource as
-        # an object or as its fields in an array, a search's at_least_seq at or below the head.
+        # The same for what leaves a correct server's status and error code as they were (the
+        # coverage steers the rest): a raw command's resource as an object or as its fields in an
+        # array, a search's at_least_seq at or below the head, a one-byte search query.
         self.shape_rng = random.Random(repr(rng.getstate()[1][8:16]))
         self._n = 0
         self._next_handoff: str | None = None
@@ -533,6 +534,8 @@ class Generator:
         text = self.rng.choice(self.model.texts or list(TEXTS))
         words = [w for w in text.split() if w.isalpha()] or ["plan"]
         parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['zzz']))}"]
+        if self.shape_rng.random() < 0.05:  # a query of one byte, the shortest there is
+            parts = ["q=a"]
         if self.rng.random() < 0.4:
             parts.append(f"mode={self.rng.choice(MODES)}")
         if self.rng.random() < 0.3:
