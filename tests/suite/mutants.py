@@ -376,6 +376,32 @@ def query_one_byte_refused(db_path: str) -> Any:
     return _ledger_for(db_path)
 
 
+def epoch_ordered(db_path: str) -> Any:
+    """A feed cursor's epoch is refused only when it sorts after the current one (> for !=)."""
+    page = _reads.feed_page
+
+    def ordered(member: Any, cursor_epoch: str, after_seq: int, limit: int, read: Any, *, materialized: bool) -> Any:
+        epoch = read.epoch if cursor_epoch < read.epoch else cursor_epoch
+        return page(member, epoch, after_seq, limit, read, materialized=materialized)
+
+    _reads.feed_page = ordered
+    return _ledger_for(db_path)
+
+
+def search_source_ordered(db_path: str) -> Any:
+    """Search's source_id filter drops only the facts whose source sorts after it (> for !=)."""
+    rank = _reads.rank
+
+    def ordered(index: Any, *, source_id: Any, limit: int, **rest: Any) -> Any:
+        hits = rank(index, source_id=None, limit=10**6, **rest)
+        if source_id is not None:
+            hits = [hit for hit in hits if hit.fact.source_id is not None and not hit.fact.source_id > source_id]
+        return hits[:limit]
+
+    _reads.rank = ordered
+    return _ledger_for(db_path)
+
+
 def search_ties_by_id_descending(db_path: str) -> Any:
     """Search hits of equal score come by fact_id descending instead of ascending."""
     rank = _reads.rank
@@ -724,6 +750,8 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
     "search_at_least_exact": (search_at_least_exact, ("AM-SEARCH-1:at-least-served",)),
     "search_ties_by_id_descending": (search_ties_by_id_descending, ("AM-SEARCH-1:order",)),
     "query_one_byte_refused": (query_one_byte_refused, ("AM-EDGE-3:query-one-byte",)),
+    "epoch_ordered": (epoch_ordered, ("AM-FEED-1:epoch",)),
+    "search_source_ordered": (search_source_ordered, ("AM-SEARCH-1:source",)),
     "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
     "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
     "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),

@@ -59,6 +59,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "search_source_prefix": ("search",),
     "search_at_least_exact": ("search",),
     "search_ties_by_id_descending": ("search",),
+    "search_source_ordered": ("search",),
+    "epoch_ordered": ("changes",),
     "inbox_lists_others": ("GET /v1/projects/{project}/handoffs",),
     "context_route_sender_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
     "context_route_receiver_end_unchecked": ("POST /v1/projects/{project}/handoffs",),

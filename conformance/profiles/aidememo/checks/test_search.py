@@ -58,6 +58,25 @@ def test_search_at_least_seq_at_or_below_the_head_is_served(world: World) -> Non
 
 
 @isolation.PROJECT
+@reads("AM-SEARCH-1", "source")
+def test_search_source_filter_refuses_sources_on_either_side(world: World) -> None:
+    """Isolation: project: search results (for a word only its own facts hold)."""
+    # "alpha" sorts before "alpha.beta" and "alpha.gamma" after it: an ordered comparison in
+    # place of equality keeps one of them; a fact without a source is no match either.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    facts = {}
+    for source in ("alpha", "alpha.beta", "alpha.gamma", None):
+        fact_id = writer.new_id("fact")
+        setup_ok(writer.create_fact(writer.setup_session(source), fact_id, content=f"{word} {source}"), f"fact {source}")
+        facts[source] = fact_id
+    body = expect_status(writer.search(word, source_id="alpha.beta", mode="lexical"), 200)
+    found = [hit.get("fact_id") for hit in body.get("results", [])]
+    assert found == [facts["alpha.beta"]], f"source_id=alpha.beta found {found}, expected only {facts['alpha.beta']}"
+
+
+@isolation.PROJECT
 @reads("AM-SEARCH-1", "order")
 def test_search_ranks_by_score_then_fact_id(world: World) -> None:
     """Isolation: project: search results (for a word only its own facts hold)."""
