@@ -3,7 +3,8 @@
 
 Every mutant of ``aidememo_ref/_state.py``, ``_ledger.py``, ``_commands.py``, ``_reads.py`` and
 ``_visibility.py`` must fail the suite run against the embedded reference (the checks in
-``conformance/profiles/aidememo/checks``, stopping at the first failure), or be listed in
+``conformance/profiles/aidememo/checks``, stopping at the first failure; a check reading WARN,
+a SHOULD broken, counts too, as the unmutated reference reads PASS throughout), or be listed in
 ``docs/mutation-equivalents.toml`` with the reason no request can tell it from the original. A
 survivor that is neither is a rule no check reads: write the check (and a kill-matrix variant).
 
@@ -24,7 +25,8 @@ default a temporary directory) and never touches the checkout.
 
 A mutant inside an annotation is equivalent by construction (every rule module starts with
 ``from __future__ import annotations``, so no annotation is evaluated) and is counted as such
-without a listing; every other equivalent is listed, keyed by module, function, operator and
+without a listing, and without a suite run (a third of ``_reads``' mutants are the ``|`` of an
+``int | None``); every other equivalent is listed, keyed by module, function, operator and
 occurrence, with its reason.
 
 A mutant that stops the suite at collection, before any check ran, is counted as ``broken``
@@ -56,6 +58,7 @@ ROOT = Path(__file__).resolve().parent.parent
 MODULES = ("_state", "_ledger", "_commands", "_reads", "_visibility")
 EQUIVALENTS = ROOT / "docs" / "mutation-equivalents.toml"
 CHECKS = Path("conformance") / "profiles" / "aidememo" / "checks"
+ANNOTATION_SKIP = "inside an annotation, which the module never evaluates: not run"
 _IGNORE = shutil.ignore_patterns(".git", "__pycache__", "*.pyc", "*.sqlite*", "aidememo-report*", "mutants",
                                  ".mypy_cache", ".hypothesis", "*.egg-info")
 
@@ -111,14 +114,33 @@ def _cosmic_ray(*args: str, env: dict[str, str], cwd: Path) -> subprocess.Comple
 
 def _config(work: Path, tree: Path, module: str, timeout: float, seed: int) -> Path:
     checks = tree / CHECKS
-    command = shlex.join([sys.executable, "-m", "pytest", "-p", "conformance.plugin", "-p", "no:cacheprovider",
-                          "-p", "no:unraisableexception", "-q", "--tb=no", "-x", "--rootdir", str(checks), str(checks),
-                          f"--aidememo-report-dir={work / 'report'}", f"--aidememo-seed={seed}"])
+    report = work / "report"
+    command = shlex.join([sys.executable, str(Path(__file__).resolve()), "--judge", str(report), "-p",
+                          "conformance.plugin", "-p", "no:cacheprovider", "-p", "no:unraisableexception", "-q",
+                          "--tb=no", "-x", "--rootdir", str(checks), str(checks), f"--aidememo-report-dir={report}",
+                          f"--aidememo-seed={seed}"])
     config = work / f"{module}.toml"
     config.write_text(f'[cosmic-ray]\nmodule-path = {json.dumps(str(tree / "aidememo_ref" / f"{module}.py"))}\n'
                       f"timeout = {timeout}\nexcluded-modules = []\ntest-command = {json.dumps(command)}\n\n"
                       '[cosmic-ray.distributor]\nname = "local"\n', "utf-8")
     return config
+
+
+def _skip_annotations(session: Path, source: Path) -> int:
+    """Record the session's pending mutants inside an annotation of ``source`` as skipped (no
+    suite run can tell them from the original); how many."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import WorkerOutcome, WorkResult
+
+    spans = annotation_spans(source.read_text("utf-8"))
+    skipped = 0
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            at = tuple(item.mutations[0].start_pos)
+            if any(start <= at < end for start, end in spans):
+                db.set_result(item.job_id, WorkResult(worker_outcome=WorkerOutcome.SKIPPED, output=ANNOTATION_SKIP))
+                skipped += 1
+    return skipped
 
 
 def _mutants(session: Path, env: dict[str, str], cwd: Path, tree: Path) -> list[Mutant]:
@@ -186,17 +208,24 @@ def _recheck(session: Path, config: Path, env: dict[str, str], tree: Path) -> No
         os.environ.update(saved)
 
 
-def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int,
-                recheck: bool = False, resume: bool = True) -> list[Mutant]:
-    config, session = _config(work, tree, module, timeout, seed), work / f"{module}.sqlite"
-    # cosmic-ray restores the module after each mutant; a run stopped mid-mutant leaves it mutated,
-    # so the module as the session began is kept and put back before anything runs.
+def _restore(work: Path, tree: Path, module: str) -> Path:
+    """The module's file in the tree, as the session began.
+
+    cosmic-ray restores the module after each mutant; a run stopped mid-mutant leaves it mutated,
+    so the module as the session began is kept and put back before anything runs (the baseline too)."""
     source, pristine = tree / "aidememo_ref" / f"{module}.py", work / "pristine" / f"{module}.py"
     if pristine.exists():
         shutil.copyfile(pristine, source)
     else:
         pristine.parent.mkdir(exist_ok=True)
         shutil.copyfile(source, pristine)
+    return source
+
+
+def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeout: float, seed: int,
+                recheck: bool = False, resume: bool = True) -> list[Mutant]:
+    config, session = _config(work, tree, module, timeout, seed), work / f"{module}.sqlite"
+    source = _restore(work, tree, module)
     if recheck and session.exists():
         _recheck(session, config, env, tree)
     if not session.exists():
@@ -204,6 +233,7 @@ def _run_module(module: str, work: Path, tree: Path, env: dict[str, str], timeou
         if done.returncode != 0:
             raise SystemExit(f"mutation: cosmic-ray init failed for {module}: {done.stderr.strip()[-300:]}")
     if resume:
+        _skip_annotations(session, source)
         print(f"{module}: running the pending mutants (the session {session} resumes if interrupted)", flush=True)
         done = _cosmic_ray("exec", str(config), str(session), env=env, cwd=tree)
         if done.returncode != 0:
@@ -229,7 +259,7 @@ def report(mutants: list[Mutant], equivalents: dict[tuple[str, str, str, int], s
     by_module: dict[str, Counter[str]] = {}
     for mutant in mutants:
         outcome = mutant.outcome
-        if outcome == "survived" and in_annotation(mutant, spans[mutant.module]):
+        if outcome in ("survived", "skipped") and in_annotation(mutant, spans[mutant.module]):
             outcome = "annotation"
         elif outcome == "survived" and mutant.key in equivalents:
             outcome = "equivalent"
@@ -249,7 +279,27 @@ def report(mutants: list[Mutant], equivalents: dict[tuple[str, str, str, int], s
     return "\n".join(lines), len(unexplained)
 
 
+def judge(report: Path, pytest_args: list[str]) -> int:
+    """The test command cosmic-ray runs for each mutant: the suite, then its verdicts.
+
+    Non-zero when the suite fails, or when a check reads WARN: the unmutated reference reads
+    PASS on every check it is scored on (the baseline shows it), so a WARN is the suite seeing the
+    mutant, as a SHOULD it breaks (a mailbox ``before_seq`` past 2^63-1 answered 200, AM-MBOX-4)."""
+    done = subprocess.run([sys.executable, "-m", "pytest", *pytest_args], check=False)
+    if done.returncode != 0:
+        return done.returncode
+    records = json.loads((report / "results.json").read_text("utf-8"))["records"]
+    warned = [record["nodeid"] for record in records if record["verdict"] == "WARN"]
+    if warned:
+        print(f"{len(warned)} checks read WARN, first {warned[0]}")
+        return 1
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
+    args_list = sys.argv[1:] if argv is None else argv
+    if args_list[:1] == ["--judge"] and len(args_list) > 1:  # cosmic-ray's test command (``_config``)
+        return judge(Path(args_list[1]), args_list[2:])
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--module", action="append", choices=MODULES, help="a rule module (repeatable; default all)")
     parser.add_argument("--workdir", type=Path, help="keep the tree copy and sessions here (a rerun resumes)")
@@ -259,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="run no pending mutant: report a kept session as far as it got")
     parser.add_argument("--recheck", action="store_true",
                         help="first run a kept session's unexplained survivors again against the current checks")
-    args = parser.parse_args(argv)
+    args = parser.parse_args(args_list)
     if importlib.util.find_spec("cosmic_ray") is None:
         print("mutation: cosmic-ray is not installed: pip install -e '.[mutation]'", file=sys.stderr)
         return 2
@@ -271,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     # The copy, not the installed checkout, is what the suite and its embedded reference import.
     env = {**os.environ, "PYTHONPATH": str(tree), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     try:
+        for module in MODULES:
+            _restore(work, tree, module)
         _baseline(tree, work, env, args.timeout, args.seed)
         mutants = [m for module in args.module or MODULES
                    for m in _run_module(module, work, tree, env, args.timeout, args.seed, args.recheck, args.resume)]

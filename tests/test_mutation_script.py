@@ -70,3 +70,47 @@ def test_every_listed_equivalent_names_a_rule_module_and_a_reason(mutation):
     for entry in entries:
         assert entry["module"] in modules and entry["reason"].strip(), entry
     assert len(mutation.load_equivalents()) == len(entries)
+
+
+def test_mutants_inside_annotations_are_not_run_and_count_as_annotations(mutation, tmp_path):
+    pytest.importorskip("cosmic_ray")
+    import subprocess
+
+    from cosmic_ray.work_db import WorkDB, use_db
+
+    source = tmp_path / "m.py"
+    source.write_text(SOURCE)
+    config = tmp_path / "m.toml"
+    config.write_text(f'[cosmic-ray]\nmodule-path = "{source}"\ntimeout = 10\nexcluded-modules = []\n'
+                      'test-command = "false"\n\n[cosmic-ray.distributor]\nname = "local"\n')
+    session = tmp_path / "m.sqlite"
+    subprocess.run([sys.executable, "-m", "cosmic_ray.cli", "init", str(config), str(session)], check=True,
+                   capture_output=True)
+    skipped = mutation._skip_annotations(session, source)
+    spans = mutation.annotation_spans(SOURCE)
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        done = {item.job_id: result for item, result in db.completed_work_items}
+        every = list(db.work_items)
+    inside = [item for item in every if any(a <= tuple(item.mutations[0].start_pos) < b for a, b in spans)]
+    assert skipped == len(inside) > 0 and len(every) > len(inside)
+    assert set(done) == {item.job_id for item in inside}, "only the annotations' mutants are recorded, none run"
+    assert {result.worker_outcome.value for result in done.values()} == {"skipped"}
+    mutants = [mutation.Mutant(module="m.py", function="f", operator="o", occurrence=0, line=3, outcome="skipped",
+                               diff="", column=9)]
+    text, unexplained = mutation.report(mutants, {}, {"m.py": spans})
+    assert unexplained == 0 and "annotation 1" in text, text
+
+
+@pytest.mark.parametrize(("verdicts", "body", "code"), [
+    (["PASS", "SKIP"], "def test_ok(): pass", 0),
+    (["PASS", "WARN"], "def test_ok(): pass", 1),  # a SHOULD broken: the reference reads PASS throughout
+    (["PASS"], "def test_bad(): assert False", 1),
+], ids=["pass", "warn", "fail"])
+def test_the_judge_kills_a_mutant_on_a_failure_or_a_warning(mutation, tmp_path, verdicts, body, code):
+    import json
+
+    (tmp_path / "test_x.py").write_text(body + "\n")
+    (tmp_path / "results.json").write_text(json.dumps(
+        {"records": [{"nodeid": f"c{i}", "verdict": v} for i, v in enumerate(verdicts)]}))
+    args = ["-q", "-p", "no:cacheprovider", "--rootdir", str(tmp_path), str(tmp_path / "test_x.py")]
+    assert (mutation.judge(tmp_path, args) != 0) == bool(code)

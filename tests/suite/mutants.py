@@ -345,6 +345,73 @@ feed_default_fifty = _limits(DEFAULT_CHANGE_LIMIT=50)
 search_max_refused = _limits(MAX_SEARCH_LIMIT=99)
 search_default_ten = _limits(DEFAULT_SEARCH_LIMIT=10)
 query_4096_refused = _limits(MAX_SEARCH_QUERY_BYTES=4_095)
+mailbox_i64_max_refused = _limits(_I64_MAX=(1 << 63) - 2)
+
+
+def search_at_least_exact(db_path: str) -> Any:
+    """A search's at_least_seq is refused unless it is exactly the head (below it too)."""
+    rank = _reads.rank
+
+    def exact(index: Any, *, at_least_seq: Any, **rest: Any) -> Any:
+        if at_least_seq is not None and at_least_seq != index.head:
+            raise _reads.out_of_range(at_least_seq, index.head)
+        return rank(index, at_least_seq=at_least_seq, **rest)
+
+    _reads.rank = exact
+    return _ledger_for(db_path)
+
+
+def query_one_byte_refused(db_path: str) -> Any:
+    """A search query of one byte (after trimming) is refused as too short."""
+    from refkit.text import trim
+
+    checked = _reads.search_request
+
+    def two_at_least(q: str, limit: Any) -> Any:
+        if len(trim(q).encode("utf-8")) == 1:
+            raise LedgerError.invalid_command("search query must contain 2..=4096 bytes")
+        return checked(q, limit)
+
+    _reads.search_request = two_at_least
+    return _ledger_for(db_path)
+
+
+def epoch_ordered(db_path: str) -> Any:
+    """A feed cursor's epoch is refused only when it sorts after the current one (> for !=)."""
+    page = _reads.feed_page
+
+    def ordered(member: Any, cursor_epoch: str, after_seq: int, limit: int, read: Any, *, materialized: bool) -> Any:
+        epoch = read.epoch if cursor_epoch < read.epoch else cursor_epoch
+        return page(member, epoch, after_seq, limit, read, materialized=materialized)
+
+    _reads.feed_page = ordered
+    return _ledger_for(db_path)
+
+
+def search_source_ordered(db_path: str) -> Any:
+    """Search's source_id filter drops only the facts whose source sorts after it (> for !=)."""
+    rank = _reads.rank
+
+    def ordered(index: Any, *, source_id: Any, limit: int, **rest: Any) -> Any:
+        hits = rank(index, source_id=None, limit=10**6, **rest)
+        if source_id is not None:
+            hits = [hit for hit in hits if hit.fact.source_id is not None and not hit.fact.source_id > source_id]
+        return hits[:limit]
+
+    _reads.rank = ordered
+    return _ledger_for(db_path)
+
+
+def search_ties_by_id_descending(db_path: str) -> Any:
+    """Search hits of equal score come by fact_id descending instead of ascending."""
+    rank = _reads.rank
+
+    def ranked(index: Any, **options: Any) -> Any:
+        hits = sorted(rank(index, **options), key=lambda hit: hit.fact.fact_id, reverse=True)
+        return sorted(hits, key=lambda hit: -hit.score)  # stable: ties keep the descending ids
+
+    _reads.rank = ranked
+    return _ledger_for(db_path)
 
 
 def mailbox_last_page_cursor(db_path: str) -> Any:
@@ -364,6 +431,50 @@ def feed_last_page_has_more(db_path: str) -> Any:
 
     _reads.feed_page = more
     return _ledger_for(db_path)
+
+# -- request decoding: what mutating _commands showed no check read ---------------------------------
+def struct_arrays_refused(db_path: str) -> Any:
+    """Request structs are taken as JSON objects only: one sent as an array of its fields is refused."""
+    from aidememo_ref import _decode
+
+    struct = _decode._struct
+
+    def objects_only(name: str, value: Any, structs: Any, *, strict: bool) -> Any:
+        if isinstance(value, list):
+            raise _decode._Fail(f"invalid type: a sequence, expected struct {name}")
+        return struct(name, value, structs, strict=strict)
+
+    _decode._struct = objects_only
+    return _ledger_for(db_path)
+
+
+def non_object_body_crashes(db_path: str) -> Any:
+    """The raw route iterates a body's keys before it knows the body is an object: null, a number
+    or a boolean answers 500."""
+    decode = _service.raw_command
+
+    def iterating(body: Any) -> Any:
+        if type(body) is not dict:
+            _commands._REQUEST_FIELDS.issuperset(body)
+        return decode(body)
+
+    _service.raw_command = iterating
+    return _ledger_for(db_path)
+
+
+def raw_refusal_crashes(db_path: str) -> Any:
+    """A raw command the one-pass decoder is not sure of answers 500: the general decoder, which
+    words the refusal (or accepts a struct sent as an array), is never reached."""
+    decode = _service.raw_command
+
+    def fast_only(body: Any) -> Any:
+        if type(body) is dict and _commands._REQUEST_FIELDS.issuperset(body) and _hot.plain_raw(body) is None:
+            raise TypeError("no RawCommand from None")
+        return decode(body)
+
+    _service.raw_command = fast_only
+    return _ledger_for(db_path)
+
 
 # -- command ids on the typed routes: one broken route each ----------------------------------------
 def _reuse_replays(op: Op) -> Factory:
@@ -634,8 +745,16 @@ MUTANTS: dict[str, tuple[Factory, tuple[str, ...]]] = {
         ("mailbox_last_page_cursor", "AM-EDGE-1:last-page"), ("feed_max_refused", "AM-EDGE-2:limit"),
         ("feed_default_fifty", "AM-EDGE-2:default"), ("feed_last_page_has_more", "AM-EDGE-2:last-page"),
         ("search_max_refused", "AM-EDGE-3:limit"), ("search_default_ten", "AM-EDGE-3:default"),
-        ("query_4096_refused", "AM-EDGE-3:query-bytes"))},
+        ("query_4096_refused", "AM-EDGE-3:query-bytes"), ("mailbox_i64_max_refused", "AM-EDGE-1:before-seq"))},
     "replay_recommits": (replay_recommits, ("AM-CMD-2:nothing",)),
+    "search_at_least_exact": (search_at_least_exact, ("AM-SEARCH-1:at-least-served",)),
+    "search_ties_by_id_descending": (search_ties_by_id_descending, ("AM-SEARCH-1:order",)),
+    "query_one_byte_refused": (query_one_byte_refused, ("AM-EDGE-3:query-one-byte",)),
+    "epoch_ordered": (epoch_ordered, ("AM-FEED-1:epoch",)),
+    "search_source_ordered": (search_source_ordered, ("AM-SEARCH-1:source",)),
+    "struct_arrays_refused": (struct_arrays_refused, ("AM-JSON-4:array",)),
+    "non_object_body_crashes": (non_object_body_crashes, ("AM-JSON-4:not-a-struct",)),
+    "raw_refusal_crashes": (raw_refusal_crashes, ("AM-JSON-3:body-id",)),
     "auth_after_lookup": (auth_after_lookup, ("AM-AUTH-1",)),
     **{f"reuse_replays_{route.replace('-', '_')}": (globals()[f"reuse_replays_{route.replace('-', '_')}"],
                                                     ("AM-CMD-3:typed",)) for route in TYPED_OPS},

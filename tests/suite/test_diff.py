@@ -57,6 +57,10 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "context_source_dropped": ("handoff-contexts", "GET"),
     "context_length_unchecked": ("handoff-contexts",),
     "search_source_prefix": ("search",),
+    "search_at_least_exact": ("search",),
+    "search_ties_by_id_descending": ("search",),
+    "search_source_ordered": ("search",),
+    "epoch_ordered": ("changes",),
     "inbox_lists_others": ("GET /v1/projects/{project}/handoffs",),
     "context_route_sender_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
     "context_route_receiver_end_unchecked": ("POST /v1/projects/{project}/handoffs",),
@@ -68,9 +72,10 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "ids_ordered_below": ("accept", "heartbeat", "return"),
     "ids_ordered_above": ("accept", "heartbeat", "return"),
     **{name: ("GET /v1/projects/{project}/handoffs",) for name in
-       ("mailbox_max_refused", "mailbox_default_ten", "mailbox_last_page_cursor")},
+       ("mailbox_max_refused", "mailbox_default_ten", "mailbox_last_page_cursor", "mailbox_i64_max_refused")},
     **{name: ("changes",) for name in ("feed_max_refused", "feed_default_fifty", "feed_last_page_has_more")},
-    **{name: ("search",) for name in ("search_max_refused", "search_default_ten", "query_4096_refused")},
+    **{name: ("search",) for name in ("search_max_refused", "search_default_ten", "query_4096_refused",
+                                      "query_one_byte_refused")},
     "replay_recommits": ("POST", "GET"),
     "auth_after_lookup": ("heartbeat", "return"),
     **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in
@@ -83,6 +88,8 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
     "gateway_misroutes": ("mcp",),
     "context_route_receiver_only": ("POST /v1/projects/{project}/handoffs",),
     "inbox_lists_completed": ("GET /v1/projects/{project}/handoffs", "mcp"),  # the gateway's handoff_list too
+    **{name: ("POST /v1/commands",) for name in
+       ("struct_arrays_refused", "non_object_body_crashes", "raw_refusal_crashes")},
 }
 NOT_SEQUENTIAL = {"double_accept", "receipt_numbers", "late_stamp", "stale_cache",  # races
                   "binding_actor_and_rest_open", "binding_source_leak",  # bound tokens

@@ -25,6 +25,7 @@ from conformance.profiles.aidememo.world import World
 MAILBOX_DEFAULT, MAILBOX_MAX = 20, 100
 FEED_DEFAULT, FEED_MAX = 100, 10_000
 SEARCH_DEFAULT, SEARCH_MAX, QUERY_BYTES = 20, 100, 4096
+I64_MAX = (1 << 63) - 1
 
 
 def _handoffs(project: Project, count: int) -> list[str]:
@@ -79,6 +80,20 @@ def test_a_mailbox_page_ending_at_the_last_entry_has_no_next_page(world: World) 
         f"a page of exactly the 3 entries must end paging: next_before_seq {exact['next_before_seq']!r}")
     short = _inbox(project.receiver, limit=2)
     assert short["next_before_seq"] is not None, "a page of 2 of 3 entries must offer the next page"
+
+
+@isolation.ACTORS
+@pytest.mark.fresh_project  # exact mailbox contents: fixed identities keep earlier runs' handoffs
+@reads("AM-EDGE-1", "before-seq")
+def test_a_mailbox_before_seq_of_the_largest_i64_is_accepted(world: World) -> None:
+    """Isolation: actors: its own actors' mailboxes."""
+    # Upstream's store converts before_seq to i64 (ERRATA 4): 2^63-1 is the largest cursor it takes.
+    project = world.project(writers=("sender", "receiver"))
+    sent = _handoffs(project, 2)
+    page = _inbox(project.receiver, before_seq=I64_MAX)
+    ids = [e["record"]["handoff_id"] for e in page["assignments"]]
+    assert ids == sent[::-1] and page["next_before_seq"] is None, (
+        f"before_seq {I64_MAX} listed {ids} (next {page['next_before_seq']!r}), expected {sent[::-1]}")
 
 
 # -- change feeds ---------------------------------------------------------------------------------
@@ -168,6 +183,22 @@ def test_the_query_byte_limit_is_exact(world: World, q: str, accepted: bool) -> 
         assert isinstance(body, dict) and body.get("results") == [], f"a {len(q.strip().encode())}-byte query: {body!r}"
     else:
         expect_error(exchange, 400, "invalid_command")
+
+
+@isolation.PROJECT
+@reads("AM-EDGE-3", "query-one-byte")
+def test_a_one_byte_query_is_accepted(world: World) -> None:
+    """Isolation: project: search."""
+    # Upstream: 1..=4096 bytes after trimming (wire §1.6); blank is refused (AM-SEARCH-2).
+    world.require("search")
+    project = world.project()
+    writer = project.writer
+    session_id = writer.setup_session()
+    fact_id = setup_ok(writer.create_fact(session_id, content=f"{_word(world)} x marks the spot"), "create fact")
+    for q in ("x", " x "):
+        body = expect_status(writer.search(q, mode="lexical"), 200)
+        found = [hit.get("fact_id") for hit in body.get("results", [])]
+        assert found == [fact_id["resource"]["id"]], f"the one-byte query {q!r} found {found}"
 
 
 # -- revisions ------------------------------------------------------------------------------------

@@ -33,6 +33,19 @@ def test_cursor_with_another_epoch_is_refused(world: World) -> None:
 
 
 @isolation.PROJECT
+@reads("AM-FEED-1", "epoch")
+def test_an_epoch_on_either_side_of_the_current_one_is_refused(world: World) -> None:
+    """Isolation: project: the change feeds."""
+    # Epochs are compared for equality: one that sorts before the current epoch (a prefix of it)
+    # and one that sorts after it (the epoch extended) are both another epoch.
+    project, _ = _notes(world, 1)
+    epoch = project.writer.setup_epoch()
+    for wrong in (epoch[:-1], epoch + "z"):
+        for materialized in (False, True):
+            expect_error(project.writer.changes(wrong, 0, materialized=materialized), 409, "cursor_epoch_mismatch")
+
+
+@isolation.PROJECT
 @pytest.mark.fresh_project  # exact heads or feed contents: a shared project would race
 @reads("AM-FEED-1", "range")
 def test_cursor_beyond_the_head_is_refused(world: World) -> None:

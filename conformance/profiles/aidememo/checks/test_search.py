@@ -38,6 +38,68 @@ def test_lexical_search_finds_facts_at_the_head(world: World) -> None:
     expect_error(project.reader.search(word, at_least_seq=last["project_seq"] + 1), 409, "cursor_out_of_range")
 
 
+@isolation.PROJECT
+@pytest.mark.fresh_project  # exact heads: a shared project would race
+@reads("AM-SEARCH-1", "at-least-served")
+def test_search_at_least_seq_at_or_below_the_head_is_served(world: World) -> None:
+    """Isolation: project: search results and the index head."""
+    # Upstream refuses only a cursor past the snapshot's head (wire §5.5): at or below it, no wait.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    session = writer.setup_session()
+    first = setup_ok(writer.create_fact(session, content=f"{word} first"), "fact 1")["project_seq"]
+    head = setup_ok(writer.create_fact(session, content=f"{word} second"), "fact 2")["project_seq"]
+    plain = expect_status(writer.search(word, mode="lexical"), 200)
+    for at_least in sorted({head, head - 1, first, 1}, reverse=True):
+        body = expect_status(writer.search(word, mode="lexical", at_least_seq=at_least), 200)
+        assert body.get("index_seq") == head and body.get("results") == plain["results"], (
+            f"at_least_seq={at_least} (head {head}) answered {body!r}, not the search without it {plain!r}")
+
+
+@isolation.PROJECT
+@reads("AM-SEARCH-1", "source")
+def test_search_source_filter_refuses_sources_on_either_side(world: World) -> None:
+    """Isolation: project: search results (for a word only its own facts hold)."""
+    # "alpha" sorts before "alpha.beta" and "alpha.gamma" after it: an ordered comparison in
+    # place of equality keeps one of them; a fact without a source is no match either.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    facts = {}
+    for source in ("alpha", "alpha.beta", "alpha.gamma", None):
+        fact_id = writer.new_id("fact")
+        setup_ok(writer.create_fact(writer.setup_session(source), fact_id, content=f"{word} {source}"), f"fact {source}")
+        facts[source] = fact_id
+    body = expect_status(writer.search(word, source_id="alpha.beta", mode="lexical"), 200)
+    found = [hit.get("fact_id") for hit in body.get("results", [])]
+    assert found == [facts["alpha.beta"]], f"source_id=alpha.beta found {found}, expected only {facts['alpha.beta']}"
+
+
+@isolation.PROJECT
+@reads("AM-SEARCH-1", "order")
+def test_search_ranks_by_score_then_fact_id(world: World) -> None:
+    """Isolation: project: search results (for a word only its own facts hold)."""
+    # W §5.5: BM25, sort by score descending, then fact_id ascending. A short fact that repeats the
+    # word outranks the rest, a long one ranks last; two equal facts tie and go by fact_id, the one
+    # written second first.
+    project = world.project()
+    writer = project.writer
+    word = f"zq{world.rng.getrandbits(40):x}"
+    session = writer.setup_session()
+    tie = world.new_id("tie")
+    facts = [(f"{tie}-b", f"{word} tie"), (f"{tie}-a", f"{word} tie"), (world.new_id("top"), f"{word} {word} {word}"),
+             (world.new_id("low"), f"{word} and a good many other words after it")]
+    for fact_id, content in facts:
+        setup_ok(writer.create_fact(session, fact_id, content=content), f"fact {fact_id}")
+    results = expect_status(writer.search(word, mode="lexical"), 200)["results"]
+    found = [hit.get("fact_id") for hit in results]
+    expected = [facts[2][0], facts[1][0], facts[0][0], facts[3][0]]
+    assert found == expected, f"search for {word} ranked {found}, expected {expected} (score down, then fact_id up)"
+    scores = [hit.get("score") for hit in results]
+    assert scores[0] > scores[1] == scores[2] > scores[3], f"scores {scores}: the equal facts must tie, between the others"
+
+
 @isolation.READS
 @pytest.mark.requirement("AM-SEARCH-2")
 @pytest.mark.parametrize("params", [{"q": "   "}, {"q": "x", "limit": 0}, {"q": "x", "limit": 101},

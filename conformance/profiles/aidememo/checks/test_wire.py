@@ -229,3 +229,69 @@ def test_a_present_empty_query_value_is_not_an_absence(world: World, route: str,
     exchange = writer.request("GET", path, raw_query=f"{query}&{empty}")
     assert exchange.status != 200, f"GET {route}?{query}&{empty} answered 200: an empty value was taken as absent"
     expect_error(exchange, 400, "invalid_command")
+
+
+@isolation.SHARED
+@reads("AM-JSON-4", "array")
+def test_a_struct_sent_as_an_array_of_its_fields_is_decoded_as_the_object(world: World) -> None:
+    """Isolation: shared: reads back only what it created under ids it minted."""
+    # serde's derived structs also take a sequence of exactly their fields, in declaration order.
+    project = world.project()
+    writer = project.writer
+    whole, parts, session_id, command_id = (world.new_id("note"), world.new_id("note"), world.new_id("s"),
+                                            world.new_id("cmd"))
+    # The command in CommandRequest's field order, its resource as [kind, id] too.
+    array = [command_id, project.project_id, None, "resource.put", {"v": 1}, ["custom.note", whole], "upsert"]
+    sent = writer.request("POST", "/v1/commands", json_body=array)
+    assert sent.status == 200, f"a command as an array of its fields answered {sent.status}: {sent.body[:200]!r}"
+    # An object whose resource is an array and whose optional expected_revision is left out.
+    partly = {"command_id": world.new_id("cmd"), "project_id": project.project_id, "operation": "resource.put",
+              "payload": {"v": 2}, "resource": ["custom.note", parts], "change": "upsert"}
+    exchange = writer.request("POST", "/v1/commands", json_body=partly)
+    assert exchange.status == 200, (f"a command whose resource is [kind, id] answered {exchange.status}: "
+                                    f"{exchange.body[:200]!r}")
+    for note, value in ((whole, 1), (parts, 2)):
+        body = expect_status(writer.resource("custom.note", note), 200)
+        assert body.get("state") == {"state": "present", "body": {"v": value}}, f"{note} reads back as {body!r}"
+    # Both forms decode to one command: the object form under the same command id replays the receipt.
+    again = writer.put(whole, {"v": 1}, command_id=command_id)
+    assert again.status == 200 and again.body == sent.body, (
+        f"the same command as an object answered {again.status} {again.body[:200]!r}, not the array's receipt "
+        f"{sent.body[:200]!r}")
+    # A typed route's payload struct as an array.
+    created = writer.request("POST", f"{writer.base}/sessions",
+                             json_body={"command_id": world.new_id("cmd"), "payload": [session_id, "src", "array topic"]})
+    assert created.status == 200, f"a session payload as an array answered {created.status}: {created.body[:200]!r}"
+    stored = expect_status(writer.resource("session", session_id), 200).get("state", {}).get("body")
+    assert stored == {"session_id": session_id, "source_id": "src", "topic": "array topic",
+                      "created_by": writer.actor_id}, f"the session created from an array reads back as {stored!r}"
+
+
+@isolation.SHARED
+@reads("AM-JSON-4", "not-a-struct")
+@pytest.mark.parametrize("route", ["commands", "sessions"])
+def test_a_body_that_is_no_struct_is_invalid_command_before_authentication(world: World, route: str) -> None:
+    """Isolation: shared: sends no token."""
+    project = world.project()
+    path = {"commands": "/v1/commands", "sessions": f"{project.writer.base}/sessions"}[route]
+    for body in ("null", "5", "true", '"command_id"', "[]", '["command_id"]'):
+        exchange = world.wire.request(world.transcript, "POST", path, content=body.encode(),
+                                      headers={"Content-Type": "application/json"})
+        assert exchange.status == 400, f"POST {route} with the body {body} answered {exchange.status}, expected 400"
+        expect_error(exchange, 400, "invalid_command")
+
+
+@isolation.SHARED
+@reads("AM-JSON-3", "body-id")
+@pytest.mark.parametrize("field", ["command_id", "project_id", "resource-id"])
+def test_bad_identifier_in_a_raw_command_is_invalid_command(world: World, field: str) -> None:
+    """Isolation: shared: its write is refused; nothing read back."""
+    project = world.project()
+    note, bad = world.new_id("note"), "has space"
+    if field == "command_id":
+        exchange = project.writer.put(note, {"v": 1}, command_id=bad)
+    elif field == "project_id":
+        exchange = project.writer.put(note, {"v": 1}, extra={"project_id": bad})
+    else:
+        exchange = project.writer.put(bad, {"v": 1})
+    expect_error(exchange, 400, "invalid_command")

@@ -54,6 +54,10 @@ class Generator:
         # The schema's bends draw from a Random of their own (seeded from this one's state, drawing
         # nothing from it), so the rest of a seed's stream is the same with them as without.
         self.schema_rng = random.Random(repr(rng.getstate()[1][:8]))
+        # The same for what leaves a correct server's status and error code as they were (the
+        # coverage steers the rest): a raw command's resource as an object or as its fields in an
+        # array, a search's at_least_seq at or below the head, a one-byte search query.
+        self.shape_rng = random.Random(repr(rng.getstate()[1][8:16]))
         self._n = 0
         self._next_handoff: str | None = None
         self._plan: deque[Callable[[], Step | None]] = deque()
@@ -420,9 +424,12 @@ class Generator:
             expected = None if self.rng.random() < 0.9 else self.rng.choice([0, 1, 7])
         else:
             expected = current if self.rng.random() < 0.8 else self.rng.choice([None, current + 1, current - 1 or 7])
+        resource: Any = {"kind": kind, "id": rid}
+        if self.shape_rng.random() < 0.05:  # [kind, id]: a struct as its fields in order is valid too (ERRATA 2)
+            resource = [kind, rid]
         body = {"command_id": self._command_id(), "project_id": "$project", "expected_revision": expected,
                 "operation": operation, "payload": None if delete else {"text": self._text()},
-                "resource": {"kind": kind, "id": rid}, "change": change}
+                "resource": resource, "change": change}
         step = Step(self._writer("sender"), "POST", "POST /v1/commands", "/v1/commands", body=body, note="raw command")
         self.model.writes.append(step)
 
@@ -527,12 +534,16 @@ class Generator:
         text = self.rng.choice(self.model.texts or list(TEXTS))
         words = [w for w in text.split() if w.isalpha()] or ["plan"]
         parts = [f"q={urllib.parse.quote(self.rng.choice(words + ['zzz']))}"]
+        if self.shape_rng.random() < 0.05:  # a query of one byte, the shortest there is
+            parts = ["q=a"]
         if self.rng.random() < 0.4:
             parts.append(f"mode={self.rng.choice(MODES)}")
         if self.rng.random() < 0.3:
             parts.append(f"source_id={self.rng.choice(['src', 'sr', 'src-b'])}")
         if self.rng.random() < 0.3:
             parts.append(f"limit={self.rng.choice(['1', '3', ''])}")
+        if self.model.max_seq and self.shape_rng.random() < 0.2:  # at or below the head: the same answer
+            parts.append(f"at_least_seq={self.shape_rng.choice([self.model.max_seq, max(1, self.model.max_seq - 1), 1])}")
         return self._read(self._reader(), f"GET {P}/search", "/v1/projects/$project/search", "&".join(parts))
 
     def search_read(self, actor: str) -> Step:
