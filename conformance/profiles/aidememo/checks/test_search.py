@@ -98,6 +98,13 @@ def test_search_ranks_by_score_then_fact_id(world: World) -> None:
     assert found == expected, f"search for {word} ranked {found}, expected {expected} (score down, then fact_id up)"
     scores = [hit.get("score") for hit in results]
     assert scores[0] > scores[1] == scores[2] > scores[3], f"scores {scores}: the equal facts must tie, between the others"
+    # A tie across two query words: each fact holds one of them (written in the words' order, the
+    # second fact_id first), and they score alike; fact_id still decides.
+    first, second, pair = f"zq{world.rng.getrandbits(40):x}", f"zq{world.rng.getrandbits(40):x}", world.new_id("pair")
+    for fact_id, content in ((f"{pair}-b", f"{first} pad"), (f"{pair}-a", f"{second} pad")):
+        setup_ok(writer.create_fact(session, fact_id, content=content), f"fact {fact_id}")
+    found = [hit.get("fact_id") for hit in expect_status(writer.search(f"{first} {second}", mode="lexical"), 200)["results"]]
+    assert found == [f"{pair}-a", f"{pair}-b"], f"search for two words, one in each fact, ranked {found}"
 
 
 @isolation.READS
