@@ -28,6 +28,7 @@ from simulations.linearizability.checker import DEFAULT_MAX_CONFIGS, Model, Verd
 from simulations.errors import SimulationError
 
 if TYPE_CHECKING:
+    from simulations.faults.run import FaultRun
     from simulations.targets import HttpTarget
 
 __all__ = ["main"]
@@ -242,6 +243,9 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="time for checking the history against the model (default 20)")
     clients.add_argument("--out", type=Path, default=Path("sim-failures"),
                          help="where a hunt writes the history of each distinct finding")
+    clients.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
+                         help="inject these faults from the seed's schedule, a round per batch (needs --config; "
+                              "kill, pause: its [serve] command); as for run")
     _hunt_arguments(clients, default=None)
 
     xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
@@ -460,7 +464,6 @@ def _run(args: argparse.Namespace) -> int:
 def _fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None) -> int:
     import time
 
-    from simulations.faults.report import write_reports
     from simulations.faults.run import run_fault_campaign
 
     started = time.monotonic()
@@ -481,6 +484,13 @@ def _fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None) -
                              actors=args.actors, budget_s=args.budget, max_batches=args.batches,
                              history_file=history_file, started=started, progress=print)
     print(f"{run.result.batches} batches in {run.result.elapsed_s:.1f} s")
+    return _fault_ending(run, out, command)
+
+
+def _fault_ending(run: FaultRun, out: Path, command: str) -> int:
+    """A fault campaign's recovery times, findings, reports and summary line; its exit code."""
+    from simulations.faults.report import write_reports
+
     recovery = run.recovery()
     if recovery is not None:
         print(recovery)
@@ -507,7 +517,7 @@ def _fault_options(args: argparse.Namespace) -> None:
     """
     from simulations.faults.schedule import SERVED_KINDS
 
-    if args.command != "run" or not getattr(args, "faults", None):
+    if args.command not in ("run", "clients") or not getattr(args, "faults", None):
         return
     served = [kind for kind in args.faults if kind in SERVED_KINDS]
     if served and (args.config is None or not _has_serve(args.config)):
@@ -628,6 +638,8 @@ def _clients(args: argparse.Namespace) -> int:
     seed = _seed_of(args)
     client_class = load_factory(args.client, "client class") if args.client else AideMemoClient
     http_target = _target_from_args(args)
+    if args.faults:
+        return _clients_faults(args, seed, http_target, client_class)
     if args.workers > 1 or args.scheduler is not None:
         return _clients_hunt(args, seed, http_target)
     target: Target = http_target if http_target is not None else EmbeddedTarget(CLIENT_ACTORS, seed=seed)
@@ -649,6 +661,26 @@ def _clients(args: argparse.Namespace) -> int:
     if run.finding is not None:
         print(run.finding.explanation)
     return EXIT_OK if run.clean else EXIT_VIOLATION
+
+
+def _clients_faults(args: argparse.Namespace, seed: int, target: HttpTarget | None, client_class: Any) -> int:
+    import time
+
+    from simulations.faults.clients import run_client_faults
+
+    started = time.monotonic()
+    if target is None:
+        raise SimulationError("--faults needs a server: a target file (--config; kill and pause need its [serve] "
+                              "command) or --url")
+    print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.clients} clients of {target.actors[1]}, "
+          f"loss {args.loss:g}, faults {','.join(args.faults)}, against {args.url or args.config}")
+    command = f"{_clients_command(args, seed)} --faults {','.join(args.faults)}"
+    print(f"replay this run with: {command}")
+    run = run_client_faults(target=target, server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
+                            rounds=args.rounds, workers=args.clients, loss=args.loss, client_class=client_class,
+                            budget_s=args.budget, started=started)
+    print(f"{run.result.batches} rounds in {run.result.elapsed_s:.1f} s")
+    return _fault_ending(run, Path(args.out) / f"clients-faults-seed-{seed}", command)
 
 
 def _clients_options(args: argparse.Namespace) -> None:

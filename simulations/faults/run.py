@@ -15,8 +15,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from simulations.campaign import RunResult, run_campaign
+from simulations.campaign import run_campaign
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
@@ -35,11 +36,21 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+class Rounds(Protocol):
+    """What the reports read of the campaign under the faults: its batches (rounds) and time."""
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def elapsed_s(self) -> float: ...
+
+
 @dataclass(frozen=True, slots=True)
 class FaultRun:
     """What a fault campaign did and found."""
 
-    result: RunResult
+    result: Rounds
     nemesis: Nemesis
     answered: int
     failed: int
