@@ -198,9 +198,47 @@ def _add_replay(sub: Any) -> None:
                              "its run used, but never imports it: name it here)")
 
 
+def _add_xmemo(sub: Any) -> None:
+    from simulations.plan import SEGMENT_BATCHES
+
+    xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
+    xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
+    xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
+    xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
+    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
+                      help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
+                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
+                           "arguments shows in ps)")
+    xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+    xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
+                      help="time to spend running batches (default 10)")
+    xrun.add_argument("--batches", type=_positive_int, metavar="N",
+                      help="stop after N batches (before the census) even if budget is left")
+    xrun.add_argument("--ledger", metavar="FILE.py:NAME",
+                      help="embedded only: an XMemo reference factory to use instead of the reference "
+                           "(how the kit's planted races are run)")
+    xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
+                      help="where a failure's replay file, timeline and pytest file go")
+    xrun.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
+                      help=f"embedded only: move to a fresh reference, closed by its census and checked on its "
+                           f"own, every N batches, so memory stays flat (default {SEGMENT_BATCHES}; 0: never)")
+    xrun.add_argument("--config", type=Path, metavar="TARGET.toml",
+                      help="an XMemo target file (profile = \"xmemo\"): its url or [serve] command, and the "
+                           "[provision] command that bootstraps a fresh owner's keys")
+    xrun.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
+                      help="inject these faults from the seed's schedule (a server: --config or --url; kill, pause: "
+                           "the target file's [serve] command); as for run")
+    _hunt_arguments(xrun)
+    xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
+    xreplay.add_argument("file", type=Path)
+    xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
+                         help="the XMemo reference factory to replay against (a replay file records the one its "
+                              "run used, but never imports it: name it here)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from simulations.linearizability.porcupine import FORMATS
-    from simulations.plan import SEGMENT_BATCHES
 
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -248,35 +286,7 @@ def _build_parser() -> argparse.ArgumentParser:
                               "kill, pause: its [serve] command); as for run")
     _hunt_arguments(clients, default=None)
 
-    xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
-    xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
-    xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
-    xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
-    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
-                      help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
-                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
-                           "arguments shows in ps)")
-    xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
-    xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
-                      help="time to spend running batches (default 10)")
-    xrun.add_argument("--batches", type=_positive_int, metavar="N",
-                      help="stop after N batches (before the census) even if budget is left")
-    xrun.add_argument("--ledger", metavar="FILE.py:NAME",
-                      help="embedded only: an XMemo reference factory to use instead of the reference "
-                           "(how the kit's planted races are run)")
-    xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
-                      help="where a failure's replay file, timeline and pytest file go")
-    xrun.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
-                      help=f"embedded only: move to a fresh reference, closed by its census and checked on its "
-                           f"own, every N batches, so memory stays flat (default {SEGMENT_BATCHES}; 0: never)")
-    _hunt_arguments(xrun)
-    xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
-    xreplay.add_argument("file", type=Path)
-    xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
-    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
-                         help="the XMemo reference factory to replay against (a replay file records the one its "
-                              "run used, but never imports it: name it here)")
-
+    _add_xmemo(sub)
     return parser
 
 
@@ -416,6 +426,8 @@ def _run(args: argparse.Namespace) -> int:
     from simulations.targets import load_factory
 
     seed = _seed_of(args)
+    if _server_per_shard(args):
+        return _hunt(args, seed, None)  # each shard starts, provisions and faults a server of its own
     target = _target_from_args(args)
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
@@ -472,7 +484,7 @@ def _fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None) -
                               "command) or --url")
     if args.workers > 1 or args.scheduler is not None:
         print("--faults runs in one shard: the shards of a hunt would share the one served server, and a kill "
-              "would hit them all")
+              "would hit them all (a [serve] command naming {port} and {dir} gives each shard its own)")
     print(f"aidememo-sim run: seed {seed}, {args.actors} actors, budget {args.budget:g} s, faults "
           f"{','.join(args.faults)}, against {args.url or args.config}")
     command = _rerun_command(args, seed)
@@ -517,12 +529,25 @@ def _fault_options(args: argparse.Namespace) -> None:
     """
     from simulations.faults.schedule import SERVED_KINDS
 
-    if args.command not in ("run", "clients") or not getattr(args, "faults", None):
+    if args.command not in ("run", "clients", "xmemo") or not getattr(args, "faults", None):
         return
+    if args.command == "xmemo":
+        from simulations.faults.xmemo import refuse_faults
+
+        refuse_faults(args.faults)
     served = [kind for kind in args.faults if kind in SERVED_KINDS]
     if served and (args.config is None or not _has_serve(args.config)):
         raise SimulationError(f"--faults {served[0]} needs the target file's [serve] command (the kit must start "
                               f"the server to {served[0]} it); give --config with a [serve] table")
+
+
+def _server_per_shard(args: argparse.Namespace) -> bool:
+    """A fault hunt whose target file's [serve] command can run once per shard ({port}, {dir})."""
+    from simulations.targets import serves_apart
+
+    if args.command != "run" or not args.faults or args.config is None:
+        return False
+    return (args.workers > 1 or args.scheduler is not None) and serves_apart(args.config)
 
 
 def _has_serve(path: Path) -> bool:
@@ -546,15 +571,22 @@ def _hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
     if args.scheduler:
         command += f" --scheduler {args.scheduler}"
     print(f"replay this hunt with: {command}")
-    print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
+    alone = _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1)
+    if args.faults:
+        print(f"faults {','.join(args.faults)}: each shard starts a server of its own from {args.config}'s [serve] "
+              f"command; its reports and history in {Path(args.out).resolve()}/faults-seed-SHARD_SEED/")
+    else:
+        print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
-                       max_batches=args.batches, factory=_factory_spec(args.ledger), out=str(Path(args.out).resolve()))
+                       max_batches=args.batches, factory=_factory_spec(args.ledger), out=str(Path(args.out).resolve()),
+                       faults=tuple(args.faults or ()), alone=alone if args.faults else "",
+                       config=str(args.config.resolve()) if args.faults else None)
              for index in range(args.workers)]
     if first is not None:
         specs = _shard_projects(args, specs, first)
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))
-    return _hunt_ending(hunt, command, _rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
+    return _hunt_ending(hunt, command, alone)
 
 
 def _shard_projects(args: argparse.Namespace, specs: list[Any], first: HttpTarget) -> list[Any]:
@@ -672,6 +704,8 @@ def _clients_faults(args: argparse.Namespace, seed: int, target: HttpTarget | No
     if target is None:
         raise SimulationError("--faults needs a server: a target file (--config; kill and pause need its [serve] "
                               "command) or --url")
+    if args.workers > 1 or args.scheduler is not None:
+        print("--faults runs in one shard: a server per shard is run's alone for now (run --faults --workers)")
     print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.clients} clients of {target.actors[1]}, "
           f"loss {args.loss:g}, faults {','.join(args.faults)}, against {args.url or args.config}")
     command = f"{_clients_command(args, seed)} --faults {','.join(args.faults)}"
@@ -802,7 +836,14 @@ def _xmemo_run(args: argparse.Namespace) -> int:
 
     seed = _seed_of(args)
     target = None
-    if args.url is not None:
+    if args.config is not None:
+        from simulations.faults.xmemo import xmemo_target
+
+        if args.url or args.key or args.ledger:
+            raise SimulationError("--config names the server and how to get its keys; drop --url, --key and --ledger")
+        url, keys, timeout_s = xmemo_target(args.config)
+        target = XMemoHttpTarget(url, keys, timeout_s=timeout_s)
+    elif args.url is not None:
         if args.ledger:
             raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
         target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
@@ -820,11 +861,14 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         words += ["--ledger", args.ledger]
     if args.segment != SEGMENT_BATCHES:
         words += ["--segment", str(args.segment)]
+    words += ["--config", str(args.config)] if args.config is not None else []
+    if args.faults:
+        return _xmemo_faults(args, seed, target, [*words, "--faults", ",".join(args.faults)])
     if args.workers > 1 or args.scheduler is not None:
         if target is not None:
             raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
         return _xmemo_hunt(args, seed, words)
-    where = "the embedded XMemo reference" if target is None else args.url
+    where = "the embedded XMemo reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {' '.join(words)}")
     run = run_campaign(seed=seed, budget_s=args.budget, max_batches=args.batches, factory=factory, target=target,
@@ -851,6 +895,28 @@ def _xmemo_run(args: argparse.Namespace) -> int:
 
     paths = export_failure(run, Path(args.out), factory=_factory_spec(args.ledger))
     return _exported(paths, named_words(_factory_spec(args.ledger), None))
+
+
+def _xmemo_faults(args: argparse.Namespace, seed: int, target: Any, words: list[str]) -> int:
+    import time
+
+    from simulations.faults.xmemo import run_xmemo_faults
+
+    started = time.monotonic()
+    if target is None:
+        raise SimulationError("--faults needs an XMemo server: a target file (--config; kill and pause need its "
+                              "[serve] command) or --url with --key")
+    if args.workers > 1 or args.scheduler is not None:
+        print("--faults runs in one shard: the XMemo hunt's shards run on the embedded reference")
+    command = " ".join(words)
+    print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, faults {','.join(args.faults)}, against "
+          f"{args.config or args.url}")
+    print(f"replay this run with: {command}")
+    run = run_xmemo_faults(url=target.url, keys=target.keys, timeout_s=target.timeout_s,
+                           server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
+                           budget_s=args.budget, max_batches=args.batches, started=started)
+    print(f"{run.result.batches} batches and the census in {run.result.elapsed_s:.1f} s")
+    return _fault_ending(run, Path(args.out) / f"xmemo-faults-seed-{seed}", command)
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
@@ -887,7 +953,7 @@ def _served(command: Any, args: argparse.Namespace) -> int:
     starts for them (its log in ``--out``, or beside the replay file)."""
     _fault_options(args)
     config = _served_config(args)
-    if config is None:
+    if config is None or _server_per_shard(args):
         return int(command(args))
     from simulations.targets import served_config
 
@@ -899,7 +965,7 @@ def _served(command: Any, args: argparse.Namespace) -> int:
 def _served_config(args: argparse.Namespace) -> Path | None:
     """The target file a command reaches its target through: only one the command line (or its
     environment variable) names, never one a replay file records (docs/trust.md)."""
-    if args.command in ("run", "clients"):
+    if args.command in ("run", "clients") or (args.command == "xmemo" and args.xmemo_command == "run"):
         return args.config  # type: ignore[no-any-return]
     if args.command != "replay" or args.url or _is_xmemo_replay(args.file):
         return None

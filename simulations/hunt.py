@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from refkit.files import open_fresh
 from simulations.clients import ClientRun
+from simulations.faults.shard import FaultFound
 from simulations.errors import SimulationError
 from simulations.findings import Distinct, Key, finding_key, violated
 from simulations.linearizability.history import Header, dump_history
@@ -288,6 +289,8 @@ def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> di
         from simulations.xmemo.races import export_failure as export_xmemo
 
         return export_xmemo(found, out, factory=spec.factory)
+    if isinstance(found, FaultFound):  # written by the shard, beside its server's log
+        return {"fault report": Path(found.report), "history": Path(found.history)}
     if isinstance(found, ClientRun):
         path = out / f"clients-seed-{found.seed}.jsonl"
         try:

@@ -28,6 +28,7 @@ from typing import Any
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
+from simulations.faults.shard import FaultFound
 from simulations.plan import SEGMENT_BATCHES
 from simulations.shrink import URL_RATE_RUNS, reproduction, shrink, shrink_over_http
 from simulations.targets import HttpTarget, load_factory
@@ -36,7 +37,7 @@ from simulations.xmemo.races import XMemoRun
 __all__ = ["PUBLISH_S", "Found", "ShardOutcome", "ShardSpec", "history_path", "run_shard", "shard_seed"]
 
 PUBLISH_S = 1.0  # how often a running shard publishes its counts: often enough for a live line
-Found = RunResult | XMemoRun | ClientRun  # what a shard found, shrunk where its kind shrinks
+Found = RunResult | XMemoRun | ClientRun | FaultFound  # what a shard found, shrunk where its kind shrinks
 
 
 def shard_seed(root: int, index: int) -> int:
@@ -74,6 +75,10 @@ class ShardSpec:
     loss: float = 0.3
     topic: str | None = None  # the Dask event topic the coordinator reads progress from
     segment: int = SEGMENT_BATCHES  # batches per segment of an XMemo campaign (0: one segment)
+    # A fault campaign against a server of ``config`` the shard starts for itself, and the
+    # command that runs one shard alone (``{seed}`` where its seed goes), for its reports.
+    faults: tuple[str, ...] = ()
+    alone: str = ""
 
     @property
     def seed(self) -> int:
@@ -115,7 +120,9 @@ def run_shard(spec: ShardSpec) -> ShardOutcome:
     _stop_worker_profiler()
     publish = _publisher(spec)
     publish(0.0, 0, None)
-    if spec.protocol == "xmemo":
+    if spec.faults:
+        outcome = _fault_shard(spec)
+    elif spec.protocol == "xmemo":
         outcome = _xmemo_shard(spec, publish)
     elif spec.protocol == "clients":
         outcome = _clients_shard(spec, publish)
@@ -147,6 +154,20 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
                         operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict.value,
                         found=found, reproduction=rate, history=None if history is None else str(history),
                         host=socket.gethostname())
+
+
+def _fault_shard(spec: ShardSpec) -> ShardOutcome:
+    """A fault campaign against a server of the target file this shard starts for itself; its
+    reports in its own folder of the hunt's output (not shrunk: its seed and faults are the case)."""
+    from simulations.faults.shard import run_fault_shard
+
+    assert spec.config is not None and spec.out is not None  # the command line gives both with faults
+    found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
+                            budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
+                            command=spec.alone.replace("{seed}", str(spec.seed), 1))
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=found.batches, operations=found.operations,
+                        elapsed_s=found.elapsed_s, verdict=found.verdict, found=found if found.findings else None,
+                        history=found.history, host=socket.gethostname())
 
 
 def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
@@ -196,6 +217,8 @@ def _violated_word(found: Found | None) -> str | None:
         return found.finding.requirement if found.finding is not None else "xmemo"
     if isinstance(found, ClientRun):
         return "client" if found.finding is None else found.finding.kind
+    if isinstance(found, FaultFound):
+        return found.findings[0].rule if found.findings else "faults"
     return found.finding.kind if found.finding is not None else "finding"
 
 

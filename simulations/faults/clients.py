@@ -14,14 +14,13 @@ receiver accepts and returns again with the round's evidence, and each must answ
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 
 from aidememo_client.client import AideMemoClient, AideMemoClientError
 from simulations.campaign import fresh_run_id
 from simulations.clients import ClientClass, ClientRun, TargetTransport, run_client_campaign
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
-from simulations.faults.run import REQUIREMENTS, FaultRun
+from simulations.faults.run import REQUIREMENTS, Batches, FaultRun
 from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.linearizability.history import Operation
@@ -30,12 +29,6 @@ from simulations.targets import HttpTarget
 __all__ = ["run_client_faults"]
 
 LATER_RUN = ("AML-REM-4", "AM-CMD-2")
-
-
-@dataclass(frozen=True, slots=True)
-class _Rounds:
-    batches: int
-    elapsed_s: float
 
 
 def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, rounds: int,
@@ -63,7 +56,7 @@ def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple
     findings += [FaultFinding("a later run recovers", LATER_RUN, problem) for problem in later[:1]]
     answered, failed, indeterminate = _outcomes(run)
     verdict = Verdict.ILLEGAL if findings else Verdict.OK
-    return FaultRun(_Rounds(run.rounds, run.elapsed_s), nemesis, answered, failed, indeterminate, verdict,
+    return FaultRun(Batches(run.rounds, run.elapsed_s), nemesis, answered, failed, indeterminate, verdict,
                     tuple(findings), started)
 
 

@@ -25,7 +25,7 @@ from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.targets import HttpTarget
 
-__all__ = ["FaultRun", "REQUIREMENTS", "count_outcomes", "run_fault_campaign"]
+__all__ = ["Batches", "FaultRun", "REQUIREMENTS", "count_outcomes", "run_fault_campaign"]
 
 # The requirements a finding of the campaign's own checks breaks, by its kind (campaign.Finding).
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
@@ -44,6 +44,15 @@ class Rounds(Protocol):
 
     @property
     def elapsed_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Batches:
+    """``Rounds`` of a campaign whose own result counts otherwise (the clients' rounds, XMemo's
+    batches without its census)."""
+
+    batches: int
+    elapsed_s: float
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import httpx
 
@@ -114,16 +114,23 @@ class XMemoHttpTarget:
 
     scheduler: SeededScheduler | None = None  # the network interleaves
 
-    def __init__(self, url: str, keys: Mapping[str, str], *, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, keys: Mapping[str, str], *, timeout_s: float = 10.0,
+                 transport: Callable[[str], httpx.BaseTransport] | None = None) -> None:
         missing = [agent for agent in AGENTS if agent not in keys]
         if missing:
             raise SimulationError(f"an XMemo URL target needs a key for each of {', '.join(AGENTS)}")
         self.url, self.keys, self._timeout = url.rstrip("/"), dict(keys), timeout_s
+        self._transport = transport  # per agent (a fault campaign's, which sees every request)
         self._clients: dict[str, httpx.Client] = {}
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout
 
     def client(self, agent: str) -> httpx.Client:
         if agent not in self._clients:
-            self._clients[agent] = httpx.Client(base_url=self.url, timeout=self._timeout,
+            transport = None if self._transport is None else self._transport(agent)
+            self._clients[agent] = httpx.Client(base_url=self.url, timeout=self._timeout, transport=transport,
                                                 headers={"x-api-key": self.keys[agent], "x-memory-os-agent-id": agent})
         return self._clients[agent]
 
@@ -308,11 +315,20 @@ class XMemoRun:
         return self.earlier[1] + len(self.history)
 
 
+class BatchHooks(Protocol):
+    """What hears of each batch before and after it (a fault campaign's nemesis); ``after``
+    returning True ends the batches (the census still runs)."""
+
+    def before(self, batch: int) -> None: ...
+
+    def after(self, batch: int) -> bool: ...
+
+
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,
                  factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None,
                  progress: Callable[[str], None] | None = None,
                  on_batch: Callable[[float, int], None] | None = None,
-                 segment_batches: int = SEGMENT_BATCHES) -> XMemoRun:
+                 segment_batches: int = SEGMENT_BATCHES, hooks: BatchHooks | None = None) -> XMemoRun:
     """Plan and run batches until ``max_batches`` or the budget, then the census; check the history.
 
     On the embedded reference the campaign runs in segments of ``segment_batches`` batches (0:
@@ -322,7 +338,8 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
     campaign with its segment, which replays and shrinks alone. Over a URL: one segment.
     ``progress`` gets a line about every two seconds (batches and operations so far);
     ``on_batch(seconds since start, operations so far)`` hears about every batch (a hunt's shard
-    publishes its counts with it).
+    publishes its counts with it); ``hooks`` hear of every batch but the census (a fault campaign
+    over a URL).
     """
     started = time.monotonic()
     per_segment = None if target is not None or segment_batches <= 0 else segment_batches
@@ -331,7 +348,8 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
     while True:
         left = None if max_batches is None else max_batches - (earlier[0] - segment)  # censuses aside
         limit = per_segment if left is None else left if per_segment is None else min(left, per_segment)
-        run = _segment(segment_seed(seed, segment), started, budget_s, limit, factory, target, reporter, earlier)
+        run = _segment(segment_seed(seed, segment), started, budget_s, limit, factory, target, reporter, earlier,
+                       hooks)
         run = replace(run, segment=segment, earlier=earlier)
         over = time.monotonic() - started >= budget_s * 0.8 or (left is not None and limit == left)
         if run.findings or per_segment is None or over:
@@ -357,7 +375,8 @@ class _Reporter:
 
 
 def _segment(seed: int, started: float, budget_s: float, max_batches: int | None, factory: XMemoFactory,
-             target: XMemoHttpTarget | None, reporter: _Reporter, earlier: tuple[int, int]) -> XMemoRun:
+             target: XMemoHttpTarget | None, reporter: _Reporter, earlier: tuple[int, int],
+             hooks: BatchHooks | None = None) -> XMemoRun:
     """One segment: batches on a fresh reference (or the URL) under ``seed``, its census, its check."""
     run_id = "r" if target is None else f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
     tgt: Target = XMemoEmbeddedTarget(seed=seed, factory=factory) if target is None else target
@@ -369,10 +388,14 @@ def _segment(seed: int, started: float, budget_s: float, max_batches: int | None
     try:
         while (max_batches is None or len(batches) < max_batches) and time.monotonic() - started < budget_s * 0.8:
             batch = planner.next_batch()
+            if hooks is not None:
+                hooks.before(len(batches))
             decisions.append(tuple(execute_batch(tgt, batch, recorder, _batch_seed(seed, len(batches)))))
             batches.append(batch)
             sent += len(batch.ops)
             reporter.batch(earlier[0] + len(batches), sent)
+            if hooks is not None and hooks.after(len(batches) - 1):
+                break
         census = planner.census()
         decisions.append(tuple(execute_batch(tgt, census, recorder, _batch_seed(seed, len(batches)))))
         batches.append(census)
