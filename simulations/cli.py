@@ -914,7 +914,7 @@ def _xmemo_faults(args: argparse.Namespace, seed: int, target: Any, words: list[
     print(f"replay this run with: {command}")
     run = run_xmemo_faults(url=target.url, keys=target.keys, timeout_s=target.timeout_s,
                            server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
-                           budget_s=args.budget, max_batches=args.batches, started=started)
+                           budget_s=args.budget, max_batches=args.batches, started=started, progress=print)
     print(f"{run.result.batches} batches and the census in {run.result.elapsed_s:.1f} s")
     return _fault_ending(run, Path(args.out) / f"xmemo-faults-seed-{seed}", command)
 

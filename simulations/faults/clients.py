@@ -13,11 +13,13 @@ receiver accepts and returns again with the round's evidence, and each must answ
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 
 from aidememo_client.client import AideMemoClient, AideMemoClientError
 from simulations.campaign import fresh_run_id
 from simulations.clients import ClientClass, ClientRun, TargetTransport, run_client_campaign
+from simulations.errors import SimulationError
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
 from simulations.faults.run import REQUIREMENTS, Batches, FaultRun
@@ -29,6 +31,21 @@ from simulations.targets import HttpTarget
 __all__ = ["run_client_faults"]
 
 LATER_RUN = ("AML-REM-4", "AM-CMD-2")
+_CLOCK_TRIES = 5
+
+
+class _ClientsTarget(FaultTarget):
+    """The fault target of the clients' races: their workers read the test clock before each
+    write, from their own threads, so a kill can meet a clock read too; it is read again once the
+    fault is over (``quiet``), as the campaign reads it only between batches."""
+
+    def now_ms(self) -> int | None:
+        for _ in range(_CLOCK_TRIES - 1):
+            try:
+                return super().now_ms()
+            except SimulationError:
+                time.sleep(0.05)
+        return super().now_ms()
 
 
 def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, rounds: int,
@@ -36,7 +53,7 @@ def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple
                       started: float) -> FaultRun:
     """The clients campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``."""
     proxy = FaultProxy(target.url).start()
-    faulty = FaultTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
+    faulty = _ClientsTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
     nemesis = Nemesis(schedule=FaultSchedule(seed, kinds), target=faulty, proxy=proxy, server=server)
     faulty.quiet = nemesis.wait  # the workers read the clock from their own threads
     run_id = fresh_run_id(seed)

@@ -20,7 +20,7 @@ import random
 import secrets
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -219,7 +219,7 @@ def _key(capture: _Capture) -> str:
 
 def run_xmemo_faults(*, url: str, keys: Mapping[str, str], timeout_s: float, server: Server | None,
                      kinds: tuple[str, ...], seed: int, budget_s: float, max_batches: int | None,
-                     started: float) -> FaultRun:
+                     started: float, progress: Callable[[str], None] | None = None) -> FaultRun:
     """The XMemo campaign on ``url`` behind a fault proxy, ``kinds`` injected from ``seed``."""
     proxy = FaultProxy(url).start()
     calls = _Calls(proxy.url, keys, started=started)
@@ -228,7 +228,8 @@ def run_xmemo_faults(*, url: str, keys: Mapping[str, str], timeout_s: float, ser
     nemesis = Nemesis(schedule=FaultSchedule(seed, kinds), target=calls, proxy=proxy, server=server)
     audits = _Audits(nemesis, calls, direct)
     try:
-        run = run_campaign(seed=seed, budget_s=budget_s, max_batches=max_batches, target=target, hooks=audits)
+        run = run_campaign(seed=seed, budget_s=budget_s, max_batches=max_batches, target=target, hooks=audits,
+                           progress=progress)
         audits.resend(calls.captures[-FINAL_RESEND_LIMIT:], "at the end")
     finally:
         direct.close()
