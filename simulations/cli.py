@@ -545,9 +545,9 @@ def _server_per_shard(args: argparse.Namespace) -> bool:
     """A fault hunt whose target file's [serve] command can run once per shard ({port}, {dir})."""
     from simulations.targets import serves_apart
 
-    if args.command != "run" or not args.faults or args.config is None:
+    if args.command not in ("run", "clients") or not args.faults or args.config is None:
         return False
-    return (args.workers > 1 or args.scheduler is not None) and serves_apart(args.config)
+    return ((args.workers or 1) > 1 or args.scheduler is not None) and serves_apart(args.config)
 
 
 def _has_serve(path: Path) -> bool:
@@ -669,6 +669,8 @@ def _clients(args: argparse.Namespace) -> int:
     _clients_options(args)
     seed = _seed_of(args)
     client_class = load_factory(args.client, "client class") if args.client else AideMemoClient
+    if _server_per_shard(args):
+        return _clients_hunt(args, seed, None)  # each shard starts, provisions and faults a server of its own
     http_target = _target_from_args(args)
     if args.faults:
         return _clients_faults(args, seed, http_target, client_class)
@@ -705,10 +707,11 @@ def _clients_faults(args: argparse.Namespace, seed: int, target: HttpTarget | No
         raise SimulationError("--faults needs a server: a target file (--config; kill and pause need its [serve] "
                               "command) or --url")
     if args.workers > 1 or args.scheduler is not None:
-        print("--faults runs in one shard: a server per shard is run's alone for now (run --faults --workers)")
+        print("--faults runs in one shard: the shards would share the one served server, and a kill would hit them "
+              "all (a [serve] command naming {port} and {dir} gives each shard its own)")
     print(f"aidememo-sim clients: seed {seed}, {args.rounds} handoffs x {args.clients} clients of {target.actors[1]}, "
           f"loss {args.loss:g}, faults {','.join(args.faults)}, against {args.url or args.config}")
-    command = f"{_clients_command(args, seed)} --faults {','.join(args.faults)}"
+    command = _clients_command(args, seed)
     print(f"replay this run with: {command}")
     run = run_client_faults(target=target, server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
                             rounds=args.rounds, workers=args.clients, loss=args.loss, client_class=client_class,
@@ -736,7 +739,8 @@ def _clients_options(args: argparse.Namespace) -> None:
 def _clients_command(args: argparse.Namespace, seed: int | str) -> str:
     return " ".join(["aidememo-sim", "clients", "--seed", str(seed), "--rounds", str(args.rounds), "--clients",
                      str(args.clients), "--loss", f"{args.loss:g}", "--budget", f"{args.budget:g}",
-                     *(["--client", str(_factory_spec(args.client))] if args.client else []), *_target_words(args)])
+                     *(["--client", str(_factory_spec(args.client))] if args.client else []), *_target_words(args),
+                     *(["--faults", ",".join(args.faults)] if args.faults else [])])
 
 
 def _clients_hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
@@ -752,9 +756,15 @@ def _clients_hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None)
     command = " ".join([_clients_command(args, seed), "--workers", str(args.workers),
                         *(["--scheduler", args.scheduler] if args.scheduler else [])])
     print(f"replay this hunt with: {command}")
+    if args.faults:
+        print(f"faults {','.join(args.faults)}: each shard starts a server of its own from {args.config}'s [serve] "
+              f"command; its reports in {Path(args.out).resolve()}/clients-faults-seed-SHARD_SEED/")
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(CLIENT_ACTORS), budget_s=args.budget, max_batches=None,
                        factory=_factory_spec(args.client), protocol="clients", rounds=args.rounds,
-                       clients=args.clients, loss=args.loss)
+                       clients=args.clients, loss=args.loss, faults=tuple(args.faults or ()),
+                       out=str(Path(args.out).resolve()) if args.faults else None,
+                       config=str(args.config.resolve()) if args.faults else None,
+                       alone=_clients_command(args, "{seed}") if args.faults else "")
              for index in range(args.workers)]
     if first is not None:
         specs = _shard_projects(args, specs, first)

@@ -290,7 +290,7 @@ def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> di
 
         return export_xmemo(found, out, factory=spec.factory)
     if isinstance(found, FaultFound):  # written by the shard, beside its server's log
-        return {"fault report": Path(found.report), "history": Path(found.history)}
+        return {"fault report": Path(found.report), **({"history": Path(found.history)} if found.history else {})}
     if isinstance(found, ClientRun):
         path = out / f"clients-seed-{found.seed}.jsonl"
         try:

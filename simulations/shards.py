@@ -159,12 +159,20 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
 def _fault_shard(spec: ShardSpec) -> ShardOutcome:
     """A fault campaign against a server of the target file this shard starts for itself; its
     reports in its own folder of the hunt's output (not shrunk: its seed and faults are the case)."""
-    from simulations.faults.shard import run_fault_shard
+    from aidememo_client.client import AideMemoClient
+    from simulations.faults.shard import run_client_fault_shard, run_fault_shard
 
     assert spec.config is not None and spec.out is not None  # the command line gives both with faults
-    found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
-                            budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
-                            command=spec.alone.replace("{seed}", str(spec.seed), 1))
+    alone = spec.alone.replace("{seed}", str(spec.seed), 1)
+    if spec.protocol == "clients":
+        client_class = load_factory(spec.factory, "client class") if spec.factory else AideMemoClient
+        found = run_client_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, rounds=spec.rounds,
+                                       clients=spec.clients, loss=spec.loss, client_class=client_class,
+                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone)
+    else:
+        found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
+                                budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
+                                command=alone)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=found.batches, operations=found.operations,
                         elapsed_s=found.elapsed_s, verdict=found.verdict, found=found if found.findings else None,
                         history=found.history, host=socket.gethostname())

@@ -1,5 +1,5 @@
-"""A fault campaign as one shard of a hunt (``aidememo-sim run --faults ... --workers N``), on a
-server of its own.
+"""A fault campaign as one shard of a hunt (``aidememo-sim run --faults ... --workers N``, and
+``clients``), on a server of its own.
 
 When the target file's ``[serve]`` command names ``{port}`` and ``{dir}``, each shard starts the
 command on a free port and a fresh data folder of its own (``targets.served_apart``), provisions
@@ -12,16 +12,21 @@ worker.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from simulations.clients import ClientClass
 from simulations.errors import SimulationError
-from simulations.faults.nemesis import FaultFinding
+from simulations.faults.clients import run_client_faults
+from simulations.faults.nemesis import FaultFinding, Server
 from simulations.faults.report import write_reports
-from simulations.faults.run import run_fault_campaign
-from simulations.targets import served_apart, target_from_config
+from simulations.faults.run import FaultRun, run_fault_campaign
+from simulations.targets import HttpTarget, served_apart, target_from_config
 
-__all__ = ["FaultFound", "run_fault_shard"]
+__all__ = ["FaultFound", "run_client_fault_shard", "run_fault_shard"]
+
+CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")  # the clients' races: a sender, a receiver, a bystander
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,7 +41,7 @@ class FaultFound:
     operations: int
     elapsed_s: float
     report: str  # its faults.json, on the worker's machine
-    history: str
+    history: str | None  # the run's history file (the clients' races keep theirs in memory)
 
 
 def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: int, budget_s: float,
@@ -47,20 +52,43 @@ def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: 
     Raises:
         SimulationError: the server did not come up, or came back from no restart; a bad file.
     """
+    history = out / f"faults-seed-{seed}" / "history.jsonl"
+
+    def campaign(target: HttpTarget, server: Server, started: float) -> FaultRun:
+        return run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
+                                  budget_s=budget_s, max_batches=max_batches, history_file=history, started=started)
+
+    return _apart(config, seed, actors, out / f"faults-seed-{seed}", command, campaign, str(history))
+
+
+def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], rounds: int, clients: int,
+                           loss: float, client_class: ClientClass, budget_s: float, out: Path,
+                           command: str) -> FaultFound:
+    """The clients' fault campaign of seed ``seed`` (``clients --faults``) against a server of
+    ``config`` started for it alone.
+
+    Raises:
+        SimulationError: the server did not come up, or came back from no restart; a bad file.
+    """
+    def campaign(target: HttpTarget, server: Server, started: float) -> FaultRun:
+        return run_client_faults(target=target, server=server, kinds=kinds, seed=seed, rounds=rounds, workers=clients,
+                                 loss=loss, client_class=client_class, budget_s=budget_s, started=started)
+
+    return _apart(config, seed, len(CLIENT_ACTORS), out / f"clients-faults-seed-{seed}", command, campaign, None)
+
+
+def _apart(config: Path, seed: int, actors: int, folder: Path, command: str,
+           campaign: Callable[[HttpTarget, Server, float], FaultRun], history: str | None) -> FaultFound:
     started = time.monotonic()
-    folder = out / f"faults-seed-{seed}"
-    history = folder / "history.jsonl"
     with served_apart(config, folder) as (server, environ):
         target = target_from_config(config, actors, environ=environ)
         if target is None:
             raise SimulationError(f"{config} names the embedded reference: a fault campaign needs a server")
         try:
-            run = run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
-                                     budget_s=budget_s, max_batches=max_batches, history_file=history,
-                                     started=started)
+            run = campaign(target, server, started)
         finally:
             target.close()
     paths, _ = write_reports(run, folder, command=command)
     return FaultFound(seed=seed, findings=run.findings, summary=run.summary(), verdict=run.verdict.value,
                       batches=run.result.batches, operations=run.answered + run.failed + run.indeterminate,
-                      elapsed_s=time.monotonic() - started, report=str(paths["fault report"]), history=str(history))
+                      elapsed_s=time.monotonic() - started, report=str(paths["fault report"]), history=history)

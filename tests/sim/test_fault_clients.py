@@ -95,3 +95,14 @@ def test_a_later_run_must_recover_without_moving_the_handoff(recovered: bool, mo
         assert problems == []
     else:
         assert len(problems) == 1 and says in problems[0], problems
+
+
+@pytest.mark.parametrize(("argv", "says"), [
+    (["--faults", "drop-answers"], "--faults needs a server"),
+    (["--faults", "pause", "--url", "http://127.0.0.1:9", "--project", "p"], "needs the target file's [serve]"),
+])
+def test_faults_without_a_server_to_fault_are_one_line_and_exit_2(argv: list[str], says: str,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["clients", *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1, err

@@ -76,3 +76,28 @@ def test_a_serve_command_runs_per_shard_only_with_both_placeholders(tmp_path: Pa
         assert serves_apart(config) is apart, command
     config.write_text('url = "http://127.0.0.1:9"\n', encoding="utf-8")
     assert not serves_apart(config)
+
+
+def _clients_hunt(tmp: Path, config: Path, capsys: pytest.CaptureFixture[str], *extra: str) -> tuple[int, str]:
+    code = main(["clients", "--config", str(config), "--seed", "10", "--rounds", "8", "--workers", "2", "--out",
+                 str(tmp), *extra])
+    return code, capsys.readouterr().out
+
+
+def test_the_clients_shards_fault_servers_of_their_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Root seed 10: shard 0 loses answers in rounds 2, 5 and 7, shard 1 in 3, 4 and 6 (and the
+    # kills of the clean run fall among them).
+    config = _target(tmp_path / "served.toml", [REF])
+    code, out = _clients_hunt(tmp_path / "clean", config, capsys, "--clients", "3", "--faults", "kill,drop-answers")
+    assert code == 0 and "hunt: 2 of 2 shards run, 0 lost" in out and "0 distinct findings" in out, out
+    reports = [json.loads((tmp_path / "clean" / f"clients-faults-seed-{shard_seed(10, i)}" / "faults.json").read_text())
+               for i in (0, 1)]
+    assert all(r["findings"] == [] and r["verdict"] == "ok" for r in reports), reports
+    logs = [(tmp_path / "clean" / f"clients-faults-seed-{shard_seed(10, i)}" / "serve.log").read_text() for i in (0, 1)]
+    assert len({port for log in logs for port in re.findall(r"http://127\.0\.0\.1:(\d+)", log)}) == 2
+    mutant = _target(tmp_path / "mutant.toml", [sys.executable, str(MUTANTS), "retry_second_transition"])
+    for attempt in ("a", "b"):
+        code, out = _clients_hunt(tmp_path / attempt, mutant, capsys, "--clients", "1", "--loss", "0", "--faults",
+                                  "drop-answers")
+        assert code == 1 and "finding 1: linearizability, found by shards 0, 1" in out, out
+        assert "the shard alone: aidememo-sim clients --seed " in out and "--faults drop-answers" in out
