@@ -545,7 +545,8 @@ def _server_per_shard(args: argparse.Namespace) -> bool:
     """A fault hunt whose target file's [serve] command can run once per shard ({port}, {dir})."""
     from simulations.targets import serves_apart
 
-    if args.command not in ("run", "clients") or not args.faults or args.config is None:
+    xmemo = args.command == "xmemo" and args.xmemo_command == "run"
+    if (args.command not in ("run", "clients") and not xmemo) or not args.faults or args.config is None:
         return False
     return ((args.workers or 1) > 1 or args.scheduler is not None) and serves_apart(args.config)
 
@@ -842,22 +843,14 @@ def _xmemo_keys(pairs: Sequence[str]) -> dict[str, str]:
 def _xmemo_run(args: argparse.Namespace) -> int:
     from simulations.plan import SEGMENT_BATCHES
     from simulations.targets import load_factory
-    from simulations.xmemo.races import XMemoHttpTarget, export_failure, reference_factory, run_campaign, shrink
+    from simulations.xmemo.races import export_failure, reference_factory, run_campaign, shrink
 
     seed = _seed_of(args)
-    target = None
-    if args.config is not None:
-        from simulations.faults.xmemo import xmemo_target
-
-        if args.url or args.key or args.ledger:
-            raise SimulationError("--config names the server and how to get its keys; drop --url, --key and --ledger")
-        url, keys, timeout_s = xmemo_target(args.config)
-        target = XMemoHttpTarget(url, keys, timeout_s=timeout_s)
-    elif args.url is not None:
-        if args.ledger:
-            raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
-        target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
-    elif args.key:
+    if args.config is not None and (args.url or args.key or args.ledger):
+        raise SimulationError("--config names the server and how to get its keys; drop --url, --key and --ledger")
+    if args.url is not None and args.ledger:
+        raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
+    if args.key and args.url is None:
         raise SimulationError("--key needs --url")
     factory = load_factory(args.ledger) if args.ledger else reference_factory
     words = ["aidememo-sim", "xmemo", "run", "--seed", str(seed), "--budget", f"{args.budget:g}"]
@@ -872,6 +865,9 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     if args.segment != SEGMENT_BATCHES:
         words += ["--segment", str(args.segment)]
     words += ["--config", str(args.config)] if args.config is not None else []
+    if _server_per_shard(args):  # each shard starts, provisions and faults a server of its own
+        return _xmemo_hunt(args, seed, [*words, "--faults", ",".join(args.faults)])
+    target = _xmemo_target(args)
     if args.faults:
         return _xmemo_faults(args, seed, target, [*words, "--faults", ",".join(args.faults)])
     if args.workers > 1 or args.scheduler is not None:
@@ -907,6 +903,17 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     return _exported(paths, named_words(_factory_spec(args.ledger), None))
 
 
+def _xmemo_target(args: argparse.Namespace) -> Any:
+    from simulations.xmemo.races import XMemoHttpTarget
+
+    if args.config is not None:
+        from simulations.faults.xmemo import xmemo_target
+
+        url, keys, timeout_s = xmemo_target(args.config)
+        return XMemoHttpTarget(url, keys, timeout_s=timeout_s)
+    return None if args.url is None else XMemoHttpTarget(args.url, _xmemo_keys(args.key))
+
+
 def _xmemo_faults(args: argparse.Namespace, seed: int, target: Any, words: list[str]) -> int:
     import time
 
@@ -917,7 +924,8 @@ def _xmemo_faults(args: argparse.Namespace, seed: int, target: Any, words: list[
         raise SimulationError("--faults needs an XMemo server: a target file (--config; kill and pause need its "
                               "[serve] command) or --url with --key")
     if args.workers > 1 or args.scheduler is not None:
-        print("--faults runs in one shard: the XMemo hunt's shards run on the embedded reference")
+        print("--faults runs in one shard: the shards would share the one server, and a kill would hit them all "
+              "(a [serve] command naming {port} and {dir} gives each shard its own)")
     command = " ".join(words)
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, faults {','.join(args.faults)}, against "
           f"{args.config or args.url}")
@@ -937,13 +945,19 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
     print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")
     command = " ".join([*words, "--workers", str(args.workers), *(["--scheduler", args.scheduler] if args.scheduler else [])])
     print(f"replay this hunt with: {command}")
+    alone = " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1)
+    if args.faults:
+        print(f"faults {','.join(args.faults)}: each shard starts a server of its own from {args.config}'s [serve] "
+              f"command; its reports in {Path(args.out).resolve()}/xmemo-faults-seed-SHARD_SEED/")
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
                        max_batches=args.batches, factory=_factory_spec(args.ledger), protocol="xmemo",
-                       segment=args.segment)
+                       segment=args.segment, faults=tuple(args.faults or ()),
+                       out=str(Path(args.out).resolve()) if args.faults else None,
+                       config=str(args.config.resolve()) if args.faults else None, alone=alone if args.faults else "")
              for index in range(args.workers)]
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))
-    return _hunt_ending(hunt, command, " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1))
+    return _hunt_ending(hunt, command, alone)
 
 
 def _xmemo_replay(args: argparse.Namespace) -> int:

@@ -278,7 +278,7 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         return
     distinct.paths = _export(distinct.result, outcome, spec, out)  # by the coordinator, once
     distinct.replay_words = named_words(spec.factory, spec.config)
-    where = distinct.paths.get("replay file", distinct.paths.get("history"))
+    where = distinct.paths.get("replay file", distinct.paths.get("history", distinct.paths.get("fault report")))
     report(f"shard {spec.index} (seed {spec.seed}) found a {violated(distinct.result)} violation: {where}")
 
 

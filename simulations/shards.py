@@ -160,7 +160,7 @@ def _fault_shard(spec: ShardSpec) -> ShardOutcome:
     """A fault campaign against a server of the target file this shard starts for itself; its
     reports in its own folder of the hunt's output (not shrunk: its seed and faults are the case)."""
     from aidememo_client.client import AideMemoClient
-    from simulations.faults.shard import run_client_fault_shard, run_fault_shard
+    from simulations.faults.shard import run_client_fault_shard, run_fault_shard, run_xmemo_fault_shard
 
     assert spec.config is not None and spec.out is not None  # the command line gives both with faults
     alone = spec.alone.replace("{seed}", str(spec.seed), 1)
@@ -169,6 +169,10 @@ def _fault_shard(spec: ShardSpec) -> ShardOutcome:
         found = run_client_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, rounds=spec.rounds,
                                        clients=spec.clients, loss=spec.loss, client_class=client_class,
                                        budget_s=spec.budget_s, out=Path(spec.out), command=alone)
+    elif spec.protocol == "xmemo":
+        found = run_xmemo_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults,
+                                      budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
+                                      command=alone)
     else:
         found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
                                 budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),

@@ -1,5 +1,5 @@
 """A fault campaign as one shard of a hunt (``aidememo-sim run --faults ... --workers N``, and
-``clients``), on a server of its own.
+``clients`` and ``xmemo run``), on a server of its own.
 
 When the target file's ``[serve]`` command names ``{port}`` and ``{dir}``, each shard starts the
 command on a free port and a fresh data folder of its own (``targets.served_apart``), provisions
@@ -12,7 +12,7 @@ worker.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,9 +22,10 @@ from simulations.faults.clients import run_client_faults
 from simulations.faults.nemesis import FaultFinding, Server
 from simulations.faults.report import write_reports
 from simulations.faults.run import FaultRun, run_fault_campaign
+from simulations.faults.xmemo import run_xmemo_faults, xmemo_target
 from simulations.targets import HttpTarget, served_apart, target_from_config
 
-__all__ = ["FaultFound", "run_client_fault_shard", "run_fault_shard"]
+__all__ = ["FaultFound", "run_client_fault_shard", "run_fault_shard", "run_xmemo_fault_shard"]
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")  # the clients' races: a sender, a receiver, a bystander
 
@@ -54,11 +55,16 @@ def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: 
     """
     history = out / f"faults-seed-{seed}" / "history.jsonl"
 
-    def campaign(target: HttpTarget, server: Server, started: float) -> FaultRun:
-        return run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
-                                  budget_s=budget_s, max_batches=max_batches, history_file=history, started=started)
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        target = _target(config, actors, environ)
+        try:
+            return run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
+                                      budget_s=budget_s, max_batches=max_batches, history_file=history,
+                                      started=started)
+        finally:
+            target.close()
 
-    return _apart(config, seed, actors, out / f"faults-seed-{seed}", command, campaign, str(history))
+    return _apart(config, seed, out / f"faults-seed-{seed}", command, campaign, str(history))
 
 
 def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], rounds: int, clients: int,
@@ -70,24 +76,46 @@ def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], r
     Raises:
         SimulationError: the server did not come up, or came back from no restart; a bad file.
     """
-    def campaign(target: HttpTarget, server: Server, started: float) -> FaultRun:
-        return run_client_faults(target=target, server=server, kinds=kinds, seed=seed, rounds=rounds, workers=clients,
-                                 loss=loss, client_class=client_class, budget_s=budget_s, started=started)
-
-    return _apart(config, seed, len(CLIENT_ACTORS), out / f"clients-faults-seed-{seed}", command, campaign, None)
-
-
-def _apart(config: Path, seed: int, actors: int, folder: Path, command: str,
-           campaign: Callable[[HttpTarget, Server, float], FaultRun], history: str | None) -> FaultFound:
-    started = time.monotonic()
-    with served_apart(config, folder) as (server, environ):
-        target = target_from_config(config, actors, environ=environ)
-        if target is None:
-            raise SimulationError(f"{config} names the embedded reference: a fault campaign needs a server")
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        target = _target(config, len(CLIENT_ACTORS), environ)
         try:
-            run = campaign(target, server, started)
+            return run_client_faults(target=target, server=server, kinds=kinds, seed=seed, rounds=rounds,
+                                     workers=clients, loss=loss, client_class=client_class, budget_s=budget_s,
+                                     started=started)
         finally:
             target.close()
+
+    return _apart(config, seed, out / f"clients-faults-seed-{seed}", command, campaign, None)
+
+
+def run_xmemo_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], budget_s: float,
+                          max_batches: int | None, out: Path, command: str) -> FaultFound:
+    """The XMemo races' fault campaign of seed ``seed`` (``xmemo run --faults``) against a server
+    of ``config`` started for it alone, with keys of a fresh owner bootstrapped there.
+
+    Raises:
+        SimulationError: the server did not come up, or came back from no restart; a bad file.
+    """
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        url, keys, timeout_s = xmemo_target(config, environ)
+        return run_xmemo_faults(url=url, keys=keys, timeout_s=timeout_s, server=server, kinds=kinds, seed=seed,
+                                budget_s=budget_s, max_batches=max_batches, started=started)
+
+    return _apart(config, seed, out / f"xmemo-faults-seed-{seed}", command, campaign, None)
+
+
+def _target(config: Path, actors: int, environ: Mapping[str, str]) -> HttpTarget:
+    target = target_from_config(config, actors, environ=environ)
+    if target is None:
+        raise SimulationError(f"{config} names the embedded reference: a fault campaign needs a server")
+    return target
+
+
+def _apart(config: Path, seed: int, folder: Path, command: str,
+           campaign: Callable[[Server, Mapping[str, str], float], FaultRun], history: str | None) -> FaultFound:
+    started = time.monotonic()
+    with served_apart(config, folder) as (server, environ):
+        run = campaign(server, environ, started)
     paths, _ = write_reports(run, folder, command=command)
     return FaultFound(seed=seed, findings=run.findings, summary=run.summary(), verdict=run.verdict.value,
                       batches=run.result.batches, operations=run.answered + run.failed + run.indeterminate,

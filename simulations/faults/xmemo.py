@@ -55,9 +55,10 @@ def refuse_faults(kinds: Sequence[str]) -> None:
                                   f"hook for it (the kinds here are {', '.join(XMEMO_FAULTS)})")
 
 
-def xmemo_target(path: Path) -> tuple[str, dict[str, str], float]:
+def xmemo_target(path: Path, environ: Mapping[str, str] | None = None) -> tuple[str, dict[str, str], float]:
     """(URL, a fresh key per agent, timeout) of the XMemo target file ``path``: both keys of one
-    fresh owner, from the file's ``[provision] command``.
+    fresh owner, from the file's ``[provision] command``; its values read under ``environ``
+    (default this process's; ``targets.served_apart`` gives one naming a shard's own server).
 
     Raises:
         SimulationError: a bad file, one naming another profile or no URL, or a failed bootstrap.
@@ -69,7 +70,8 @@ def xmemo_target(path: Path) -> tuple[str, dict[str, str], float]:
     from conformance.settings import SettingsInput
 
     try:
-        profile, settings = resolve_run(SettingsInput(flags={"config": str(path)}, environ=os.environ))
+        profile, settings = resolve_run(SettingsInput(flags={"config": str(path)},
+                                                      environ=os.environ if environ is None else environ))
     except ConfigError as exc:
         raise SimulationError(str(exc)) from None
     if profile.name != "xmemo":

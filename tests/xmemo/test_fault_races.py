@@ -6,6 +6,7 @@ targets a fault cannot apply to are refused in one line."""
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -96,3 +97,21 @@ def test_a_kind_with_nothing_to_act_on_in_xmemo_is_refused_with_its_reason() -> 
     refuse_faults(("kill", "pause", "drop-answers", "reset"))
     with pytest.raises(SimulationError, match="--faults clock-jump does not apply to xmemo run: XMemo has no test "):
         refuse_faults(("reset", "clock-jump"))
+
+
+def test_each_shard_faults_an_xmemo_server_of_its_own(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # Root seed 10 with kills only: shard 0 is killed in batches 2 and 5, shard 1 in 3 and 4.
+    pytest.importorskip("distributed")
+    from simulations.shards import shard_seed
+
+    config = _target(tmp_path / "mutant.toml", [sys.executable, str(MUTANTS), "memory_keys"])
+    code = main(["xmemo", "run", "--config", str(config), "--seed", "10", "--batches", "6", "--budget", "120",
+                 "--workers", "2", "--faults", "kill", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    # The census's second memory under a key (the campaign's own check) or the resent capture's
+    # new memory (the audit), whichever the shard names first: one distinct finding, both shards.
+    assert code == 1 and "1 distinct findings" in out, out
+    assert re.search(r"finding 1: (idempotency|keyed captures survive restarts), found by shards 0, 1 ", out), out
+    assert "the shard alone: aidememo-sim xmemo run --seed " in out and "--faults kill" in out
+    logs = [(tmp_path / f"xmemo-faults-seed-{shard_seed(10, i)}" / "serve.log").read_text() for i in (0, 1)]
+    assert all("serving http://127.0.0.1:" in log for log in logs) and logs[0] != logs[1]
