@@ -872,7 +872,8 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         return _xmemo_faults(args, seed, target, [*words, "--faults", ",".join(args.faults)])
     if args.workers > 1 or args.scheduler is not None:
         if target is not None:
-            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
+            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url "
+                                  "and --config (or, with --faults, name {port} and {dir} in the [serve] command)")
         return _xmemo_hunt(args, seed, words)
     where = "the embedded XMemo reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
