@@ -24,7 +24,7 @@ from refkit.version import VERSION
 from simulations.commands import EXIT_USAGE
 from simulations.commands.check import MODELS, check_file
 from simulations.commands.clients import CLIENTS, clients
-from simulations.commands.faults import fault_options
+from simulations.commands.faults import fault_options, server_per_shard
 from simulations.commands.replay import replay
 from simulations.commands.run import run
 from simulations.commands.xmemo import XMEMO_AGENTS, is_xmemo_replay, xmemo
@@ -180,9 +180,47 @@ def _add_replay(sub: Any) -> None:
                              "its run used, but never imports it: name it here)")
 
 
+def _add_xmemo(sub: Any) -> None:
+    from simulations.plan import SEGMENT_BATCHES
+
+    xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
+    xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
+    xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
+    xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
+    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
+                      help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
+                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
+                           "arguments shows in ps)")
+    xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
+    xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
+                      help="time to spend running batches (default 10)")
+    xrun.add_argument("--batches", type=_positive_int, metavar="N",
+                      help="stop after N batches (before the census) even if budget is left")
+    xrun.add_argument("--ledger", metavar="FILE.py:NAME",
+                      help="embedded only: an XMemo reference factory to use instead of the reference "
+                           "(how the kit's planted races are run)")
+    xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
+                      help="where a failure's replay file, timeline and pytest file go")
+    xrun.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
+                      help=f"embedded only: move to a fresh reference, closed by its census and checked on its "
+                           f"own, every N batches, so memory stays flat (default {SEGMENT_BATCHES}; 0: never)")
+    xrun.add_argument("--config", type=Path, metavar="TARGET.toml",
+                      help="an XMemo target file (profile = \"xmemo\"): its url or [serve] command, and the "
+                           "[provision] command that bootstraps a fresh owner's keys")
+    xrun.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
+                      help="inject these faults from the seed's schedule (a server: --config or --url; kill, pause: "
+                           "the target file's [serve] command); as for run")
+    _hunt_arguments(xrun)
+    xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
+    xreplay.add_argument("file", type=Path)
+    xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
+    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
+                         help="the XMemo reference factory to replay against (a replay file records the one its "
+                              "run used, but never imports it: name it here)")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     from simulations.linearizability.porcupine import FORMATS
-    from simulations.plan import SEGMENT_BATCHES
 
     parser = _Parser(prog="aidememo-sim", description=DESCRIPTION,
                      epilog="exit codes: 0 no violation; 1 violation (replay: it reproduced); 2 bad input; "
@@ -225,46 +263,22 @@ def _build_parser() -> argparse.ArgumentParser:
                          help="time for checking the history against the model (default 20)")
     clients.add_argument("--out", type=Path, default=Path("sim-failures"),
                          help="where a hunt writes the history of each distinct finding")
+    clients.add_argument("--faults", type=_fault_kinds, metavar="KIND,...",
+                         help="inject these faults from the seed's schedule, a round per batch (needs --config; "
+                              "kill, pause: its [serve] command); as for run")
     _hunt_arguments(clients, default=None)
 
-    xmemo = sub.add_parser("xmemo", help="race XMemo captures and recalls (one memory per key, recall bounds)")
-    xsub = xmemo.add_subparsers(dest="xmemo_command", required=True, parser_class=_Parser)
-    xrun = xsub.add_parser("run", help="generate XMemo races, run them, check the history")
-    xrun.add_argument("--url", help="base URL of an XMemo server (default: the embedded XMemo reference)")
-    xrun.add_argument("--key", action="append", default=[], metavar="[AGENT=]KEY|@FILE",
-                      help=f"API key on --url: AGENT=KEY for each of {', '.join(XMEMO_AGENTS)}, "
-                           "or one KEY both agents share; KEY as @FILE reads a 0600 file (a key in the "
-                           "arguments shows in ps)")
-    xrun.add_argument("--seed", type=_seed, help="seed of every random choice (default: random, printed)")
-    xrun.add_argument("--budget", type=_positive_float, default=10.0, metavar="SECONDS",
-                      help="time to spend running batches (default 10)")
-    xrun.add_argument("--batches", type=_positive_int, metavar="N",
-                      help="stop after N batches (before the census) even if budget is left")
-    xrun.add_argument("--ledger", metavar="FILE.py:NAME",
-                      help="embedded only: an XMemo reference factory to use instead of the reference "
-                           "(how the kit's planted races are run)")
-    xrun.add_argument("--out", type=Path, default=Path("sim-failures"),
-                      help="where a failure's replay file, timeline and pytest file go")
-    xrun.add_argument("--segment", type=_count, default=SEGMENT_BATCHES, metavar="N",
-                      help=f"embedded only: move to a fresh reference, closed by its census and checked on its "
-                           f"own, every N batches, so memory stays flat (default {SEGMENT_BATCHES}; 0: never)")
-    _hunt_arguments(xrun)
-    xreplay = xsub.add_parser("replay", help="re-run an XMemo replay file; exit 1 if the violation reproduces")
-    xreplay.add_argument("file", type=Path)
-    xreplay.add_argument("--times", type=_positive_int, default=1, help="repetitions (default 1)")
-    xreplay.add_argument("--ledger", metavar="FILE.py:NAME",
-                         help="the XMemo reference factory to replay against (a replay file records the one its "
-                              "run used, but never imports it: name it here)")
-
+    _add_xmemo(sub)
     return parser
 
 
 def _served(command: Any, args: argparse.Namespace) -> int:
-    """``run``, ``clients`` and ``replay`` against a target file whose ``[serve]`` server the kit
-    starts for them (its log in ``--out``, or beside the replay file)."""
+    """``run``, ``clients``, ``xmemo run`` and ``replay`` against a target file whose ``[serve]``
+    server the kit starts for them (its log in ``--out``, or beside the replay file); a fault hunt
+    with a server per shard starts none here (each shard starts its own)."""
     fault_options(args)
     config = _served_config(args)
-    if config is None:
+    if config is None or server_per_shard(args):
         return int(command(args))
     from simulations.targets import served_config
 
@@ -276,7 +290,7 @@ def _served(command: Any, args: argparse.Namespace) -> int:
 def _served_config(args: argparse.Namespace) -> Path | None:
     """The target file a command reaches its target through: only one the command line (or its
     environment variable) names, never one a replay file records (docs/trust.md)."""
-    if args.command in ("run", "clients"):
+    if args.command in ("run", "clients") or (args.command == "xmemo" and args.xmemo_command == "run"):
         return args.config  # type: ignore[no-any-return]
     if args.command != "replay" or args.url or is_xmemo_replay(args.file):
         return None

@@ -30,7 +30,7 @@ import httpx
 from aidememo_wire.ids import stable_claim_id
 from aidememo_client.client import AideMemoClient, AideMemoClientError, AideMemoHTTPError, OutcomeUnknown
 from refkit.jsonvalue import loads
-from simulations.campaign import Finding, check_history
+from simulations.campaign import BatchHooks, Finding, check_history
 from simulations.execution import output_of
 from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import SESSION_ID, SOURCE, PlannedOp, batch_seed
@@ -134,14 +134,17 @@ class ClientRun:
         return self.finding is None and not self.client_findings
 
 
-def _call(outcome: _Outcome, action: Callable[[], Any]) -> Any:
+def _call(outcome: _Outcome, action: Callable[[], Any], settle: Callable[[], None] | None = None) -> Any:
     """Run a client call; after an outcome in doubt, or a write that lost a race (409
-    stale_revision), run the same call again, as a user reruns a command."""
+    stale_revision), run the same call again, as a user reruns a command. ``settle`` runs before
+    a rerun after doubt (a fault campaign waits there until a killed server is back)."""
     for _ in range(_RERUNS):
         try:
             return action()
         except OutcomeUnknown:
             outcome.doubts += 1
+            if settle is not None:
+                settle()
         except AideMemoHTTPError as exc:
             if exc.code != "stale_revision":
                 return exc  # an answer: recorded in the history, judged by the model
@@ -154,17 +157,17 @@ def _call(outcome: _Outcome, action: Callable[[], Any]) -> Any:
 
 
 def _worker_script(client: AideMemoClient, handoff_id: str, fact_id: str, rng: random.Random,
-                   outcome: _Outcome) -> None:
+                   outcome: _Outcome, settle: Callable[[], None] | None = None) -> None:
     """Accept then return, each maybe twice; sometimes a failed return first, then a new attempt.
     Every script ends with a succeeded return, so every handoff must end completed."""
     outcomes = (["failed"] if rng.random() < 0.5 else []) + ["succeeded"]
     for final in outcomes:
         for _ in range(1 + (rng.random() < 0.5)):
-            accepted = _call(outcome, lambda: client.accept(handoff_id))
+            accepted = _call(outcome, lambda: client.accept(handoff_id), settle)
             if isinstance(accepted, dict):
                 outcome.accepts.append((accepted["claim_id"], accepted["recovered"]))
         for _ in range(1 + (rng.random() < 0.5)):
-            _call(outcome, lambda: client.return_result(handoff_id, fact_id, final))
+            _call(outcome, lambda: client.return_result(handoff_id, fact_id, final), settle)
 
 
 def _judge(target: Target, handoff_id: str, receiver: str, outcomes: list[_Outcome],
@@ -226,39 +229,43 @@ def _send(target: Target, recorder: Recorder, run_id: str, index: int) -> str:
     return handoff_id
 
 
-def run_client_campaign(target: Target, *, seed: int, run_id: str, rounds: int = 3, workers: int = 3,
-                        loss: float = 0.3, client_class: ClientClass = AideMemoClient,
-                        budget_s: float = 20.0, on_round: Callable[[float, int], None] | None = None) -> ClientRun:
-    """``rounds`` handoffs from the first actor to the second, each taken by ``workers`` racing
-    clients of the receiver through a target that loses ``loss`` of the POST answers it applied.
-    ``on_round(seconds since start, operations so far)`` hears about every round (a hunt's shard
-    publishes its counts with it)."""
-    started = time.monotonic()
-    receiver = target.actors[1]
-    setup(target, run_id)
-    recorder = Recorder()
-    client_findings: list[str] = []
-    doubts = dropped = 0
-    fact_id = f"fact-{receiver}-{run_id}"  # setup's fact of the receiver, in the run's session
-    fact = {"session_id": f"{SESSION_ID}-{run_id}", "source_id": SOURCE, "actor_id": receiver}
-    for index in range(rounds):
-        rng = random.Random(batch_seed(seed, index))
-        handoff_id = _send(target, recorder, run_id, index)
-        outcomes = [_Outcome() for _ in range(workers)]
+@dataclass(slots=True)
+class _Rounds:
+    """What the rounds of one campaign share, and what they found so far."""
+
+    target: Target
+    seed: int
+    run_id: str
+    workers: int
+    loss: float
+    client_class: ClientClass
+    settle: Callable[[], None] | None
+    recorder: Recorder = field(default_factory=Recorder)
+    client_findings: list[str] = field(default_factory=list)
+    doubts: int = 0
+    dropped: int = 0
+
+    def race(self, index: int, handoff_id: str) -> list[_Outcome]:
+        """The round's ``workers`` clients of the receiver race on ``handoff_id``."""
+        target, receiver = self.target, self.target.actors[1]
+        rng = random.Random(batch_seed(self.seed, index))
+        outcomes = [_Outcome() for _ in range(self.workers)]
         losses, lock = random.Random(rng.getrandbits(64)), threading.Lock()
 
         def lose(method: str, path: str) -> bool:
             with lock:
-                return method == "POST" and losses.random() < loss
+                return method == "POST" and losses.random() < self.loss
 
-        scripts = [random.Random(rng.getrandbits(64)) for _ in range(workers)]
+        scripts = [random.Random(rng.getrandbits(64)) for _ in range(self.workers)]
         scheduler = target.scheduler
         if scheduler is not None:
-            scheduler.reset(batch_seed(seed, 1_000 + index))
-            scheduler.expect(workers)
+            scheduler.reset(batch_seed(self.seed, 1_000 + index))
+            scheduler.expect(self.workers)
         errors: list[BaseException] = []
-        transports = [TargetTransport(target, receiver, worker + 1, recorder=recorder, loss=lose)
-                      for worker in range(workers)]
+        transports = [TargetTransport(target, receiver, worker + 1, recorder=self.recorder, loss=lose)
+                      for worker in range(self.workers)]
+        fact_id = f"fact-{receiver}-{self.run_id}"  # setup's fact of the receiver, in the run's session
+        fact = {"session_id": f"{SESSION_ID}-{self.run_id}", "source_id": SOURCE, "actor_id": receiver}
 
         def lane(worker: int) -> None:
             transport = transports[worker]
@@ -266,28 +273,54 @@ def run_client_campaign(target: Target, *, seed: int, run_id: str, rounds: int =
             try:
                 if scheduler is not None:
                     scheduler.enter(worker + 1)
-                with client_class(str(getattr(target, "url", "http://sim")), "sim", target.project,
-                                  transport=transport) as client:
-                    _worker_script(client, handoff_id, fact_id, scripts[worker], outcomes[worker])
+                with self.client_class(str(getattr(target, "url", "http://sim")), "sim", target.project,
+                                       transport=transport) as client:
+                    _worker_script(client, handoff_id, fact_id, scripts[worker], outcomes[worker], self.settle)
             except BaseException as exc:  # surfaced in the caller's thread
                 errors.append(exc)
             finally:
                 if scheduler is not None:
                     scheduler.leave()
 
-        threads = [threading.Thread(target=lane, args=(w,), daemon=True) for w in range(workers)]
+        threads = [threading.Thread(target=lane, args=(w,), daemon=True) for w in range(self.workers)]
         for thread in threads:
             thread.start()
         for thread in threads:
             thread.join(timeout=120)
         if errors:
             raise errors[0]
-        client_findings += _judge(target, handoff_id, receiver, outcomes, recorder.history())
-        doubts += sum(o.doubts for o in outcomes)
-        dropped += sum(t.dropped for t in transports)
+        self.doubts += sum(o.doubts for o in outcomes)
+        self.dropped += sum(t.dropped for t in transports)
+        return outcomes
+
+
+def run_client_campaign(target: Target, *, seed: int, run_id: str, rounds: int = 3, workers: int = 3,
+                        loss: float = 0.3, client_class: ClientClass = AideMemoClient,
+                        budget_s: float = 20.0, on_round: Callable[[float, int], None] | None = None,
+                        hooks: BatchHooks | None = None, settle: Callable[[], None] | None = None) -> ClientRun:
+    """``rounds`` handoffs from the first actor to the second, each taken by ``workers`` racing
+    clients of the receiver through a target that loses ``loss`` of the POST answers it applied.
+    ``on_round(seconds since start, operations so far)`` hears about every round (a hunt's shard
+    publishes its counts with it). ``hooks`` hear of each round once its handoff is sent and
+    after its clients ended, before it is judged (a fault campaign's nemesis: True from ``after``
+    stops the run); ``settle`` runs before a worker reruns a call that ended in doubt."""
+    started = time.monotonic()
+    setup(target, run_id)
+    state = _Rounds(target, seed, run_id, workers, loss, client_class, settle)
+    done = 0
+    for index in range(rounds):
+        handoff_id = _send(target, state.recorder, run_id, index)
+        if hooks is not None:
+            hooks.before(index)
+        outcomes = state.race(index, handoff_id)
+        stop = hooks is not None and hooks.after(index)
+        state.client_findings += _judge(target, handoff_id, target.actors[1], outcomes, state.recorder.history())
+        done += 1
         if on_round is not None:
-            on_round(time.monotonic() - started, len(recorder.history()))
-    history = recorder.history()
+            on_round(time.monotonic() - started, len(state.recorder.history()))
+        if stop:
+            break
+    history = state.recorder.history()
     _, finding = check_history(history, budget_s)
-    return ClientRun(seed=seed, history=tuple(history), finding=finding, client_findings=tuple(client_findings),
-                     rounds=rounds, dropped=dropped, doubts=doubts, elapsed_s=time.monotonic() - started)
+    return ClientRun(seed=seed, history=tuple(history), finding=finding, client_findings=tuple(state.client_findings),
+                     rounds=done, dropped=state.dropped, doubts=state.doubts, elapsed_s=time.monotonic() - started)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from simulations.clients import ClientRun
+from simulations.faults.shard import FaultFound
 from simulations.linearizability.history import Operation
 from simulations.plan import READER
 from simulations.shards import Found
@@ -52,6 +53,8 @@ def violated(found: Found) -> str:
     the remote client, ``client`` (its own promise) unless the server's history broke a rule."""
     if isinstance(found, XMemoRun):
         return "" if found.finding is None else found.finding.requirement
+    if isinstance(found, FaultFound):
+        return found.findings[0].rule if found.findings else ""
     if isinstance(found, ClientRun) and found.finding is None:
         return "client"
     return "" if found.finding is None else found.finding.kind
@@ -67,6 +70,8 @@ def shape(found: Found) -> tuple[str, ...]:
     remote client's promise, its problems with their ids, operations and numbers left out."""
     if isinstance(found, ClientRun) and found.finding is None:
         return tuple(sorted({_INCIDENTAL.sub("", problem).strip() for problem in found.client_findings}))
+    if isinstance(found, FaultFound):  # the rules its audits found broken (which request a fault met is chance)
+        return tuple(sorted({f.rule for f in found.findings}))
     finding = found.finding
     if finding is None:
         return ()

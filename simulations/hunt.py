@@ -28,6 +28,7 @@ from typing import Any, TextIO
 
 from refkit.files import open_fresh
 from simulations.clients import ClientRun
+from simulations.faults.shard import FaultFound
 from simulations.errors import SimulationError
 from simulations.findings import Distinct, Key, finding_key, violated
 from simulations.linearizability.history import Header, dump_history
@@ -277,7 +278,7 @@ def _collect(hunt: HuntResult, future: Any, spec: ShardSpec, out: Path, report: 
         return
     distinct.paths = _export(distinct.result, outcome, spec, out)  # by the coordinator, once
     distinct.replay_words = named_words(spec.factory, spec.config)
-    where = distinct.paths.get("replay file", distinct.paths.get("history"))
+    where = distinct.paths.get("replay file", distinct.paths.get("history", distinct.paths.get("fault report")))
     report(f"shard {spec.index} (seed {spec.seed}) found a {violated(distinct.result)} violation: {where}")
 
 
@@ -288,6 +289,8 @@ def _export(found: Any, outcome: ShardOutcome, spec: ShardSpec, out: Path) -> di
         from simulations.xmemo.replay import export_failure as export_xmemo
 
         return export_xmemo(found, out, factory=spec.factory)
+    if isinstance(found, FaultFound):  # written by the shard, beside its server's log
+        return {"fault report": Path(found.report), **({"history": Path(found.history)} if found.history else {})}
     if isinstance(found, ClientRun):
         path = out / f"clients-seed-{found.seed}.jsonl"
         try:

@@ -28,6 +28,7 @@ from typing import Any
 
 from simulations.campaign import RunResult, run_campaign
 from simulations.clients import ClientRun
+from simulations.faults.shard import FaultFound
 from simulations.linearizability.checker import Verdict
 from simulations.plan import SEGMENT_BATCHES
 from simulations.shrink import shrink_where_found
@@ -37,7 +38,7 @@ from simulations.xmemo.campaign import XMemoRun
 __all__ = ["PUBLISH_S", "Found", "ShardOutcome", "ShardSpec", "history_path", "run_shard", "shard_seed"]
 
 PUBLISH_S = 1.0  # how often a running shard publishes its counts: often enough for a live line
-Found = RunResult | XMemoRun | ClientRun  # what a shard found, shrunk where its kind shrinks
+Found = RunResult | XMemoRun | ClientRun | FaultFound  # what a shard found, shrunk where its kind shrinks
 
 
 def shard_seed(root: int, index: int) -> int:
@@ -75,6 +76,10 @@ class ShardSpec:
     loss: float = 0.3
     topic: str | None = None  # the Dask event topic the coordinator reads progress from
     segment: int = SEGMENT_BATCHES  # batches per segment of an embedded campaign (0: one segment)
+    # A fault campaign against a server of ``config`` the shard starts for itself, and the
+    # command that runs one shard alone (``{seed}`` where its seed goes), for its reports.
+    faults: tuple[str, ...] = ()
+    alone: str = ""
 
     @property
     def seed(self) -> int:
@@ -116,7 +121,9 @@ def run_shard(spec: ShardSpec) -> ShardOutcome:
     _stop_worker_profiler()
     publish = _publisher(spec)
     publish(0.0, 0, None)
-    if spec.protocol == "xmemo":
+    if spec.faults:
+        outcome = _fault_shard(spec)
+    elif spec.protocol == "xmemo":
         outcome = _xmemo_shard(spec, publish)
     elif spec.protocol == "clients":
         outcome = _clients_shard(spec, publish)
@@ -144,6 +151,32 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
                         operations=result.operations, elapsed_s=result.elapsed_s, verdict=result.verdict,
                         found=found, reproduction=rate, history=None if history is None else str(history),
                         host=socket.gethostname())
+
+
+def _fault_shard(spec: ShardSpec) -> ShardOutcome:
+    """A fault campaign against a server of the target file this shard starts for itself; its
+    reports in its own folder of the hunt's output (not shrunk: its seed and faults are the case)."""
+    from aidememo_client.client import AideMemoClient
+    from simulations.faults.shard import run_client_fault_shard, run_fault_shard, run_xmemo_fault_shard
+
+    assert spec.config is not None and spec.out is not None  # the command line gives both with faults
+    alone = spec.alone.replace("{seed}", str(spec.seed), 1)
+    if spec.protocol == "clients":
+        client_class = load_factory(spec.factory, "client class") if spec.factory else AideMemoClient
+        found = run_client_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, rounds=spec.rounds,
+                                       clients=spec.clients, loss=spec.loss, client_class=client_class,
+                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone)
+    elif spec.protocol == "xmemo":
+        found = run_xmemo_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults,
+                                      budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
+                                      command=alone)
+    else:
+        found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
+                                budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
+                                command=alone)
+    return ShardOutcome(index=spec.index, seed=spec.seed, batches=found.batches, operations=found.operations,
+                        elapsed_s=found.elapsed_s, verdict=found.verdict, found=found if found.findings else None,
+                        history=found.history, host=socket.gethostname())
 
 
 def _xmemo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
@@ -195,6 +228,8 @@ def _violated_word(found: Found | None) -> str | None:
         return found.finding.requirement if found.finding is not None else "xmemo"
     if isinstance(found, ClientRun):
         return "client" if found.finding is None else found.finding.kind
+    if isinstance(found, FaultFound):
+        return found.findings[0].rule if found.findings else "faults"
     return found.finding.kind if found.finding is not None else "finding"
 
 

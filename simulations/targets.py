@@ -47,7 +47,9 @@ __all__ = [
     "recorded_target",
     "SIM_TENANT",
     "reference_factory",
+    "served_apart",
     "served_config",
+    "serves_apart",
     "target_from_config",
     "token_variable",
     "unnamed_code",
@@ -324,12 +326,76 @@ def served_config(path: Path, log_dir: Path) -> Iterator[ServedServer | None]:
         raise SimulationError(str(exc)) from None
 
 
-def target_from_config(path: Path, actors: int | Sequence[str] = 3) -> HttpTarget | None:
+def serves_apart(path: Path) -> bool:
+    """Whether the target file's ``[serve]`` command names both ``{port}`` and ``{dir}``, so that
+    each shard of a hunt can run a server of its own (a file the loader cannot read: False, and
+    its loader says what is wrong with it)."""
+    import tomllib
+
+    try:
+        with path.open("rb") as file:
+            serve = tomllib.load(file).get("serve")
+    except (OSError, tomllib.TOMLDecodeError):
+        return False
+    command = serve.get("command") if isinstance(serve, dict) else None
+    words = " ".join(command) if isinstance(command, list) and all(isinstance(w, str) for w in command) else command
+    return isinstance(words, str) and "{port}" in words and "{dir}" in words
+
+
+@contextmanager
+def served_apart(path: Path, log_dir: Path) -> Iterator[tuple[ServedServer, dict[str, str]]]:
+    """A server of the target file's ``[serve]`` command for the block alone, on a free port and
+    a fresh data folder, with the environment under which ``target_from_config`` reaches it. Not
+    through this process's environment: a hunt's worker may run shards side by side.
+
+    Raises:
+        SimulationError: a bad target file, one without ``[serve]``, or a server that did not
+            come up (one line).
+    """
+    import json
+    import os
+    import shutil
+    import tempfile
+
+    from conformance.errors import ConformanceError
+    from conformance.installed import resolve_run
+    from conformance.serve import DEFAULT_URL, SERVED_ENV, Served, ServedServer, free_port, serve_spec
+    from conformance.settings import SettingsInput
+
+    try:
+        # Its own placeholders, not those of a server the environment names (AIDEMEMO_SERVED).
+        mine = {name: value for name, value in os.environ.items() if name != SERVED_ENV}
+        _, settings = resolve_run(SettingsInput(flags={"config": str(path)}, environ=mine))
+        spec = serve_spec(settings)
+        if spec is None:
+            raise SimulationError(f"{path}: no [serve] command to start a server with")
+        log_dir.mkdir(parents=True, exist_ok=True)
+        folder = tempfile.mkdtemp(prefix="aidememo-serve-")
+        url = settings.values.get("url") or DEFAULT_URL
+        server = ServedServer(spec, url=str(url), served=Served(free_port(), folder), log_path=log_dir / "serve.log")
+        try:
+            server.start()
+            server.wait_ready()
+            environ = {**mine, SERVED_ENV: json.dumps({"config": str(path.resolve()), "port": server.served.port,
+                                                             "dir": folder})}
+            yield server, environ
+        finally:
+            server.stop()
+            shutil.rmtree(folder, ignore_errors=True)
+    except ConformanceError as exc:
+        raise SimulationError(str(exc)) from None
+    except OSError as exc:
+        raise SimulationError(f"cannot start a server of {path}: {exc.strerror or exc}") from None
+
+
+def target_from_config(path: Path, actors: int | Sequence[str] = 3,
+                       environ: Mapping[str, str] | None = None) -> HttpTarget | None:
     """The target a conformance target file names; None when it names the embedded reference.
 
     With a provisioning command, ``actors`` (a count, or the names a replayed plan uses) and the
     reader are provisioned into a fresh project with fresh tokens; with fixed tokens the file's
-    actors are used.
+    actors are used. ``environ``: the environment the file's values are read under (default this
+    process's; ``served_apart`` gives one naming its own server).
 
     Raises:
         SimulationError: for a bad file, a failed provisioning, or too few writer tokens.
@@ -339,7 +405,7 @@ def target_from_config(path: Path, actors: int | Sequence[str] = 3) -> HttpTarge
     from conformance.provisioning import CommandProvisioner
 
     try:
-        settings = target_settings(str(path))
+        settings = target_settings(str(path), environ)
     except ConfigError as exc:
         raise SimulationError(str(exc)) from exc
     if settings.url is None:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulations.commands import EXIT_OK, EXIT_UNKNOWN
-from simulations.commands.faults import fault_run
+from simulations.commands.faults import fault_run, server_per_shard
 from simulations.commands.output import exported, hunt_ending
 from simulations.commands.targets import factory_spec, replay_words, seed_of, shard_projects, target_from_args, \
     target_words
@@ -45,6 +45,8 @@ def run(args: argparse.Namespace) -> int:
     from simulations.targets import load_factory
 
     seed = seed_of(args)
+    if server_per_shard(args):
+        return hunt(args, seed, None)  # each shard starts, provisions and faults a server of its own
     target = target_from_args(args)
     if target is not None and args.ledger:
         raise SimulationError("--ledger applies to the embedded reference, not to --url or --config")
@@ -91,13 +93,19 @@ def hunt(args: argparse.Namespace, seed: int, first: HttpTarget | None) -> int:
     if args.scheduler:
         command += f" --scheduler {args.scheduler}"
     print(f"replay this hunt with: {command}")
-    print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
+    alone = rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1)
+    if args.faults:
+        print(f"faults {','.join(args.faults)}: each shard starts a server of its own from {args.config}'s [serve] "
+              f"command; its reports and history in {Path(args.out).resolve()}/faults-seed-SHARD_SEED/")
+    else:
+        print(f"histories: {Path(args.out).resolve()}/run-seed-SHARD_SEED.jsonl, one per shard")
     specs = [ShardSpec(root_seed=seed, index=index, actors=args.actors, budget_s=args.budget,
                        max_batches=args.batches, factory=factory_spec(args.ledger), out=str(Path(args.out).resolve()),
-                       segment=args.segment)
+                       segment=args.segment, faults=tuple(args.faults or ()), alone=alone if args.faults else "",
+                       config=str(args.config.resolve()) if args.faults else None)
              for index in range(args.workers)]
     if first is not None:
         specs = shard_projects(args, specs, first, args.actors)
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))
-    return hunt_ending(hunt, command, rerun_command(args, 0).replace(" --seed 0 ", " --seed {seed} ", 1))
+    return hunt_ending(hunt, command, alone)

@@ -1,5 +1,5 @@
 """``aidememo-sim xmemo run`` and ``xmemo replay``: XMemo races, found, shrunk and exported, or a
-hunt of shards; and the replay of their files.
+hunt of shards, under faults too (``--config``, ``--faults``); and the replay of their files.
 """
 
 from __future__ import annotations
@@ -8,11 +8,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from simulations.commands import EXIT_OK, EXIT_VIOLATION
+from simulations.commands.faults import fault_ending, server_per_shard
 from simulations.commands.output import exported, hunt_ending
 from simulations.commands.targets import factory_spec, parse_tokens, secret, secret_words, seed_of
 from simulations.errors import SimulationError
+
+if TYPE_CHECKING:
+    from simulations.xmemo.targets import XMemoHttpTarget
 
 __all__ = ["XMEMO_AGENTS", "is_xmemo_replay", "xmemo", "xmemo_replay"]
 
@@ -47,15 +52,14 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     from simulations.xmemo.campaign import run_campaign
     from simulations.xmemo.replay import export_failure
     from simulations.xmemo.shrink import shrink
-    from simulations.xmemo.targets import XMemoHttpTarget, reference_factory
+    from simulations.xmemo.targets import reference_factory
 
     seed = seed_of(args)
-    target = None
-    if args.url is not None:
-        if args.ledger:
-            raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
-        target = XMemoHttpTarget(args.url, _xmemo_keys(args.key))
-    elif args.key:
+    if args.config is not None and (args.url or args.key or args.ledger):
+        raise SimulationError("--config names the server and how to get its keys; drop --url, --key and --ledger")
+    if args.url is not None and args.ledger:
+        raise SimulationError("--ledger applies to the embedded XMemo reference, not to --url")
+    if args.key and args.url is None:
         raise SimulationError("--key needs --url")
     factory = load_factory(args.ledger) if args.ledger else reference_factory
     words = ["aidememo-sim", "xmemo", "run", "--seed", str(seed), "--budget", f"{args.budget:g}"]
@@ -69,11 +73,18 @@ def _xmemo_run(args: argparse.Namespace) -> int:
         words += ["--ledger", args.ledger]
     if args.segment != SEGMENT_BATCHES:
         words += ["--segment", str(args.segment)]
+    words += ["--config", str(args.config)] if args.config is not None else []
+    if server_per_shard(args):  # each shard starts, provisions and faults a server of its own
+        return _xmemo_hunt(args, seed, [*words, "--faults", ",".join(args.faults)])
+    target = _xmemo_target(args)
+    if args.faults:
+        return _xmemo_faults(args, seed, target, [*words, "--faults", ",".join(args.faults)])
     if args.workers > 1 or args.scheduler is not None:
         if target is not None:
-            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url")
+            raise SimulationError("--workers and --scheduler run shards on the embedded XMemo reference; drop --url "
+                                  "and --config (or, with --faults, name {port} and {dir} in the [serve] command)")
         return _xmemo_hunt(args, seed, words)
-    where = "the embedded XMemo reference" if target is None else args.url
+    where = "the embedded XMemo reference" if target is None else args.url or str(args.config)
     print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, against {where}")
     print(f"replay this run with: {' '.join(words)}")
     run = run_campaign(seed=seed, budget_s=args.budget, max_batches=args.batches, factory=factory, target=target,
@@ -102,6 +113,40 @@ def _xmemo_run(args: argparse.Namespace) -> int:
     return exported(paths, named_words(factory_spec(args.ledger), None))
 
 
+def _xmemo_target(args: argparse.Namespace) -> XMemoHttpTarget | None:
+    from simulations.xmemo.targets import XMemoHttpTarget
+
+    if args.config is not None:
+        from simulations.faults.xmemo import xmemo_target
+
+        url, keys, timeout_s = xmemo_target(args.config)
+        return XMemoHttpTarget(url, keys, timeout_s=timeout_s)
+    return None if args.url is None else XMemoHttpTarget(args.url, _xmemo_keys(args.key))
+
+
+def _xmemo_faults(args: argparse.Namespace, seed: int, target: XMemoHttpTarget | None, words: list[str]) -> int:
+    import time
+
+    from simulations.faults.xmemo import run_xmemo_faults
+
+    started = time.monotonic()
+    if target is None:
+        raise SimulationError("--faults needs an XMemo server: a target file (--config; kill and pause need its "
+                              "[serve] command) or --url with --key")
+    if args.workers > 1 or args.scheduler is not None:
+        print("--faults runs in one shard: the shards would share the one server, and a kill would hit them all "
+              "(a [serve] command naming {port} and {dir} gives each shard its own)")
+    command = " ".join(words)
+    print(f"aidememo-sim xmemo run: seed {seed}, budget {args.budget:g} s, faults {','.join(args.faults)}, against "
+          f"{args.config or args.url}")
+    print(f"replay this run with: {command}")
+    run = run_xmemo_faults(url=target.url, keys=target.keys, timeout_s=target.timeout_s,
+                           server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
+                           budget_s=args.budget, max_batches=args.batches, started=started, progress=print)
+    print(f"{run.result.batches} batches and the census in {run.result.elapsed_s:.1f} s")
+    return fault_ending(run, Path(args.out) / f"xmemo-faults-seed-{seed}", command)
+
+
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
     from simulations.hunt import Display, run_hunt
     from simulations.shards import ShardSpec
@@ -110,13 +155,19 @@ def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:
     print(f"aidememo-sim xmemo run: root seed {seed}, {args.workers} shards, budget {args.budget:g} s each, on {where}")
     command = " ".join([*words, "--workers", str(args.workers), *(["--scheduler", args.scheduler] if args.scheduler else [])])
     print(f"replay this hunt with: {command}")
+    alone = " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1)
+    if args.faults:
+        print(f"faults {','.join(args.faults)}: each shard starts a server of its own from {args.config}'s [serve] "
+              f"command; its reports in {Path(args.out).resolve()}/xmemo-faults-seed-SHARD_SEED/")
     specs = [ShardSpec(root_seed=seed, index=index, actors=len(XMEMO_AGENTS), budget_s=args.budget,
                        max_batches=args.batches, factory=factory_spec(args.ledger), protocol="xmemo",
-                       segment=args.segment)
+                       segment=args.segment, faults=tuple(args.faults or ()),
+                       out=str(Path(args.out).resolve()) if args.faults else None,
+                       config=str(args.config.resolve()) if args.faults else None, alone=alone if args.faults else "")
              for index in range(args.workers)]
     hunt = run_hunt(specs, workers=args.workers, scheduler=args.scheduler, out=Path(args.out),
                     display=Display(sys.stdout))
-    return hunt_ending(hunt, command, " ".join(words).replace(f" --seed {seed} ", " --seed {seed} ", 1))
+    return hunt_ending(hunt, command, alone)
 
 
 def xmemo_replay(args: argparse.Namespace) -> int:

@@ -202,6 +202,16 @@ class Nemesis:
             self._thread.join()
             self._thread = None
 
+    def wait(self) -> None:
+        """Until the fault under way (a kill's restart, a pause) is over; safe from any thread:
+        the clients' workers wait here before rerunning a call that ended in doubt."""
+        thread = self._thread
+        if thread is None:
+            return
+        while thread.ident is None:  # assigned by _start and not started yet: an instant
+            time.sleep(0.001)
+        thread.join()
+
     def before(self, batch: int) -> None:
         """Start batch ``batch``'s fault, if it has one, on a thread of its own."""
         fault = self.schedule.at(batch)

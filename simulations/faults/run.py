@@ -15,8 +15,9 @@ import statistics
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
-from simulations.campaign import RunResult, run_campaign
+from simulations.campaign import run_campaign
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
@@ -24,7 +25,7 @@ from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.targets import HttpTarget
 
-__all__ = ["FaultRun", "REQUIREMENTS", "clock_refusal", "count_outcomes", "run_fault_campaign"]
+__all__ = ["Batches", "FaultRun", "REQUIREMENTS", "clock_refusal", "count_outcomes", "run_fault_campaign"]
 
 # The requirements a finding of the campaign's own checks breaks, by its kind (campaign.Finding).
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
@@ -35,11 +36,30 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
 }
 
 
+class Rounds(Protocol):
+    """What the reports read of the campaign under the faults: its batches (rounds) and time."""
+
+    @property
+    def batches(self) -> int: ...
+
+    @property
+    def elapsed_s(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Batches:
+    """``Rounds`` of a campaign whose own result counts otherwise (the clients' rounds, XMemo's
+    batches without its census)."""
+
+    batches: int
+    elapsed_s: float
+
+
 @dataclass(frozen=True, slots=True)
 class FaultRun:
     """What a fault campaign did and found."""
 
-    result: RunResult
+    result: Rounds
     nemesis: Nemesis
     answered: int
     failed: int

@@ -21,6 +21,7 @@ import random
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from simulations.linearizability.history import Operation, Recorder
 from simulations.plan import SEGMENT_BATCHES, Batch, Plan, batch_seed, segment_seed
@@ -30,7 +31,7 @@ from simulations.xmemo.planner import XMemoPlanner
 from simulations.xmemo.targets import AGENTS, WORKERS, Target, XMemoEmbeddedTarget, XMemoFactory, XMemoHttpTarget, \
     reference_factory
 
-__all__ = ["XMemoRun", "rerun", "run_campaign"]
+__all__ = ["BatchHooks", "XMemoRun", "rerun", "run_campaign"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -63,11 +64,20 @@ class XMemoRun:
         return self.earlier[1] + len(self.history)
 
 
+class BatchHooks(Protocol):
+    """What hears of each batch before and after it (a fault campaign's nemesis); ``after``
+    returning True ends the batches (the census still runs)."""
+
+    def before(self, batch: int) -> None: ...
+
+    def after(self, batch: int) -> bool: ...
+
+
 def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None = None,
                  factory: XMemoFactory = reference_factory, target: XMemoHttpTarget | None = None,
                  progress: Callable[[str], None] | None = None,
                  on_batch: Callable[[float, int], None] | None = None,
-                 segment_batches: int = SEGMENT_BATCHES) -> XMemoRun:
+                 segment_batches: int = SEGMENT_BATCHES, hooks: BatchHooks | None = None) -> XMemoRun:
     """Plan and run batches until ``max_batches`` or the budget, then the census; check the history.
 
     On the embedded reference the campaign runs in segments of ``segment_batches`` batches (0:
@@ -77,7 +87,8 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
     campaign with its segment, which replays and shrinks alone. Over a URL: one segment.
     ``progress`` gets a line about every two seconds (batches and operations so far);
     ``on_batch(seconds since start, operations so far)`` hears about every batch (a hunt's shard
-    publishes its counts with it).
+    publishes its counts with it); ``hooks`` hear of every batch but the census (a fault campaign
+    over a URL).
     """
     started = time.monotonic()
     per_segment = None if target is not None or segment_batches <= 0 else segment_batches
@@ -86,7 +97,8 @@ def run_campaign(*, seed: int, budget_s: float = 10.0, max_batches: int | None =
     while True:
         left = None if max_batches is None else max_batches - (earlier[0] - segment)  # censuses aside
         limit = per_segment if left is None else left if per_segment is None else min(left, per_segment)
-        run = _segment(segment_seed(seed, segment), started, budget_s, limit, factory, target, reporter, earlier)
+        run = _segment(segment_seed(seed, segment), started, budget_s, limit, factory, target, reporter, earlier,
+                       hooks)
         run = replace(run, segment=segment, earlier=earlier)
         over = time.monotonic() - started >= budget_s * 0.8 or (left is not None and limit == left)
         if run.findings or per_segment is None or over:
@@ -112,7 +124,8 @@ class _Reporter:
 
 
 def _segment(seed: int, started: float, budget_s: float, max_batches: int | None, factory: XMemoFactory,
-             target: XMemoHttpTarget | None, reporter: _Reporter, earlier: tuple[int, int]) -> XMemoRun:
+             target: XMemoHttpTarget | None, reporter: _Reporter, earlier: tuple[int, int],
+             hooks: BatchHooks | None = None) -> XMemoRun:
     """One segment: batches on a fresh reference (or the URL) under ``seed``, its census, its check."""
     run_id = "r" if target is None else f"s{seed}x{random.SystemRandom().randrange(16**8):08x}"
     tgt: Target = XMemoEmbeddedTarget(seed=seed, factory=factory) if target is None else target
@@ -124,10 +137,14 @@ def _segment(seed: int, started: float, budget_s: float, max_batches: int | None
     try:
         while (max_batches is None or len(batches) < max_batches) and time.monotonic() - started < budget_s * 0.8:
             batch = planner.next_batch()
+            if hooks is not None:
+                hooks.before(len(batches))
             decisions.append(tuple(execute_batch(tgt, batch, recorder, batch_seed(seed, len(batches)))))
             batches.append(batch)
             sent += len(batch.ops)
             reporter.batch(earlier[0] + len(batches), sent)
+            if hooks is not None and hooks.after(len(batches) - 1):
+                break
         census = planner.census()
         decisions.append(tuple(execute_batch(tgt, census, recorder, batch_seed(seed, len(batches)))))
         batches.append(census)

@@ -69,16 +69,23 @@ class XMemoHttpTarget:
 
     scheduler: SeededScheduler | None = None  # the network interleaves
 
-    def __init__(self, url: str, keys: Mapping[str, str], *, timeout_s: float = 10.0) -> None:
+    def __init__(self, url: str, keys: Mapping[str, str], *, timeout_s: float = 10.0,
+                 transport: Callable[[str], httpx.BaseTransport] | None = None) -> None:
         missing = [agent for agent in AGENTS if agent not in keys]
         if missing:
             raise SimulationError(f"an XMemo URL target needs a key for each of {', '.join(AGENTS)}")
         self.url, self.keys, self._timeout = url.rstrip("/"), dict(keys), timeout_s
+        self._transport = transport  # per agent (a fault campaign's, which sees every request)
         self._clients: dict[str, httpx.Client] = {}
+
+    @property
+    def timeout_s(self) -> float:
+        return self._timeout
 
     def client(self, agent: str) -> httpx.Client:
         if agent not in self._clients:
-            self._clients[agent] = httpx.Client(base_url=self.url, timeout=self._timeout,
+            transport = None if self._transport is None else self._transport(agent)
+            self._clients[agent] = httpx.Client(base_url=self.url, timeout=self._timeout, transport=transport,
                                                 headers={"x-api-key": self.keys[agent], "x-memory-os-agent-id": agent})
         return self._clients[agent]
 

@@ -1,0 +1,123 @@
+"""A fault campaign as one shard of a hunt (``aidememo-sim run --faults ... --workers N``, and
+``clients`` and ``xmemo run``), on a server of its own.
+
+When the target file's ``[serve]`` command names ``{port}`` and ``{dir}``, each shard starts the
+command on a free port and a fresh data folder of its own (``targets.served_apart``), provisions
+its project there, runs the fault campaign under its own seed against it (its kills and pauses
+hit no other shard's server), writes its reports and stops the server. What comes back to the
+coordinator is ``FaultFound``: plain values, since the campaign's proxy and threads stay on the
+worker.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from simulations.clients import ClientClass
+from simulations.errors import SimulationError
+from simulations.faults.clients import run_client_faults
+from simulations.faults.nemesis import FaultFinding, Server
+from simulations.faults.report import write_reports
+from simulations.faults.run import FaultRun, run_fault_campaign
+from simulations.faults.xmemo import run_xmemo_faults, xmemo_target
+from simulations.linearizability.checker import Verdict
+from simulations.targets import HttpTarget, served_apart, target_from_config
+
+__all__ = ["FaultFound", "run_client_fault_shard", "run_fault_shard", "run_xmemo_fault_shard"]
+
+CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")  # the clients' races: a sender, a receiver, a bystander
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FaultFound:
+    """What one shard's fault campaign did and found, and where its reports are."""
+
+    seed: int
+    findings: tuple[FaultFinding, ...]
+    summary: str
+    verdict: Verdict
+    batches: int
+    operations: int
+    elapsed_s: float
+    report: str  # its faults.json, on the worker's machine
+    history: str | None  # the run's history file (the clients' races keep theirs in memory)
+
+
+def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: int, budget_s: float,
+                    max_batches: int | None, out: Path, command: str) -> FaultFound:
+    """The fault campaign of seed ``seed`` against a server of ``config`` started for it alone;
+    ``command`` is the one that runs it again by itself (its reports' replay line).
+
+    Raises:
+        SimulationError: the server did not come up, or came back from no restart; a bad file.
+    """
+    history = out / f"faults-seed-{seed}" / "history.jsonl"
+
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        target = _target(config, actors, environ)
+        try:
+            return run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
+                                      budget_s=budget_s, max_batches=max_batches, history_file=history,
+                                      started=started)
+        finally:
+            target.close()
+
+    return _apart(config, seed, out / f"faults-seed-{seed}", command, campaign, str(history))
+
+
+def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], rounds: int, clients: int,
+                           loss: float, client_class: ClientClass, budget_s: float, out: Path,
+                           command: str) -> FaultFound:
+    """The clients' fault campaign of seed ``seed`` (``clients --faults``) against a server of
+    ``config`` started for it alone.
+
+    Raises:
+        SimulationError: the server did not come up, or came back from no restart; a bad file.
+    """
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        target = _target(config, len(CLIENT_ACTORS), environ)
+        try:
+            return run_client_faults(target=target, server=server, kinds=kinds, seed=seed, rounds=rounds,
+                                     workers=clients, loss=loss, client_class=client_class, budget_s=budget_s,
+                                     started=started)
+        finally:
+            target.close()
+
+    return _apart(config, seed, out / f"clients-faults-seed-{seed}", command, campaign, None)
+
+
+def run_xmemo_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], budget_s: float,
+                          max_batches: int | None, out: Path, command: str) -> FaultFound:
+    """The XMemo races' fault campaign of seed ``seed`` (``xmemo run --faults``) against a server
+    of ``config`` started for it alone, with keys of a fresh owner bootstrapped there.
+
+    Raises:
+        SimulationError: the server did not come up, or came back from no restart; a bad file.
+    """
+    def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
+        url, keys, timeout_s = xmemo_target(config, environ)
+        return run_xmemo_faults(url=url, keys=keys, timeout_s=timeout_s, server=server, kinds=kinds, seed=seed,
+                                budget_s=budget_s, max_batches=max_batches, started=started)
+
+    return _apart(config, seed, out / f"xmemo-faults-seed-{seed}", command, campaign, None)
+
+
+def _target(config: Path, actors: int, environ: Mapping[str, str]) -> HttpTarget:
+    target = target_from_config(config, actors, environ=environ)
+    if target is None:
+        raise SimulationError(f"{config} names the embedded reference: a fault campaign needs a server")
+    return target
+
+
+def _apart(config: Path, seed: int, folder: Path, command: str,
+           campaign: Callable[[Server, Mapping[str, str], float], FaultRun], history: str | None) -> FaultFound:
+    started = time.monotonic()
+    with served_apart(config, folder) as (server, environ):
+        run = campaign(server, environ, started)
+    paths, _ = write_reports(run, folder, command=command)
+    return FaultFound(seed=seed, findings=run.findings, summary=run.summary(), verdict=run.verdict,
+                      batches=run.result.batches, operations=run.answered + run.failed + run.indeterminate,
+                      elapsed_s=time.monotonic() - started, report=str(paths["fault report"]), history=history)
