@@ -115,15 +115,20 @@ def main(argv: list[str] | None = None) -> int:
     except (IndexError, ValueError, OSError) as exc:
         print(f"the reproduction engine cannot start: {exc}")
         return Verdict.CANNOT_RUN
-    if verb == "render":
-        return _render(record, work, batch, args[4] if len(args) > 4 else "")
-    if verb == "next":  # judge the group before, then render this one: one interpreter start per group
-        judged = _judge(record, work, record.groups()[group - 1])
-        return judged if judged != Verdict.NOT_SHOWN else _render(record, work, batch, args[4] if len(args) > 4 else "")
-    if verb == "hide":  # a command's output (provisioning), credentials hidden
-        sys.stdout.write(_hidden(sys.stdin.read(), _tokens(work)))
-        return Verdict.NOT_SHOWN
-    return _judge(record, work, batch)
+    try:
+        if verb == "render":
+            return _render(record, work, batch, args[4] if len(args) > 4 else "")
+        if verb == "next":  # judge the group before, then render this one: one interpreter start per group
+            judged = _judge(record, work, record.groups()[group - 1])
+            return judged if judged != Verdict.NOT_SHOWN else _render(record, work, batch,
+                                                                      args[4] if len(args) > 4 else "")
+        if verb == "hide":  # a command's output (provisioning), credentials hidden
+            sys.stdout.write(_hidden(sys.stdin.read(), _tokens(work)))
+            return Verdict.NOT_SHOWN
+        return _judge(record, work, batch)
+    except Exception as exc:  # the engine's own failure: Python's exit 1 would read as "the bug shows"
+        print(f"cannot run: the reproduction engine failed ({type(exc).__name__}: {exc})")
+        return Verdict.CANNOT_RUN
 
 
 if __name__ == "__main__":

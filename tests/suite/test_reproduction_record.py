@@ -178,6 +178,21 @@ def test_a_script_that_cannot_run_says_why_and_exits_2(server, tmp_path):
     assert _script(empty, tmp_path, {}).returncode == 2 and replay(empty, environ={}).verdict is Verdict.CANNOT_RUN
 
 
+def test_an_engine_that_crashes_cannot_run_rather_than_accuse(server, tmp_path):
+    """Python exits 1 on an uncaught exception, the very status that says "the bug shows": a script
+    whose engine fails must exit 2 and say so, whatever the server answered."""
+    text = render_script(_record(Verdict.NOT_SHOWN))
+    broken = text.replace("    why = judge_group(batch, answers, scope)\n", "    why = 1 // 0\n", 1)
+    assert broken != text
+    script = tmp_path / "case.sh"
+    script.write_text(broken)
+    done = subprocess.run(["sh", str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                          env={**os.environ, "BASE_URL": server, "RUN": "fixed", "TOKEN_WRITER": TOKEN})
+    assert done.returncode == 2, done.stdout[-2000:] + done.stderr
+    assert "the reproduction engine failed (ZeroDivisionError" in done.stdout
+    assert "the bug shows" not in done.stdout
+
+
 def _entry(method: str, url: str, answer: dict, *, body: str = "", expected: str = "", group: int | None = None):
     entry = {"kind": "http", "method": method, "url": "http://h:1" + url, "status": 200, "expected": expected,
              "replay_headers": [["Authorization", "Bearer <redacted:writer>"], ["Host", "h"]],
