@@ -120,6 +120,9 @@ class ProvisionPool:
             ready = self._ready.pop(_key(identity), None)
             if ready is None:
                 pending = Pending(self._new_token())
+                if self._closed:  # no thread is left to run it: a check running ahead would wait forever
+                    pending._settle(None, RuntimeError("the provisioning pool closed"))
+                    return pending
                 self._put(_DEMAND, identity, pending)
             else:
                 pending = ready[1]

@@ -66,6 +66,21 @@ def test_an_expected_identity_is_provisioned_ahead_and_handed_out_with_its_token
     assert sorted(actor for actor, _ in provisioner.calls) == ["a", "b"]  # once each, never again on demand
 
 
+def test_an_identity_asked_for_after_the_pool_closed_fails_at_once() -> None:
+    """A check still running ahead when an interrupted run closed the pool asks for an identity:
+    no worker is left to provision it, so it must fail, not wait (the process hung at exit,
+    joining that check's thread)."""
+    pool = _pool(Recording(), workers=1, ahead=2)
+    pool.close()
+    got: list[BaseException] = []
+    asker = threading.Thread(target=lambda: got.append(pytest.raises(RuntimeError, pool.provision(_ident("a")).result)
+                                                       .value), daemon=True)
+    asker.start()
+    asker.join(5)
+    assert not asker.is_alive(), "the asker still waits for an identity nobody will provision"
+    assert "closed" in str(got[0])
+
+
 def test_an_unexpected_identity_is_provisioned_on_demand_with_a_fresh_token() -> None:
     provisioner = Recording()
     pool = _pool(provisioner, workers=1, ahead=4)
