@@ -2,8 +2,10 @@
 
 ``FaultTarget`` is the campaign's target behind the ``FaultProxy``: it keeps every answered
 write (actor, request, answer bytes) and the time of every request, for the audits and the
-plots. ``Nemesis`` hears of each batch (``before``/``after``): at a batch with a fault it starts
-a thread that kills, pauses, moves the test clock or arms the proxy at the fault's moment; after a batch with a
+plots. ``Nemesis`` hears of each batch (``before``/``after``): at a batch with a fault it arms
+the proxy (lost answers, resets, and a kill at a server's answer) or the target (a pause or a
+clock jump once a write is sent); a thread of its own then restarts the killed server, resumes
+the paused one or moves the test clock; after a batch with a
 restart it resends a sample of the earlier answered writes, which must answer byte for byte as
 they did, and measures the recovery (from the kill to the first answered write after it).
 ``final_audit`` resends every answered write, and reads the whole change feed: its sequence has
@@ -121,13 +123,13 @@ class FaultTarget(HttpTarget):
         return None if trigger is None else trigger[1]
 
     def _count_write(self) -> None:
-        with self._lock:
+        with self._lock:  # held while it fires: a disarm that finds it gone returns once it has
             if self._trigger is None:
                 return
             left, fire = self._trigger
             self._trigger = None if left == 0 else (left - 1, fire)
-        if left == 0:
-            fire()
+            if left == 0:
+                fire()
 
     def now_ms(self) -> int | None:
         self.quiet()
@@ -213,7 +215,7 @@ class Nemesis:
         thread.join()
 
     def before(self, batch: int) -> None:
-        """Start batch ``batch``'s fault, if it has one, on a thread of its own."""
+        """Arm batch ``batch``'s fault, if it has one."""
         fault = self.schedule.at(batch)
         self._fault = fault
         if fault is None:
@@ -222,20 +224,45 @@ class Nemesis:
             self.proxy.arm(fault.kind, fault.count, before=fault.before)
             self.windows.append(Window(fault.kind, self._now(), self._now(), batch))
             return
+        if fault.kind == "kill":
+            self.proxy.arm_answer(fault.server, fault.after_posts, lambda: self._kill(fault))
+            return
         self.target.arm(fault.after_posts, lambda: self._start(fault))
 
     def _start(self, fault: Fault) -> None:
-        self._thread = threading.Thread(target=self._inject, args=(fault,), daemon=True, name="aidememo-sim-nemesis")
+        self._thread = threading.Thread(target=self._inject, args=(fault, None), daemon=True,
+                                        name="aidememo-sim-nemesis")
         self._thread.start()
 
-    def _inject(self, fault: Fault) -> None:
+    def _kill(self, fault: Fault) -> None:
+        """Kill the server now (on the proxy's thread, the answer it holds not yet passed on); the
+        restart is the nemesis thread's."""
+        start = self._now()
+        # Assigned before the kill: a client's worker whose request the kill cut waits for it
+        # (``wait``) until the server is back.
+        thread = self._thread = threading.Thread(target=self._inject, args=(fault, start), daemon=True,
+                                                 name="aidememo-sim-nemesis")
         try:
-            time.sleep(fault.delay_ms / 1000)
-            start = self._now()
+            # Marked down first: the proxy sends the killed server nothing until its test clock is
+            # back where the others' is (a restart starts it again from the wall clock), so no
+            # answer is ever given at a time before one already given.
+            self.proxy.down(fault.server)
+            self.servers[fault.server].kill()  # kill is refused without [serve]
+            self.kills += 1
+            self._killed_at.append(start)
+        except BaseException as exc:  # surfaced in after(), in the campaign's thread
+            self._errors.append(exc)
+        thread.start()
+
+    def _inject(self, fault: Fault, start: float | None) -> None:
+        try:
+            if start is None:
+                time.sleep(fault.delay_ms / 1000)
+                start = self._now()
             if fault.kind == "clock-jump":
                 self._jump(LEASE_MS + fault.jump_ms)
             elif fault.kind == "kill":
-                self._kill(fault)
+                self._restart(fault)
             else:
                 server = self.servers[fault.server]  # kill and pause are refused without [serve]
                 server.pause()
@@ -248,15 +275,8 @@ class Nemesis:
         except BaseException as exc:  # surfaced in after(), in the campaign's thread
             self._errors.append(exc)
 
-    def _kill(self, fault: Fault) -> None:
-        # Marked down first: the proxy sends the killed server nothing until its test clock is
-        # back where the others' is (a restart starts it again from the wall clock), so no
-        # answer is ever given at a time before one already given.
-        self.proxy.down(fault.server)
+    def _restart(self, fault: Fault) -> None:
         server = self.servers[fault.server]
-        server.kill()
-        self.kills += 1
-        self._killed_at.append(self._now())
         time.sleep(fault.length_ms / 1000)
         server.restart()
         self.proxy.restore_clock(fault.server, self.target.tokens[self.target.actors[0]])
@@ -284,9 +304,9 @@ class Nemesis:
         Raises:
             BaseException: what the fault's thread raised (a server that did not come back).
         """
-        unfired = self.target.disarm()
-        if unfired is not None:
-            unfired()  # the batch sent fewer writes: the fault falls at its end, and still counts
+        for unfired in (self.target.disarm(), self.proxy.disarm_answer()):
+            if unfired is not None:
+                unfired()  # the batch had fewer writes: the fault falls at its end, and still counts
         self._join()
         self.proxy.disarm()
         if self._errors:

@@ -9,6 +9,11 @@ both are transport failures: exactly what the protocol's one identical retry is 
 clock and reads pass untouched. A server that went away (killed, restarting) resets the
 client's connection too.
 
+A kill is timed by the proxy too (``arm_answer``): it falls the moment a server's answer to a
+write it accepted (200) is in the proxy's hands, before that answer is passed on. Timed by an
+event rather than a clock, it falls at the same point of the batch in a replay, and a server
+that answers before it commits always loses the write whose answer the client then gets.
+
 In front of several servers on one database (a target file's ``[[serve]]`` list) it balances
 the requests over them, one request at a time, and sends none to a server the nemesis marked
 down (killed, restarting) while another is up. The test clock is every server's: a move
@@ -26,6 +31,7 @@ import socketserver
 import struct
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from io import BufferedIOBase
 from urllib.parse import urlsplit
@@ -57,6 +63,10 @@ class FaultProxy:
         self._turn = 0
         self._armed: _Armed | None = None
         self._lock = threading.Lock()
+        # (server, its accepted writes still to answer before it, what to run then); held while
+        # that runs, so a disarm that finds it gone returns once it has run
+        self._trigger: tuple[int, int, Callable[[], None]] | None = None
+        self._trigger_lock = threading.Lock()
         self._clock_lock = threading.Lock()  # moves of the test clock and restores, one at a time
         self.clock_moved_ms = 0  # the sum of the test clock's moves every server answered
         self.dropped = 0
@@ -96,6 +106,29 @@ class FaultProxy:
         with self._lock:
             self._armed = None
 
+    def arm_answer(self, server: int, after: int, fire: Callable[[], None]) -> None:
+        """Run ``fire`` when ``server`` has answered 200 to a write after ``after`` others (from
+        now), before that answer is passed on."""
+        with self._trigger_lock:
+            self._trigger = (server, after, fire)
+
+    def disarm_answer(self) -> Callable[[], None] | None:
+        """The armed ``fire``, if it never ran (once this returns, one that did has finished)."""
+        with self._trigger_lock:
+            trigger, self._trigger = self._trigger, None
+        return None if trigger is None else trigger[2]
+
+    def _answered(self, server: int, request: Request, answer: Answer) -> None:
+        if answer.status != 200 or request.method != "POST" or not request.path.startswith("/v1/"):
+            return
+        with self._trigger_lock:
+            if self._trigger is None or self._trigger[0] != server:
+                return
+            _, left, fire = self._trigger
+            self._trigger = None if left == 0 else (server, left - 1, fire)
+            if left == 0:
+                fire()
+
     def _take(self, method: str, path: str) -> _Armed | None:
         if method != "POST" or not path.startswith("/v1/"):
             return None
@@ -119,13 +152,13 @@ class FaultProxy:
         with self._lock:
             self._down.discard(server)
 
-    def _pick(self) -> tuple[str, int]:
+    def _pick(self) -> int:
         with self._lock:
             up = [i for i in range(len(self._upstreams)) if i not in self._down]
             if not up:
                 raise ConnectionRefusedError("every server is down")
             self._turn += 1
-            return self._upstreams[up[self._turn % len(up)]]
+            return up[self._turn % len(up)]
 
     def _move_clock(self, request: Request) -> Answer:
         """A move of the test clock, sent to every server that is up; the first one's answer."""
@@ -172,7 +205,9 @@ class FaultProxy:
         if fault is not None and fault.kind == "reset" and fault.before:
             _reset(connection)
             return False
-        answer = forward(*self._pick(), request, _UPSTREAM_TIMEOUT_S)
+        server = self._pick()
+        answer = forward(*self._upstreams[server], request, _UPSTREAM_TIMEOUT_S)
+        self._answered(server, request, answer)
         if fault is not None:
             if fault.kind == "reset":
                 _reset(connection)

@@ -3,8 +3,9 @@
 Pure: nothing here sends a signal or opens a socket (``nemesis`` does). The schedule is drawn
 from the campaign's printed seed, batch by batch, each batch from its own stream: the same seed
 gives the same faults at the same batches however long the run, so a replay (the same command)
-repeats them. Where inside a batch a fault lands in time is seeded too; which request it meets
-there is the network's.
+repeats them. A kill falls on an event the proxy sees (a server's answer to the batch's n-th
+write it accepted), so a replay repeats it at the same point of the batch; a pause or a clock
+jump falls a seeded time after a write is sent, and which request it meets there is the network's.
 """
 
 from __future__ import annotations
@@ -52,8 +53,10 @@ class Fault:
 
     batch: int
     kind: str
-    after_posts: int  # kill, pause: the batch's writes sent before it (then ``delay_ms`` more)
-    delay_ms: int
+    # kill: the batch's writes the server accepted (answered 200) before the one it falls on;
+    # pause, clock-jump: the batch's writes sent before it (then ``delay_ms`` more)
+    after_posts: int
+    delay_ms: int  # 0 for a kill: it falls the moment the answer is in the proxy's hands
     length_ms: int  # kill: down time before the restart; pause: stopped time; else 0
     count: int  # drop-answers and reset: how many POSTs in a row (2: the retry too is lost)
     before: bool = False  # reset only: before the request is forwarded (else after it ran)
@@ -62,8 +65,8 @@ class Fault:
 
     def describe(self) -> str:
         if self.kind == "kill":
-            return (f"batch {self.batch}: kill{self._which()} {self.delay_ms} ms after its write #{self.after_posts + 1} is sent, "
-                    f"restart after {self.length_ms} ms down")
+            return (f"batch {self.batch}: kill{self._which()} as its answer to the batch's write #{self.after_posts + 1} "
+                    f"it accepted reaches the proxy (the answer passed on after), restart after {self.length_ms} ms down")
         if self.kind == "pause":
             return (f"batch {self.batch}: pause{self._which()} {self.delay_ms} ms after its write "
                     f"#{self.after_posts + 1} is sent, for {self.length_ms} ms")
@@ -102,14 +105,15 @@ class FaultSchedule:
             return None
         kind = rng.choice(self.kinds)
         # Timed from a write of the batch, not from its start: a batch's requests take a few
-        # milliseconds of it, and a fault is meant to meet them in flight, or just answered.
+        # milliseconds of it, and a fault is meant to meet them in flight, or just answered. A
+        # kill has no delay, but draws one all the same: the draws after it stay a seed's.
         posts, delay = rng.randrange(0, 3), rng.randrange(0, 40)
         if kind in SERVED_KINDS:
             length = rng.randrange(20, 300) if kind == "kill" else rng.randrange(100, 800)
             # Drawn last, and only with several servers: a seed's schedule for one server stays as it was.
             server = rng.randrange(self.servers) if self.servers > 1 else 0
-            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=delay, length_ms=length, count=0,
-                         server=server)
+            return Fault(batch=batch, kind=kind, after_posts=posts, delay_ms=0 if kind == "kill" else delay,
+                         length_ms=length, count=0, server=server)
         if kind == "clock-jump":
             # Around the lease: claims taken a moment before are then just live or just expired,
             # and those taken a batch or more before are past it, while the batch races on them.

@@ -9,6 +9,7 @@ import json
 import shutil
 import sys
 import threading
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,10 +18,12 @@ import pytest
 import tomli_w
 
 from simulations.cli import main
+from simulations.faults.nemesis import FaultTarget, Nemesis
 from simulations.faults.proxy import FaultProxy
 from simulations.faults.report import PLOTS_MISSING
 from simulations.faults.schedule import FaultSchedule, parse_faults
 from simulations.errors import SimulationError
+from simulations.targets import Lost
 
 MUTANTS = Path(__file__).with_name("fault_mutants.py")
 REF = shutil.which("aidememo-ref", path=str(Path(sys.executable).parent)) or "aidememo-ref"
@@ -141,6 +144,69 @@ def test_the_proxy_loses_answers_of_writes_it_let_through_or_not(upstream: tuple
         assert (proxy.dropped, proxy.resets) == ((1, 0) if kind == "drop-answers" else (0, 1))
     finally:
         proxy.close()
+
+
+class _Slow(http.server.BaseHTTPRequestHandler):
+    """Answers a write after 60 ms (longer than a pause or clock jump's delay after a send), 409
+    to a body starting ``refused``; ``ran`` is the writes it answered, in order."""
+
+    protocol_version = "HTTP/1.1"
+    ran: list[str] = []
+
+    def do_POST(self) -> None:
+        body = self.rfile.read(int(self.headers["Content-Length"])).decode()
+        time.sleep(0.06)
+        self.ran.append(body)
+        self.send_response(409 if body.startswith("refused") else 200)
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"ok")
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_a_kill_falls_as_the_answer_to_the_nth_accepted_write_reaches_the_proxy() -> None:
+    # A kill timed by the clock (some ms after a write is sent) lands before or after the answer
+    # by chance, and a replay does not repeat it; timed by the answer it always lands between the
+    # server's answer and the client's receiving it.
+    seed = next(s for s in range(1000) if (f := FaultSchedule(s, ("kill",)).at(2)) is not None and f.after_posts == 1)
+    upstream = http.server.ThreadingHTTPServer(("127.0.0.1", 0), type("Handler", (_Slow,), {"ran": []}))
+    threading.Thread(target=upstream.serve_forever, daemon=True).start()
+    ran: list[str] = upstream.RequestHandlerClass.ran  # type: ignore[attr-defined]
+    received: list[str] = []
+    kills: list[tuple[list[str], list[str]]] = []
+
+    class Server:
+        url, others = f"http://127.0.0.1:{upstream.server_address[1]}", ()
+
+        def kill(self) -> None:
+            kills.append((list(ran), list(received)))
+
+        def restart(self) -> None:
+            pass
+
+    proxy = FaultProxy(Server.url).start()
+    tokens = {"agent-a": "token-a-0123456789", "agent-b": "token-b-0123456789"}
+    target = FaultTarget(proxy.url, "p", tokens, timeout_s=5, started=time.monotonic())
+    nemesis = Nemesis(schedule=FaultSchedule(seed, ("kill",)), target=target, proxy=proxy, servers=(Server(),))
+    try:
+        nemesis.before(2)
+        for body in ("refused-0", "w0", "w1"):  # a refusal counts for nothing: it committed nothing
+            try:
+                target.request("agent-a", "POST", "/v1/projects/p/commands", body.encode())
+                received.append(body)
+            except Lost:
+                received.append(f"{body} lost")
+        assert not nemesis.after(2)
+    finally:
+        proxy.close()
+        upstream.shutdown()
+        upstream.server_close()
+    # The second accepted write's answer was in the proxy's hands, not yet the client's; it still got it.
+    assert kills == [(["refused-0", "w0", "w1"], ["refused-0", "w0"])] and received[-1] == "w1", (kills, received)
+    assert nemesis.kills == 1
+    assert [w.kind for w in nemesis.windows] == ["kill"]
 
 
 def test_the_proxy_balances_over_servers_skips_one_down_and_moves_every_clock(
@@ -290,8 +356,17 @@ def test_a_forgotten_sequence_head_is_found_and_found_again(tmp_path: Path,
     _found_twice(tmp_path, "forget_seq_head", "kill", 7, 12, "answered writes in the feed", capsys)
 
 
-def test_an_answer_before_its_commit_is_found(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    _found_twice(tmp_path, "answer_before_commit", "kill", 7, 20, "receipts survive restarts", capsys)
+def test_an_answer_before_its_commit_is_found_and_its_replay_file_shows_it_5_of_5(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    # The variant commits 10 ms after it answers. A kill timed some ms after a write is sent met
+    # that window in 3 of 5 replays; timed by the answer in the proxy's hands, in every one.
+    planted = _target(tmp_path / "answer_before_commit.toml", [sys.executable, str(MUTANTS), "answer_before_commit"])
+    code, out, report = _campaign(tmp_path / "run", planted, "kill", 7, 20, capsys)
+    assert code == 1 and "receipts survive restarts" in {f["rule"] for f in report["findings"]}, out
+    replay = tmp_path / "run" / "faults-seed-7" / "replay.json"
+    assert main(["replay", str(replay), "--config", str(planted), "--times", "5"]) == 1
+    said = capsys.readouterr().out
+    assert "reproduced 5/5" in said, said
 
 
 def test_a_retried_accept_that_transitions_again_is_found(tmp_path: Path,
