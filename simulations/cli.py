@@ -175,6 +175,9 @@ def _add_replay(sub: Any) -> None:
                         help="bearer token of an actor on --url (repeat): ACTOR=@FILE, or ACTOR alone for "
                              "TOKEN_<ACTOR>")
     replay.add_argument("--project", help="project id on --url")
+    replay.add_argument("--client", metavar="FILE.py:NAME",
+                        help="a clients fault finding: the client class it was found with (its replay file names "
+                             "it, and never loads it)")
     replay.add_argument("--ledger", metavar="FILE.py:NAME",
                         help="embedded only: the ledger factory to replay against (a replay file records the one "
                              "its run used, but never imports it: name it here)")

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simulations.commands import EXIT_OK, EXIT_VIOLATION
-from simulations.commands.faults import fault_ending, server_per_shard
+from simulations.commands.faults import exporter, fault_ending, served_count, server_per_shard
 from simulations.commands.output import hunt_ending
 from simulations.commands.targets import factory_spec, seed_of, shard_projects, target_from_args, target_words
 from simulations.errors import SimulationError
@@ -62,6 +62,7 @@ def _clients_faults(args: argparse.Namespace, seed: int, target: HttpTarget | No
     import time
 
     from simulations.faults.clients import run_client_faults
+    from simulations.faults.replay import FaultCase
 
     started = time.monotonic()
     if target is None:
@@ -78,7 +79,11 @@ def _clients_faults(args: argparse.Namespace, seed: int, target: HttpTarget | No
                             rounds=args.rounds, workers=args.clients, loss=args.loss, client_class=client_class,
                             budget_s=args.budget, started=started)
     print(f"{run.result.batches} rounds in {run.result.elapsed_s:.1f} s")
-    return fault_ending(run, Path(args.out) / f"clients-faults-seed-{seed}", command)
+    case = FaultCase(seed=seed, kinds=args.faults, servers=served_count(args), actors=len(target.actors),
+                     batches=0, budget_s=args.budget, keep=None, rules=(), command="clients", clients=args.clients,
+                     loss=args.loss, client=str(factory_spec(args.client)) if args.client else None)
+    export = exporter(args, case, lambda: target, client_class)
+    return fault_ending(run, Path(args.out) / f"clients-faults-seed-{seed}", command, export)
 
 
 def _clients_options(args: argparse.Namespace) -> None:

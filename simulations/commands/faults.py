@@ -15,10 +15,11 @@ from simulations.errors import SimulationError
 from simulations.linearizability.checker import Verdict
 
 if TYPE_CHECKING:
+    from simulations.faults.replay import FaultCase
     from simulations.faults.run import FaultRun
     from simulations.targets import HttpTarget
 
-__all__ = ["fault_ending", "fault_options", "fault_run", "server_per_shard"]
+__all__ = ["exporter", "fault_ending", "served_count", "fault_options", "fault_run", "server_per_shard"]
 
 
 def fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None, command: str) -> int:
@@ -45,13 +46,31 @@ def fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None, co
                              history_file=history_file, started=started, progress=print)
     print(f"{run.result.batches} batches in {run.result.elapsed_s:.1f} s")
 
+    from simulations.faults.replay import FaultCase
+
+    case = FaultCase(seed=seed, kinds=args.faults, servers=served_count(args), actors=args.actors, batches=0,
+                     budget_s=args.budget, keep=None, rules=())
+    return fault_ending(run, out, command, exporter(args, case, lambda: target))
+
+
+def exporter(args: argparse.Namespace, case: FaultCase, target: Callable[[], object],
+             client_class: object = None) -> Callable[[FaultRun, Path], None]:
+    """How a fault campaign's findings are shrunk (reruns of ``case`` on ``target()``, with
+    ``client_class`` for the clients') and written."""
     def export(run: FaultRun, out: Path) -> None:
-        from simulations.faults.replay import export_finding
+        from simulations.faults.replay import export_finding, rerun
 
-        export_finding(run, seed=seed, kinds=args.faults, actors=args.actors, budget_s=args.budget, target=target,
-                       server=getattr(args, "served_server", None), out=out, config=args.config, say=print)
+        server = getattr(args, "served_server", None)
+        again = rerun(target=target, server=server, client_class=client_class)
+        export_finding(run, case, again, out=out, config=args.config, say=print)
 
-    return fault_ending(run, out, command, export)
+    return export
+
+
+def served_count(args: argparse.Namespace) -> int:
+    """The servers the target file's [serve] tables started (1 without any: the URL's)."""
+    server = getattr(args, "served_server", None)
+    return 1 if server is None else 1 + len(server.others)
 
 
 def fault_ending(run: FaultRun, out: Path, command: str,

@@ -21,8 +21,11 @@ def replay(args: argparse.Namespace) -> int:
 
     if is_fault_replay(args.file):
         shown = replay_file(args.file, config=args.config, server=getattr(args, "served_server", None),
-                            times=args.times, say=print)
+                            times=args.times, client=str(factory_spec(args.client)) if args.client else None,
+                            say=print)
         return EXIT_VIOLATION if shown else EXIT_OK
+    if args.client:
+        raise SimulationError("--client applies to a clients fault finding's replay file; this is not one")
     if is_xmemo_replay(args.file):
         if args.url or args.config or args.token or args.project:
             raise SimulationError("an XMemo replay file runs on the embedded XMemo reference; drop --url, "

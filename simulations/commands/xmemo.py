@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from simulations.commands import EXIT_OK, EXIT_VIOLATION
-from simulations.commands.faults import fault_ending, server_per_shard
+from simulations.commands.faults import exporter, fault_ending, served_count, server_per_shard
 from simulations.commands.output import exported, hunt_ending
 from simulations.commands.targets import factory_spec, parse_tokens, secret, secret_words, seed_of
 from simulations.errors import SimulationError
@@ -127,7 +127,8 @@ def _xmemo_target(args: argparse.Namespace) -> XMemoHttpTarget | None:
 def _xmemo_faults(args: argparse.Namespace, seed: int, target: XMemoHttpTarget | None, words: list[str]) -> int:
     import time
 
-    from simulations.faults.xmemo import run_xmemo_faults
+    from simulations.faults.replay import FaultCase
+    from simulations.faults.xmemo import run_xmemo_faults, xmemo_target
 
     started = time.monotonic()
     if target is None:
@@ -144,7 +145,13 @@ def _xmemo_faults(args: argparse.Namespace, seed: int, target: XMemoHttpTarget |
                            server=getattr(args, "served_server", None), kinds=args.faults, seed=seed,
                            budget_s=args.budget, max_batches=args.batches, started=started, progress=print)
     print(f"{run.result.batches} batches and the census in {run.result.elapsed_s:.1f} s")
-    return fault_ending(run, Path(args.out) / f"xmemo-faults-seed-{seed}", command)
+    case = FaultCase(seed=seed, kinds=args.faults, servers=served_count(args), actors=len(target.keys), batches=0,
+                     budget_s=args.budget, keep=None, rules=(), command="xmemo")
+    config = args.config
+    # Each rerun bootstraps a fresh owner's keys from the target file (no two runs share captures'
+    # keys); a run by --url reuses its keys, its runs' ids being their own.
+    fresh = (lambda: (target.url, target.keys, target.timeout_s)) if config is None else (lambda: xmemo_target(config))
+    return fault_ending(run, Path(args.out) / f"xmemo-faults-seed-{seed}", command, exporter(args, case, fresh))
 
 
 def _xmemo_hunt(args: argparse.Namespace, seed: int, words: list[str]) -> int:

@@ -50,13 +50,14 @@ class _ClientsTarget(FaultTarget):
 
 def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, rounds: int,
                       workers: int, loss: float, client_class: ClientClass, budget_s: float,
-                      started: float) -> FaultRun:
-    """The clients campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``."""
+                      started: float, keep: frozenset[int] | None = None) -> FaultRun:
+    """The clients campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``
+    (``keep``: only the faults of these rounds, a shrunk schedule)."""
     servers = () if server is None else (server, *server.others)
     proxy = FaultProxy(*([s.url for s in servers] or [target.url])).start()
     faulty = _ClientsTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
-    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds, servers=len(servers) or 1), target=faulty, proxy=proxy,
-                      servers=servers)
+    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds, servers=len(servers) or 1, keep=keep), target=faulty,
+                      proxy=proxy, servers=servers)
     faulty.quiet = nemesis.wait  # the workers read the clock from their own threads
     run_id = fresh_run_id(seed)
     try:

@@ -65,8 +65,9 @@ class Fault:
 
     def describe(self) -> str:
         if self.kind == "kill":
-            return (f"batch {self.batch}: kill{self._which()} as its answer to the batch's write #{self.after_posts + 1} "
-                    f"it accepted reaches the proxy (the answer passed on after), restart after {self.length_ms} ms down")
+            return (f"batch {self.batch}: kill{self._which()} as its answer to the batch's write "
+                    f"#{self.after_posts + 1} it accepted reaches the proxy (the answer passed on after), "
+                    f"restart after {self.length_ms} ms down")
         if self.kind == "pause":
             return (f"batch {self.batch}: pause{self._which()} {self.delay_ms} ms after its write "
                     f"#{self.after_posts + 1} is sent, for {self.length_ms} ms")

@@ -222,15 +222,17 @@ def _key(capture: _Capture) -> str:
 
 def run_xmemo_faults(*, url: str, keys: Mapping[str, str], timeout_s: float, server: Server | None,
                      kinds: tuple[str, ...], seed: int, budget_s: float, max_batches: int | None,
-                     started: float, progress: Callable[[str], None] | None = None) -> FaultRun:
-    """The XMemo campaign on ``url`` behind a fault proxy, ``kinds`` injected from ``seed``."""
+                     started: float, progress: Callable[[str], None] | None = None,
+                     keep: frozenset[int] | None = None) -> FaultRun:
+    """The XMemo campaign on ``url`` behind a fault proxy, ``kinds`` injected from ``seed``
+    (``keep``: only the faults of these batches, a shrunk schedule)."""
     servers = () if server is None else (server, *server.others)
     proxy = FaultProxy(*([s.url for s in servers] or [url])).start()
     calls = _Calls(proxy.url, keys, started=started)
     target = XMemoHttpTarget(proxy.url, keys, timeout_s=timeout_s, transport=lambda agent: _Seeing(calls, agent))
     direct = XMemoHttpTarget(url, keys, timeout_s=timeout_s)
-    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds, servers=len(servers) or 1), target=calls, proxy=proxy,
-                      servers=servers)
+    nemesis = Nemesis(schedule=FaultSchedule(seed, kinds, servers=len(servers) or 1, keep=keep), target=calls,
+                      proxy=proxy, servers=servers)
     audits = _Audits(nemesis, calls, direct)
     try:
         run = run_campaign(seed=seed, budget_s=budget_s, max_batches=max_batches, target=target, hooks=audits,

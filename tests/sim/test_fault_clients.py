@@ -49,22 +49,46 @@ def test_the_clients_under_every_fault_kind_find_nothing_in_the_served_reference
     assert first["findings"] == [] and len(first["recovery_s"]) == 2
 
 
-def test_a_retried_accept_that_transitions_again_is_found_through_lost_answers_only(
+def test_a_retried_accept_that_transitions_again_is_found_through_lost_answers_only_and_replayed(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     # One client per handoff and no simulated loss: only the proxy's dropped answers make the
     # client resend an accept, which this server decides again instead of replaying its receipt.
+    # The finding is shrunk to the one round whose dropped answer shows it, written as a replay
+    # file, and replayed: shown again on this server, not on the reference.
     config = _target(tmp_path / "mutant.toml", [sys.executable, str(MUTANTS), "retry_second_transition"])
     quiet = ("--clients", "1", "--loss", "0")
     code, out, _ = _clients(tmp_path / "none", config, 9, 8, capsys, *quiet)
     assert code == 0, out
-    seen = []
-    for attempt in ("a", "b"):
-        code, out, report = _clients(tmp_path / attempt, config, 9, 8, capsys, *quiet, "--faults", "drop-answers")
-        assert code == 1 and report is not None, out
-        assert "linearizability" in {f["rule"] for f in report["findings"]}, out
-        assert "replay it, with its fault schedule: aidememo-sim clients --seed 9 " in out
-        seen.append((report["schedule"], report["verdict"], report["injected"]["answers_dropped"]))
-    assert seen[0] == seen[1] and seen[0][2] >= 1
+    code, out, report = _clients(tmp_path / "a", config, 9, 8, capsys, *quiet, "--faults", "drop-answers")
+    assert code == 1 and report is not None, out
+    assert "linearizability" in {f["rule"] for f in report["findings"]}, out
+    assert "replay it, with its fault schedule: aidememo-sim clients --seed 9 " in out
+    replay = tmp_path / "a" / "clients-faults-seed-9" / "replay.json"
+    doc = json.loads(replay.read_text())
+    assert (doc["command"], doc["clients"], doc["loss"], doc["client"]) == ("clients", 1, 0, None)
+    assert doc["keep"] is not None and len(doc["keep"]) < len(report["schedule"]), (doc["keep"], report["schedule"])
+    assert f"aidememo-sim replay {replay} --config {config} --times 5" in out
+    for target, shown in ((config, 2), (_target(tmp_path / "reference.toml", [REF]), 0)):
+        times = "2" if shown else "1"
+        assert main(["replay", str(replay), "--config", str(target), "--times", times]) == int(bool(shown))
+        said = capsys.readouterr().out
+        assert f"reproduced {shown}/{shown or 1}" in said and "the clients' races of seed 9" in said, said
+
+
+def test_a_clients_finding_replays_only_with_the_client_class_it_names(tmp_path: Path,
+                                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    from tests.targetfile import write_target
+
+    replay = tmp_path / "replay.json"
+    replay.write_text(json.dumps({"format": "aidememo-sim-fault-replay/1", "command": "clients", "seed": 1,
+                                  "kinds": ["drop-answers"], "servers": 1, "actors": 3, "batches": 4, "budget_s": 20,
+                                  "clients": 1, "loss": 0, "client": "/x/mutants.py:Broken", "keep": None,
+                                  "rules": ["linearizability"]}))
+    provision = {"command": "true {project} {actor} {token_file}"}
+    config = write_target(tmp_path / "t.toml", "http://127.0.0.1:9", provision=provision)
+    assert main(["replay", str(replay), "--config", str(config)]) == 2
+    err = capsys.readouterr().err
+    assert "give --client /x/mutants.py:Broken" in err and len(err.strip().splitlines()) == 1, err
 
 
 class _Client:

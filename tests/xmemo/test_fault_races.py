@@ -65,21 +65,24 @@ def test_the_races_under_every_fault_kind_find_nothing_in_the_served_reference_t
     assert first["findings"] == [] and len(first["recovery_s"]) == 2
 
 
-def test_keys_kept_in_memory_are_found_by_a_kill_and_found_again(tmp_path: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_keys_kept_in_memory_are_found_by_a_kill_and_replayed_from_the_replay_file(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     config = _target(tmp_path / "mutant.toml", [sys.executable, str(MUTANTS), "memory_keys"])
     code, out, _ = _run(tmp_path / "none", config, 8, capsys)
     assert code == 0 and "0 violations" in out, out  # without a restart the keys it remembers are enough
-    seen = []
-    for attempt in ("a", "b"):
-        code, out, report = _run(tmp_path / attempt, config, 8, capsys, "--faults", "kill")
-        assert code == 1 and report is not None, out
-        assert "keyed captures survive restarts" in {f["rule"] for f in report["findings"]}, out
-        assert "replay it, with its fault schedule: aidememo-sim xmemo run --seed 8 " in out
-        seen.append((report["schedule"], report["verdict"]))
-    (first, verdict_a), (second, verdict_b) = seen
-    shorter = min(len(first), len(second))  # a run stops at its first finding
-    assert shorter >= 1 and first[:shorter] == second[:shorter] and verdict_a == verdict_b, seen
+    code, out, report = _run(tmp_path / "a", config, 8, capsys, "--faults", "kill")
+    assert code == 1 and report is not None, out
+    assert "keyed captures survive restarts" in {f["rule"] for f in report["findings"]}, out
+    assert "replay it, with its fault schedule: aidememo-sim xmemo run --seed 8 " in out
+    replay = tmp_path / "a" / "xmemo-faults-seed-8" / "replay.json"
+    assert json.loads(replay.read_text())["command"] == "xmemo"
+    assert f"aidememo-sim replay {replay} --config {config} --times 5" in out
+    # Each replay bootstraps a fresh owner: shown again on this server, not on the reference.
+    for target, shown in ((config, 2), (_target(tmp_path / "reference.toml", [REF, "xmemo"]), 0)):
+        times = "2" if shown else "1"
+        assert main(["replay", str(replay), "--config", str(target), "--times", times]) == int(bool(shown))
+        said = capsys.readouterr().out
+        assert f"reproduced {shown}/{shown or 1}" in said and "the XMemo races of seed 8" in said, said
 
 
 @pytest.mark.parametrize(("argv", "says"), [
