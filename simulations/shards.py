@@ -122,7 +122,7 @@ def run_shard(spec: ShardSpec) -> ShardOutcome:
     publish = _publisher(spec)
     publish(0.0, 0, None)
     if spec.faults:
-        outcome = _fault_shard(spec)
+        outcome = _fault_shard(spec, publish)
     elif spec.protocol == "xmemo":
         outcome = _xmemo_shard(spec, publish)
     elif spec.protocol == "clients":
@@ -153,27 +153,32 @@ def _aidememo_shard(spec: ShardSpec, publish: _Publish) -> ShardOutcome:
                         host=socket.gethostname())
 
 
-def _fault_shard(spec: ShardSpec) -> ShardOutcome:
-    """A fault campaign against a server of the target file this shard starts for itself; its
-    reports in its own folder of the hunt's output (not shrunk: its seed and faults are the case)."""
+def _fault_shard(spec: ShardSpec, publish: Callable[[float, int, str | None], None]) -> ShardOutcome:
+    """A fault campaign against a server of the target file this shard starts for itself, publishing
+    its counts as it runs; its reports in its own folder of the hunt's output (not shrunk: its
+    seed and faults are the case)."""
     from aidememo_client.client import AideMemoClient
     from simulations.faults.shard import run_client_fault_shard, run_fault_shard, run_xmemo_fault_shard
 
     assert spec.config is not None and spec.out is not None  # the command line gives both with faults
     alone = spec.alone.replace("{seed}", str(spec.seed), 1)
+
+    def on_batch(seconds: float, operations: int) -> None:
+        publish(seconds, operations, None)
+
     if spec.protocol == "clients":
         client_class = load_factory(spec.factory, "client class") if spec.factory else AideMemoClient
         found = run_client_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, rounds=spec.rounds,
                                        clients=spec.clients, loss=spec.loss, client_class=client_class,
-                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone)
+                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone, on_batch=on_batch)
     elif spec.protocol == "xmemo":
         found = run_xmemo_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults,
                                       budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
-                                      command=alone)
+                                      command=alone, on_batch=on_batch)
     else:
         found = run_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, actors=spec.actors,
                                 budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),
-                                command=alone)
+                                command=alone, on_batch=on_batch)
     return ShardOutcome(index=spec.index, seed=spec.seed, batches=found.batches, operations=found.operations,
                         elapsed_s=found.elapsed_s, verdict=found.verdict, found=found if found.findings else None,
                         history=found.history, host=socket.gethostname())

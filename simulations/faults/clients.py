@@ -50,9 +50,11 @@ class _ClientsTarget(FaultTarget):
 
 def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, rounds: int,
                       workers: int, loss: float, client_class: ClientClass, budget_s: float,
-                      started: float, keep: frozenset[int] | None = None) -> FaultRun:
+                      started: float, keep: frozenset[int] | None = None,
+                      on_round: Callable[[float, int], None] | None = None) -> FaultRun:
     """The clients campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``
-    (``keep``: only the faults of these rounds, a shrunk schedule)."""
+    (``keep``: only the faults of these rounds, a shrunk schedule; ``on_round(seconds,
+    operations)``: told of every round)."""
     servers = () if server is None else (server, *server.others)
     proxy = FaultProxy(*([s.url for s in servers] or [target.url])).start()
     faulty = _ClientsTarget(proxy.url, target.project, target.tokens, timeout_s=target.timeout_s, started=started)
@@ -62,7 +64,8 @@ def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple
     run_id = fresh_run_id(seed)
     try:
         run = run_client_campaign(faulty, seed=seed, run_id=run_id, rounds=rounds, workers=workers, loss=loss,
-                                  client_class=client_class, budget_s=budget_s, hooks=nemesis, settle=nemesis.wait)
+                                  client_class=client_class, budget_s=budget_s, hooks=nemesis, settle=nemesis.wait,
+                                  on_round=on_round)
         nemesis.final_audit()
         later = _later_runs(faulty, run_id, run.rounds)
     finally:

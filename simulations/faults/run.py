@@ -82,10 +82,12 @@ class FaultRun:
 
 def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tuple[str, ...], seed: int, actors: int,
                        budget_s: float, max_batches: int | None, history_file: Path, started: float,
-                       progress: Callable[[str], None] | None = None, keep: frozenset[int] | None = None) -> FaultRun:
+                       progress: Callable[[str], None] | None = None, keep: frozenset[int] | None = None,
+                       on_batch: Callable[[float, int], None] | None = None) -> FaultRun:
     """Run the campaign on ``target`` behind a fault proxy, ``kinds`` injected from ``seed``; with
     ``server`` (the target file's first served server), the proxy balances over it and its others.
-    ``keep``: only the faults of these batches (a shrunk schedule).
+    ``keep``: only the faults of these batches (a shrunk schedule); ``on_batch(seconds,
+    operations)`` hears of every batch (a hunt's shard publishes its progress with it).
 
     Raises:
         SimulationError: the server did not come back after a restart, or the history file failed.
@@ -100,7 +102,8 @@ def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tupl
     try:
         try:
             result = run_campaign(seed=seed, actors=actors, budget_s=budget_s, max_batches=max_batches,
-                                  target=faulty, progress=progress, history_file=history_file, hooks=nemesis)
+                                  target=faulty, progress=progress, history_file=history_file, hooks=nemesis,
+                                  on_batch=on_batch)
             nemesis.final_audit()
         except ConformanceError as exc:  # a restart that never answered /health again
             raise SimulationError(str(exc)) from None

@@ -29,6 +29,7 @@ from simulations.targets import HttpTarget, served_apart, target_from_config
 __all__ = ["FaultFound", "run_client_fault_shard", "run_fault_shard", "run_xmemo_fault_shard"]
 
 CLIENT_ACTORS = ("agent-a", "agent-b", "agent-c")  # the clients' races: a sender, a receiver, a bystander
+OnBatch = Callable[[float, int], None] | None  # told (seconds, operations) after each batch or round
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -47,9 +48,10 @@ class FaultFound:
 
 
 def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: int, budget_s: float,
-                    max_batches: int | None, out: Path, command: str) -> FaultFound:
+                    max_batches: int | None, out: Path, command: str, on_batch: OnBatch = None) -> FaultFound:
     """The fault campaign of seed ``seed`` against a server of ``config`` started for it alone;
-    ``command`` is the one that runs it again by itself (its reports' replay line).
+    ``command`` is the one that runs it again by itself (its reports' replay line); ``on_batch``
+    hears of every batch (the shard publishes its progress with it).
 
     Raises:
         SimulationError: the server did not come up, or came back from no restart; a bad file.
@@ -61,7 +63,7 @@ def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: 
         try:
             return run_fault_campaign(target=target, server=server, kinds=kinds, seed=seed, actors=actors,
                                       budget_s=budget_s, max_batches=max_batches, history_file=history,
-                                      started=started)
+                                      started=started, on_batch=on_batch)
         finally:
             target.close()
 
@@ -70,7 +72,7 @@ def run_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], actors: 
 
 def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], rounds: int, clients: int,
                            loss: float, client_class: ClientClass, budget_s: float, out: Path,
-                           command: str) -> FaultFound:
+                           command: str, on_batch: OnBatch = None) -> FaultFound:
     """The clients' fault campaign of seed ``seed`` (``clients --faults``) against a server of
     ``config`` started for it alone.
 
@@ -82,7 +84,7 @@ def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], r
         try:
             return run_client_faults(target=target, server=server, kinds=kinds, seed=seed, rounds=rounds,
                                      workers=clients, loss=loss, client_class=client_class, budget_s=budget_s,
-                                     started=started)
+                                     started=started, on_round=on_batch)
         finally:
             target.close()
 
@@ -90,7 +92,7 @@ def run_client_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], r
 
 
 def run_xmemo_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], budget_s: float,
-                          max_batches: int | None, out: Path, command: str) -> FaultFound:
+                          max_batches: int | None, out: Path, command: str, on_batch: OnBatch = None) -> FaultFound:
     """The XMemo races' fault campaign of seed ``seed`` (``xmemo run --faults``) against a server
     of ``config`` started for it alone, with keys of a fresh owner bootstrapped there.
 
@@ -100,7 +102,7 @@ def run_xmemo_fault_shard(*, config: Path, seed: int, kinds: tuple[str, ...], bu
     def campaign(server: Server, environ: Mapping[str, str], started: float) -> FaultRun:
         url, keys, timeout_s = xmemo_target(config, environ)
         return run_xmemo_faults(url=url, keys=keys, timeout_s=timeout_s, server=server, kinds=kinds, seed=seed,
-                                budget_s=budget_s, max_batches=max_batches, started=started)
+                                budget_s=budget_s, max_batches=max_batches, started=started, on_batch=on_batch)
 
     return _apart(config, seed, out / f"xmemo-faults-seed-{seed}", command, campaign, None)
 

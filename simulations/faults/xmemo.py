@@ -223,9 +223,11 @@ def _key(capture: _Capture) -> str:
 def run_xmemo_faults(*, url: str, keys: Mapping[str, str], timeout_s: float, server: Server | None,
                      kinds: tuple[str, ...], seed: int, budget_s: float, max_batches: int | None,
                      started: float, progress: Callable[[str], None] | None = None,
-                     keep: frozenset[int] | None = None) -> FaultRun:
+                     keep: frozenset[int] | None = None,
+                     on_batch: Callable[[float, int], None] | None = None) -> FaultRun:
     """The XMemo campaign on ``url`` behind a fault proxy, ``kinds`` injected from ``seed``
-    (``keep``: only the faults of these batches, a shrunk schedule)."""
+    (``keep``: only the faults of these batches, a shrunk schedule; ``on_batch(seconds,
+    operations)``: told of every batch)."""
     servers = () if server is None else (server, *server.others)
     proxy = FaultProxy(*([s.url for s in servers] or [url])).start()
     calls = _Calls(proxy.url, keys, started=started)
@@ -236,7 +238,7 @@ def run_xmemo_faults(*, url: str, keys: Mapping[str, str], timeout_s: float, ser
     audits = _Audits(nemesis, calls, direct)
     try:
         run = run_campaign(seed=seed, budget_s=budget_s, max_batches=max_batches, target=target, hooks=audits,
-                           progress=progress)
+                           progress=progress, on_batch=on_batch)
         audits.resend(calls.captures[-FINAL_RESEND_LIMIT:], "at the end")
     finally:
         direct.close()

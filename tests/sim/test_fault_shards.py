@@ -101,3 +101,17 @@ def test_the_clients_shards_fault_servers_of_their_own(tmp_path: Path, capsys: p
                                   "drop-answers")
         assert code == 1 and "finding 1: linearizability, found by shards 0, 1" in out, out
         assert "the shard alone: aidememo-sim clients --seed " in out and "--faults drop-answers" in out
+
+
+def test_a_fault_shard_publishes_its_counts_batch_by_batch(tmp_path: Path) -> None:
+    # What the hunt's live line shows of a running shard: a fault shard published nothing until it ended.
+    from simulations.shards import ShardSpec, _fault_shard
+
+    config = _target(tmp_path / "served.toml", [REF])
+    heard: list[tuple[float, int]] = []
+    spec = ShardSpec(root_seed=10, index=0, actors=3, budget_s=60, max_batches=4, factory=None, out=str(tmp_path),
+                     config=str(config), faults=("drop-answers",), alone="aidememo-sim run --seed {seed}")
+    outcome = _fault_shard(spec, lambda seconds, operations, found: heard.append((seconds, operations)))
+    assert len(heard) == 4 and outcome.batches == 4, heard
+    counts = [operations for _, operations in heard]
+    assert counts == sorted(counts) and counts[0] > 0
