@@ -327,9 +327,9 @@ def served_config(path: Path, log_dir: Path) -> Iterator[ServedServer | None]:
 
 
 def serves_apart(path: Path) -> bool:
-    """Whether the target file's ``[serve]`` command names both ``{port}`` and ``{dir}``, so that
-    each shard of a hunt can run a server of its own (a file the loader cannot read: False, and
-    its loader says what is wrong with it)."""
+    """Whether the target file's ``[serve]`` command (each of its ``[[serve]]`` commands) names
+    both ``{port}`` and ``{dir}``, so that each shard of a hunt can run servers of its own (a file
+    the loader cannot read: False, and its loader says what is wrong with it)."""
     import tomllib
 
     try:
@@ -337,16 +337,24 @@ def serves_apart(path: Path) -> bool:
             serve = tomllib.load(file).get("serve")
     except (OSError, tomllib.TOMLDecodeError):
         return False
-    command = serve.get("command") if isinstance(serve, dict) else None
-    words = " ".join(command) if isinstance(command, list) and all(isinstance(w, str) for w in command) else command
-    return isinstance(words, str) and "{port}" in words and "{dir}" in words
+    tables = serve if isinstance(serve, list) else [serve]
+
+    def apart(table: object) -> bool:
+        command = table.get("command") if isinstance(table, dict) else None
+        if isinstance(command, list) and all(isinstance(w, str) for w in command):
+            command = " ".join(command)
+        return isinstance(command, str) and "{port}" in command and "{dir}" in command
+
+    return bool(tables) and all(apart(table) for table in tables)
 
 
 @contextmanager
 def served_apart(path: Path, log_dir: Path) -> Iterator[tuple[ServedServer, dict[str, str]]]:
     """A server of the target file's ``[serve]`` command for the block alone, on a free port and
     a fresh data folder, with the environment under which ``target_from_config`` reaches it. Not
-    through this process's environment: a hunt's worker may run shards side by side.
+    through this process's environment: a hunt's worker may run shards side by side. With
+    ``[[serve]]`` tables, the others too (``others``), each on a free port of its own and the
+    same folder, started one at a time as ``conformance.serve.serving`` starts them.
 
     Raises:
         SimulationError: a bad target file, one without ``[serve]``, or a server that did not
@@ -373,14 +381,20 @@ def served_apart(path: Path, log_dir: Path) -> Iterator[tuple[ServedServer, dict
         folder = tempfile.mkdtemp(prefix="aidememo-serve-")
         url = settings.values.get("url") or DEFAULT_URL
         server = ServedServer(spec, url=str(url), served=Served(free_port(), folder), log_path=log_dir / "serve.log")
+        server.others = tuple(ServedServer(other, url=str(url), served=Served(free_port(), folder),
+                                           log_path=log_dir / f"serve-{i}.log") for i, other in enumerate(spec.others, 2))
+        started: list[ServedServer] = []
         try:
-            server.start()
-            server.wait_ready()
+            for each in (server, *server.others):  # one at a time: the first sets the data up alone
+                started.append(each)
+                each.start()
+                each.wait_ready()
             environ = {**mine, SERVED_ENV: json.dumps({"config": str(path.resolve()), "port": server.served.port,
                                                              "dir": folder})}
             yield server, environ
         finally:
-            server.stop()
+            for each in reversed(started):
+                each.stop()
             shutil.rmtree(folder, ignore_errors=True)
     except ConformanceError as exc:
         raise SimulationError(str(exc)) from None

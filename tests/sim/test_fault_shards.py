@@ -115,3 +115,29 @@ def test_a_fault_shard_publishes_its_counts_batch_by_batch(tmp_path: Path) -> No
     assert len(heard) == 4 and outcome.batches == 4, heard
     counts = [operations for _, operations in heard]
     assert counts == sorted(counts) and counts[0] > 0
+
+
+def test_each_shard_of_a_serve_list_starts_every_server_of_it_apart(tmp_path: Path) -> None:
+    # [[serve]] tables each naming {port} and {dir}: a shard starts all of them, each on a port of
+    # its own, on one data folder of the shard's own (two references on one SQLite file here).
+    import httpx
+    import tomli_w
+
+    from simulations.targets import served_apart
+
+    one = {"command": [REF, "serve", "--database", "{dir}/ref.sqlite", "--bind", "127.0.0.1:{port}"]}
+    config = tmp_path / "two.toml"
+    config.write_text(tomli_w.dumps({"serve": [one, one], "provision": {"command": (
+        f"{REF} bootstrap --database {{dir}}/ref.sqlite --tenant-id {{tenant}} --project-id {{project}} "
+        "--actor-id {actor} --token-file {token_file} --role {role}")}}), encoding="utf-8")
+    assert serves_apart(config)
+    with served_apart(config, tmp_path / "a") as (first, _), served_apart(config, tmp_path / "b") as (second, _):
+        servers = [first, *first.others, second, *second.others]
+        assert len(servers) == 4 and len({s.url for s in servers}) == 4
+        assert all(httpx.get(f"{s.url}/health").status_code == 200 for s in servers)
+        assert first.others[0].served.dir == first.served.dir != second.served.dir == second.others[0].served.dir
+    assert not any(s.running for s in servers)
+    assert (tmp_path / "a" / "serve-2.log").exists() and (tmp_path / "b" / "serve-2.log").exists()
+    one["command"] = [w.replace("{dir}/", "/tmp/") for w in one["command"]]  # a table without {dir}: shared data
+    config.write_text(tomli_w.dumps({"serve": [one, one]}), encoding="utf-8")
+    assert not serves_apart(config)
