@@ -299,9 +299,10 @@ def replay_file(path: Path, *, config: Path | None, server: Server | None, times
         raise SimulationError("a fault finding replays against a target file: give --config (a replay file never "
                               "names the server it starts)")
     if client != case.client and case.command == "clients":
-        raise SimulationError(f"this finding was found with {'--client ' + case.client if case.client else 'the kit'}"
-                              f"'s client: give {'--client ' + case.client if case.client else 'no --client'} (a "
-                              "replay file never loads the code it names)")
+        if case.client is None:
+            raise SimulationError("this finding was found with the kit's own client: drop --client")
+        raise SimulationError(f"this finding was found with the client class {case.client}: give --client "
+                              f"{case.client} (a replay file never loads the code it names)")
     if client is not None and case.command != "clients":
         raise SimulationError(f"--client applies to a clients finding; this one is {case.command}'s")
     found = 1 if server is None else 1 + len(server.others)
