@@ -19,7 +19,7 @@ if TYPE_CHECKING:
     from simulations.faults.run import FaultRun
     from simulations.targets import HttpTarget
 
-__all__ = ["exporter", "fault_ending", "served_count", "fault_options", "fault_run", "server_per_shard"]
+__all__ = ["exporter", "fault_ending", "fault_options", "fault_run", "served_count", "server_per_shard"]
 
 
 def fault_run(args: argparse.Namespace, seed: int, target: HttpTarget | None, command: str) -> int:
