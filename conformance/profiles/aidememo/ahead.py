@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeGuard
 
 from conformance.profile import Upcoming
-from conformance.profiles.aidememo.isolation import Isolation, isolation_of, shared_tag
+from conformance.profiles.aidememo.isolation import Isolation, isolation_of, own_actors, shares_actor, shared_tag
 from conformance.world import minted_id
 
 __all__ = ["expected_identities", "first_project", "project_identities"]
@@ -31,11 +31,12 @@ Actors = tuple[tuple[str, ...], tuple[str, ...]]  # (writers, readers)
 
 
 def project_identities(run_tag: str, check_tag: str, first: int, writers: tuple[str, ...],
-                       readers: tuple[str, ...], level: Isolation = Isolation.PROJECT
-                       ) -> tuple[str, list[dict[str, str]]]:
+                       readers: tuple[str, ...], level: Isolation = Isolation.PROJECT,
+                       own: frozenset[str] | None = None) -> tuple[str, list[dict[str, str]]]:
     """(project id, identities) of a project whose id is the check's ``first``-th minted id, as
-    ``level`` hands it out: a fresh project, fresh actors in the process's shared project, or the
-    actors of its shared (or shared read-only) project, one per name and role for every check of the process."""
+    ``level`` hands it out: a fresh project, fresh actors in the process's shared project (only
+    those in ``own`` when given), or the actors of its shared (or shared read-only) project, one per
+    name and role for every check of the process."""
     tenant = f"t-{run_tag}"  # one tenant per run: the run's namespace
     shared, reads = shared_tag(), level is Isolation.READS
     fresh = level is Isolation.PROJECT
@@ -43,7 +44,7 @@ def project_identities(run_tag: str, check_tag: str, first: int, writers: tuple[
     roles = [(n, "writer") for n in writers] + [(n, "reader") for n in readers]
 
     def actor(n: int, name: str, role: str) -> str:
-        if level in (Isolation.SHARED, Isolation.READS):  # one per name and role in each shared project
+        if shares_actor(level, own, name):  # one per name and role in each shared project
             return minted_id(name, run_tag, shared, 2 * reads + (1 if role == "writer" else 2))
         return minted_id(name, run_tag, check_tag, first + n)
 
@@ -63,10 +64,11 @@ def expected_identities(upcoming: list[Upcoming], run_tag: str, *, fresh: bool =
         actors = first_project(check.function) if check.function is not None and level is not Isolation.NONE else None
         if actors is None:
             continue
-        _, identities = project_identities(run_tag, check.check_tag, 1, *actors, level)
-        for identity in identities:
+        own = own_actors(check.markers, fresh=fresh)
+        _, identities = project_identities(run_tag, check.check_tag, 1, *actors, level, own)
+        for name, identity in zip([*actors[0], *actors[1]], identities):
             key = tuple(sorted(identity.items()))
-            if level in (Isolation.SHARED, Isolation.READS) and (key in seen or known(identity)):
+            if shares_actor(level, own, name) and (key in seen or known(identity)):
                 continue
             seen.add(key)
             yield check.check, identity
