@@ -217,3 +217,14 @@ def test_an_actors_check_expects_its_own_actors_fresh_and_the_others_shared_once
     fresh = [dict(identity) for _, identity in expected_identities(upcoming[:1], "RUN", fresh=True)]
     assert [identity["actor"] for identity in fresh] == [
         "sender-RUN-0badf00d-2", "receiver-RUN-0badf00d-3", "watcher-RUN-0badf00d-4"]
+
+
+def test_a_function_not_at_a_module_s_top_is_read_from_its_own_source() -> None:
+    def check_nested(world: object) -> None:
+        world.project(writers=("solo",))  # type: ignore[attr-defined]
+
+    def check_default(world: object) -> None:  # the module's check_default's name, another definition
+        world.project(readers=("watcher",))  # type: ignore[attr-defined]
+
+    assert first_project(check_nested) == (("solo",), ())
+    assert first_project(check_default) == (("writer",), ("watcher",))

@@ -15,6 +15,7 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeGuard
@@ -84,12 +85,32 @@ def first_project(function: Callable[..., Any]) -> Actors | None:
 
 
 def _parse(function: Callable[..., Any]) -> ast.FunctionDef | None:
+    """The definition of ``function``: from its module's source, parsed once for all the module's
+    checks and helpers (``inspect.getsource`` tokenized each function's lines anew, a tenth of a
+    second of a served run's own CPU), or from its own source when it is not a module's function."""
+    code, name = getattr(function, "__code__", None), getattr(function, "__qualname__", "")
+    if code is not None:
+        defined = _module_functions(code.co_filename).get(name)
+        # The same definition (its first decorator's line): a later one of the same name starts elsewhere.
+        starts = min([defined.lineno, *(d.lineno for d in defined.decorator_list)]) if defined else None
+        if defined is not None and starts == code.co_firstlineno:
+            return defined
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
         return None
     node = tree.body[0] if tree.body else None
     return node if isinstance(node, ast.FunctionDef) else None
+
+
+@functools.cache
+def _module_functions(filename: str) -> Mapping[str, ast.FunctionDef]:
+    """The functions a source file defines at its top level, by name."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return {}
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 def _scan(node: ast.FunctionDef, world: str, names: Mapping[str, Any], depth: int) -> Actors | None:
