@@ -38,11 +38,14 @@ def loads(data: str | bytes | bytearray, *, max_depth: int = MAX_DEPTH) -> Any:
     opening = data.count("[") + data.count("{") if isinstance(data, str) else data.count(b"[") + data.count(b"{")
     if opening < max_depth:
         return value  # too few brackets to nest that deep: no walk needed
-    stack: list[tuple[Json, int]] = [(value, 1)]
-    while stack:
-        item, depth = stack.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
-        if children and depth >= max_depth:
+    # Level by level, carrying only containers: a feed's answer is mostly scalars, and walking
+    # each of them cost four times the parse (bench/sim.py's ActorVisibility reads such feeds).
+    level: list[dict[str, Json] | list[Json]] = [value] if isinstance(value, (dict, list)) else []
+    depth = 1
+    while level:
+        if depth >= max_depth and any(level):  # a container this deep holds something
             raise ValueError(f"JSON nested deeper than {max_depth} levels")
-        stack.extend((child, depth + 1) for child in children)
+        level = [child for item in level for child in (item.values() if isinstance(item, dict) else item)
+                 if isinstance(child, (dict, list))]
+        depth += 1
     return value

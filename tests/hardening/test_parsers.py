@@ -67,6 +67,32 @@ def test_the_bounded_loader_gives_a_value_or_a_value_error(body: bytes) -> None:
         stack.extend((child, depth + 1) for child in children)
 
 
+def _nests_too_deep(value: object, max_depth: int) -> bool:
+    """The bound by its definition: a container at depth ``max_depth`` or deeper holds something."""
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else ()
+        if children and depth >= max_depth:
+            return True
+        stack.extend((child, depth + 1) for child in children)
+    return False
+
+
+@FUZZ
+@given(json_values, st.integers(1, 5))
+@example([[[]]], 3)
+@example([[[0]]], 3)
+def test_the_bounded_loader_refuses_exactly_what_nests_too_deep(value: object, max_depth: int) -> None:
+    body = json.dumps(value).encode()
+    try:
+        loads(body, max_depth=max_depth)
+    except ValueError:
+        assert _nests_too_deep(value, max_depth), f"refused {body!r} at max_depth {max_depth}"
+    else:
+        assert not _nests_too_deep(value, max_depth), f"read {body!r} at max_depth {max_depth}"
+
+
 @FUZZ
 @given(answer_bodies)
 @example(DEEP)

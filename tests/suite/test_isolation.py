@@ -113,6 +113,13 @@ def test_shared_asks_for_two_projects(world):
 @pytest.mark.requirement("AM-MBOX-1", clauses=("relative",))
 def test_actors_read_their_mailbox(world):
     expect_status(world.project().writer.mailbox("inbox"), 200)
+
+@isolation.actors("writer")
+@pytest.mark.requirement("AM-MBOX-1", clauses=("relative",))
+def test_actors_read_a_shared_actor_s_mailbox(world):
+    project = world.project(writers=("writer", "other"))
+    expect_status(project.writer.mailbox("inbox"), 200)
+    expect_status(project.other.mailbox("inbox"), 200)
 '''
 
 
@@ -128,9 +135,11 @@ def test_a_wrong_declaration_reads_error_not_fail(pytester) -> None:
     verdicts = {name: record["verdict"] for name, record in records.items()}
     assert verdicts == {"test_shared_reads_the_snapshot": "ERROR", "test_project_reads_the_snapshot": "PASS",
                         "test_reads_writes": "ERROR", "test_shared_asks_for_two_projects": "ERROR",
-                        "test_actors_read_their_mailbox": "PASS"}, verdicts
+                        "test_actors_read_their_mailbox": "PASS", "test_actors_read_a_shared_actor_s_mailbox": "ERROR"
+                        }, verdicts
     assert "isolation 'shared'" in records["test_shared_reads_the_snapshot"]["reason"]
     assert "a second project" in records["test_shared_asks_for_two_projects"]["reason"]
+    assert "shared actor other" in records["test_actors_read_a_shared_actor_s_mailbox"]["reason"]
     # Refused before sending: the target never saw the snapshot request.
     assert "snapshot" not in json.dumps(records["test_shared_reads_the_snapshot"].get("transcript", []))
 
@@ -158,6 +167,11 @@ def test_two(world):
 @pytest.mark.requirement("AM-ID-1")
 def test_three(world):
     _note(world, "three")
+
+@isolation.actors("writer")
+@pytest.mark.requirement("AM-ID-1")
+def test_four(world):
+    _note(world, "four")
 '''
 
 
@@ -175,6 +189,9 @@ def test_shared_identities_are_the_process_s_and_new_in_every_run(pytester) -> N
     assert first["one"] == first["two"], "two shared checks of one process share project and actors"
     assert first["three"][0] == first["one"][0] and first["three"][1:] != first["one"][1:], (
         "fresh actors live in the shared project")
+    assert first["four"][0] == first["one"][0] and first["four"][1] not in (first["one"][1], first["three"][1]), (
+        "an actors check's own actor is fresh")
+    assert first["four"][2] == first["one"][2], "the actors it does not list are the process's shared ones"
     assert set(first["one"]).isdisjoint(second["one"]), "a new run provisions new shared identities"
 
 
@@ -184,8 +201,8 @@ def test_fresh_identities_give_every_check_a_fresh_project(pytester, how: str) -
     if how == "ini":
         pytester.makeini("[pytest]\naidememo_fresh_identities = true\n")
     ids = _ids(pytester, *(["--aidememo-fresh-identities"] if how == "flag" else []))
-    projects = {ids[name][0] for name in ("one", "two", "three")}
-    assert len(projects) == 3, f"every check a project of its own: {ids}"
+    projects = {ids[name][0] for name in ("one", "two", "three", "four")}
+    assert len(projects) == 4, f"every check a project of its own: {ids}"
 
 
 def _probe(tmp_path: Path, name: str, *extra: str) -> tuple[list[dict], dict[str, str]]:

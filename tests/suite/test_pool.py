@@ -14,6 +14,7 @@ from conformance.errors import Untestable
 from conformance.pool import ProvisionPool
 from conformance.profile import Upcoming
 from conformance.profiles.aidememo.ahead import expected_identities, first_project, project_identities
+from conformance.profiles.aidememo.isolation import shared_tag
 
 WRITERS = ("alpha", "beta")
 
@@ -198,3 +199,32 @@ def test_expected_identities_are_those_the_world_derives() -> None:
     ]
     assert project_identities("RUN", "0badf00d", 1, ("sender", "receiver"), ("watcher",))[1] == [
         dict(identity) for _, identity in expected]
+
+
+def test_an_actors_check_expects_its_own_actors_fresh_and_the_others_shared_once() -> None:
+    own = {"isolation": ("actors", "sender")}
+    upcoming = [Upcoming(check=f"m.py::check_{tag}", check_tag=tag, function=check_through_a_helper, markers=own)
+                for tag in ("0badf00d", "cafecafe")]
+    expected = [dict(identity) for _, identity in expected_identities(upcoming, "RUN")]
+    shared = shared_tag()  # the process's: an xdist worker's own
+    assert expected == [
+        {"tenant": "t-RUN", "project": f"p-RUN-{shared}-1", "actor": "sender-RUN-0badf00d-2", "role": "writer"},
+        {"tenant": "t-RUN", "project": f"p-RUN-{shared}-1", "actor": f"receiver-RUN-{shared}-1", "role": "writer"},
+        {"tenant": "t-RUN", "project": f"p-RUN-{shared}-1", "actor": f"watcher-RUN-{shared}-2", "role": "reader"},
+        {"tenant": "t-RUN", "project": f"p-RUN-{shared}-1", "actor": "sender-RUN-cafecafe-2", "role": "writer"},
+    ]
+    # --fresh-identities: every actor fresh, in a fresh project, as before checks declared their isolation.
+    fresh = [dict(identity) for _, identity in expected_identities(upcoming[:1], "RUN", fresh=True)]
+    assert [identity["actor"] for identity in fresh] == [
+        "sender-RUN-0badf00d-2", "receiver-RUN-0badf00d-3", "watcher-RUN-0badf00d-4"]
+
+
+def test_a_function_not_at_a_module_s_top_is_read_from_its_own_source() -> None:
+    def check_nested(world: object) -> None:
+        world.project(writers=("solo",))  # type: ignore[attr-defined]
+
+    def check_default(world: object) -> None:  # the module's check_default's name, another definition
+        world.project(readers=("watcher",))  # type: ignore[attr-defined]
+
+    assert first_project(check_nested) == (("solo",), ())
+    assert first_project(check_default) == (("writer",), ("watcher",))

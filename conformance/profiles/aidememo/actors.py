@@ -96,6 +96,7 @@ class Actor:
     role: str
     token: str
     project: Project
+    shared: bool = False  # the process's actor: its mailboxes hold other checks' handoffs
 
     # -- plumbing --------------------------------------------------------------------------------
     def request(self, method: str, path: str, **kwargs: Any) -> Exchange:
@@ -104,11 +105,16 @@ class Actor:
         Raises:
             IsolationError: a listing the check's declared isolation forbids (its bug: ERROR).
         """
-        if self.project.isolation is not Isolation.PROJECT:
-            why = refusal(self.project.isolation, method, path.partition("?")[0], kwargs.get("json_body"))
+        level = self.project.isolation
+        if level is not Isolation.PROJECT:
+            shared_here = self.shared and level is Isolation.ACTORS  # a bystander: listed as in 'shared'
+            why = refusal(Isolation.SHARED if shared_here else level, method, path.partition("?")[0],
+                          kwargs.get("json_body"))
             if why is not None:
-                raise IsolationError(f"{why}, which a check declared isolation '{self.project.isolation}' must not "
-                                     "read: declare it 'project' (or 'actors' for its own actors' mailboxes)")
+                whose = f" of the shared actor {self.name}" if shared_here else ""
+                fix = ("name it among the check's own actors: isolation.actors(...)" if shared_here else
+                       "declare it 'project' (or 'actors' for its own actors' mailboxes)")
+                raise IsolationError(f"{why}{whose}, which a check declared isolation '{level}' must not read: {fix}")
         return self.project.world.wire.request(
             self.project.world.transcript, method, path, token=self.token, actor=self.name, **kwargs
         )

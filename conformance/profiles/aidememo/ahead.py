@@ -15,12 +15,13 @@ from __future__ import annotations
 import ast
 import functools
 import inspect
+import linecache
 import textwrap
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any, Final, TypeGuard
 
 from conformance.profile import Upcoming
-from conformance.profiles.aidememo.isolation import Isolation, isolation_of, shared_tag
+from conformance.profiles.aidememo.isolation import Isolation, isolation_of, own_actors, shares_actor, shared_tag
 from conformance.world import minted_id
 
 __all__ = ["expected_identities", "first_project", "project_identities"]
@@ -31,11 +32,12 @@ Actors = tuple[tuple[str, ...], tuple[str, ...]]  # (writers, readers)
 
 
 def project_identities(run_tag: str, check_tag: str, first: int, writers: tuple[str, ...],
-                       readers: tuple[str, ...], level: Isolation = Isolation.PROJECT
-                       ) -> tuple[str, list[dict[str, str]]]:
+                       readers: tuple[str, ...], level: Isolation = Isolation.PROJECT,
+                       own: frozenset[str] | None = None) -> tuple[str, list[dict[str, str]]]:
     """(project id, identities) of a project whose id is the check's ``first``-th minted id, as
-    ``level`` hands it out: a fresh project, fresh actors in the process's shared project, or the
-    actors of its shared (or shared read-only) project, one per name and role for every check of the process."""
+    ``level`` hands it out: a fresh project, fresh actors in the process's shared project (only
+    those in ``own`` when given), or the actors of its shared (or shared read-only) project, one per
+    name and role for every check of the process."""
     tenant = f"t-{run_tag}"  # one tenant per run: the run's namespace
     shared, reads = shared_tag(), level is Isolation.READS
     fresh = level is Isolation.PROJECT
@@ -43,7 +45,7 @@ def project_identities(run_tag: str, check_tag: str, first: int, writers: tuple[
     roles = [(n, "writer") for n in writers] + [(n, "reader") for n in readers]
 
     def actor(n: int, name: str, role: str) -> str:
-        if level in (Isolation.SHARED, Isolation.READS):  # one per name and role in each shared project
+        if shares_actor(level, own, name):  # one per name and role in each shared project
             return minted_id(name, run_tag, shared, 2 * reads + (1 if role == "writer" else 2))
         return minted_id(name, run_tag, check_tag, first + n)
 
@@ -63,10 +65,11 @@ def expected_identities(upcoming: list[Upcoming], run_tag: str, *, fresh: bool =
         actors = first_project(check.function) if check.function is not None and level is not Isolation.NONE else None
         if actors is None:
             continue
-        _, identities = project_identities(run_tag, check.check_tag, 1, *actors, level)
-        for identity in identities:
+        own = own_actors(check.markers, fresh=fresh)
+        _, identities = project_identities(run_tag, check.check_tag, 1, *actors, level, own)
+        for name, identity in zip([*actors[0], *actors[1]], identities):
             key = tuple(sorted(identity.items()))
-            if level in (Isolation.SHARED, Isolation.READS) and (key in seen or known(identity)):
+            if shares_actor(level, own, name) and (key in seen or known(identity)):
                 continue
             seen.add(key)
             yield check.check, identity
@@ -82,12 +85,32 @@ def first_project(function: Callable[..., Any]) -> Actors | None:
 
 
 def _parse(function: Callable[..., Any]) -> ast.FunctionDef | None:
+    """The definition of ``function``: from its module's source, parsed once for all the module's
+    checks and helpers (``inspect.getsource`` tokenized each function's lines anew, a tenth of a
+    second of a served run's own CPU), or from its own source when it is not a module's function."""
+    code, name = getattr(function, "__code__", None), getattr(function, "__qualname__", "")
+    if code is not None:
+        defined = _module_functions(code.co_filename).get(name)
+        # The same definition (its first decorator's line): a later one of the same name starts elsewhere.
+        starts = min([defined.lineno, *(d.lineno for d in defined.decorator_list)]) if defined else None
+        if defined is not None and starts == code.co_firstlineno:
+            return defined
     try:
         tree = ast.parse(textwrap.dedent(inspect.getsource(function)))
     except (OSError, TypeError, SyntaxError):
         return None
     node = tree.body[0] if tree.body else None
     return node if isinstance(node, ast.FunctionDef) else None
+
+
+@functools.cache
+def _module_functions(filename: str) -> Mapping[str, ast.FunctionDef]:
+    """The functions a source file defines at its top level, by name."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return {}
+    return {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
 
 
 def _scan(node: ast.FunctionDef, world: str, names: Mapping[str, Any], depth: int) -> Actors | None:

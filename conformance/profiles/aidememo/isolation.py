@@ -12,7 +12,12 @@ line ``Isolation: LEVEL`` in its docstring) the least it needs:
   run and process, in the run's namespace); the check reads back only ids it minted itself and
   never a project-wide listing;
 * ``actors``: fresh actors in the shared project: their own mailboxes (inbox, outbox), still no
-  project-wide listing;
+  project-wide listing. ``actors(NAME, ...)`` names its own actors: those whose mailboxes it lists
+  and every party to their handoffs. The others (bystanders handing off among themselves, the
+  parties of a handoff only a non-participant lists) are the process's shared actors, provisioned
+  once, whose mailboxes it may not list: no listed mailbox holds another check's handoff on a
+  conforming server, and what a shared actor holds of other checks is what the check creates
+  itself, so a bug that shows it shows alone too. A bootstrap per listed actor, not per actor;
 * ``project``: a fresh project with fresh actors (feeds, snapshots, search, first-commit
   numbering, a second project). An undeclared check gets this, as every check did before.
 
@@ -39,8 +44,8 @@ import pytest
 
 from conformance.errors import ConformanceError
 
-__all__ = ["ACTORS", "NONE", "PROJECT", "READS", "SHARED", "Isolation", "IsolationError", "isolation_of", "refusal",
-           "shared_tag"]
+__all__ = ["ACTORS", "NONE", "PROJECT", "READS", "SHARED", "Isolation", "IsolationError", "actors", "isolation_of",
+           "own_actors", "refusal", "shares_actor", "shared_tag"]
 
 MARKER: Final = "isolation"
 
@@ -68,6 +73,25 @@ _MAILBOX_TOOLS: Final = frozenset({"handoff_list"})
 _LISTING_TOOLS: Final = frozenset({"search"})
 _WRITE_TOOLS: Final = frozenset({"session_create", "fact_create", "handoff_context_create", "handoff_send",
                                  "handoff_accept", "handoff_return"})
+
+
+def actors(*own: str) -> pytest.MarkDecorator:
+    """``actors`` with only ``own`` fresh: the actors whose mailboxes the check lists."""
+    return pytest.mark.isolation(Isolation.ACTORS.value, *own)
+
+
+def own_actors(markers: Mapping[str, tuple[object, ...]], *, fresh: bool = False) -> frozenset[str] | None:
+    """The actors an ``actors(NAME, ...)`` check lists the mailboxes of (None: all its actors are its own)."""
+    args = markers.get(MARKER) or ()
+    if fresh or len(args) < 2 or Isolation(str(args[0])) is not Isolation.ACTORS:
+        return None
+    return frozenset(str(name) for name in args[1:])
+
+
+def shares_actor(level: Isolation, own: frozenset[str] | None, name: str) -> bool:
+    """Whether a check at ``level`` gets the process's shared actor ``name`` rather than a fresh one."""
+    return level in (Isolation.SHARED, Isolation.READS) or (level is Isolation.ACTORS and own is not None
+                                                            and name not in own)
 
 
 def isolation_of(markers: Mapping[str, tuple[object, ...]], *, fresh: bool = False) -> Isolation:

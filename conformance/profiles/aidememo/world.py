@@ -19,7 +19,7 @@ from conformance.pool import Pending
 from conformance.profile import CheckContext
 from conformance.profiles.aidememo.actors import Actor, Project
 from conformance.profiles.aidememo.ahead import expected_identities, project_identities
-from conformance.profiles.aidememo.isolation import Isolation, IsolationError, isolation_of
+from conformance.profiles.aidememo.isolation import Isolation, IsolationError, isolation_of, own_actors, shares_actor
 from conformance.profiles.aidememo.leases import MARKER, Arranged, LeaseMode, margin_before, not_observable
 from conformance.profiles.aidememo.target import AideMemoTarget, advance_clock
 from conformance.provisioning import FixedIdentity
@@ -32,7 +32,6 @@ def _key(identity: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(identity.items()))
 
 REAL_HTTP = "real_http"  # the marker of checks whose answers depend on HTTP's bytes
-_SHARED_ACTORS = (Isolation.SHARED, Isolation.READS)  # levels whose actors are the process's, not the check's
 
 
 @dataclass(slots=True)
@@ -43,6 +42,7 @@ class World(BaseWorld):
     context: CheckContext = field(kw_only=True)
     fresh_project: bool = field(default=False, kw_only=True)
     isolation: Isolation = field(default=Isolation.PROJECT, kw_only=True)
+    own: frozenset[str] | None = field(default=None, kw_only=True)  # an ``actors`` check's listed actors
     _projects: int = 0  # projects handed out: a shared world hands out one
 
     @classmethod
@@ -51,7 +51,8 @@ class World(BaseWorld):
         fresh = runtime.settings.fresh_identities
         world = cls(**cls.context_fields(context), runtime=runtime, context=context,
                     fresh_project="fresh_project" in context.markers,
-                    isolation=isolation_of(context.markers, fresh=fresh))
+                    isolation=isolation_of(context.markers, fresh=fresh),
+                    own=own_actors(context.markers, fresh=fresh))
         pool = runtime.pool
         if pool is not None:
             if not runtime.pool_fed:  # the process's first check: what the rest will ask for
@@ -144,14 +145,16 @@ class World(BaseWorld):
             return self._fixed_project(writers, readers)
         tenant, project_id, identities = self._mint_project(writers, readers, level)
         project = Project(self, tenant, project_id, isolation=level)
+        names = [*writers, *readers]
+        shared = [shares_actor(level, self.own, name) for name in names]
         # The actors are provisioned together (a command provisioner runs them concurrently).
-        started = [self._shared(identity) if level in _SHARED_ACTORS else self._start(identity)
-                   for identity in identities]
-        for name, identity, pending in zip([*writers, *readers], identities, started):
-            self._provisioned(project, name, identity, pending)
+        started = [self._shared(identity) if is_shared else self._start(identity)
+                   for identity, is_shared in zip(identities, shared)]
+        for name, identity, pending, is_shared in zip(names, identities, started, shared):
+            self._provisioned(project, name, identity, pending, shared=is_shared)
             self.transcript.notes.append(f"{project.actors[name].name}: tenant {tenant}, project {project_id}"
                                          f"{' (shared)' if level is not Isolation.PROJECT else ''}, actor "
-                                         f"{identity['actor']}{' (shared)' if level in _SHARED_ACTORS else ''}, "
+                                         f"{identity['actor']}{' (shared)' if is_shared else ''}, "
                                          f"role {identity['role']}")
         return project
 
@@ -176,7 +179,8 @@ class World(BaseWorld):
         if minted != [project_id, *(identity["actor"] for identity in identities)]:  # the pool's ids would be wrong
             raise RuntimeError(f"project ids {minted} differ from their derivation (a bug in the kit)")
         if level is not Isolation.PROJECT:
-            project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers, level)
+            project_id, identities = project_identities(self.run_tag, self.check_tag, first, writers, readers, level,
+                                                        self.own)
             for value in (project_id, *(identity["actor"] for identity in identities)):
                 self.transcript.minted(value, self.run_tag)
         return tenant, project_id, identities
@@ -221,7 +225,7 @@ class World(BaseWorld):
         return self.fresh_credential("tok-")
 
     def _provisioned(self, project: Project, name: str, identity: dict[str, str],
-                     started: Pending | str | None = None) -> Actor:
+                     started: Pending | str | None = None, *, shared: bool = False) -> Actor:
         """Provision ``identity`` with a new credential (or wait for ``started``); the actor ``name``
         of ``project``.
 
@@ -244,7 +248,7 @@ class World(BaseWorld):
         except Exception as exc:  # a provisioner is foreign code; its failure blocks only this check
             raise Untestable(f"provisioning {name} ({identity['role']}) failed: {exc}") from exc
         self.transcript.secret(token, label)
-        project.actors[name] = Actor(label, identity["actor"], identity["role"], token, project)
+        project.actors[name] = Actor(label, identity["actor"], identity["role"], token, project, shared)
         return project.actors[name]
 
     def _fixed_project(self, writers: tuple[str, ...], readers: tuple[str, ...]) -> Project:

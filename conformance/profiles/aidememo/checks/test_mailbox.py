@@ -22,9 +22,10 @@ def _ids(page: dict[str, Any]) -> list[str]:
 
 
 def _mailboxes(world: World) -> Project:
-    """The sender and receiver a check judges, and two bystanders whose handoffs (``_bystander``)
-    no mailbox of theirs may list: the check owns the others' handoffs its verdict depends on, so
-    run alone it fails as it does beside other checks in a shared project."""
+    """The sender and receiver a check judges (its own actors), and two bystanders, the process's
+    shared actors, whose handoffs (``_bystander``) no mailbox of theirs may list: the check owns
+    the others' handoffs its verdict depends on, so run alone it fails as it does beside other
+    checks in a shared project."""
     return world.project(writers=("sender", "receiver", "third", "fourth"))
 
 
@@ -33,7 +34,7 @@ def _bystander(project: Project) -> str:
     return project.third.setup_handoff(project.fourth).handoff_id
 
 
-@isolation.ACTORS
+@isolation.actors("sender", "receiver")  # third, fourth: shared bystanders
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "relative", "order")
 def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
@@ -50,7 +51,7 @@ def test_inbox_and_outbox_are_relative_to_the_token(world: World) -> None:
     assert _ids(expect_status(project.receiver.mailbox("outbox"), 200)) == [], "the receiver's outbox must be empty"
 
 
-@isolation.ACTORS
+@isolation.actors("sender", "receiver")  # third, fourth: shared bystanders
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "paging")
 def test_pages_follow_next_before_seq(world: World) -> None:
@@ -77,7 +78,7 @@ def test_pages_follow_next_before_seq(world: World) -> None:
     assert pages == 3, f"5 handoffs at limit 2 take 3 pages, took {pages}"
 
 
-@isolation.ACTORS
+@isolation.actors("sender", "receiver")  # third, fourth: shared bystanders
 @pytest.mark.fresh_project
 @reads("AM-MBOX-1", "completed")
 def test_completed_handoffs_hide_from_the_inbox_only(world: World) -> None:
@@ -112,7 +113,7 @@ def test_mailbox_limit_out_of_range_is_invalid(world: World, limit: int, with_to
     expect_error(exchange, 400, "invalid_command")
 
 
-@isolation.ACTORS
+@isolation.actors("sender", "receiver")  # third, fourth: shared bystanders
 @pytest.mark.fresh_project
 @reads("AM-MBOX-3", "entry", "top")
 def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
@@ -130,7 +131,7 @@ def test_a_transition_moves_the_handoff_to_the_top(world: World) -> None:
     assert top["record"]["status"] == "accepted", "entry carries the current record"
 
 
-@isolation.ACTORS
+@isolation.actors("sender", "receiver")  # third, fourth: shared bystanders
 @reads("AM-MBOX-3", "source")
 def test_source_filter_is_exact(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""

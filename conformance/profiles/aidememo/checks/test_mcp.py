@@ -138,7 +138,7 @@ def test_write_tools_commit_what_rest_commits_and_replay(world: World) -> None:
     assert tool_ok(writer.tool("session_create", **arguments)) == receipt, "a replayed operation_id must replay"
 
 
-@isolation.ACTORS
+@isolation.actors("writer")  # other: a shared actor, named only
 @reads("AM-MCP-4", "arguments")
 def test_undeclared_arguments_cannot_widen_identity(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""

@@ -74,7 +74,7 @@ def test_non_participant_snapshot_and_feeds_omit_the_handoff(world: World, who: 
     assert hidden <= mine, f"the receiver's snapshot lacks {sorted(hidden - mine)}"
 
 
-@isolation.ACTORS
+@isolation.actors("other")  # the parties of the handoff: shared
 @reads("AM-VIS-1", "mailbox")
 def test_non_participant_mailboxes_omit_the_handoff(world: World) -> None:
     """Isolation: actors: its own actors' mailboxes."""
