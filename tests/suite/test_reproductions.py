@@ -75,8 +75,6 @@ KIT_GAPS = {
                          "namespace), so the script exits 0 against the variant",
     "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
                                    "message only (-32602 either way), which the oracle does not pin: exit 0",
-    "lease_live_at_expiry": "its check aims a heartbeat at a lease's expiry millisecond; over HTTP to a served "
-                            "process on a loaded machine it never landed there (6 of 6 checks passed)",
 }
 MOST_CASES = 1  # failing cases per variant (see _sample): 71 variants take about 40 minutes so under load
 SEED = "35"
