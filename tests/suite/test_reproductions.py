@@ -65,12 +65,9 @@ FRESH_FILE = {"raw_kind_unchecked": "its raw writes store a fact without the fac
 # Variants the loop does not hold yet, each with its reason (the first -m slow run of every variant,
 # 2026-12-07: 8 failed, 63 passed). Kit gaps are strict: once fixed, the XPASS fails the run.
 RACES = {  # the script sends the check's concurrent requests once per try, behind a barrier
-    "late_stamp": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
     "receipt_numbers": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
 }
 KIT_GAPS = {
-    "stale_cache": "kit gap: the check's writes in flight are not recorded as a concurrency group, so its script "
-                   "sends them one after another, says nothing of a race, and exits 0 against the variant",
     "fingerprint_ascii": "kit gap: the oracle cannot pin a fingerprint (it covers ids in the script's own "
                          "namespace), so the script exits 0 against the variant",
     "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
