@@ -21,7 +21,11 @@ def race(calls: Sequence[Callable[[], Exchange]]) -> list[Exchange]:
         Indeterminate: a contender got only ``503 storage_failure`` answers (not a verdict).
         TargetError: a contender got no well-formed answer.
     """
-    return [answers[0] for answers in race_lanes([lambda call=call: [call()] for call in calls])]
+    return [answers[0] for answers in race_lanes([_lane_of(call) for call in calls])]
+
+
+def _lane_of(call: Callable[[], Exchange]) -> Callable[[], list[Exchange]]:
+    return lambda: [call()]
 
 
 def race_lanes(lanes: Sequence[Callable[[], list[Exchange]]]) -> list[list[Exchange]]:
