@@ -505,13 +505,16 @@ class Service:
     def _clock_post(self, request: _Request) -> Response:
         body = self._json_body(request)
         advance = body.get("advance_ms") if isinstance(body, dict) else None
+        held = body.get("hold", False) if isinstance(body, dict) else None
         if (not isinstance(body, dict) or isinstance(advance, bool) or not isinstance(advance, int) or advance < 0
-                or set(body) != {"advance_ms"}):
-            raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>}')
+                or not isinstance(held, bool) or not set(body) <= {"advance_ms", "hold"} or "advance_ms" not in body):
+            raise LedgerError.invalid_command('test clock body must be {"advance_ms": <non-negative integer>} '
+                                              'with an optional "hold": <boolean>')
         if self.clock.now_ms() + advance > MAX_CLOCK_MS:
             raise LedgerError.invalid_command("test clock cannot move past 2^62 ms (timestamps are stored as i64)")
         assert isinstance(self.clock, AdvancingClock), "--test-clock needs a clock that can advance"
         self.clock.advance(advance)
+        self.clock.hold(held)  # each move states the hold: a move without one lets the clock run on
         return _ok(_render.dumps({"now_ms": self.clock.now_ms()}))
 
 

@@ -54,6 +54,7 @@ class Exchange:
     expected: list[str] = field(default_factory=list, compare=False, repr=False)
     # The concurrency group the request was sent in (``conformance.race``), for reproductions.
     group: list[int] = field(default_factory=list, compare=False, repr=False)
+    lane: list[int] = field(default_factory=list, compare=False, repr=False)  # its lane in the group, if shared
 
     @property
     def answered(self) -> bool:
@@ -124,6 +125,7 @@ class Exchange:
             "error": self.error,
             "expected": "; ".join(self.expected),
             **({"group": self.group[0]} if self.group else {}),
+            **({"lane": self.lane[0]} if self.lane else {}),
             # For the replay script: every header the check set (credentials redacted by the
             # transcript), and the body whole when it is text of a size a script can carry.
             "replay_headers": [[k, v] for k, v in self.request_headers],

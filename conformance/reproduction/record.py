@@ -12,7 +12,9 @@ as values:
   earlier answer by name: ``{step3.body.handoff.revision}``, ``{step2.status}``,
   ``{step4.header.etag}``. Server-assigned values (epochs, cursors, revisions, ids the server
   mints) are bound this way, never copied from the first run. ``{{`` is a literal ``{``.
-  Steps sharing a ``group`` are sent at once behind a barrier. A step whose method is
+  Steps sharing a ``group`` are sent at once behind a barrier; those of a group sharing a
+  ``lane`` are sent one after another within it (one contender doing several things in a row,
+  while the others' requests are in flight). A step whose method is
   ``RESTART`` is no request: the server is killed (SIGKILL) and started again, which only a
   script given the server's PID file and start command can do (a fault finding's).
 * ``Answer``: what a correct server answers (status, error code, pinned fields); a step holds
@@ -319,6 +321,7 @@ class Step:
     body: str | None = None  # a template (``json`` context when ``json_body``, else ``text``)
     json_body: bool = False
     group: int | None = None
+    lane: int | None = None  # steps of a group sharing a lane: sent in order, one after another
     expect: tuple[Answer, ...] = ()
     note: str = ""  # what the step does, for the reader
 
@@ -355,6 +358,8 @@ class Step:
             out["json_body"] = self.json_body
         if self.group is not None:
             out["group"] = self.group
+        if self.lane is not None:
+            out["lane"] = self.lane
         out["expect"] = [a.to_json() for a in self.expect]
         if self.note:
             out["note"] = self.note
@@ -447,6 +452,14 @@ class Reproduction:
                 batches.append([step])
         return batches
 
+    @staticmethod
+    def lanes(batch: Sequence[Step]) -> list[list[Step]]:
+        """A batch's steps by lane, in order: a step without a lane is a lane of its own."""
+        lanes: dict[object, list[Step]] = {}
+        for index, step in enumerate(batch):
+            lanes.setdefault(index if step.lane is None else ("lane", step.lane), []).append(step)
+        return list(lanes.values())
+
     def to_json(self) -> dict[str, JSON]:
         target: dict[str, JSON] = {"url": self.target.url, "provision": self.target.provision,
                                    "workdir": self.target.workdir, "credential_prefix": self.target.credential_prefix,
@@ -467,10 +480,20 @@ class Reproduction:
 def judge_group(steps: Sequence[Step], answers: Sequence[Answered], scope: Scope) -> str | None:
     """Why a group's answers show the bug (None: they hold). A group's answers may come in any
     order (a race's winner is whichever server thread came first): they hold when some pairing
-    of steps to answers holds for every step."""
+    of steps to answers holds for every step. A step in a lane of several is judged by its own
+    answer: its lane sent it, in order, after the lane's steps before it."""
     if len(steps) == 1:
         why = steps[0].departure(answers[0], scope)
         return None if why is None else f"{steps[0].name}: {why} (expected {steps[0].expected()})"
+    laned = {id(step) for lane in Reproduction.lanes(steps) if len(lane) > 1 for step in lane}
+    for step, answer in zip(steps, answers):
+        why = step.departure(answer, scope) if id(step) in laned else None
+        if why is not None:
+            return f"{step.name} (sent in its group, after its lane's steps before it): {why} (expected {step.expected()})"
+    pairs = [(step, answer) for step, answer in zip(steps, answers) if id(step) not in laned]
+    if not pairs:
+        return None
+    steps, answers = [step for step, _ in pairs], [answer for _, answer in pairs]
     if len(steps) <= 7:  # 5040 pairings at most; a group is a race of a few contenders
         for order in permutations(range(len(answers))):
             if all(step.departure(answers[i], scope) is None for step, i in zip(steps, order)):
@@ -511,14 +534,14 @@ def _step(data: object, index: int) -> Step:
                                                 for h in headers):
         raise RecordError(f"{where}: headers must be [name, value] pairs of text")
     expect = data.get("expect", [])
-    group = data.get("group")
+    group, lane = data.get("group"), data.get("lane")
     body = data.get("body")
-    if not isinstance(expect, list) or (group is not None and not isinstance(group, int)) or \
+    if not isinstance(expect, list) or any(n is not None and not isinstance(n, int) for n in (group, lane)) or \
             (body is not None and not isinstance(body, str)):
-        raise RecordError(f"{where}: expect must be a list, group a number, body text")
+        raise RecordError(f"{where}: expect must be a list, group and lane numbers, body text")
     return Step(name=_text(data, "name", where), method=_text(data, "method", where),
                 target=_text(data, "target", where), headers=tuple((h[0], h[1]) for h in headers), body=body,
-                json_body=data.get("json_body") is True, group=group,
+                json_body=data.get("json_body") is True, group=group, lane=lane,
                 expect=tuple(_answer(a, where) for a in expect), note=_text(data, "note", where, ""))
 
 

@@ -100,7 +100,7 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
 
 
 def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> list[Answered] | str:
-    """Every step of a batch sent, a group's at once behind a barrier; or why one could not be filled in."""
+    """Every step of a batch sent, a group's lanes at once behind a barrier; or why one could not be filled in."""
     requests = []
     for step in batch:
         try:
@@ -111,13 +111,16 @@ def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> l
     if len(requests) == 1:
         return [send(*requests[0])]
     answers: list[Answered] = [Answered(status=0, error="not sent")] * len(requests)
-    barrier = threading.Barrier(len(requests))
+    at = {id(step): index for index, step in enumerate(batch)}
+    lanes = [[at[id(step)] for step in lane] for lane in Reproduction.lanes(batch)]
+    barrier = threading.Barrier(len(lanes))
 
-    def one(index: int) -> None:
+    def one(lane: list[int]) -> None:
         barrier.wait()
-        answers[index] = send(*requests[index])
+        for index in lane:  # a lane's steps one after another
+            answers[index] = send(*requests[index])
 
-    threads = [threading.Thread(target=one, args=(i,)) for i in range(len(requests))]
+    threads = [threading.Thread(target=one, args=(lane,)) for lane in lanes]
     for thread in threads:
         thread.start()
     for thread in threads:

@@ -129,13 +129,16 @@ def _group(index: int, batch: list[record.Step]) -> list[str]:
         step = batch[0]
         lines.append(f"  {_curl(step.name, step.method, step.body is not None)}")
     else:
-        # A barrier: every job starts, says it is ready, and waits for the flag; the flag is set
-        # once all are ready, so the requests leave within a millisecond of each other.
-        for k, step in enumerate(batch):
+        # A barrier: every job (a lane: its steps one after another) starts, says it is ready, and
+        # waits for the flag; the flag is set once all are ready, so the requests leave within a
+        # millisecond of each other.
+        lanes = record.Reproduction.lanes(batch)
+        for k, lane in enumerate(lanes):
+            sent = "; ".join(_curl(step.name, step.method, step.body is not None) for step in lane)
             lines.append(f"  ( : > \"$WORK/ready.{index}.{k}\"; until [ -e \"$WORK/go.{index}\" ]; do sleep 0.001; done; "
-                         f"{_curl(step.name, step.method, step.body is not None)} ) &")
+                         f"{sent} ) &")
         ready = f"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')"
-        lines.append(f"  until [ \"{ready}\" -ge {len(batch)} ]; do sleep 0.001; done")
+        lines.append(f"  until [ \"{ready}\" -ge {len(lanes)} ]; do sleep 0.001; done")
         lines += [f"  : > \"$WORK/go.{index}\"", "  wait"]
     return lines
 

@@ -5,11 +5,14 @@ from __future__ import annotations
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import httpx
 import pytest
 
+from aidememo_ref import OffsetClock, ReferenceLedger
+from refkit.clock import HOLD_LAPSES_MS
 from refkit.process import ReferenceProcess, ServerStartError
 from tests.checkout import secret_file
 
@@ -103,8 +106,6 @@ def test_serve_refusals(tmp_path: Path) -> None:
 
 
 def test_test_clock_is_served_only_when_asked(tmp_path: Path) -> None:
-    from aidememo_ref import OffsetClock, ReferenceLedger
-
     plain = ReferenceLedger(tmp_path / "a.sqlite")
     assert plain.handle("GET", "/__test__/clock").status == 404
     ledger = ReferenceLedger(tmp_path / "b.sqlite", clock=OffsetClock(), test_clock=True)
@@ -112,6 +113,42 @@ def test_test_clock_is_served_only_when_asked(tmp_path: Path) -> None:
     moved = ledger.handle("POST", "/__test__/clock", {"content-type": "application/json"}, b'{"advance_ms": 120000}')
     assert moved.json()["now_ms"] >= before + 120_000
     assert ledger.handle("POST", "/__test__/clock", {"content-type": "application/json"}, b'{"advance_ms": -1}').status == 400
+
+
+def test_a_held_test_clock_stands_still_until_the_next_move(tmp_path: Path) -> None:
+    # AM-HL-HB-4's check decides a heartbeat at exactly a lease's expiry by holding the clock.
+    ledger = ReferenceLedger(tmp_path / "c.sqlite", clock=OffsetClock(), test_clock=True)
+    json_type = {"content-type": "application/json"}
+
+    def move(body: bytes) -> int:
+        answer = ledger.handle("POST", "/__test__/clock", json_type, body)
+        assert answer.status == 200, answer.body
+        now: int = answer.json()["now_ms"]
+        return now
+
+    held = move(b'{"advance_ms": 0, "hold": true}')
+    time.sleep(0.02)
+    assert ledger.handle("GET", "/__test__/clock").json()["now_ms"] == held
+    assert move(b'{"advance_ms": 120000, "hold": true}') == held + 120_000
+    time.sleep(0.02)
+    assert ledger.handle("GET", "/__test__/clock").json()["now_ms"] == held + 120_000
+    released = move(b'{"advance_ms": 0}')
+    time.sleep(0.02)
+    assert ledger.handle("GET", "/__test__/clock").json()["now_ms"] > released >= held + 120_000
+    for bad in (b'{"advance_ms": 0, "hold": 1}', b'{"hold": true}', b'{"advance_ms": 0, "hold": true, "x": 1}'):
+        assert ledger.handle("POST", "/__test__/clock", json_type, bad).status == 400, bad
+
+
+def test_a_hold_lapses_and_the_clock_runs_on_from_its_reading(monkeypatch: pytest.MonkeyPatch) -> None:
+    wall = [1_000_000]
+    monkeypatch.setattr(OffsetClock, "_wall", staticmethod(lambda: wall[0]))
+    clock = OffsetClock()
+    clock.advance(500)
+    clock.hold(True)
+    wall[0] += HOLD_LAPSES_MS - 1
+    assert clock.now_ms() == 1_000_500
+    wall[0] += 1 + 250  # lapsed 250 ms ago: never back, and on from the held reading
+    assert clock.now_ms() == 1_000_750
 
 
 def test_crash_campaign_short_run_finds_no_loss() -> None:

@@ -8,6 +8,7 @@ race not met), values are bound from earlier answers, and no token reaches the o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -254,3 +255,18 @@ def test_a_bound_identity_is_made_by_the_bound_template(tmp_path):
     assert f"{made}/bound-src-g-" in script and f"{made}/plain-a-" in script
     assert replay(record, environ={"RUN": "r1"}).verdict is Verdict.CANNOT_RUN  # nothing listens on port 9
     assert sorted(p.name for p in made.iterdir()) == ["bound-src-g-r1", "plain-a-r1"]
+
+
+def test_a_lane_is_sent_in_order_and_each_of_its_steps_judged_by_its_own_answer():
+    # A write, then its read-back in one lane, while another write is in flight (AM-RACE-3): the
+    # read's answer is its own, never paired with another contender's as a group's answers are.
+    steps = (_step("step1", Answer(status=200), group=1), _step("step2", Answer(status=404), group=1),
+             _step("step3", Answer(status=200), group=1))
+    steps = (steps[0], dataclasses.replace(steps[1], lane=0), dataclasses.replace(steps[2], lane=0))
+    assert [[s.name for s in lane] for lane in Reproduction.lanes(steps)] == [["step1"], ["step2", "step3"]]
+    ok, missing = Answered(status=200), Answered(status=404)
+    assert judge_group(steps, [ok, missing, ok], Scope(run="r")) is None
+    why = judge_group(steps, [missing, ok, ok], Scope(run="r"))  # in any order these would pair up
+    assert why is not None and why.startswith("step2 (sent in its group, after its lane's steps before it)"), why
+    record = Reproduction(title="t", origin="test", steps=steps, race="a group")
+    assert load_record(record.dumps()).steps == steps

@@ -16,7 +16,7 @@ and port (exit 0; a race's script, which cannot force its interleaving, 3).
 
 The default run drives a representative subset (``CI_VARIANTS``: one per kind of reproduction);
 ``-m slow`` drives every variant of ``MUTANTS``, sequential and race-only, those the loop does not
-hold yet marked xfail with their reasons (``RACES``, ``KIT_GAPS``). The simulator's replay, pytest
+hold yet marked xfail with their reasons (``KIT_GAPS``). The simulator's replay, pytest
 file and curl script are held to the same loop by ``tests/sim/test_loop.py``.
 
 ``-m slow -n 2`` took 3239 s (8 failed, 63 passed; load 14 to 16 on two cores, before
@@ -64,19 +64,11 @@ FRESH_FILE = {"raw_kind_unchecked": "its raw writes store a fact without the fac
                                     "the file ('damaged change log')"}
 # Variants the loop does not hold yet, each with its reason (the first -m slow run of every variant,
 # 2026-12-07: 8 failed, 63 passed). Kit gaps are strict: once fixed, the XPASS fails the run.
-RACES = {  # the script sends the check's concurrent requests once per try, behind a barrier
-    "late_stamp": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
-    "receipt_numbers": "a race: the script's five tries did not meet the interleaving (exit 3 against the variant)",
-}
 KIT_GAPS = {
-    "stale_cache": "kit gap: the check's writes in flight are not recorded as a concurrency group, so its script "
-                   "sends them one after another, says nothing of a race, and exits 0 against the variant",
     "fingerprint_ascii": "kit gap: the oracle cannot pin a fingerprint (it covers ids in the script's own "
                          "namespace), so the script exits 0 against the variant",
     "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
                                    "message only (-32602 either way), which the oracle does not pin: exit 0",
-    "lease_live_at_expiry": "its check aims a heartbeat at a lease's expiry millisecond; over HTTP to a served "
-                            "process on a loaded machine it never landed there (6 of 6 checks passed)",
 }
 MOST_CASES = 1  # failing cases per variant (see _sample): 71 variants take about 40 minutes so under load
 SEED = "35"
@@ -167,8 +159,7 @@ def test_failing_cases_rerun_and_their_scripts_exit_1_then_0_once_fixed(variant:
 
 
 def _every() -> list[Any]:
-    return [pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=RACES[name])) if name in RACES else
-            pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KIT_GAPS[name])) if name in KIT_GAPS else
+    return [pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=KIT_GAPS[name])) if name in KIT_GAPS else
             name for name in sorted(MUTANTS)]
 
 

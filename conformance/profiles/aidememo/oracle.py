@@ -6,8 +6,18 @@ and writes each answer beside its step: the status, the error code and every fie
 pins. Fields the spec leaves to the implementation are not pinned (the rules of
 ``implementation_defined.py``, by key: epochs, times, messages, scores, prose), nor values that
 depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. A lease's length is pinned (``Field.minus``): the spec
-fixes it, though not its two instants. After a group of requests sent at once only status and
-code are pinned: which contender won is the server's choice, and later answers show it.
+fixes it, though not its two instants.
+
+A group of requests sent at once is answered in an order the server chooses, so a record with
+groups is run once per rotation of its largest group (each group's requests sent one by one, in
+that rotation, on a fresh reference), and only what no rotation changes is pinned. After a
+group, a step pins the fields every rotation answered alike. A group's own steps are paired
+with its answers in any order (``record.judge_group``), so they pin values whose multiset over
+the group, taken together, is the same in every rotation: fields that move between contenders
+with the order (revisions, ``project_seq`` of commits to one resource) before fields each
+contender keeps (its actor, its command id), as many as stay jointly unchanged. Rotations are a
+sample of the orders a server may choose, not all of them: a value only some other order would
+change is pinned.
 
 The reference is the executable spec here, as it is for ``diff``; a step the reference could
 not be sent (a template without a value) and every step after it keep the check's own
@@ -19,6 +29,7 @@ from __future__ import annotations
 import dataclasses
 import secrets
 import tempfile
+from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -26,7 +37,7 @@ import httpx
 
 import aidememo_ref
 from conformance.profiles.aidememo.implementation_defined import open_key
-from conformance.reproduction.record import JSON, Answer, Answered, Field, Reproduction, Step, escape
+from conformance.reproduction.record import JSON, Answer, Answered, Field, RecordError, Reproduction, Step, escape
 from conformance.reproduction.runner import Send, send_steps
 
 __all__ = ["RUN_BOUND_KEYS", "expect"]
@@ -85,29 +96,107 @@ def _sender(client: httpx.Client) -> Send:
 
 def expect(repro: Reproduction) -> Reproduction:
     """``repro`` with the reference's answers as each step's expectation (see the module docstring)."""
-    run = f"o{secrets.token_hex(4)}"
-    with tempfile.TemporaryDirectory(prefix="aidememo-oracle-") as tmp:
-        ledger = aidememo_ref.ReferenceLedger(str(Path(tmp) / "oracle.sqlite"), clock=aidememo_ref.OffsetClock(),
-                                              test_clock=True)
+    runs: list[tuple[str, dict[str, Answered]]] = []
+    for order in _rotations(repro):
+        run = f"o{secrets.token_hex(4)}"
+        with tempfile.TemporaryDirectory(prefix="aidememo-oracle-") as tmp:
+            ledger = aidememo_ref.ReferenceLedger(str(Path(tmp) / "oracle.sqlite"), clock=aidememo_ref.OffsetClock(),
+                                                  test_clock=True)
+            try:
+                answers = _answers(ledger, order, run)
+            finally:
+                ledger.close()
+        if answers is None:
+            return repro  # identities the reference cannot make: the checks' own expectations stand
+        runs.append((run, answers))
+    steps = {step.name: step for step in repro.steps}
+    for batch in repro.groups():
+        seen = [[answers.get(step.name) for _, answers in runs] for step in batch]
+        if any(got is None or got.status == 0 for each in seen for got in each):
+            continue  # a step the reference could not be sent: the check's own expectation stands
+        pinned = {step.name: [_keyed(got, run) for got, (run, _) in zip(each, runs) if got is not None]
+                  for step, each in zip(batch, seen)}
+        # Alone, or in a lane of several (sent in order, judged by its own answer): what every run
+        # answered alike. Contenders (lanes of one): what the group answered alike, taken together.
+        lanes = Reproduction.lanes(batch)
+        contenders = [lane[0] for lane in lanes if len(lane) == 1] if len(batch) > 1 else []
+        if contenders:
+            for step, answer in zip(contenders, _together([pinned[step.name] for step in contenders])):
+                steps[step.name] = dataclasses.replace(step, expect=(answer,))
+        for step in (step for lane in lanes for step in lane if step.name not in {c.name for c in contenders}):
+            steps[step.name] = dataclasses.replace(step, expect=_alike(pinned[step.name]))
+    return dataclasses.replace(repro, steps=tuple(steps[step.name] for step in repro.steps))
+
+
+_Key = tuple[str, str | None]  # a pinned field's (path, minus); STATUS: the answer's status and code
+STATUS: _Key = ("", None)
+
+
+def _keyed(got: Answered, run: str) -> dict[_Key, object]:
+    answer = _answer(got, run, fields=True)
+    keyed: dict[_Key, object] = {(f.path, f.minus): f for f in answer.fields}
+    keyed[STATUS] = (answer.status, answer.code)
+    return keyed
+
+
+def _built(keyed: dict[_Key, object], keys: Sequence[_Key]) -> Answer:
+    pair = keyed[STATUS]
+    assert isinstance(pair, tuple), pair  # the (status, code) pair _keyed put there
+    status, code = pair
+    return Answer(status=status, code=code, fields=tuple(f for k in keys if k != STATUS and isinstance(
+        f := keyed.get(k), Field)))
+
+
+def _alike(runs: list[dict[_Key, object]]) -> tuple[Answer, ...]:
+    """One step's answers: the fields every run answered alike, with each status and code a run
+    answered (more than one when the order of a group before it decides the status)."""
+    first, *others = runs
+    keys = [k for k, f in first.items() if k != STATUS and all(other.get(k) == f for other in others)]
+    return tuple(dict.fromkeys(_built(keyed, [STATUS, *keys]) for keyed in runs))
+
+
+def _together(members: list[list[dict[_Key, object]]]) -> list[Answer]:
+    """A group's answers, one per step from the first run: the fields whose values over the group,
+    taken together, are the same multiset in every run (moving fields first, then kept ones)."""
+    runs = len(members[0])
+    keys = sorted({k for runs_of in members for keyed in runs_of for k in keyed if k != STATUS})
+    kept = [k for k in keys if all(len({repr(keyed.get(k)) for keyed in runs_of}) == 1 for runs_of in members)]
+
+    def invariant(chosen: list[_Key]) -> bool:
+        bags = [Counter(tuple(repr(runs_of[r].get(k)) for k in chosen) for runs_of in members) for r in range(runs)]
+        return all(bag == bags[0] for bag in bags[1:])
+
+    chosen = [STATUS]
+    if invariant(chosen):  # else not even the statuses: each step keeps the first run's status and code
+        for key in [k for k in keys if k not in kept] + kept:
+            if invariant([*chosen, key]):
+                chosen.append(key)
+    return [_built(runs_of[0], chosen) for runs_of in members]
+
+
+def _rotations(repro: Reproduction) -> list[Reproduction]:
+    """``repro`` with each group's steps sent one by one, its lanes in each rotation of the largest
+    group's (a rotation that would send a step before one it reads is left out)."""
+    widest = max((len(Reproduction.lanes(batch)) for batch in repro.groups()), default=1)
+    orders = []
+    for turn in range(widest):
+        steps: list[Step] = []
+        for batch in repro.groups():
+            lanes = Reproduction.lanes(batch)
+            shift = turn % len(lanes)
+            steps += [dataclasses.replace(s, group=None, lane=None, expect=())
+                      for lane in lanes[shift:] + lanes[:shift] for s in lane]
         try:
-            answers = _answers(ledger, repro, run)
-        finally:
-            ledger.close()
-    if answers is None:
-        return repro  # identities the reference cannot make: the checks' own expectations stand
-    steps: list[Step] = []
-    raced = False
-    for step in repro.steps:
-        raced = raced or step.group is not None
-        got = answers.get(step.name)
-        steps.append(step if got is None or got.status == 0 else
-                     dataclasses.replace(step, expect=(_answer(got, run, fields=not raced),)))
-    return dataclasses.replace(repro, steps=tuple(steps))
+            orders.append(dataclasses.replace(repro, steps=tuple(steps)))
+        except RecordError:
+            continue
+    return orders
 
 
 def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str) -> dict[str, Answered] | None:
-    """The reference's answers to ``repro``'s steps, its identities provisioned in namespace ``run``
-    (None: one it cannot make, an identity the bootstrap refuses or a binding it refuses)."""
+    """The reference's answers to ``repro``'s steps (expectations cleared, groups sent one by one),
+    its identities provisioned in namespace ``run`` (None: one it cannot make, an identity the
+    bootstrap refuses or a binding it refuses)."""
     tokens = {}
     for who in repro.identities:
         values = who.filled(run)
@@ -122,6 +211,5 @@ def _answers(ledger: aidememo_ref.ReferenceLedger, repro: Reproduction, run: str
         except (aidememo_ref.ProvisionError, aidememo_ref.BindingsError):
             return None
         tokens[who.label] = token
-    bare = dataclasses.replace(repro, steps=tuple(dataclasses.replace(s, expect=()) for s in repro.steps))
     with httpx.Client(transport=ledger.transport(), base_url="http://reference") as client:
-        return send_steps(bare, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)[1]
+        return send_steps(repro, base_url="http://reference", send=_sender(client), tokens=tokens, run=run)[1]

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any, cast
 
 from conformance.capabilities import Claims, settle
-from conformance.errors import ConfigError, TargetError, Untestable
+from conformance.errors import ConfigError, NotScored, TargetError, Untestable
 from conformance.http import Exchange, Wire, health_answer
 from conformance.profile import StartContext
 from conformance.profiles.aidememo.leases import LeaseMode, LeaseWait
@@ -247,9 +247,19 @@ def _clock_served(wire: Wire) -> tuple[bool, str]:
     return ok, f"probe GET {CLOCK_PATH} answered {exchange.status}"
 
 
-def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int) -> int:
-    """Move the target's virtual clock (the ``test-clock`` extension); returns the new now_ms."""
-    exchange = wire.request(transcript, "POST", CLOCK_PATH, json_body={"advance_ms": advance_ms})
+def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int, *, hold: bool = False) -> int:
+    """Move the target's virtual clock (the ``test-clock`` extension); returns the new now_ms.
+    ``hold``: the clock then stands still there until the next move (the extension's ``hold``).
+
+    Raises:
+        NotScored: the target refused a hold (a test clock that cannot stand still).
+        Untestable: the move failed.
+    """
+    body: dict[str, object] = {"advance_ms": advance_ms, "hold": True} if hold else {"advance_ms": advance_ms}
+    exchange = wire.request(transcript, "POST", CLOCK_PATH, json_body=body)
+    if hold and exchange.status == 400:
+        raise NotScored(f'the target\'s test clock cannot hold still (a move with "hold": true answered 400), '
+                        "and one millisecond cannot be hit over HTTP on a running clock")
     if exchange.status != 200:
         raise Untestable(f"advancing the test clock answered {exchange.status}")
     now = exchange.json().get("now_ms")

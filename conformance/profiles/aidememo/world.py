@@ -86,6 +86,11 @@ class World(BaseWorld):
         self.runtime.require("test-clock")
         return advance_clock(self.wire, self.transcript, advance_ms)
 
+    def hold_clock(self, advance_ms: int) -> int:
+        """Move the test clock and hold it still there (until the next ``advance_clock``); its reading."""
+        self.runtime.require("test-clock")
+        return advance_clock(self.wire, self.transcript, advance_ms, hold=True)
+
     @property
     def clock_is_virtual(self) -> bool:
         """Checks move the test clock only in virtual lease mode (a real-time wait must not be disturbed)."""
