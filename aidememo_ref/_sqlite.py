@@ -263,6 +263,8 @@ class _Tx:
         member = self._member
         row = self._project.receipts.get(command.command_id)
         if row is None:
+            if not self._rows:  # the common case: a new command, nothing written yet
+                return None
             row = next((row for row, _ in self._rows if row.command_id == command.command_id), None)
             if row is None:
                 return None
@@ -293,9 +295,8 @@ class _Tx:
         else:
             self._cur.execute(*_APPENDS.of(row))
         rows.append((row, content))
-        return Receipt(command_id=command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
-                       project_id=member.project_id, actor_id=member.actor_id, project_seq=seq, kind=kind,
-                       resource_id=rid, revision=revision, committed_at_ms=now_ms)
+        return build(Receipt, (command_id, command.fingerprint, member.tenant_id, member.project_id,  # ``_hot``
+                               member.actor_id, seq, kind, rid, revision, now_ms))
 
 
 class _Thread(threading.local):
