@@ -137,8 +137,10 @@ def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> st
     semantic = "null" if m.semantic_key is None else _string(m.semantic_key)
     expires = "null" if m.expires_at_ms is None else f'"{iso(m.expires_at_ms)}"'
     key = "" if idempotency_key is None else _KEY_FIELD + _string(idempotency_key)
-    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{iso(m.created_at_ms)}",' \
-           f'"updated_at":"{iso(m.updated_at_ms)}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
+    created = iso(m.created_at_ms)
+    updated = created if m.updated_at_ms == m.created_at_ms else iso(m.updated_at_ms)  # one stamp for a new memory
+    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{created}",' \
+           f'"updated_at":"{updated}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
     middle = _middles.get(shape)
     if middle is None:
         text = general_answer_text(m, outcome, idempotency_key)
