@@ -188,6 +188,7 @@ TRANSITION_ROUTES: Final = {
 }
 # The raw route's (operation, change) pairs (wire spec §2.2).
 RAW_OPERATIONS: Final = {("resource.put", "upsert"): Op.RESOURCE_PUT, ("resource.delete", "delete"): Op.RESOURCE_DELETE}
+_DELETE: Final = Op.RESOURCE_DELETE  # a module constant: an enum member's lookup on its class costs more
 
 
 @distinct
@@ -268,7 +269,7 @@ def check_raw(raw: RawCommand) -> Command:
     op = RAW_OPERATIONS.get((raw.operation, raw.change))
     if op is None:
         raise LedgerError.invalid_command("operation/change must be resource.put/upsert or resource.delete/delete")
-    if op is Op.RESOURCE_DELETE and raw.payload is not None:
+    if op is _DELETE and raw.payload is not None:
         raise LedgerError.invalid_command("resource.delete payload must be JSON null")
     return build(Command, (raw.command_id, raw.project_id, op, raw.kind, raw.resource_id, raw.expected_revision,
                            build(ResourcePayload, (raw.payload, raw.payload_json)), raw.fingerprint))

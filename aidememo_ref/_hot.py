@@ -8,9 +8,9 @@ trick stays inline for its speed, its line points here.
 
 * ``build`` makes a record from all its fields in order, without the Python-level ``__new__``
   that ``Cls(...)`` runs (``python bench/records.py`` times both): for the ``_Request`` of every
-  request, the raw route's ``Command`` and ``ResourcePayload``, every ``Row`` the SQLite store
-  appends or reads back, and the ``Resource`` and ``Change`` rows its reads hand on, where each
-  field is at hand and already checked. Those records are NamedTuples, not frozen dataclasses,
+  request, the raw route's ``Command``, ``ResourcePayload`` and ``Write``, every ``Row`` the
+  SQLite store appends or reads back and the ``Receipt`` it answers, and the ``Resource`` and
+  ``Change`` rows its reads hand on, where each field is at hand and already checked. Those records are NamedTuples, not frozen dataclasses,
   for the same reason (so are ``FeedEntry`` and ``MailboxRow``, one per entry of a listing): a
   frozen dataclass's ``__init__`` (an ``object.__setattr__`` per field) costs more
   (``bench/records.py`` again).

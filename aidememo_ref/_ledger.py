@@ -15,6 +15,7 @@ from typing import Final, NamedTuple, Protocol, TypeAlias, TypeVar
 
 from refkit.records import distinct
 from . import _state
+from ._hot import build
 from ._commands import (
     Command,
     FactCreatePayload,
@@ -125,9 +126,11 @@ def _check_revision(command: Command, current: Resource | None) -> None:
 def _raw(command: Command, p: ResourcePayload, view: View) -> Write:
     if command.expected_revision is not None:
         _check_revision(command, view.resource(command.kind, command.resource_id))
-    if command.op is Op.RESOURCE_DELETE:
-        return Write(command.kind, command.resource_id, None)
-    return Write(command.kind, command.resource_id, p.canonical)
+    # Built as ``_hot`` builds records: every raw command comes here.
+    return build(Write, (command.kind, command.resource_id, None if command.op is _DELETE else p.canonical, None))
+
+
+_DELETE: Final = Op.RESOURCE_DELETE  # a module constant: an enum member's lookup on its class costs more
 
 
 def _create_session(p: SessionCreatePayload, actor_id: str, view: View) -> Session:

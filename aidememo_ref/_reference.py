@@ -66,8 +66,8 @@ class ReferenceLedger(Served):
     ) -> None:
         if (database is None) == (postgres_url is None):
             raise ValueError("ReferenceLedger needs a SQLite database path or a PostgreSQL URL (exactly one)")
-        if decide is None:
-            decide = partial(_ledger.decide, lease_ms=lease_ms)
+        if decide is None:  # upstream's lease is decide's default: no partial (and its keyword dict) per command
+            decide = _ledger.decide if lease_ms == LEASE_MS else partial(_ledger.decide, lease_ms=lease_ms)
         elif lease_ms != LEASE_MS:
             raise ValueError("a replacement decide brings its own rules: give it the lease, not ReferenceLedger")
         self.lease_ms = lease_ms

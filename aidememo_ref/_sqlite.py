@@ -191,7 +191,14 @@ class _Tx:
 
     def __init__(self, store: SQLiteStore, conn: sqlite3.Connection, member: Membership, mode: str) -> None:
         self._store, self._conn, self._member, self._mode = store, conn, member, mode
-        self._cur = conn.cursor()  # one for the transaction's statements: conn.execute makes one per call
+        # One cursor per thread for its transactions' statements (conn.execute makes one per call,
+        # and a cursor per transaction cost a command 1,300 instructions): each statement is read
+        # to its end before the next runs, so transactions never share one mid-read.
+        local = store._local
+        cursor = local.cursor
+        if cursor is None or cursor.connection is not conn:
+            cursor = local.cursor = conn.cursor()
+        self._cur = cursor
         self._rows: list[tuple[Row, str | None]] = []
 
     def __enter__(self) -> _Tx:
@@ -263,6 +270,8 @@ class _Tx:
         member = self._member
         row = self._project.receipts.get(command.command_id)
         if row is None:
+            if not self._rows:  # the common case: a new command, nothing written yet
+                return None
             row = next((row for row, _ in self._rows if row.command_id == command.command_id), None)
             if row is None:
                 return None
@@ -283,7 +292,7 @@ class _Tx:
         revision = 1 if current is None else current.revision + 1
         seq = project.head + len(rows) + 1
         record = write.record
-        index = _mailbox_fields(record)
+        index = _NOT_INDEXED if record is None else _mailbox_fields(record)  # None: every raw command
         content = record.content if isinstance(record, LedgerFact) else None
         row: Row = build(Row, (
             self._store._state.applied + len(rows) + 1, member.tenant_id, member.project_id, seq, intern(kind), rid,
@@ -293,9 +302,8 @@ class _Tx:
         else:
             self._cur.execute(*_APPENDS.of(row))
         rows.append((row, content))
-        return Receipt(command_id=command_id, fingerprint=command.fingerprint, tenant_id=member.tenant_id,
-                       project_id=member.project_id, actor_id=member.actor_id, project_seq=seq, kind=kind,
-                       resource_id=rid, revision=revision, committed_at_ms=now_ms)
+        return build(Receipt, (command_id, command.fingerprint, member.tenant_id, member.project_id,  # ``_hot``
+                               member.actor_id, seq, kind, rid, revision, now_ms))
 
 
 class _Thread(threading.local):
@@ -306,6 +314,7 @@ class _Thread(threading.local):
     seen: tuple[int, int] = (-1, -1)  # (PRAGMA data_version, store generation) the members are valid for
     log_seen: int | None = None  # PRAGMA data_version when this connection last caught the memory up
     pending: tuple[bytes, str, Membership] | None = None  # a deferred answer no transaction has checked yet
+    cursor: sqlite3.Cursor | None = None  # for this thread's transactions (``_Tx``)
 
     def __init__(self) -> None:
         self.members = {}

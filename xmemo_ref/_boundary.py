@@ -51,7 +51,10 @@ def resolve_caller(
         return Caller(principal=principal, agent_id=bound, agent_instance_id_hash=digest,
                       trust=Trust.TOKEN_BOUND, ignored_agent_id=ignored)
     return Caller(principal=principal, agent_id=asserted_agent_id, agent_instance_id_hash=digest,
-                  trust=Trust.CLIENT_ASSERTED)
+                  trust=_ASSERTED)
+
+
+_ASSERTED: Final = Trust.CLIENT_ASSERTED  # looked up once: enum class attributes go through a hook (``_writes``)
 
 
 def _reason(caller: Caller, memory: Memory) -> str:

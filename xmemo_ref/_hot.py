@@ -17,9 +17,10 @@ the layers keep out (``_writes._new``, below this module, builds a capture's ``M
   ``json.loads`` runs, without its wrappers, for ``_decode.parse_body``; any other body, and any
   the scanner refuses, goes to ``parse_body``, so every refusal is worded there.
 * ``answer_text`` reuses the part of a write's answer that only the memory's shape decides (the
-  fields between its path and its metadata), for ``_codec.answer_text``, which writes it; the
-  metadata, canonical JSON already, is written as it is, so a capture whose metadata is its own
-  (the Agent Framework's carries its idempotency key) still reuses the rest.
+  fields between its path and its metadata, but its semantic key), for ``_codec.answer_text``,
+  which writes it; the metadata, canonical JSON already, and the semantic key are written as they
+  are, so a capture whose metadata or semantic key is its own (the Agent Framework's carry its
+  idempotency key and a digest of the content) still reuses the rest.
 * ``plain_remember`` writes the metadata object with the C encoder made once, as
   ``_codec.canonical_json`` makes it on every call (``json.JSONEncoder.encode``), for a body
   ``json.loads`` parsed (never circular).
@@ -113,9 +114,14 @@ def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
     cache[key] = value
 
 
-# A memory's fields from bucket to agent_trust, by their values: what its answer shows between path and metadata.
-_middles: dict[tuple[object, ...], str] = {}
+# A memory's fields from bucket to agent_trust but its semantic key, by their values: what its
+# answer shows between path and metadata, as the text before the semantic key's value and after it.
+# The key is left out because the clients that send one send a new one with almost every capture
+# (the Agent Framework's is a digest of the content), which would make every such shape new.
+_middles: dict[tuple[object, ...], tuple[str, str]] = {}
 _KEY_FIELD: Final = ',"idempotency_key":'
+_SEMANTIC_FIELD: Final = '"semantic_key":'
+_STATE_FIELD: Final = ',"state_key":'
 
 
 def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> str:
@@ -123,19 +129,26 @@ def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> st
     values (the numbers by their text: ``1`` and ``1.0``, ``0.0`` and ``-0.0`` are equal keys)."""
     m = memory
     shape = (m.bucket, m.scope, m.team_id, m.memory_type, m.status, number_text(m.importance),
-             number_text(m.confidence), m.semantic_key, m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
+             number_text(m.confidence), m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
              m.agent_instance_id_hash, m.agent_trust)
     mid = _string(m.id)
     head = f'{{"id":{mid},"memory_id":{mid},"kind":{_string(m.kind)},"content":{_string(m.content)},' \
            f'"path":{_string(m.path)},'
+    semantic = "null" if m.semantic_key is None else _string(m.semantic_key)
     expires = "null" if m.expires_at_ms is None else f'"{iso(m.expires_at_ms)}"'
     key = "" if idempotency_key is None else _KEY_FIELD + _string(idempotency_key)
-    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{iso(m.created_at_ms)}",' \
-           f'"updated_at":"{iso(m.updated_at_ms)}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
+    created = iso(m.created_at_ms)
+    updated = created if m.updated_at_ms == m.created_at_ms else iso(m.updated_at_ms)  # one stamp for a new memory
+    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{created}",' \
+           f'"updated_at":"{updated}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
     middle = _middles.get(shape)
     if middle is None:
         text = general_answer_text(m, outcome, idempotency_key)
         if text.startswith(head) and text.endswith(tail):  # the format's frame, as the general one writes it
-            _remember(_middles, shape, text[len(head):len(text) - len(tail)])
+            inner = text[len(head):len(text) - len(tail)]
+            before, found, after = inner.partition(_SEMANTIC_FIELD)
+            after = after.removeprefix(semantic)
+            if found and after.startswith(_STATE_FIELD) and f"{before}{found}{semantic}{after}" == inner:
+                _remember(_middles, shape, (before + found, after))
         return text
-    return f"{head}{middle}{tail}"
+    return f"{head}{middle[0]}{semantic}{middle[1]}{tail}"

@@ -46,6 +46,7 @@ HEALTH: Final = {"status": "ok", "service": "xmemo-reference"}
 _PROJECT_ID: Final = re.compile(r"[A-Za-z0-9_-]{1,128}\Z")  # MAF's project reference grammar
 _VARIANT: Final = {digit: "89ab"[int(digit, 16) & 3] for digit in "0123456789abcdef"}  # RFC 4122's 10xx bits
 _MEMORY_ID: Final = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\Z")
+_DIGESTS: Final = 1_024  # keys that proved a principal, with their SHA-256 (never logged)
 
 
 def new_uuid() -> str:
@@ -66,6 +67,7 @@ class XMemoService:
         self.store = store
         self.ops = Operations(store, clock, rules=rules or Rules(), new_id=new_id)
         self.mcp = McpEndpoint(self.ops, new_id)
+        self._digests: dict[str, bytes] = {}
         self._routes: dict[tuple[str, ...], dict[str, Handler]] = {
             ("health",): {"GET": self._health},
             ("v1", "auth", "token", "validate"): {"GET": self._validate},
@@ -140,10 +142,19 @@ class XMemoService:
 
     # -- identity -----------------------------------------------------------------------------
     def _principal(self, request: HttpRequest) -> tuple[Principal, bytes]:
-        digest = key_digest(credential(request.headers))
+        key = credential(request.headers)
+        # A client sends the same key on every request: its SHA-256 is kept once the key proved a
+        # principal (as the AideMemo reference keeps a bearer's), so no stranger's guess is kept.
+        digest = known = self._digests.get(key)
+        if digest is None:
+            digest = key_digest(key)
         principal = self.store.principal(digest, deferred=request.deferred)
         if principal is None:
             raise RequestError.invalid_key()
+        if known is None:
+            if len(self._digests) >= _DIGESTS:
+                self._digests.clear()
+            self._digests[key] = digest
         return principal, digest
 
     def _caller(self, request: HttpRequest, agent_id: str | None = None, instance_id: str | None = None) -> Caller:

@@ -72,6 +72,9 @@ CREATE TABLE IF NOT EXISTS mcp_sessions(
 _PRINCIPAL: Final = ("SELECT owner_id, organization_id, workspace_id, project_id, scopes, agent_id FROM api_keys "
                      "WHERE key_sha256=? AND active=1")
 _LIVE_ONLY: Final = ReadFilter()
+# Looked up once: an enum class's attributes go through EnumType.__getattr__'s hook (``_writes``).
+_UNCHANGED: Final = Outcome.UNCHANGED
+_CREATED: Final = Outcome.CREATED
 
 
 class _Thread(threading.local):
@@ -285,14 +288,14 @@ class SQLiteXMemoStore:
             conn.execute(APPEND if idempotency is None else APPEND_KEYED, row)
         if scheduler is not None:
             scheduler.point("commit")
-        return answer, row, None if decision.outcome is Outcome.UNCHANGED else decision.memory, False
+        return answer, row, None if decision.outcome is _UNCHANGED else decision.memory, False
 
     def _row(self, tenant: Tenant, outcome: Outcome, memory: Memory, answer: str,
              claim: IdempotencyClaim | None) -> tuple[Any, ...] | None:
         """The log row for a decision (None: nothing to write), under the state lock."""
-        if outcome is Outcome.UNCHANGED and claim is None:
+        if outcome is _UNCHANGED and claim is None:
             return None
-        if outcome is Outcome.CREATED and self._state.taken(memory.id):
+        if outcome is _CREATED and self._state.taken(memory.id):
             raise RequestError.internal()  # layout 1's unique id index, kept: one memory per id
         head = (self._state.applied + 1, tenant.owner_id, tenant.organization_id, tenant.workspace_id,
                 tenant.project_id, answer)

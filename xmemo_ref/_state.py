@@ -18,7 +18,7 @@ connection that reads a row another thread of this process already applied chang
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, NamedTuple, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Final, NamedTuple, TypeAlias, TypeVar
 
 from refkit.records import distinct
 
@@ -33,6 +33,9 @@ __all__ = ["StoreState", "TenantMemories", "Lookups", "Replay", "TenantKey", "te
 TenantKey: TypeAlias = tuple[str, str, str, str]
 _DuplicateKey: TypeAlias = tuple[str, str, str, str | None, str | None, MemoryType]
 _K = TypeVar("_K")
+# Looked up once: an enum class's attributes go through EnumType.__getattr__'s hook (``_writes``).
+_MEMORY: Final = Kind.MEMORY
+_STATE: Final = Kind.STATE
 
 
 def tenant_key(tenant: Tenant) -> TenantKey:
@@ -91,12 +94,12 @@ class TenantMemories:
     def _lookups(self, memory: Memory, *, add: bool) -> None:
         mid = memory.id
         _file(self._paths, memory.path, mid, add)
-        if memory.kind is Kind.MEMORY:
+        if memory.kind is _MEMORY:
             _file(self._duplicates, (memory.content, memory.path, memory.bucket, memory.scope, memory.team_id,
                                      memory.memory_type), mid, add)
             if memory.semantic_key is not None:
                 _file(self._semantic, (memory.scope, memory.semantic_key), mid, add)
-        elif memory.kind is Kind.STATE and memory.state_key is not None:
+        elif memory.kind is _STATE and memory.state_key is not None:
             _file(self._slots, (memory.bucket, memory.scope or "", memory.state_key), mid, add)
 
     def at_path(self, path: str) -> list[Memory]:

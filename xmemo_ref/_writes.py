@@ -139,7 +139,7 @@ def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
         # the layers keep out of _hot (this module is below it; see xmemo_ref/_hot.py). bench/records.py
         # times tuple.__new__ against the keyword call; tests/xmemo/test_rules.py holds it to the latter.
         return _tuple_new(Memory, (
-            new_id, caller.principal.tenant, Kind.MEMORY, write.content, write.path, write.bucket, write.scope,
+            new_id, caller.principal.tenant, _MEMORY, write.content, write.path, write.bucket, write.scope,
             write.team_id, write.memory_type, write.status, write.importance, write.confidence, write.semantic_key,
             None, None, None, write.source, caller.agent_id, caller.agent_instance_id_hash, caller.trust,
             write.metadata_json, 1, now_ms, now_ms, write.expires_at_ms))
@@ -196,4 +196,10 @@ def decide(write: Write, existing: Existing, caller: Caller, now_ms: int, new_id
         same = existing.duplicate(write)
         if same is not None:
             return WriteDecision(outcome=Outcome.UNCHANGED, memory=same)
-    return WriteDecision(outcome=Outcome.CREATED, memory=fresh)
+    return _tuple_new(WriteDecision, (_CREATED, fresh))  # the common answer, positionally (see ``_new``)
+
+
+# Enum members the capture path names, looked up once: on Python 3.11 every attribute of an enum
+# class goes through the hook EnumType.__getattr__ installs (about 1,000 instructions each).
+_MEMORY: Final = Kind.MEMORY
+_CREATED: Final = Outcome.CREATED

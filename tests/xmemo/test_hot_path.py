@@ -120,11 +120,33 @@ def test_the_answer_middle_is_reused_for_a_new_memory_of_the_same_shape(
     _hot.answer_text(base, "created", None)
     again = Memory(**{**{f: getattr(base, f) for f in Memory._fields}, "metadata_json": metadata[1],
                       "id": "m2", "content": 'two "quoted" ☃', "path": "q", "created_at_ms": 5, "updated_at_ms": 9})
-    shape = (again.bucket, again.scope, again.team_id, again.memory_type, again.status, number_text(again.importance),
-             number_text(again.confidence), again.semantic_key, again.state_key, again.event_type, again.session_id,
-             again.source, again.agent_id, again.agent_instance_id_hash, again.agent_trust)
-    assert shape in _hot._middles
+    assert _shape(again) in _hot._middles
     assert _hot.answer_text(again, "created", "key") == general_answer_text(again, "created", "key")
+
+
+def _shape(m: Memory) -> tuple[object, ...]:
+    """The fields the answer middle is kept by: bucket to agent_trust, but the semantic key."""
+    return (m.bucket, m.scope, m.team_id, m.memory_type, m.status, number_text(m.importance),
+            number_text(m.confidence), m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
+            m.agent_instance_id_hash, m.agent_trust)
+
+
+@pytest.mark.parametrize("keys", [(None, "maf-capture:0a1b"), ("hermes:p:1", "hermes:p:2"), ("k", None),
+                                  ("a", 'quoted "key", \\ ☃')])
+def test_a_new_semantic_key_reuses_the_middle_of_its_shape(keys: tuple[str | None, str | None]) -> None:
+    """The Agent Framework sends a new semantic key with every capture (a digest of its content):
+    the middle is kept without it, and the key is written between its two parts."""
+    _hot._middles.clear()
+    base = Memory(id="m1", tenant=TENANT, kind=Kind.MEMORY, content="one", path="p", bucket="work", scope="s",
+                  team_id=None, memory_type=MemoryType.SEMANTIC, status="active", importance=0.5,
+                  confidence=None, semantic_key=keys[0], state_key=None, event_type=None, session_id=None,
+                  source="maf-agent", agent_id="a", agent_instance_id_hash=None, agent_trust=Trust.CLIENT_ASSERTED,
+                  metadata_json="{}", version=1, created_at_ms=1, updated_at_ms=2, expires_at_ms=None)
+    assert _hot.answer_text(base, "created", None) == general_answer_text(base, "created", None)
+    again = base._replace(id="m2", semantic_key=keys[1])
+    assert list(_hot._middles) == [_shape(again)]
+    assert _hot.answer_text(again, "created", None) == general_answer_text(again, "created", None)
+    assert len(_hot._middles) == 1
 
 
 class _Ids:

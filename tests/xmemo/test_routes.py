@@ -73,6 +73,22 @@ def test_an_inactive_key_is_403(world: World) -> None:
     assert world.call("shared", "GET", "/v1/auth/token/validate").status_code == 403
 
 
+def test_a_key_deactivated_after_its_digest_was_remembered_is_403(world: World) -> None:
+    from xmemo_ref._keys import key_digest
+
+    assert world.call("shared", "GET", "/v1/auth/token/validate").status_code == 200  # its digest is kept
+    world.ref.store.deactivate(key_digest(key("shared")))
+    assert world.call("shared", "GET", "/v1/auth/token/validate").status_code == 403
+
+
+def test_only_keys_that_proved_a_principal_keep_their_digest(world: World) -> None:
+    for n in range(3):
+        answer = world.call(None, "GET", "/v1/auth/token/validate", headers={"X-API-Key": f"guess-{n:024d}"})
+        assert answer.status_code == 403
+    assert world.call("shared", "GET", "/v1/auth/token/validate").status_code == 200
+    assert list(world.ref.service._digests) == [key("shared")]
+
+
 def test_missing_scope_is_403_before_the_body_is_read(world: World) -> None:
     answer = world.call("reader", "POST", "/v1/remember", {"no": "content"})
     assert answer.status_code == 403 and answer.json() == {"detail": "Missing required scope: memory:write"}
