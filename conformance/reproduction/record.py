@@ -32,6 +32,7 @@ judge with the same code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,7 +43,8 @@ from typing import Union
 from urllib.parse import quote
 
 __all__ = ["RESTART", "Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
-           "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render"]
+           "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render",
+           "resolve"]
 
 FORMAT = "aidememo-reproduction/1"
 RESTART = "RESTART"  # a step's method that is no request: kill -9 of the server, then its command again
@@ -239,11 +241,22 @@ class Field:
 
     With ``minus``, what must equal ``equals`` is the number at ``path`` less the number at ``minus``:
     a lease's length, where both instants are the server's to choose but their distance is not.
+
+    With ``digest`` (``sha256``), ``equals`` is a text template and the value at ``path`` must be the
+    lowercase hex SHA-256 of its UTF-8 bytes once filled in: a command's fingerprint, which hashes
+    ids holding the run's namespace, so no one run's value can be pinned, but its rule can.
     """
 
     path: str
     equals: JSON
     minus: str | None = None
+    digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.digest not in (None, "sha256"):
+            raise RecordError(f"a field's digest is sha256, not {self.digest!r}")
+        if self.digest is not None and not isinstance(self.equals, str):
+            raise RecordError(f"{self.path}: a digest's equals is the text it hashes")
 
     def value(self, answer: JSON) -> JSON:
         """What this field reads in ``answer`` (raises ``Unbound`` for a missing path)."""
@@ -255,10 +268,19 @@ class Field:
             return f"{got!r} - {base!r}"  # not two integers: never equal to the pinned length
         return got - base
 
+    def wanted(self, scope: Scope) -> JSON:
+        """What the field must equal, filled from ``scope`` (raises ``Unbound``)."""
+        want = render_value(self.equals, scope)
+        if self.digest is None:
+            return want
+        return hashlib.sha256(str(want).encode("utf-8")).hexdigest()
+
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {"path": self.path, "equals": self.equals}
         if self.minus is not None:
             out["minus"] = self.minus
+        if self.digest is not None:
+            out["digest"] = self.digest
         return out
 
 
@@ -290,13 +312,14 @@ class Answer:
             except Unbound:
                 return f"no field {pinned.path}" + (f" or {pinned.minus}" if pinned.minus else "")
             try:
-                want = render_value(pinned.equals, scope)
+                want = pinned.wanted(scope)
             except Unbound:
                 continue  # what it would equal was never answered: nothing to compare
             if got != want:
                 name = f"{pinned.path} - {pinned.minus}" if pinned.minus else pinned.path
+                hashed = f" (the SHA-256 of {render(str(pinned.equals), scope)[:400]})" if pinned.digest else ""
                 return f"{name} is {json.dumps(got, ensure_ascii=False)[:200]}, not " \
-                       f"{json.dumps(want, ensure_ascii=False)[:200]}"
+                       f"{json.dumps(want, ensure_ascii=False)[:200]}{hashed}"
         return None
 
     def to_json(self) -> dict[str, JSON]:
@@ -495,11 +518,13 @@ def _answer(data: object, where: str) -> Answer:
         raise RecordError(f"{where}: an expected answer needs a status")
     fields = data.get("fields", [])
     if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str)
-                                               and isinstance(f.get("minus", ""), str) for f in fields):
-        raise RecordError(f"{where}: fields must be a list of {{path, equals[, minus]}}")
+                                               and isinstance(f.get("minus", ""), str)
+                                               and isinstance(f.get("digest", ""), str) for f in fields):
+        raise RecordError(f"{where}: fields must be a list of {{path, equals[, minus][, digest]}}")
     code = data.get("code")
     return Answer(status=data["status"], code=code if isinstance(code, str) else None,
-                  fields=tuple(Field(path=f["path"], equals=f.get("equals"), minus=f.get("minus")) for f in fields))
+                  fields=tuple(Field(path=f["path"], equals=f.get("equals"), minus=f.get("minus"),
+                                     digest=f.get("digest")) for f in fields))
 
 
 def _step(data: object, index: int) -> Step:

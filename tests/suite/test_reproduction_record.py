@@ -102,6 +102,23 @@ def test_a_lease_length_is_pinned_as_a_distance_between_two_instants_the_server_
     assert Field(**{**lease.to_json(), "equals": 120000}) == lease  # minus survives the record's JSON
 
 
+def test_a_digest_field_pins_a_hash_of_its_filled_template():
+    """A fingerprint's rule, not its value: the field holds when it is the SHA-256 of the template
+    filled with this run's values, and says what was hashed when it is not."""
+    import hashlib
+
+    digest = Field(path="fingerprint", equals='{{"id":"n-{run}","n":{step1.body.revision}}', digest="sha256")
+    scope = Scope(run="r9", answers={"step1": Answered(status=200, body=b'{"revision":4}')})
+    right = hashlib.sha256('{"id":"n-r9","n":4}'.encode()).hexdigest()
+    answer = Answer(status=200, fields=(digest,))
+    assert answer.departure(Answered(status=200, body=json.dumps({"fingerprint": right}).encode()), scope) is None
+    assert answer.departure(Answered(status=200, body=b'{"fingerprint":"ab"}'), scope) == (
+        f'fingerprint is "ab", not "{right}" (the SHA-256 of {{"id":"n-r9","n":4}})')
+    assert Field(**digest.to_json()) == digest  # the digest survives the record's JSON
+    with pytest.raises(RecordError, match="digest is sha256, not 'md5'"):
+        Field(path="fingerprint", equals="x", digest="md5")
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d.update(format="other/1"), "not an aidememo-reproduction/1 record"),
     (lambda d: d["steps"][1].update(target="/x/{step3.status}"), "step2 reads step3.status, which is not an earlier"),

@@ -5,9 +5,14 @@ SQLite file, the test clock on), its identities provisioned there in a namespace
 and writes each answer beside its step: the status, the error code and every field the spec
 pins. Fields the spec leaves to the implementation are not pinned (the rules of
 ``implementation_defined.py``, by key: epochs, times, messages, scores, prose), nor values that
-depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. A lease's length is pinned (``Field.minus``): the spec
-fixes it, though not its two instants. After a group of requests sent at once only status and
-code are pinned: which contender won is the server's choice, and later answers show it.
+depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as
+``{run}``. A lease's length is pinned (``Field.minus``): the spec fixes it, though not its two
+instants. A receipt's fingerprint is pinned by its rule (``Field.digest``): the §7.2 preimage of
+the step's request, its namespace written back as ``{run}``, which the script hashes; only when
+the kit's own §7.2 code (``derive``) gives the reference's value, and no string of the request
+came from an earlier answer (which another run may answer otherwise). After a group of requests
+sent at once only status and code are pinned: which contender won is the server's choice, and
+later answers show it.
 
 The reference is the executable spec here, as it is for ``diff``; a step the reference could
 not be sent (a template without a value) and every step after it keep the check's own
@@ -17,16 +22,34 @@ expectations.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 import aidememo_ref
+from refkit.jsonvalue import loads
+from conformance.profiles.aidememo.derive import canonical_json
 from conformance.profiles.aidememo.implementation_defined import open_key
-from conformance.reproduction.record import JSON, Answer, Answered, Field, Reproduction, Step, escape
+from conformance.profiles.aidememo.routes import RAW, TYPED_WRITES
+from conformance.reproduction.record import (
+    JSON,
+    Answer,
+    Answered,
+    Field,
+    Reproduction,
+    Scope,
+    Step,
+    Unbound,
+    escape,
+    placeholders,
+    render,
+    resolve,
+)
 from conformance.reproduction.runner import Send, send_steps
 
 __all__ = ["RUN_BOUND_KEYS", "expect"]
@@ -63,7 +86,62 @@ def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
         out.append(Field(path=path, equals=value))
 
 
-def _answer(got: Answered, run: str, fields: bool) -> Answer:
+def _envelope(target: str, request: JSON) -> dict[str, JSON] | None:
+    """The §7.2 envelope of a write sent to ``target`` (path and query) with body ``request`` (None:
+    not a write route the kit knows, or a body of another shape)."""
+    if not isinstance(request, dict):
+        return None
+    path = urlsplit(target).path
+    if path == RAW.path:
+        resource = request.get("resource")
+        if not isinstance(resource, dict):
+            return None
+        return {"project_id": request.get("project_id"), "expected_revision": request.get("expected_revision"),
+                "operation": request.get("operation"), "payload": request.get("payload"),
+                "resource": {"kind": resource.get("kind"), "id": resource.get("id")}, "change": request.get("change")}
+    segments = path.split("/")  # "", "v1", "projects", PROJECT, route...
+    if segments[:3] != ["", "v1", "projects"] or len(segments) < 5:
+        return None
+    rest = segments[4:]
+    shape = rest if len(rest) == 1 else [rest[0], "{handoff_id}", *rest[2:]]
+    route = next((r for r in TYPED_WRITES if r.path.split("/") == shape), None)
+    payload = request.get("payload")
+    if route is None or not isinstance(payload, dict):
+        return None
+    filled = {name: payload.get(name) for name in route.fields}  # every declared field, absent ones null
+    resource_id = filled[route.resource_field] if route.resource_field else unquote(rest[1])
+    return {"project_id": unquote(segments[3]),
+            "expected_revision": request.get("expected_revision") if route.transition else None,
+            "operation": route.operation, "payload": filled, "resource": {"kind": route.kind, "id": resource_id},
+            "change": "upsert"}
+
+
+def _fingerprint(step: Step, scope: Scope, got: Answered) -> Field | None:
+    """The receipt's fingerprint pinned by its rule (see the module docstring), or None."""
+    try:
+        receipt = got.json()
+        if not isinstance(receipt, dict) or not isinstance(receipt.get("fingerprint"), str) or step.body is None:
+            return None
+        target = render(step.target, scope, "url")
+        body = render(step.body, scope, "json" if step.json_body else "text")
+        bound = [resolve(name, scope) for name in (*placeholders(step.target), *placeholders(step.body))
+                 if name.startswith("step")]
+        request: JSON = loads(body)
+    except (Unbound, ValueError):
+        return None
+    envelope = _envelope(target, request)
+    try:
+        preimage = canonical_json(envelope) if envelope is not None else ""
+    except (TypeError, ValueError):
+        return None  # a value JSON has no text for: nothing the script could hash either
+    if not preimage or hashlib.sha256(preimage.encode("utf-8")).hexdigest() != receipt["fingerprint"]:
+        return None  # a route or value the kit's §7.2 code does not cover as the reference does: left open
+    if any(isinstance(value, str) and value in preimage for value in bound):
+        return None  # it hashes a string an earlier answer gave, which another run may answer otherwise
+    return Field(path="fingerprint", equals=escape(preimage).replace(scope.run, "{run}"), digest="sha256")
+
+
+def _answer(got: Answered, run: str, fields: bool, fingerprint: Field | None = None) -> Answer:
     pinned: list[Field] = []
     if fields:
         try:
@@ -72,6 +150,8 @@ def _answer(got: Answered, run: str, fields: bool) -> Answer:
             pinned = []  # not JSON: status and code are what a correct answer is
     if len(pinned) > _MOST_FIELDS:
         pinned = [f for f in pinned if f.path.endswith("#")]
+    if fields and fingerprint is not None:
+        pinned.append(fingerprint)
     return Answer(status=got.status, code=got.error_code(), fields=tuple(pinned))
 
 
@@ -97,11 +177,12 @@ def expect(repro: Reproduction) -> Reproduction:
         return repro  # identities the reference cannot make: the checks' own expectations stand
     steps: list[Step] = []
     raced = False
+    scope = Scope(run=run, answers=answers)
     for step in repro.steps:
         raced = raced or step.group is not None
         got = answers.get(step.name)
-        steps.append(step if got is None or got.status == 0 else
-                     dataclasses.replace(step, expect=(_answer(got, run, fields=not raced),)))
+        steps.append(step if got is None or got.status == 0 else dataclasses.replace(
+            step, expect=(_answer(got, run, fields=not raced, fingerprint=_fingerprint(step, scope, got)),)))
     return dataclasses.replace(repro, steps=tuple(steps))
 
 
