@@ -71,8 +71,6 @@ RACES = {  # the script sends the check's concurrent requests once per try, behi
 KIT_GAPS = {
     "stale_cache": "kit gap: the check's writes in flight are not recorded as a concurrency group, so its script "
                    "sends them one after another, says nothing of a race, and exits 0 against the variant",
-    "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
-                                   "message only (-32602 either way), which the oracle does not pin: exit 0",
     "lease_live_at_expiry": "its check aims a heartbeat at a lease's expiry millisecond; over HTTP to a served "
                             "process on a loaded machine it never landed there (6 of 6 checks passed)",
 }
