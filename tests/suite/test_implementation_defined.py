@@ -281,3 +281,27 @@ def test_reproductions_pin_a_fingerprint_by_its_rule_not_its_one_runs_value() ->
     why = answer.departure(Answered(status=200, body=json.dumps({"fingerprint": escaped}).encode()), scope)
     assert why is not None and why.startswith(f"fingerprint is \"{escaped}\", not \"{right}\" (the SHA-256 of "), why
     assert not [f for f in expected.steps[2].expect[0].fields if f.path == "fingerprint"]
+
+
+def test_an_mcp_tool_results_text_is_not_pinned_beside_its_structured_content() -> None:
+    """A tool result's text is its structuredContent written out (W §1.18): pinned as one string it
+    held the receipt's committed_at_ms, so a rerun's script accused a correct server at that step.
+    The structured fields stay pinned under the rules."""
+    from conformance.profiles.aidememo import oracle
+    from conformance.reproduction.record import Identity, Reproduction, Step
+
+    headers = (("Authorization", "Bearer {token.writer}"), ("Content-Type", "application/json"),
+               ("Mcp-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "session_create"))
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "session_create", "arguments": {"operation_id": "op-{run}", "session_id": "s-{run}",
+                                                                "topic": "t"},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}
+    repro = Reproduction(
+        title="mcp", origin="suite",
+        identities=(Identity(label="writer", values=(("tenant", "t{run}"), ("project", "p{run}"),
+                                                      ("actor", "a{run}"), ("role", "writer"))),),
+        steps=(Step(name="step1", method="POST", target="/v1/projects/p{run}/mcp", headers=headers, json_body=True,
+                    body=json.dumps(body)),))
+    pinned = {f.path: f.equals for f in oracle.expect(repro).steps[0].expect[0].fields}
+    assert pinned.get("result.structuredContent.resource.id") == "s-{run}" and "result.content.0.type" in pinned, pinned
+    assert not [p for p in pinned if p.endswith((".text", "committed_at_ms"))], pinned

@@ -74,6 +74,12 @@ def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
             out.append(Field(path=f"{at}claim_expires_at_ms", minus=f"{at}claim_heartbeat_at_ms",
                              equals=expires - beat))
         for key, item in value.items():
+            if key == "content" and "structuredContent" in value and isinstance(item, list):
+                # An MCP tool result's text is its structuredContent written out (W §1.18), which is
+                # pinned field by field: as one string it would pin what the rules leave open (an
+                # instant, a fingerprint, a message).
+                item = [{k: v for k, v in part.items() if k != "text"} if isinstance(part, dict) else part
+                        for part in item]
             if not _volatile(key) and key.replace("_", "").replace("-", "").isalnum():
                 _pinned(item, f"{path}.{key}" if path else key, run, out)
     elif isinstance(value, list):
