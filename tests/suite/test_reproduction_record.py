@@ -8,9 +8,11 @@ race not met), values are bound from earlier answers, and no token reaches the o
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -193,6 +195,7 @@ def test_a_script_that_cannot_run_says_why_and_exits_2(server, tmp_path):
     assert replay(record, environ={"BASE_URL": server}).verdict is Verdict.CANNOT_RUN
     empty = Reproduction(title="nothing", origin="test")
     assert _script(empty, tmp_path, {}).returncode == 2 and replay(empty, environ={}).verdict is Verdict.CANNOT_RUN
+    assert render_script(empty).splitlines()[1] == "# CANNOT RUN: the record has no steps to send. It exits 2."
 
 
 def test_an_engine_that_crashes_cannot_run_rather_than_accuse(server, tmp_path):
@@ -271,3 +274,51 @@ def test_a_bound_identity_is_made_by_the_bound_template(tmp_path):
     assert f"{made}/bound-src-g-" in script and f"{made}/plain-a-" in script
     assert replay(record, environ={"RUN": "r1"}).verdict is Verdict.CANNOT_RUN  # nothing listens on port 9
     assert sorted(p.name for p in made.iterdir()) == ["bound-src-g-r1", "plain-a-r1"]
+
+
+_FAKE_CLI = '''
+import json, os, secrets, sys
+store, verb, rest = sys.argv[2], sys.argv[3], sys.argv[4:]
+if verb == "new":  # mints an id the next step must be given, as a CLI's session or handoff ids are
+    made = "id-" + secrets.token_hex(8) + os.environ.get("SUFFIX", "")
+    open(store, "a").write(made + "\\n")
+    print(json.dumps({"id": made, "stdin": sys.stdin.read()}))
+else:  # "show ID": exit 0 when the store holds it; BROKEN answers 0 whatever it is given
+    known = open(store).read().split() if os.path.exists(store) else []
+    sys.exit(0 if rest[0] in known or os.environ.get("BROKEN") else 1)
+'''
+
+
+def _commands(tmp_path: Path) -> Reproduction:
+    """A CLI target's record: make an id in the run's store (stdin and a variable given), show it,
+    then show one that does not exist, which a correct CLI refuses (exit 1)."""
+    fake = tmp_path / "fake.py"
+    fake.write_text(_FAKE_CLI)
+    store = "{dir}/store-{run}.txt"
+    steps = (Step(name="step1", method="EXEC", target="", argv=("--store", store, "new"), env=(("SUFFIX", "-{run}"),),
+                  body="in {run}", expect=(Answer(exit=0, fields=(Field(path="stdin", equals="in {run}"),)),)),
+             Step(name="step2", method="EXEC", target="", argv=("--store", store, "show", "{step1.body.id}"),
+                  expect=(Answer(exit=0),)),
+             Step(name="step3", method="EXEC", target="", argv=("--store", store, "show", "id-absent"),
+                  expect=(Answer(exit=1),)))
+    return Reproduction(title="a CLI's record", origin="test", steps=steps,
+                        target=TargetInfo(cli=f"{sys.executable} {fake}"))
+
+
+def test_a_command_step_runs_the_cli_in_a_fresh_directory_and_binds_what_it_printed(tmp_path):
+    record = _commands(tmp_path)
+    assert load_record(record.dumps()) == record
+    for env, status in (({}, 0), ({"BROKEN": "1"}, 1)):
+        done = _script(record, tmp_path, env)
+        assert done.returncode == status, done.stdout[-3000:] + done.stderr
+        assert replay(record, environ={**os.environ, **env}).verdict == status
+    assert "THE BUG SHOWS: step3: exit 0, not exit 1" in done.stdout, done.stdout
+    assert "$CLI --store $DIR/store-r" in done.stdout  # the store lives in the script's own directory
+    moved = _script(dataclasses.replace(record, target=TargetInfo()), tmp_path, {"CLI": record.target.cli or ""})
+    assert moved.returncode == 0, moved.stdout  # CLI names the target when the record has none
+    nowhere = _script(dataclasses.replace(record, target=TargetInfo()), tmp_path, {})
+    assert nowhere.returncode == 2 and "set CLI" in nowhere.stdout
+    with pytest.raises(RecordError, match="exit status"):
+        Answer(status=200, exit=0)
+    with pytest.raises(RecordError, match="a command step has argv words"):
+        Step(name="step1", method="EXEC", target="/x", argv=("a",))

@@ -15,6 +15,7 @@ from conformance.errors import ShapeError, Untestable
 from conformance.process import CommandExchange, run_command
 from conformance.profile import CheckContext
 from conformance.profiles.aidememo_local.target import INITIALIZE, LocalTarget
+from conformance.race import next_group
 from conformance.world import BaseWorld
 
 __all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER", "tool_answer"]
@@ -86,7 +87,11 @@ class LocalWorld(BaseWorld):
 
         # A thread's exception is raised here (an ERROR of the kit), never dropped with its answer.
         with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            return list(pool.map(one, commands))
+            done = list(pool.map(one, commands))
+        group = next_group()
+        for exchange in done:
+            exchange.group.append(group)
+        return done
 
     def assignment(self, receiver_type: str = "manual") -> Assignment:
         """A session in SOURCE (visible there through its start fact), a receiver profile and one
