@@ -143,8 +143,21 @@ class _Answers:
         self.namespace = namespace
         self.seen: list[tuple[int, str, list[tuple[str, str, object]]]] = []  # (number, step name, leaves)
         self.sent: list[tuple[int, str]] = []  # (number, request text): a value sent first is ours
+        self._group: tuple[object, list[tuple[int, str, Mapping[str, object]]]] = (None, [])
 
-    def add(self, number: int, name: str, entry: Mapping[str, object]) -> None:
+    def close_group(self, group: object) -> None:
+        """Before a step outside the open group: that group's answers become readable. Steps sent at
+        once cannot read each other's answers (none has come when they are sent)."""
+        current, held = self._group
+        if held and group != current:
+            self._group = (None, [])
+            for number, name, entry in held:
+                self.add(number, name, entry)
+
+    def add(self, number: int, name: str, entry: Mapping[str, object], group: object = None) -> None:
+        if isinstance(group, int):
+            self._group = (group, [*self._group[1], (number, name, entry)])
+            return
         if entry.get("kind") == "command":
             self.sent.append((number, "\n".join(map(str, [*_words(entry.get("argv")), entry.get("stdin", "")]))))
         else:
@@ -297,6 +310,7 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
         entry = record.transcript[index]
         name = f"step{number}"
         group = entry.get("group")
+        answers.close_group(group)
         if entry.get("kind") == "command":
             made = _command(entry, name, replay, rebase, answers)
             if isinstance(made, str):
@@ -305,7 +319,7 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
             steps.append(dataclasses.replace(
                 made, group=group if isinstance(group, int) else None, note=str(entry.get("actor") or ""),
                 expect=_expected(entry, record.expected if record.failed_step == index else "")))
-            answers.add(number, name, entry)
+            answers.add(number, name, entry, group)
             continue
         if entry.get("kind", "http") != "http":
             unrunnable = unrunnable or f"{name} is a {entry.get('kind')} step; only HTTP and command steps are reproduced"
@@ -323,7 +337,7 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
                           json_body=is_json, group=group if isinstance(group, int) else None,
                           expect=_expected(entry, record.expected if record.failed_step == index else ""),
                           note=str(entry.get("actor") or "")))
-        answers.add(number, name, entry)
+        answers.add(number, name, entry, group)
     people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()),
                             given=replay.given(values))
                    for label, values in record.identities.items())
