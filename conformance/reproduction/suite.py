@@ -321,6 +321,10 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
                 expect=_expected(entry, record.expected if record.failed_step == index else "")))
             answers.add(number, name, entry, group)
             continue
+        if entry.get("kind") == "bulk":
+            unrunnable = unrunnable or (f"{name} stands for {entry.get('count')} set-up requests the report does not "
+                                        f"keep one by one ({entry.get('request')}); rerun the check with its command")
+            continue
         if entry.get("kind", "http") != "http":
             unrunnable = unrunnable or f"{name} is a {entry.get('kind')} step; only HTTP and command steps are reproduced"
             continue
