@@ -534,7 +534,8 @@ class _Reporter:
 
         description = state.description
         replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
-                              credential_prefix=description.credential_prefix, hint=description.replay_hint)
+                              credential_prefix=description.credential_prefix, hint=description.replay_hint,
+                              cli=description.command)
         run = RunInfo(profile=state.profile.name, title=state.profile.title, target=description.target,
                       mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,

@@ -51,6 +51,8 @@ class CommandExchange:
     actor: str | None = None
     expected: list[str] = field(default_factory=list, compare=False, repr=False)  # as on ``Exchange``
     sizes: tuple[int | None, int | None, int | None] = (None, None, None)  # stdin, stdout, stderr once settled
+    # The concurrency group the command ran in (``conformance.race.next_group``), for reproductions.
+    group: list[int] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def answered(self) -> bool:
@@ -99,6 +101,7 @@ class CommandExchange:
             "error": self.error,
             "actor": self.actor,
             "expected": "; ".join(self.expected),
+            **({"group": self.group[0]} if self.group else {}),
         }
 
 

@@ -107,6 +107,7 @@ class TargetDescription:
     templates: tuple[tuple[str, str], ...] = ()
     credential_prefix: str = ""  # what the kit's own credentials start with ("tok-")
     replay_hint: str = ""  # what a replay must start first when the run's target is gone
+    command: tuple[str, ...] | None = None  # a command-line target's words, which a script's command steps run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

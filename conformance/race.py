@@ -9,9 +9,14 @@ from collections.abc import Callable, Sequence
 from conformance.errors import Indeterminate, TargetError
 from conformance.http import Exchange
 
-__all__ = ["race", "race_lanes"]
+__all__ = ["next_group", "race", "race_lanes"]
 
 _GROUPS = itertools.count(1)  # names each race's requests as one group in the transcript (reproductions)
+
+
+def next_group() -> int:
+    """A new concurrency group's number: the transcript entries of one race share it."""
+    return next(_GROUPS)
 
 
 def race(calls: Sequence[Callable[[], Exchange]]) -> list[Exchange]:
@@ -50,7 +55,7 @@ def race_lanes(lanes: Sequence[Callable[[], list[Exchange]]]) -> list[list[Excha
         if isinstance(answer, Indeterminate):
             raise Indeterminate(f"a contender got only 503 storage_failure answers: {answer}")
     done: list[list[Exchange]] = []
-    group = next(_GROUPS)
+    group = next_group()
     for index, answer in enumerate(answers):
         if not isinstance(answer, list):
             raise answer or AssertionError("a contender did not run")

@@ -9,15 +9,22 @@ carries a token even when a server echoes one. For the replay script
 (``conformance.reproduction.suite``) an HTTP entry also keeps its credential headers as
 ``replay_headers``: a registered credential there reads ``<redacted:LABEL>``, and anything else
 that is not an id the check minted reads ``<redacted>`` (that step cannot be replayed exactly).
+
+A set-up of thousands of requests (filling a project to its 10,000-resource bound) is sent inside
+``unrecorded``: one ``Bulk`` entry stands for all of them (what they were, how many, the statuses
+they got), so a report and a verdict record do not carry ten thousand exchanges.
 """
 
 from __future__ import annotations
 
 import re
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Protocol, cast
 
-__all__ = ["Entry", "SECRET_HEADERS", "Transcript", "WHOLE_ENTRIES", "kept", "redact_headers", "shown_text"]
+__all__ = ["Bulk", "Entry", "SECRET_HEADERS", "Transcript", "WHOLE_ENTRIES", "kept", "redact_headers", "shown_text"]
 
 # Headers that carry credentials in the protocols the kit speaks (AideMemo bearer, XMemo API keys).
 SECRET_HEADERS = frozenset({"authorization", "proxy-authorization", "x-api-key", "cookie", "set-cookie"})
@@ -74,6 +81,32 @@ def kept(raw: bytes, size: int | None, limit: int = SHOWN_BYTES) -> tuple[bytes,
 
 
 @dataclass(slots=True)
+class Bulk:
+    """Requests a check sent without recording them one by one (``Transcript.unrecorded``)."""
+
+    what: str  # what they were, for the reader ("10,000 raw puts of custom.note")
+    count: int = 0
+    outcomes: Counter[str] = field(default_factory=Counter)  # "HTTP 200", "exit 0": how many got each
+
+    @property
+    def answered(self) -> bool:
+        return self.count > 0
+
+    def add(self, entry: Entry) -> None:
+        self.count += 1
+        status, code = getattr(entry, "status", None), getattr(entry, "exit_code", None)
+        self.outcomes[f"HTTP {status}" if status is not None else f"exit {code}"] += 1
+
+    def to_dict(self) -> dict[str, object]:
+        got = ", ".join(f"{outcome} x{n}" for outcome, n in self.outcomes.most_common())
+        return {"kind": "bulk", "summary": f"{self.count} requests not recorded one by one: {self.what}",
+                "request": self.what, "response": got or "none sent", "count": self.count}
+
+    def settled(self) -> Bulk:
+        return self
+
+
+@dataclass(slots=True)
 class Transcript:
     """The entries of one check, in order, plus notes (identities provisioned, waits)."""
 
@@ -84,6 +117,7 @@ class Transcript:
     ids: dict[str, str] = field(default_factory=dict)  # minted id -> its namespace
     identities: dict[str, dict[str, str]] = field(default_factory=dict)
     _secrets: dict[str, str] = field(default_factory=dict)  # credential -> label
+    _bulk: Bulk | None = None  # the open ``unrecorded`` block, which counts entries instead of keeping them
 
     @property
     def exchanges(self) -> list[Entry]:
@@ -91,10 +125,24 @@ class Transcript:
         return self.entries
 
     def record(self, entry: Entry) -> None:
+        if self._bulk is not None:
+            self._bulk.add(entry)
+            return
         self.entries.append(entry)
         older = len(self.entries) - WHOLE_ENTRIES - 1
         if older >= 0:
             self.entries[older] = self.entries[older].settled()
+
+    @contextmanager
+    def unrecorded(self, what: str) -> Iterator[Bulk]:
+        """Entries recorded inside are counted in one ``Bulk`` entry, not kept (a bulk set-up)."""
+        bulk = Bulk(what)
+        self.entries.append(bulk)
+        self._bulk = bulk
+        try:
+            yield bulk
+        finally:
+            self._bulk = None
 
     def settle(self) -> None:
         """The check is judged: each entry keeps only what its report shows (``Entry.settled``)."""

@@ -13,6 +13,13 @@ survivor that is neither is a rule no check reads: write the check (and a kill-m
     python scripts/mutation.py --module _visibility    # one module
     python scripts/mutation.py --workdir /tmp/mut      # keep the session: rerun to resume it
     python scripts/mutation.py --workdir /tmp/mut --recheck   # after adding checks: rerun the survivors
+    AIDEMEMO_CAPABILITIES=large-projects python scripts/mutation.py --module _reads   # with the slow tier
+
+The snapshot and search bound of 10,000 resources (``_reads.MAX_SNAPSHOT_RESOURCES`` and the
+comparison in ``rank``) is read only by AM-EDGE-5, a check of the ``large-projects`` tier, which no
+run claims unless told (10,001 writes); no other check fills a project near the bound. Its mutants
+(the bound one above or below, ``>`` as ``>=``, ``==`` or ``is``) are killed with the tier claimed
+(``tests/suite/test_large_projects.py`` applies them).
 
 The tool is cosmic-ray, because its test command is any command line: it writes each mutant into
 the module's file on disk and runs the command, so the suite's own pytest process, the embedded

@@ -4,7 +4,9 @@ A reproduction script (``conformance.reproduction.script``) carries this module'
 ``record``'s, joined into one file, and runs it with ``python3`` between its ``curl`` calls:
 
     python3 engine.py RECORD WORK render N   # group N's requests into WORK/stepK.{url,headers,body}
+                                             # (a command step's into WORK/stepK.{args,env,body})
     python3 engine.py RECORD WORK judge N    # group N's answers (WORK/stepK.{status,head,out}) judged
+                                             # (a command's WORK/stepK.{exit,out,err})
     python3 engine.py RECORD WORK next N     # judge N-1, then render N (one interpreter start per group)
 
 ``render`` prints what each step sends and expects; ``judge`` prints each answer with every
@@ -15,11 +17,12 @@ Standard library only, since the script runs it without the kit; it must not imp
 
 from __future__ import annotations
 
+import shlex
 import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from conformance.reproduction.record import RESTART
+from conformance.reproduction.record import COMMAND, RESTART
 from conformance.reproduction.record import Answered, Reproduction, Scope, Step, Unbound, Verdict, judge_group, load_record
 
 __all__ = ["main"]
@@ -31,7 +34,16 @@ def _tokens(work: Path) -> dict[str, str]:
     return {path.name.removeprefix("token."): path.read_text("utf-8").strip() for path in work.glob("token.*")}
 
 
+def _ran(work: Path, name: str) -> Answered:
+    text = (work / f"{name}.exit").read_text("utf-8", "replace").strip()
+    stderr = (work / f"{name}.err").read_bytes().decode("utf-8", "replace") if (work / f"{name}.err").exists() else ""
+    body = (work / f"{name}.out").read_bytes() if (work / f"{name}.out").exists() else b""
+    return Answered(exit=int(text) if text.isdigit() else None, body=body, error=stderr.strip())
+
+
 def _answered(work: Path, name: str) -> Answered | None:
+    if (work / f"{name}.exit").exists():
+        return _ran(work, name)
     status_file = work / f"{name}.status"
     if not status_file.exists():
         return None
@@ -52,7 +64,8 @@ def _scope(record: Reproduction, work: Path) -> Scope:
         got = _answered(work, step.name)
         if got is not None:
             answers[step.name] = got
-    return Scope(run=(work / "run").read_text("utf-8").strip(), tokens=_tokens(work), answers=answers)
+    return Scope(run=(work / "run").read_text("utf-8").strip(), tokens=_tokens(work), answers=answers,
+                 dir=str(work / "d"))
 
 
 def _hidden(text: str, tokens: Mapping[str, str]) -> str:
@@ -67,6 +80,10 @@ def _render(record: Reproduction, work: Path, batch: list[Step], base_url: str) 
     for step in batch:
         if step.method == RESTART:
             print(f"--- {step.name}: the server is killed (kill -9) and started again" + (f" [{step.note}]" if step.note else ""))
+            continue
+        if step.method == COMMAND:
+            if not _command(step, scope, work):
+                return Verdict.CANNOT_RUN
             continue
         try:
             target, headers, body = step.request(scope)
@@ -83,6 +100,23 @@ def _render(record: Reproduction, work: Path, batch: list[Step], base_url: str) 
     return Verdict.NOT_SHOWN
 
 
+def _command(step: Step, scope: Scope, work: Path) -> bool:
+    """A command step's words and variables as shell words for the script's ``eval`` (quoted here, so
+    no value is ever read as shell syntax), its stdin as a file; False: a template lacks its value."""
+    try:
+        words, env, stdin = step.command(scope)
+    except Unbound as exc:
+        print(f"cannot run {step.name}: {exc}")
+        return False
+    (work / f"{step.name}.args").write_text(" ".join(shlex.quote(w) for w in words), "utf-8")
+    (work / f"{step.name}.env").write_text(" ".join(shlex.quote(f"{k}={v}") for k, v in env), "utf-8")
+    (work / f"{step.name}.body").write_bytes(stdin)
+    shown = " ".join(shlex.quote(w) for w in words).replace(scope.dir, "$DIR")
+    print(_hidden(f"--- {step.name}: $CLI {shown}" + (f" [{step.note}]" if step.note else "")
+                  + f"; expected: {step.expected()}", scope.tokens))
+    return True
+
+
 def _judge(record: Reproduction, work: Path, batch: list[Step]) -> int:
     scope = _scope(record, work)
     answers = []
@@ -91,12 +125,13 @@ def _judge(record: Reproduction, work: Path, batch: list[Step]) -> int:
         return Verdict.NOT_SHOWN
     for step in batch:
         got = scope.answers.get(step.name)
-        if got is None or got.status == 0:
+        if got is None or not got.came:
             print(_hidden(f"{step.name}: no answer ({(got.error if got else '') or 'curl gave none'})", scope.tokens))
             return Verdict.CANNOT_RUN
         body = got.body[:_SHOWN_BYTES].decode("utf-8", "replace")
         more = f"... ({len(got.body)} bytes)" if len(got.body) > _SHOWN_BYTES else ""
-        print(_hidden(f"{step.name} answered HTTP {got.status}: {body}{more}", scope.tokens))
+        said = f" (stderr: {got.error[:_SHOWN_BYTES]})" if got.exit is not None and got.error else ""
+        print(_hidden(f"{step.name} answered {got.describe()}: {body}{more}{said}", scope.tokens))
         answers.append(got)
     why = judge_group(batch, answers, scope)
     if why is None:

@@ -16,9 +16,13 @@ as values:
   ``lane`` are sent one after another within it (one contender doing several things in a row,
   while the others' requests are in flight). A step whose method is
   ``RESTART`` is no request: the server is killed (SIGKILL) and started again, which only a
-  script given the server's PID file and start command can do (a fault finding's).
-* ``Answer``: what a correct server answers (status, error code, pinned fields); a step holds
-  when its answer matches one of its ``expect`` alternatives (none: any answer holds).
+  script given the server's PID file and start command can do (a fault finding's). A step
+  whose method is ``EXEC`` runs the target's command line (a CLI target's) with the step's
+  ``argv`` words, ``env`` and its body on stdin, in the run's own directory ``{dir}``; its
+  answer is the exit status, stdout (read as the body) and stderr.
+* ``Answer``: what a correct server answers (status, error code, pinned fields; a command's
+  exit status); a step holds when its answer matches one of its ``expect`` alternatives (none:
+  any answer holds).
 
 Judging is the same everywhere: steps run in order, a group as one; the first step whose
 answer matches none of its alternatives shows the bug (``Verdict.SHOWN``, exit 1). Every step
@@ -34,6 +38,7 @@ judge with the same code.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -43,11 +48,14 @@ from itertools import permutations
 from typing import Union
 from urllib.parse import quote
 
-__all__ = ["RESTART", "Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
-           "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render"]
+__all__ = ["COMMAND", "JSON_TEXT", "RESTART", "Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
+           "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render",
+           "resolve"]
 
 FORMAT = "aidememo-reproduction/1"
 RESTART = "RESTART"  # a step's method that is no request: kill -9 of the server, then its command again
+COMMAND = "EXEC"  # a step's method that runs the target's command line instead of sending a request
+JSON_TEXT = "~json"  # a path segment: the JSON value a string holds
 JSON = Union[None, bool, int, float, str, list["JSON"], dict[str, "JSON"]]
 
 
@@ -69,7 +77,7 @@ class Verdict(IntEnum):
 
 
 # -- templates ---------------------------------------------------------------------------------------
-_REF = r"run|token\.[A-Za-z0-9_.-]+|step\d+\.(?:status|header\.[A-Za-z0-9_-]+|body(?:\.[^{}\s\"]+)?)"
+_REF = r"run|dir|token\.[A-Za-z0-9_.-]+|step\d+\.(?:status|header\.[A-Za-z0-9_-]+|body(?:\.[^{}\s\"]+)?)"
 _PLACEHOLDER = re.compile(r"\{(" + _REF + r")\}")
 
 
@@ -113,19 +121,32 @@ def placeholders(template: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answered:
-    """One answer as sent: status (0: none came, ``error`` says why), headers, body bytes."""
+    """One answer as sent: status (0: none came, ``error`` says why), headers, body bytes. A
+    command's: ``exit`` its exit status (None: it never finished), body its stdout, error its stderr."""
 
-    status: int
+    status: int = 0
     headers: tuple[tuple[str, str], ...] = ()
     body: bytes = b""
     error: str = ""
+    exit: int | None = None
+
+    @property
+    def came(self) -> bool:
+        """Whether there is an answer to judge (an HTTP status, or a command that finished)."""
+        return self.status != 0 or self.exit is not None
+
+    def describe(self) -> str:
+        return f"exit {self.exit}" if self.exit is not None else f"HTTP {self.status or 'no answer'}"
 
     def json(self) -> JSON:
-        """The body as JSON; ``Unbound`` when it is not JSON."""
+        """The body as JSON; ``Unbound`` when it is not JSON. A command's stdout of JSON lines (an
+        ``mcp`` server's answers) is the list of them."""
         try:
             value: JSON = json.loads(self.body)
         except (ValueError, UnicodeDecodeError, RecursionError):  # standard library only: no bounded loader here
-            raise Unbound("the answer's body is not JSON") from None
+            if self.exit is None:
+                raise Unbound("the answer's body is not JSON") from None
+            return json_lines(self.body)
         return value
 
     def header(self, name: str) -> str | None:
@@ -148,10 +169,23 @@ class Scope:
     run: str
     tokens: Mapping[str, str] = field(default_factory=dict)
     answers: Mapping[str, Answered] = field(default_factory=dict)
+    dir: str = ""  # the run's own directory, where a command step's files (a CLI's store) are made
+
+
+def json_lines(data: bytes) -> JSON:
+    """Output of one JSON value a line, as their list; ``Unbound`` when a line is not JSON, or there is none."""
+    try:
+        values: list[JSON] = [json.loads(line) for line in data.splitlines() if line.strip()]
+    except (ValueError, UnicodeDecodeError, RecursionError):
+        raise Unbound("the output is not JSON, nor JSON lines") from None
+    if not values:
+        raise Unbound("the output is empty")
+    return values
 
 
 def at_path(value: JSON, path: str) -> JSON:
-    """The value at a dotted path (``handoff.revision``, ``entries.0.seq``; ``#``: a list's length).
+    """The value at a dotted path (``handoff.revision``, ``entries.0.seq``; ``#``: a list's length;
+    ``~json``: the JSON a string holds, as an MCP tool's text content does).
 
     Raises:
         Unbound: the path leads nowhere in ``value``.
@@ -159,6 +193,11 @@ def at_path(value: JSON, path: str) -> JSON:
     for key in path.split(".") if path else ():
         if key == "#" and isinstance(value, list | dict):
             value = len(value)
+        elif key == JSON_TEXT and isinstance(value, str):
+            try:
+                value = json.loads(value)
+            except (ValueError, RecursionError):
+                raise Unbound(f"no JSON in the text at {path!r}") from None
         elif isinstance(value, dict) and key in value:
             value = value[key]
         elif isinstance(value, list) and key.isdigit() and int(key) < len(value):
@@ -176,6 +215,10 @@ def resolve(name: str, scope: Scope) -> JSON:
     """
     if name == "run":
         return scope.run
+    if name == "dir":
+        if not scope.dir:
+            raise Unbound("no directory for the run's files")
+        return scope.dir
     head, _, rest = name.partition(".")
     if head == "token":
         if rest not in scope.tokens:
@@ -241,11 +284,22 @@ class Field:
 
     With ``minus``, what must equal ``equals`` is the number at ``path`` less the number at ``minus``:
     a lease's length, where both instants are the server's to choose but their distance is not.
+
+    With ``digest`` (``sha256``), ``equals`` is a text template and the value at ``path`` must be the
+    lowercase hex SHA-256 of its UTF-8 bytes once filled in: a command's fingerprint, which hashes
+    ids holding the run's namespace, so no one run's value can be pinned, but its rule can.
     """
 
     path: str
     equals: JSON
     minus: str | None = None
+    digest: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.digest not in (None, "sha256"):
+            raise RecordError(f"a field's digest is sha256, not {self.digest!r}")
+        if self.digest is not None and not isinstance(self.equals, str):
+            raise RecordError(f"{self.path}: a digest's equals is the text it hashes")
 
     def value(self, answer: JSON) -> JSON:
         """What this field reads in ``answer`` (raises ``Unbound`` for a missing path)."""
@@ -257,32 +311,50 @@ class Field:
             return f"{got!r} - {base!r}"  # not two integers: never equal to the pinned length
         return got - base
 
+    def wanted(self, scope: Scope) -> JSON:
+        """What the field must equal, filled from ``scope`` (raises ``Unbound``)."""
+        want = render_value(self.equals, scope)
+        if self.digest is None:
+            return want
+        return hashlib.sha256(str(want).encode("utf-8")).hexdigest()
+
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {"path": self.path, "equals": self.equals}
         if self.minus is not None:
             out["minus"] = self.minus
+        if self.digest is not None:
+            out["digest"] = self.digest
         return out
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class Answer:
-    """One answer a correct server may give: its status, error code (None: not asserted) and fields."""
+    """One answer a correct server may give: its status, error code (None: not asserted) and fields;
+    a command's: its exit status (``exit``, then ``status`` is 0) and the fields of its stdout."""
 
-    status: int
+    status: int = 0
     code: str | None = None
     fields: tuple[Field, ...] = ()
+    exit: int | None = None
 
     def __post_init__(self) -> None:
-        if not 100 <= self.status <= 599:
+        if self.exit is not None:
+            if self.status or not 0 <= self.exit <= 255:
+                raise RecordError(f"a command's answer is an exit status (0-255) alone, not {self.exit}")
+        elif not 100 <= self.status <= 599:
             raise RecordError(f"an expected status must be an HTTP status, not {self.status}")
 
     def describe(self) -> str:
-        text = f"HTTP {self.status}" + (f" {self.code}" if self.code else "")
+        text = f"exit {self.exit}" if self.exit is not None else f"HTTP {self.status}"
+        text += f" {self.code}" if self.code else ""
         return text + (f" with {len(self.fields)} pinned fields" if self.fields else "")
 
     def departure(self, answered: Answered, scope: Scope) -> str | None:
         """Why ``answered`` is not this answer (None: it is)."""
-        if answered.status != self.status:
+        if self.exit is not None:
+            if answered.exit != self.exit:
+                return f"{answered.describe()}, not exit {self.exit}"
+        elif answered.status != self.status:
             return f"HTTP {answered.status or 'no answer'}, not {self.status}"
         if self.code is not None and answered.error_code() != self.code:
             return f"error code {answered.error_code()!r}, not {self.code!r}"
@@ -292,17 +364,18 @@ class Answer:
             except Unbound:
                 return f"no field {pinned.path}" + (f" or {pinned.minus}" if pinned.minus else "")
             try:
-                want = render_value(pinned.equals, scope)
+                want = pinned.wanted(scope)
             except Unbound:
                 continue  # what it would equal was never answered: nothing to compare
             if got != want:
                 name = f"{pinned.path} - {pinned.minus}" if pinned.minus else pinned.path
+                hashed = f" (the SHA-256 of {render(str(pinned.equals), scope)[:400]})" if pinned.digest else ""
                 return f"{name} is {json.dumps(got, ensure_ascii=False)[:200]}, not " \
-                       f"{json.dumps(want, ensure_ascii=False)[:200]}"
+                       f"{json.dumps(want, ensure_ascii=False)[:200]}{hashed}"
         return None
 
     def to_json(self) -> dict[str, JSON]:
-        out: dict[str, JSON] = {"status": self.status}
+        out: dict[str, JSON] = {"exit": self.exit} if self.exit is not None else {"status": self.status}
         if self.code is not None:
             out["code"] = self.code
         if self.fields:
@@ -324,13 +397,18 @@ class Step:
     lane: int | None = None  # steps of a group sharing a lane: sent in order, one after another
     expect: tuple[Answer, ...] = ()
     note: str = ""  # what the step does, for the reader
+    argv: tuple[str, ...] = ()  # a command step's words after the target's command line (templates)
+    env: tuple[tuple[str, str], ...] = ()  # a command step's variables (values are templates)
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"step\d+", self.name):
             raise RecordError(f"a step is named stepN, not {self.name!r}")
         if not re.fullmatch(r"[A-Z]+", self.method):
             raise RecordError(f"{self.name}: a method is upper-case letters, not {self.method!r}")
-        if not self.target.startswith("/"):
+        if self.method == COMMAND:
+            if self.target or self.headers or not self.argv:
+                raise RecordError(f"{self.name}: a command step has argv words, and no target or headers")
+        elif not self.target.startswith("/"):
             raise RecordError(f"{self.name}: the target must start with '/', not {self.target[:40]!r}")
 
     def expected(self) -> str:
@@ -349,8 +427,17 @@ class Step:
         return (render(self.target, scope, "url"), [(k, render(v, scope)) for k, v in self.headers],
                 None if body is None else body.encode("utf-8"))
 
+    def command(self, scope: Scope) -> tuple[list[str], list[tuple[str, str]], bytes]:
+        """A command step's (words, variables, stdin) filled from ``scope``. Raises ``Unbound``."""
+        stdin = b"" if self.body is None else render(self.body, scope).encode("utf-8")
+        return [render(word, scope) for word in self.argv], [(k, render(v, scope)) for k, v in self.env], stdin
+
     def to_json(self) -> dict[str, JSON]:
         out: dict[str, JSON] = {"name": self.name, "method": self.method, "target": self.target}
+        if self.argv:
+            out["argv"] = list(self.argv)
+        if self.env:
+            out["env"] = [[k, v] for k, v in self.env]
         if self.headers:
             out["headers"] = [[k, v] for k, v in self.headers]
         if self.body is not None:
@@ -394,6 +481,7 @@ class TargetInfo:
     # Templates for identities that hold a field, (field, template), first fit wins: a token bound to
     # a source (``bind_source``) is made by the target's bound template, with {bind_source} {bind_actor}.
     keyed: tuple[tuple[str, str], ...] = ()
+    cli: str | None = None  # the command line a command step runs (shell words; None: no command steps)
 
     def template(self, values: Mapping[str, str]) -> str | None:
         """The template that makes an identity with ``values`` (None: none is given)."""
@@ -438,6 +526,11 @@ class Reproduction:
         return any(step.method == RESTART for step in self.steps)
 
     @property
+    def runs_commands(self) -> bool:
+        """Whether a step runs the target's command line (which then must be known)."""
+        return any(step.method == COMMAND for step in self.steps)
+
+    @property
     def cannot_run(self) -> str:
         """Why no script or runner can send this record ("" when one can)."""
         return self.unrunnable or ("" if self.steps else "the record has no steps to send")
@@ -466,6 +559,8 @@ class Reproduction:
                                    "hint": self.target.hint}
         if self.target.keyed:
             target["keyed_provision"] = [[key, template] for key, template in self.target.keyed]
+        if self.target.cli is not None:
+            target["cli"] = self.target.cli
         return {"format": FORMAT, "title": self.title, "origin": self.origin, "requirements": list(self.requirements),
                 "race": self.race, "unrunnable": self.unrunnable, "tries": self.tries, "context": self.context,
                 "target": target,
@@ -500,7 +595,7 @@ def judge_group(steps: Sequence[Step], answers: Sequence[Answered], scope: Scope
                 return None
     elif all(step.departure(answer, scope) is None for step, answer in zip(steps, answers)):
         return None
-    got = ", ".join(f"HTTP {a.status}" + (f" {a.error_code()}" if a.error_code() else "") for a in answers)
+    got = ", ".join(a.describe() + (f" {a.error_code()}" if a.error_code() else "") for a in answers)
     want = ", ".join(s.expected() for s in steps)
     return f"{steps[0].name}..{steps[-1].name} (sent at once) answered {got}; expected, in some order: {want}"
 
@@ -514,25 +609,31 @@ def _text(data: Mapping[str, object], key: str, where: str, default: str | None 
 
 
 def _answer(data: object, where: str) -> Answer:
-    if not isinstance(data, dict) or not isinstance(data.get("status"), int):
-        raise RecordError(f"{where}: an expected answer needs a status")
+    if not isinstance(data, dict) or not isinstance(data.get("status", data.get("exit")), int):
+        raise RecordError(f"{where}: an expected answer needs a status (or a command's exit)")
+    exit_status = data.get("exit")
     fields = data.get("fields", [])
     if not isinstance(fields, list) or not all(isinstance(f, dict) and isinstance(f.get("path"), str)
-                                               and isinstance(f.get("minus", ""), str) for f in fields):
-        raise RecordError(f"{where}: fields must be a list of {{path, equals[, minus]}}")
+                                               and isinstance(f.get("minus", ""), str)
+                                               and isinstance(f.get("digest", ""), str) for f in fields):
+        raise RecordError(f"{where}: fields must be a list of {{path, equals[, minus][, digest]}}")
     code = data.get("code")
-    return Answer(status=data["status"], code=code if isinstance(code, str) else None,
-                  fields=tuple(Field(path=f["path"], equals=f.get("equals"), minus=f.get("minus")) for f in fields))
+    return Answer(status=data.get("status", 0), exit=exit_status if isinstance(exit_status, int) else None,
+                  code=code if isinstance(code, str) else None,
+                  fields=tuple(Field(path=f["path"], equals=f.get("equals"), minus=f.get("minus"),
+                                     digest=f.get("digest")) for f in fields))
 
 
 def _step(data: object, index: int) -> Step:
     where = f"step {index + 1}"
     if not isinstance(data, dict):
         raise RecordError(f"{where}: not an object")
-    headers = data.get("headers", [])
-    if not isinstance(headers, list) or not all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)
-                                                for h in headers):
-        raise RecordError(f"{where}: headers must be [name, value] pairs of text")
+    headers, env, argv = data.get("headers", []), data.get("env", []), data.get("argv", [])
+    if not all(isinstance(pairs, list) and all(isinstance(h, list) and len(h) == 2 and all(isinstance(x, str) for x in h)
+                                               for h in pairs) for pairs in (headers, env)):
+        raise RecordError(f"{where}: headers and env must be [name, value] pairs of text")
+    if not isinstance(argv, list) or not all(isinstance(word, str) for word in argv):
+        raise RecordError(f"{where}: argv must be a list of text")
     expect = data.get("expect", [])
     group, lane = data.get("group"), data.get("lane")
     body = data.get("body")
@@ -541,6 +642,7 @@ def _step(data: object, index: int) -> Step:
         raise RecordError(f"{where}: expect must be a list, group and lane numbers, body text")
     return Step(name=_text(data, "name", where), method=_text(data, "method", where),
                 target=_text(data, "target", where), headers=tuple((h[0], h[1]) for h in headers), body=body,
+                argv=tuple(argv), env=tuple((e[0], e[1]) for e in env),
                 json_body=data.get("json_body") is True, group=group, lane=lane,
                 expect=tuple(_answer(a, where) for a in expect), note=_text(data, "note", where, ""))
 
@@ -570,7 +672,7 @@ def load_record(text: str) -> Reproduction:
             raise RecordError("an identity needs a label and values")
         people.append(Identity(label=_text(item, "label", "identity"), given=item.get("given") is True,
                                values=tuple((str(k), str(v)) for k, v in item["values"].items())))
-    url, provision = target.get("url"), target.get("provision")
+    url, provision, cli = target.get("url"), target.get("provision"), target.get("cli")
     keyed = target.get("keyed_provision", [])
     if not isinstance(keyed, list) or not all(isinstance(k, list) and len(k) == 2 and all(isinstance(x, str) for x in k)
                                               for k in keyed):
@@ -586,7 +688,8 @@ def load_record(text: str) -> Reproduction:
                           provision=provision if isinstance(provision, str) else None,
                           workdir=_text(target, "workdir", "target", ""),
                           credential_prefix=_text(target, "credential_prefix", "target", ""),
-                          hint=_text(target, "hint", "target", ""), keyed=tuple((k[0], k[1]) for k in keyed)))
+                          hint=_text(target, "hint", "target", ""), keyed=tuple((k[0], k[1]) for k in keyed),
+                          cli=cli if isinstance(cli, str) else None))
 
 
 def identity_argv(template: str, values: Mapping[str, str], token_file: str,

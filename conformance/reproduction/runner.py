@@ -4,7 +4,8 @@
 (or reads the token files a user names), sends each group's requests (a group's from threads
 behind one barrier), fills templates from earlier answers and judges each answer with
 ``record``'s code: the same record, the same verdict and exit status as its shell script.
-``aidememo-conformance reproduce RECORD.json`` runs it.
+``aidememo-conformance reproduce RECORD.json`` runs it. A command step runs the target's command
+line (``CLI``, by default the record's) in a directory made anew for each try.
 """
 
 from __future__ import annotations
@@ -17,11 +18,13 @@ import tempfile
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import httpx
 
 from conformance.reproduction.record import (
+    COMMAND,
     Answered,
     Reproduction,
     Scope,
@@ -32,11 +35,13 @@ from conformance.reproduction.record import (
     judge_group,
 )
 
-__all__ = ["Outcome", "Send", "http_sender", "replay", "send_steps"]
+__all__ = ["Execute", "Outcome", "Send", "command_runner", "http_sender", "replay", "send_steps"]
 
 Send = Callable[[str, str, Sequence[tuple[str, str]], bytes | None], Answered]  # method, url, headers, body
+Execute = Callable[[Sequence[str], Sequence[tuple[str, str]], bytes, str], Answered]  # words, env, stdin, directory
 _PROVISION_TIMEOUT_S = 60
 _TIMEOUT_S = 10.0  # one request's answer: the suite's default --timeout
+_COMMAND_TIMEOUT_S = 60.0  # one command's exit: a CLI starts an interpreter, and may wait on its store's lock
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -59,6 +64,24 @@ def http_sender(client: httpx.Client) -> Send:
         return Answered(status=response.status_code, headers=tuple(response.headers.items()), body=response.content)
 
     return send
+
+
+def command_runner(cli: Sequence[str], timeout_s: float = _COMMAND_TIMEOUT_S,
+                   environ: Mapping[str, str] | None = None) -> Execute:
+    """An ``Execute`` running ``cli`` followed by a step's words, in ``environ`` (default: this
+    process's) with the step's variables; exit None when it could not run or finish."""
+    base = dict(os.environ if environ is None else environ)
+
+    def execute(words: Sequence[str], env: Sequence[tuple[str, str]], stdin: bytes, directory: str) -> Answered:
+        try:
+            done = subprocess.run([*cli, *words], input=stdin, capture_output=True, cwd=directory, check=False,
+                                  env={**base, **dict(env)}, timeout=timeout_s)
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            return Answered(error=f"the command did not finish: {exc}")
+        return Answered(exit=done.returncode if done.returncode >= 0 else None, body=done.stdout,
+                        error=done.stderr.decode("utf-8", "replace").strip())
+
+    return execute
 
 
 def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[str, str]) -> dict[str, str] | str:
@@ -99,17 +122,24 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
     return tokens
 
 
-def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> list[Answered] | str:
+def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send,
+                execute: Execute | None) -> list[Answered] | str:
     """Every step of a batch sent, a group's lanes at once behind a barrier; or why one could not be filled in."""
-    requests = []
+    requests: list[Callable[[], Answered]] = []
     for step in batch:
         try:
+            if step.method == COMMAND:
+                if execute is None:
+                    return f"cannot run {step.name}: no command line to run it with (set CLI)"
+                words, env, stdin = step.command(scope)
+                requests.append(partial(execute, words, env, stdin, scope.dir))
+                continue
             target, headers, body = step.request(scope)
         except Unbound as exc:
             return f"cannot send {step.name}: {exc}"
-        requests.append((step.method, base_url.rstrip("/") + target, headers, body))
+        requests.append(partial(send, step.method, base_url.rstrip("/") + target, headers, body))
     if len(requests) == 1:
-        return [send(*requests[0])]
+        return [requests[0]()]
     answers: list[Answered] = [Answered(status=0, error="not sent")] * len(requests)
     at = {id(step): index for index, step in enumerate(batch)}
     lanes = [[at[id(step)] for step in lane] for lane in Reproduction.lanes(batch)]
@@ -118,7 +148,7 @@ def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> l
     def one(lane: list[int]) -> None:
         barrier.wait()
         for index in lane:  # a lane's steps one after another
-            answers[index] = send(*requests[index])
+            answers[index] = requests[index]()
 
     threads = [threading.Thread(target=one, args=(lane,)) for lane in lanes]
     for thread in threads:
@@ -129,32 +159,38 @@ def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send) -> l
 
 
 def send_steps(repro: Reproduction, *, base_url: str, send: Send, tokens: Mapping[str, str],
-               run: str) -> tuple[Outcome, dict[str, Answered]]:
-    """One pass over the steps with identities already made; the outcome and the answers so far."""
+               run: str, execute: Execute | None = None, directory: str = "") -> tuple[Outcome, dict[str, Answered]]:
+    """One pass over the steps with identities already made; the outcome and the answers so far
+    (``execute`` runs command steps in ``directory``)."""
     answers: dict[str, Answered] = {}
     for batch in repro.groups():
-        got = _send_group(batch, Scope(run=run, tokens=tokens, answers=answers), base_url, send)
+        got = _send_group(batch, Scope(run=run, tokens=tokens, answers=answers, dir=directory), base_url, send,
+                          execute)
         if isinstance(got, str):
             return Outcome(verdict=Verdict.CANNOT_RUN, why=got), answers
         for step, answer in zip(batch, got):
             answers[step.name] = answer
-        missing = next((step for step, answer in zip(batch, got) if answer.status == 0), None)
+        missing = next((step for step, answer in zip(batch, got) if not answer.came), None)
         if missing is not None:
             return Outcome(verdict=Verdict.CANNOT_RUN, why=f"{missing.name}: no answer ({answers[missing.name].error})"), \
                 answers
-        why = judge_group(batch, got, Scope(run=run, tokens=tokens, answers=answers))
+        why = judge_group(batch, got, Scope(run=run, tokens=tokens, answers=answers, dir=directory))
         if why is not None:
             return Outcome(verdict=Verdict.SHOWN, why=why), answers
     return Outcome(verdict=Verdict.NOT_SHOWN, why="every answer is what a correct server answers"), answers
 
 
-def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, str], run: str) -> Outcome:
+def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, str], run: str,
+          execute: Execute | None) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="aidememo-reproduce-") as work:
         os.chmod(work, 0o700)
         tokens = _provision(repro, run, Path(work), environ)
         if isinstance(tokens, str):
             return Outcome(verdict=Verdict.CANNOT_RUN, why=tokens)
-        return send_steps(repro, base_url=base_url, send=send, tokens=tokens, run=run)[0]
+        directory = Path(work) / "d"
+        directory.mkdir()
+        return send_steps(repro, base_url=base_url, send=send, tokens=tokens, run=run, execute=execute,
+                          directory=str(directory))[0]
 
 
 def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | None = None,
@@ -167,15 +203,19 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     if repro.restarts:
         return Outcome(verdict=Verdict.CANNOT_RUN, why="the record kills and restarts the server: run its script with "
                                                        "SERVER_PID_FILE and RESTART_COMMAND")
-    url = base_url or env.get("BASE_URL") or repro.target.url
-    if not url:
+    url = base_url or env.get("BASE_URL") or repro.target.url or ""
+    if not url and any(step.method != COMMAND for step in repro.steps):
         return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")
+    cli = env.get("CLI") or repro.target.cli
+    if repro.runs_commands and not cli:
+        return Outcome(verdict=Verdict.CANNOT_RUN, why="no command line: give CLI (the target's command line)")
+    execute = command_runner(shlex.split(cli), environ=env) if cli else None
     count = tries or repro.tries
     # No redirects (a step's answer is judged as it came) and no proxies from the environment.
     with httpx.Client(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
         sender = send or http_sender(client)
         for attempt in range(1, count + 1):
-            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}")
+            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}", execute)
             if outcome.verdict is not Verdict.NOT_SHOWN:
                 return Outcome(verdict=outcome.verdict, why=outcome.why, tries=attempt)
     if repro.race:

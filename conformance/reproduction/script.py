@@ -11,6 +11,11 @@ the script with ``engine`` and run with ``python3`` (3.10 or later, standard lib
 (``-I -S``: no environment variables, user site or site-packages, whose start-up hooks cost about
 0.1 s of every one of the script's python3 starts, one per group).
 
+A record with command steps (a CLI target's) runs the target's command line, ``CLI`` (by
+default the run's), in a directory of its own made anew for each try (``{dir}``, where the
+command's store lives): the engine writes each step's words and variables shell-quoted, the
+script runs them with ``eval``, stdin from a file, and keeps the exit status, stdout and stderr.
+
 A record with a ``RESTART`` step (a fault finding's) also needs the server's PID file and the
 command that starts it (``SERVER_PID_FILE``, ``RESTART_COMMAND``): there the script sends
 SIGKILL to that process, runs the command again in the background (its PID written back to the
@@ -120,21 +125,30 @@ _RESTART_LINES = [
 ]
 
 
+def _exec(step_name: str) -> str:
+    files = f"\"$WORK/{step_name}"
+    return (f"(cd \"$WORK/d\" && eval \"env $(cat {files}.env\") $CLI $(cat {files}.args\")\") < {files}.body\" "
+            f"> {files}.out\" 2> {files}.err\"; echo $? > {files}.exit\"")
+
+
+def _send(step: record.Step) -> str:
+    return _exec(step.name) if step.method == record.COMMAND else _curl(step.name, step.method, step.body is not None)
+
+
 def _group(index: int, batch: list[record.Step]) -> list[str]:
     verb = "render" if index == 0 else "next"  # next: the group before is judged first
     lines = [f"  engine {verb} {index} \"$BASE_URL\" || return $?"]
     if len(batch) == 1 and batch[0].method == record.RESTART:
         lines.append("  restart_server || return 2")
     elif len(batch) == 1:
-        step = batch[0]
-        lines.append(f"  {_curl(step.name, step.method, step.body is not None)}")
+        lines.append(f"  {_send(batch[0])}")
     else:
         # A barrier: every job (a lane: its steps one after another) starts, says it is ready, and
         # waits for the flag; the flag is set once all are ready, so the requests leave within a
         # millisecond of each other.
         lanes = record.Reproduction.lanes(batch)
         for k, lane in enumerate(lanes):
-            sent = "; ".join(_curl(step.name, step.method, step.body is not None) for step in lane)
+            sent = "; ".join(_send(step) for step in lane)
             lines.append(f"  ( : > \"$WORK/ready.{index}.{k}\"; until [ -e \"$WORK/go.{index}\" ]; do sleep 0.001; done; "
                          f"{sent} ) &")
         ready = f"$(ls \"$WORK\" | grep -c '^ready\\.{index}\\.')"
@@ -144,9 +158,10 @@ def _group(index: int, batch: list[record.Step]) -> list[str]:
 
 
 def _comments(repro: Reproduction) -> list[str]:
-    first = (f"RACE, NOT FORCED: {repro.race} A script cannot force this interleaving: it tries {repro.tries} "
+    first = (f"CANNOT RUN: {repro.cannot_run}. It exits 2." if repro.cannot_run else
+             f"RACE, NOT FORCED: {repro.race} A script cannot force this interleaving: it tries {repro.tries} "
              "times and exits 3 when the bug never showed." if repro.race else f"Reproduces: {repro.title}")
-    lines = [first, *([f"Reproduces: {repro.title}"] if repro.race else [])]
+    lines = [first, *([f"Reproduces: {repro.title}"] if repro.race or repro.cannot_run else [])]
     if repro.requirements:
         lines.append(f"Requirements: {', '.join(repro.requirements)}.")
     lines += [f"Found by: {repro.origin}."] + [f"  {line}" for line in repro.context.splitlines()[:12]]
@@ -157,6 +172,8 @@ def _comments(repro: Reproduction) -> list[str]:
               "makes and deletes; none is printed.",
               "Exit: 1 the bug shows; 0 it does not; 2 it cannot run (the reason is printed); 3 a race it cannot",
               "force did not show (inconclusive). BASE_URL, TRIES and RUN may be set."]
+    if repro.runs_commands:
+        lines.append("Command steps run CLI (the target's command line, shell words) in a fresh directory DIR.")
     if repro.target.hint:
         lines.append(repro.target.hint)
     return [f"# {line}" for line in lines]
@@ -175,11 +192,16 @@ def render_script(repro: Reproduction) -> str:
         lines += ["[ -n \"${SERVER_PID_FILE:-}\" ] && [ -n \"${RESTART_COMMAND:-}\" ] || { echo 'cannot run: this "
                   "record kills and restarts the server: set SERVER_PID_FILE to a file holding its pid and "
                   "RESTART_COMMAND to the command that starts it again'; exit 2; }", *_RESTART_LINES]
+    if repro.runs_commands:
+        cli = repro.target.cli
+        lines.append(f"CLI=${{CLI:-{shlex.quote(cli)}}}" if cli else
+                     "[ -n \"${CLI:-}\" ] || { echo 'cannot run: set CLI to the command line of the target'; exit 2; }")
     lines += [
         "command -v curl >/dev/null 2>&1 || { echo 'cannot run: curl is not installed'; exit 2; }",
         "python3 -I -S -c 'import sys; sys.exit(sys.version_info < (3, 10))' 2>/dev/null "
         "|| { echo 'cannot run: python3 3.10 or later is needed to read the answers'; exit 2; }",
         f"BASE_URL=${{BASE_URL:-{shlex.quote(url)}}}" if url else
+        "BASE_URL=${BASE_URL:-}" if all(step.method == record.COMMAND for step in repro.steps) else
         "[ -n \"${BASE_URL:-}\" ] || "
         "{ echo 'cannot run: set BASE_URL to the target (the run used one that is gone)'; exit 2; }",
         f"TRIES=${{TRIES:-{repro.tries}}}",
@@ -191,7 +213,8 @@ def render_script(repro: Reproduction) -> str:
         "engine() { python3 -I -S \"$WORK/engine.py\" \"$WORK/record.json\" \"$WORK\" \"$@\"; }",
         "token() { od -An -N16 -tx1 /dev/urandom | tr -d ' \\n'; }",
         "attempt() {",
-        "  rm -f \"$WORK\"/step* \"$WORK\"/token.* \"$WORK\"/ready.* \"$WORK\"/go.*",
+        "  rm -rf \"$WORK\"/step* \"$WORK\"/token.* \"$WORK\"/ready.* \"$WORK\"/go.* \"$WORK/d\"",
+        "  mkdir \"$WORK/d\" || { echo 'cannot run: no directory for the run'; return 2; }",
         "  RUN=${FIXED_RUN:-r$(od -An -N4 -tx1 /dev/urandom | tr -d ' \\n')}",
         "  printf '%s\\n' \"$RUN\" > \"$WORK/run\"",
         "  echo \"namespace $RUN\"",

@@ -14,20 +14,36 @@ From the verdict record of a check that did not pass:
   them with the reference's own answers (``Expectations``), which also pin the fields a check
   judged as a whole (a listing that leaks, a cursor that does not move).
 
-A transcript step the record cannot carry (a command line, a body not kept whole, a credential
-the kit was not handed) makes the record ``unrunnable``, with the reason.
+A command step (a CLI target's) becomes an ``EXEC`` step: its words after the target's command
+line, a file it named under the run's directory (a store) moved to the reproduction's own
+(``{dir}``), values an earlier command printed bound to that answer, its stdin and variables.
+
+A transcript step the record cannot carry (a command other than the target's, a body not kept
+whole, a credential the kit was not handed) makes the record ``unrunnable``, with the reason.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
+import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from urllib.parse import urlsplit
 
 from refkit.jsonvalue import loads
-from conformance.reproduction.record import Answer, Identity, Reproduction, Step, TargetInfo, escape
+from conformance.reproduction.record import (
+    COMMAND,
+    JSON_TEXT,
+    Answer,
+    Answered,
+    Identity,
+    Reproduction,
+    Step,
+    TargetInfo,
+    escape,
+)
 from conformance.verdicts import VerdictRecord
 
 __all__ = ["Expectations", "ReplayTarget", "from_verdict"]
@@ -38,6 +54,8 @@ _DROPPED_HEADERS = frozenset({"host", "content-length", "connection", "accept-en
 # "HTTP 409 stale_revision", "HTTP 200 (set-up step ...)"; a word that runs on ("HTTP 200 with a
 # body ...") is prose, not an error code.
 _EXPECTED = re.compile(r"HTTP (\d{3})(?: ([a-z][a-z0-9_]*)(?=$|[;,)]| \())?")
+_CUT = re.compile(r"\.\.\. \(\d+ bytes\)$")  # a stream the report cut (conformance.transcript.shown_text)
+_EXIT = re.compile(r"\bexit (\d{1,3})\b")  # a command's: "exit 0 with JSON on stdout"
 _CREDENTIAL = re.compile(r"<redacted:([A-Za-z0-9_.-]+)>")
 # Numbers a request carries that the server assigned, by the request's name for them -> the names
 # an answer gives them under (most recent answer first). Other numbers are the check's own.
@@ -68,13 +86,15 @@ class ReplayTarget:
     workdir: str = ""  # the directory the suite ran the templates in
     credential_prefix: str = ""  # new tokens look like the kit's own: prefix + 32 hex digits
     hint: str = ""  # what to start first, when the run's target is gone
+    cli: tuple[str, ...] | None = None  # a command-line target's words (its command steps run them)
 
     def info(self) -> TargetInfo:
         """The record's target: the general template (the one no identity field selects)."""
         template = next((t for key, t in self.templates if not key), None) or None
         return TargetInfo(url=self.url, provision=template, workdir=self.workdir,
                           credential_prefix=self.credential_prefix, hint=self.hint,
-                          keyed=tuple((key, t) for key, t in self.templates if key and t))
+                          keyed=tuple((key, t) for key, t in self.templates if key and t),
+                          cli=shlex.join(self.cli) if self.cli else None)
 
     def given(self, values: Mapping[str, str]) -> bool:
         """The identity's token must be given: the template that fits it is none (a bound source, fixed tokens)."""
@@ -82,7 +102,16 @@ class ReplayTarget:
 
 
 def _leaves(value: object, path: str = "") -> Iterator[tuple[str, str, object]]:
-    """(dotted path, last key, value) of every scalar in a JSON value whose path a template can name."""
+    """(dotted path, last key, value) of every scalar in a JSON value whose path a template can name;
+    a string holding a JSON object or list (an MCP tool's text content) is read through (``~json``)."""
+    if isinstance(value, str) and value[:1] in ("{", "[") and path:
+        try:
+            inner = loads(value)
+        except ValueError:
+            inner = None
+        if isinstance(inner, dict | list):
+            yield from _leaves(inner, f"{path}.{JSON_TEXT}")
+            return
     if isinstance(value, dict):
         for key, item in value.items():
             if _KEY.fullmatch(str(key)):
@@ -122,12 +151,31 @@ class _Answers:
         self.namespace = namespace
         self.seen: list[tuple[int, str, list[tuple[str, str, object]]]] = []  # (number, step name, leaves)
         self.sent: list[tuple[int, str]] = []  # (number, request text): a value sent first is ours
+        self._group: tuple[object, list[tuple[int, str, Mapping[str, object]]]] = (None, [])
 
-    def add(self, number: int, name: str, entry: Mapping[str, object]) -> None:
-        self.sent.append((number, f"{entry.get('url', '')}\n{entry.get('request_body_exact', '')}"))
+    def close_group(self, group: object) -> None:
+        """Before a step outside the open group: that group's answers become readable. Steps sent at
+        once cannot read each other's answers (none has come when they are sent)."""
+        current, held = self._group
+        if held and group != current:
+            self._group = (None, [])
+            for number, name, entry in held:
+                self.add(number, name, entry)
+
+    def add(self, number: int, name: str, entry: Mapping[str, object], group: object = None) -> None:
+        if isinstance(group, int):
+            self._group = (group, [*self._group[1], (number, name, entry)])
+            return
+        if entry.get("kind") == "command":
+            self.sent.append((number, "\n".join(map(str, [*_words(entry.get("argv")), entry.get("stdin", "")]))))
+        else:
+            self.sent.append((number, f"{entry.get('url', '')}\n{entry.get('request_body_exact', '')}"))
         try:
-            data = loads(str(entry.get("response_body", "")))
-        except ValueError:
+            if entry.get("kind") == "command":  # JSON, or JSON lines (an mcp server's), as a command's answer reads
+                data = Answered(exit=0, body=str(entry.get("stdout", "")).encode("utf-8")).json()
+            else:
+                data = loads(str(entry.get("response_body", "")))
+        except (ValueError, LookupError):
             data = None  # not JSON, or cut at the report's bound: nothing to bind from it
         self.seen.insert(0, (number, name, list(_leaves(data)) if data is not None else []))
 
@@ -143,6 +191,11 @@ class _Answers:
         if any(number <= first and value in text for number, text in self.sent):
             return None  # the check sent it before any answer held it: its own value, echoed
         return found[0][1]
+
+    def within(self, text: str) -> list[tuple[str, str]]:
+        """(value, placeholder) of every minted string of an earlier answer that ``text`` holds."""
+        values = {got for _, _, leaves in self.seen for _, _, got in leaves if isinstance(got, str) and got in text}
+        return [(value, bound) for value in sorted(values, key=len, reverse=True) if (bound := self.text(value))]
 
     def number(self, key: str, value: int) -> str | None:
         names = _SERVER_NUMBERS.get(key)
@@ -186,8 +239,45 @@ def _body(text: str, rebase: _Rebaser, answers: _Answers) -> tuple[str, bool]:
 
 def _expected(entry: Mapping[str, object], departed: str) -> tuple[Answer, ...]:
     text = departed or str(entry.get("expected") or "")
+    if entry.get("kind") == "command":
+        ran = _EXIT.search(text)
+        return (Answer(exit=int(ran.group(1))),) if ran and int(ran.group(1)) <= 255 else ()
     match = _EXPECTED.search(text)
     return (Answer(status=int(match.group(1)), code=match.group(2)),) if match else ()
+
+
+def _words(value: object) -> list[str]:
+    return [str(word) for word in value] if isinstance(value, list) else []
+
+
+def _bound_text(text: str, rebase: _Rebaser, answers: _Answers) -> str:
+    """Free text (a word, a variable, stdin) as a template: minted values bound, ids rebased."""
+    template = rebase(text)
+    for value, bound in answers.within(text):
+        template = template.replace(escape(value), bound)
+    return template
+
+
+def _command(entry: Mapping[str, object], name: str, replay: ReplayTarget, rebase: _Rebaser,
+             answers: _Answers) -> Step | str:
+    """A command step, or why it cannot be one."""
+    argv, cli = _words(entry.get("argv")), list(replay.cli or ())
+    if not cli or argv[:len(cli)] != cli:
+        return f"{name} runs a command other than the target's command line"
+    stdin = str(entry.get("stdin") or "")
+    if _CUT.search(stdin):
+        return f"{name}: its stdin is not kept whole in the report"
+    words = []
+    for word in argv[len(cli):]:
+        template = _bound_text(word, rebase, answers)
+        if word.startswith("/") and "{run}" in template:  # a file of the check's, under the run's directory
+            template = "{dir}/" + rebase(word.rsplit("/", 1)[1])
+        words.append(template)
+    env = entry.get("env")
+    return Step(name=name, method=COMMAND, target="", argv=tuple(words),
+                env=tuple((str(k), _bound_text(str(v), rebase, answers)) for k, v in
+                          (env.items() if isinstance(env, dict) else ())),
+                body=_bound_text(stdin, rebase, answers) if stdin else None)
 
 
 def _headers(entry: Mapping[str, object], rebase: _Rebaser) -> tuple[tuple[tuple[str, str], ...], str]:
@@ -227,8 +317,24 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
     for number, index in enumerate(_kept(record.transcript), start=1):
         entry = record.transcript[index]
         name = f"step{number}"
+        group = entry.get("group")
+        answers.close_group(group)
+        if entry.get("kind") == "command":
+            made = _command(entry, name, replay, rebase, answers)
+            if isinstance(made, str):
+                unrunnable = unrunnable or made
+                continue
+            steps.append(dataclasses.replace(
+                made, group=group if isinstance(group, int) else None, note=str(entry.get("actor") or ""),
+                expect=_expected(entry, record.expected if record.failed_step == index else "")))
+            answers.add(number, name, entry, group)
+            continue
+        if entry.get("kind") == "bulk":
+            unrunnable = unrunnable or (f"{name} stands for {entry.get('count')} set-up requests the report does not "
+                                        f"keep one by one ({entry.get('request')}); rerun the check with its command")
+            continue
         if entry.get("kind", "http") != "http":
-            unrunnable = unrunnable or f"{name} is a {entry.get('kind')} step; only HTTP steps are reproduced"
+            unrunnable = unrunnable or f"{name} is a {entry.get('kind')} step; only HTTP and command steps are reproduced"
             continue
         headers, why = _headers(entry, rebase)
         body_text = entry.get("request_body_exact")
@@ -238,14 +344,14 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
             unrunnable = unrunnable or f"{name}: {why}"
             continue
         body, is_json = _body(str(body_text), rebase, answers) if body_text else (None, False)
-        group, lane = entry.get("group"), entry.get("lane")
+        lane = entry.get("lane")
         steps.append(Step(name=name, method=str(entry.get("method", "GET")),
                           target=_target(str(entry.get("url", "")), rebase, answers), headers=headers, body=body,
                           json_body=is_json, group=group if isinstance(group, int) else None,
                           lane=lane if isinstance(lane, int) and isinstance(group, int) else None,
                           expect=_expected(entry, record.expected if record.failed_step == index else ""),
                           note=str(entry.get("actor") or "")))
-        answers.add(number, name, entry)
+        answers.add(number, name, entry, group)
     people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()),
                             given=replay.given(values))
                    for label, values in record.identities.items())

@@ -239,3 +239,69 @@ def test_reproductions_leave_what_the_spec_leaves_open_unpinned() -> None:
     assert pinned.get("results.0.content") == "alpha beta gamma", pinned
     assert not [p for p in pinned if p.rsplit(".", 1)[-1] in ("score", "lexical_score", "semantic_score",
                                                                "project_epoch", "committed_at_ms")], pinned
+
+
+def test_reproductions_pin_a_fingerprint_by_its_rule_not_its_one_runs_value() -> None:
+    """A fingerprint hashes ids in the run's namespace, so no value of one run can be pinned; the
+    oracle pins §7.2's preimage instead (``Field.digest``), which the script fills with its own
+    namespace and hashes. A rerun's correct fingerprint holds, the fingerprint_ascii variant's
+    (non-ASCII escaped) departs; a preimage holding a string an earlier answer gave is not pinned."""
+    import hashlib
+
+    from conformance.profiles.aidememo import oracle
+    from conformance.profiles.aidememo.derive import command_fingerprint
+    from conformance.reproduction.record import Answer, Answered, Identity, Reproduction, Scope, Step
+
+    auth = (("Authorization", "Bearer {token.writer}"), ("Content-Type", "application/json"))
+    payload = {"content": "레디스 장애\n복구", "n": 1.5}
+
+    def put(name: str, body: str) -> Step:
+        return Step(name=name, method="POST", target="/v1/commands", headers=auth, json_body=True,
+                    body='{"command_id":"c-{run}-' + name + '","project_id":"p{run}","operation":"resource.put",'
+                         '"payload":' + body + ',"resource":{"kind":"custom.note","id":"n-{run}-' + name + '"},'
+                         '"change":"upsert"}')
+
+    repro = Reproduction(
+        title="fingerprint", origin="suite",
+        identities=(Identity(label="writer", values=(("tenant", "t{run}"), ("project", "p{run}"),
+                                                      ("actor", "a{run}"), ("role", "writer"))),),
+        steps=(put("step1", json.dumps(payload, ensure_ascii=False)),
+               Step(name="step2", method="GET", target="/v1/projects/p{run}/identity", headers=auth),
+               put("step3", '{"epoch":"{step2.body.project_epoch}"}')))
+    expected = oracle.expect(repro)
+    pinned = [f for f in expected.steps[0].expect[0].fields if f.path == "fingerprint"]
+    assert [f.digest for f in pinned] == ["sha256"] and "{run}" in str(pinned[0].equals), pinned
+    envelope = {"project_id": "pr2", "expected_revision": None, "operation": "resource.put", "payload": payload,
+                "resource": {"kind": "custom.note", "id": "n-r2-step1"}, "change": "upsert"}
+    right = command_fingerprint(**{**{k: v for k, v in envelope.items() if k not in ("resource", "change")},
+                                   "resource_kind": "custom.note", "resource_id": "n-r2-step1"})
+    escaped = hashlib.sha256(json.dumps(envelope, sort_keys=True, separators=(",", ":")).encode()).hexdigest()
+    answer, scope = Answer(status=200, fields=tuple(pinned)), Scope(run="r2")
+    assert answer.departure(Answered(status=200, body=json.dumps({"fingerprint": right}).encode()), scope) is None
+    why = answer.departure(Answered(status=200, body=json.dumps({"fingerprint": escaped}).encode()), scope)
+    assert why is not None and why.startswith(f"fingerprint is \"{escaped}\", not \"{right}\" (the SHA-256 of "), why
+    assert not [f for f in expected.steps[2].expect[0].fields if f.path == "fingerprint"]
+
+
+def test_an_mcp_tool_results_text_is_not_pinned_beside_its_structured_content() -> None:
+    """A tool result's text is its structuredContent written out (W §1.18): pinned as one string it
+    held the receipt's committed_at_ms, so a rerun's script accused a correct server at that step.
+    The structured fields stay pinned under the rules."""
+    from conformance.profiles.aidememo import oracle
+    from conformance.reproduction.record import Identity, Reproduction, Step
+
+    headers = (("Authorization", "Bearer {token.writer}"), ("Content-Type", "application/json"),
+               ("Mcp-Protocol-Version", "2026-07-28"), ("Mcp-Method", "tools/call"), ("Mcp-Name", "session_create"))
+    body = {"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "session_create", "arguments": {"operation_id": "op-{run}", "session_id": "s-{run}",
+                                                                "topic": "t"},
+                       "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28"}}}
+    repro = Reproduction(
+        title="mcp", origin="suite",
+        identities=(Identity(label="writer", values=(("tenant", "t{run}"), ("project", "p{run}"),
+                                                      ("actor", "a{run}"), ("role", "writer"))),),
+        steps=(Step(name="step1", method="POST", target="/v1/projects/p{run}/mcp", headers=headers, json_body=True,
+                    body=json.dumps(body)),))
+    pinned = {f.path: f.equals for f in oracle.expect(repro).steps[0].expect[0].fields}
+    assert pinned.get("result.structuredContent.resource.id") == "s-{run}" and "result.content.0.type" in pinned, pinned
+    assert not [p for p in pinned if p.endswith((".text", "committed_at_ms"))], pinned

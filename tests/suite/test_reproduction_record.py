@@ -12,6 +12,7 @@ import dataclasses
 import json
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -103,6 +104,23 @@ def test_a_lease_length_is_pinned_as_a_distance_between_two_instants_the_server_
     assert Field(**{**lease.to_json(), "equals": 120000}) == lease  # minus survives the record's JSON
 
 
+def test_a_digest_field_pins_a_hash_of_its_filled_template():
+    """A fingerprint's rule, not its value: the field holds when it is the SHA-256 of the template
+    filled with this run's values, and says what was hashed when it is not."""
+    import hashlib
+
+    digest = Field(path="fingerprint", equals='{{"id":"n-{run}","n":{step1.body.revision}}', digest="sha256")
+    scope = Scope(run="r9", answers={"step1": Answered(status=200, body=b'{"revision":4}')})
+    right = hashlib.sha256('{"id":"n-r9","n":4}'.encode()).hexdigest()
+    answer = Answer(status=200, fields=(digest,))
+    assert answer.departure(Answered(status=200, body=json.dumps({"fingerprint": right}).encode()), scope) is None
+    assert answer.departure(Answered(status=200, body=b'{"fingerprint":"ab"}'), scope) == (
+        f'fingerprint is "ab", not "{right}" (the SHA-256 of {{"id":"n-r9","n":4}})')
+    assert Field(**digest.to_json()) == digest  # the digest survives the record's JSON
+    with pytest.raises(RecordError, match="digest is sha256, not 'md5'"):
+        Field(path="fingerprint", equals="x", digest="md5")
+
+
 @pytest.mark.parametrize(("change", "message"), [
     (lambda d: d.update(format="other/1"), "not an aidememo-reproduction/1 record"),
     (lambda d: d["steps"][1].update(target="/x/{step3.status}"), "step2 reads step3.status, which is not an earlier"),
@@ -177,6 +195,7 @@ def test_a_script_that_cannot_run_says_why_and_exits_2(server, tmp_path):
     assert replay(record, environ={"BASE_URL": server}).verdict is Verdict.CANNOT_RUN
     empty = Reproduction(title="nothing", origin="test")
     assert _script(empty, tmp_path, {}).returncode == 2 and replay(empty, environ={}).verdict is Verdict.CANNOT_RUN
+    assert render_script(empty).splitlines()[1] == "# CANNOT RUN: the record has no steps to send. It exits 2."
 
 
 def test_an_engine_that_crashes_cannot_run_rather_than_accuse(server, tmp_path):
@@ -270,3 +289,51 @@ def test_a_lane_is_sent_in_order_and_each_of_its_steps_judged_by_its_own_answer(
     assert why is not None and why.startswith("step2 (sent in its group, after its lane's steps before it)"), why
     record = Reproduction(title="t", origin="test", steps=steps, race="a group")
     assert load_record(record.dumps()).steps == steps
+
+
+_FAKE_CLI = '''
+import json, os, secrets, sys
+store, verb, rest = sys.argv[2], sys.argv[3], sys.argv[4:]
+if verb == "new":  # mints an id the next step must be given, as a CLI's session or handoff ids are
+    made = "id-" + secrets.token_hex(8) + os.environ.get("SUFFIX", "")
+    open(store, "a").write(made + "\\n")
+    print(json.dumps({"id": made, "stdin": sys.stdin.read()}))
+else:  # "show ID": exit 0 when the store holds it; BROKEN answers 0 whatever it is given
+    known = open(store).read().split() if os.path.exists(store) else []
+    sys.exit(0 if rest[0] in known or os.environ.get("BROKEN") else 1)
+'''
+
+
+def _commands(tmp_path: Path) -> Reproduction:
+    """A CLI target's record: make an id in the run's store (stdin and a variable given), show it,
+    then show one that does not exist, which a correct CLI refuses (exit 1)."""
+    fake = tmp_path / "fake.py"
+    fake.write_text(_FAKE_CLI)
+    store = "{dir}/store-{run}.txt"
+    steps = (Step(name="step1", method="EXEC", target="", argv=("--store", store, "new"), env=(("SUFFIX", "-{run}"),),
+                  body="in {run}", expect=(Answer(exit=0, fields=(Field(path="stdin", equals="in {run}"),)),)),
+             Step(name="step2", method="EXEC", target="", argv=("--store", store, "show", "{step1.body.id}"),
+                  expect=(Answer(exit=0),)),
+             Step(name="step3", method="EXEC", target="", argv=("--store", store, "show", "id-absent"),
+                  expect=(Answer(exit=1),)))
+    return Reproduction(title="a CLI's record", origin="test", steps=steps,
+                        target=TargetInfo(cli=f"{sys.executable} {fake}"))
+
+
+def test_a_command_step_runs_the_cli_in_a_fresh_directory_and_binds_what_it_printed(tmp_path):
+    record = _commands(tmp_path)
+    assert load_record(record.dumps()) == record
+    for env, status in (({}, 0), ({"BROKEN": "1"}, 1)):
+        done = _script(record, tmp_path, env)
+        assert done.returncode == status, done.stdout[-3000:] + done.stderr
+        assert replay(record, environ={**os.environ, **env}).verdict == status
+    assert "THE BUG SHOWS: step3: exit 0, not exit 1" in done.stdout, done.stdout
+    assert "$CLI --store $DIR/store-r" in done.stdout  # the store lives in the script's own directory
+    moved = _script(dataclasses.replace(record, target=TargetInfo()), tmp_path, {"CLI": record.target.cli or ""})
+    assert moved.returncode == 0, moved.stdout  # CLI names the target when the record has none
+    nowhere = _script(dataclasses.replace(record, target=TargetInfo()), tmp_path, {})
+    assert nowhere.returncode == 2 and "set CLI" in nowhere.stdout
+    with pytest.raises(RecordError, match="exit status"):
+        Answer(status=200, exit=0)
+    with pytest.raises(RecordError, match="a command step has argv words"):
+        Step(name="step1", method="EXEC", target="/x", argv=("a",))

@@ -23,6 +23,8 @@ file and curl script are held to the same loop by ``tests/sim/test_loop.py``.
 ``FRESH_FILE`` and the xfail marks): a variant costs about 50 s there, its selection's run, a
 rerun (a pytest process), eight script and replay runs and two server starts; a script of 260
 steps (AM-EDGE-4's revisions past 256) starts python3 once per step and took 15 minutes in all.
+With fingerprints pinned by their rule and the binding checks judging no message: ``76 passed, 4
+xfailed in 1150.72s`` (``-m slow -n 2``, load 5 to 9).
 """
 
 from __future__ import annotations
@@ -62,14 +64,9 @@ CI_VARIANTS = ("cas_ignored", "cursor_stuck", "visibility_leak", "double_accept"
 # Variants whose data file the reference cannot open afterwards: it is served on a new file.
 FRESH_FILE = {"raw_kind_unchecked": "its raw writes store a fact without the fact fields, and the reference refuses "
                                     "the file ('damaged change log')"}
-# Variants the loop does not hold yet, each with its reason (the first -m slow run of every variant,
-# 2026-12-07: 8 failed, 63 passed). Kit gaps are strict: once fixed, the XPASS fails the run.
-KIT_GAPS = {
-    "fingerprint_ascii": "kit gap: the oracle cannot pin a fingerprint (it covers ids in the script's own "
-                         "namespace), so the script exits 0 against the variant",
-    "binding_actor_and_rest_open": "kit gap: the failing check's refusal differs from the reference's in its "
-                                   "message only (-32602 either way), which the oracle does not pin: exit 0",
-}
+# Variants the loop does not hold yet, each with its reason; strict, so a fix's XPASS fails the run.
+# None today: the eight of the first -m slow run (2026-12-07: 8 failed, 63 passed) are all held.
+KIT_GAPS: dict[str, str] = {}
 MOST_CASES = 1  # failing cases per variant (see _sample): 71 variants take about 40 minutes so under load
 SEED = "35"
 

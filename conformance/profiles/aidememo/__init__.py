@@ -32,6 +32,10 @@ CAPABILITIES = (
                covers="races one request at a time cannot show: receipts against the change feed, revisions and "
                       "project_seq in one order, reads after a write while others are in flight",
                detection="the command route exists (any server; declare it absent to leave AM-RACE-* unscored)"),
+    Capability(name="large-projects",
+               covers="the 10,000-resource bound of snapshots and searches (AM-EDGE-5): a project filled with 10,001 "
+                      "resources, about 20 s against the embedded reference",
+               detection="never detected, for its cost: claim it with --capability large-projects"),
 )
 
 

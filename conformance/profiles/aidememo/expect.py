@@ -66,14 +66,14 @@ def is_error_shape(exchange: Exchange) -> bool:
 
 
 # -- the MCP gateway (wire §1.18) ---------------------------------------------------------------
-def rpc_error(exchange: Exchange, status: int, code: int) -> str:
-    """A JSON-RPC error answer of the MCP gateway with this HTTP status and code; its message."""
+def rpc_error(exchange: Exchange, status: int, code: int) -> None:
+    """A JSON-RPC error answer of the MCP gateway with this HTTP status and code. Its message is not
+    returned: messages are the server's own (W §8 item 1), no verdict may read one."""
     expected = exchange.expect(f"HTTP {status} with JSON-RPC error {code}")
     data = exchange.json() if exchange.body else None
     error = data.get("error") if isinstance(data, dict) else None
     if exchange.status != status or not isinstance(error, dict) or error.get("code") != code:
         raise depart(exchange, expected, f"expected HTTP {status} with JSON-RPC error {code}; {shown(exchange)}")
-    return str(error.get("message"))
 
 
 def tool_result(exchange: Exchange) -> dict[str, Any]:

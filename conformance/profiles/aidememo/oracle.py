@@ -5,8 +5,12 @@ SQLite file, the test clock on), its identities provisioned there in a namespace
 and writes each answer beside its step: the status, the error code and every field the spec
 pins. Fields the spec leaves to the implementation are not pinned (the rules of
 ``implementation_defined.py``, by key: epochs, times, messages, scores, prose), nor values that
-depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as ``{run}``. A lease's length is pinned (``Field.minus``): the spec
-fixes it, though not its two instants.
+depend on the run (``RUN_BOUND_KEYS``), and values holding the namespace are written back as
+``{run}``. A lease's length is pinned (``Field.minus``): the spec fixes it, though not its two
+instants. A receipt's fingerprint is pinned by its rule (``Field.digest``): the §7.2 preimage of
+the step's request, its namespace written back as ``{run}``, which the script hashes; only when
+the kit's own §7.2 code (``derive``) gives the reference's value, and no string of the request
+came from an earlier answer (which another run may answer otherwise).
 
 A group of requests sent at once is answered in an order the server chooses, so a record with
 groups is run once per rotation of its largest group (each group's requests sent one by one, in
@@ -27,17 +31,36 @@ expectations.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import secrets
 import tempfile
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 import httpx
 
 import aidememo_ref
+from refkit.jsonvalue import loads
+from conformance.profiles.aidememo.derive import canonical_json
 from conformance.profiles.aidememo.implementation_defined import open_key
-from conformance.reproduction.record import JSON, Answer, Answered, Field, RecordError, Reproduction, Step, escape
+from conformance.profiles.aidememo.routes import RAW, TYPED_WRITES
+from conformance.reproduction.record import (
+    JSON,
+    Answer,
+    Answered,
+    Field,
+    RecordError,
+    Reproduction,
+    Scope,
+    Step,
+    Unbound,
+    escape,
+    placeholders,
+    render,
+    resolve,
+)
 from conformance.reproduction.runner import Send, send_steps
 
 __all__ = ["RUN_BOUND_KEYS", "expect"]
@@ -62,6 +85,12 @@ def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
             out.append(Field(path=f"{at}claim_expires_at_ms", minus=f"{at}claim_heartbeat_at_ms",
                              equals=expires - beat))
         for key, item in value.items():
+            if key == "content" and "structuredContent" in value and isinstance(item, list):
+                # An MCP tool result's text is its structuredContent written out (W §1.18), which is
+                # pinned field by field: as one string it would pin what the rules leave open (an
+                # instant, a fingerprint, a message).
+                item = [{k: v for k, v in part.items() if k != "text"} if isinstance(part, dict) else part
+                        for part in item]
             if not _volatile(key) and key.replace("_", "").replace("-", "").isalnum():
                 _pinned(item, f"{path}.{key}" if path else key, run, out)
     elif isinstance(value, list):
@@ -74,7 +103,62 @@ def _pinned(value: JSON, path: str, run: str, out: list[Field]) -> None:
         out.append(Field(path=path, equals=value))
 
 
-def _answer(got: Answered, run: str, fields: bool) -> Answer:
+def _envelope(target: str, request: JSON) -> dict[str, JSON] | None:
+    """The §7.2 envelope of a write sent to ``target`` (path and query) with body ``request`` (None:
+    not a write route the kit knows, or a body of another shape)."""
+    if not isinstance(request, dict):
+        return None
+    path = urlsplit(target).path
+    if path == RAW.path:
+        resource = request.get("resource")
+        if not isinstance(resource, dict):
+            return None
+        return {"project_id": request.get("project_id"), "expected_revision": request.get("expected_revision"),
+                "operation": request.get("operation"), "payload": request.get("payload"),
+                "resource": {"kind": resource.get("kind"), "id": resource.get("id")}, "change": request.get("change")}
+    segments = path.split("/")  # "", "v1", "projects", PROJECT, route...
+    if segments[:3] != ["", "v1", "projects"] or len(segments) < 5:
+        return None
+    rest = segments[4:]
+    shape = rest if len(rest) == 1 else [rest[0], "{handoff_id}", *rest[2:]]
+    route = next((r for r in TYPED_WRITES if r.path.split("/") == shape), None)
+    payload = request.get("payload")
+    if route is None or not isinstance(payload, dict):
+        return None
+    filled = {name: payload.get(name) for name in route.fields}  # every declared field, absent ones null
+    resource_id = filled[route.resource_field] if route.resource_field else unquote(rest[1])
+    return {"project_id": unquote(segments[3]),
+            "expected_revision": request.get("expected_revision") if route.transition else None,
+            "operation": route.operation, "payload": filled, "resource": {"kind": route.kind, "id": resource_id},
+            "change": "upsert"}
+
+
+def _fingerprint(step: Step, scope: Scope, got: Answered) -> Field | None:
+    """The receipt's fingerprint pinned by its rule (see the module docstring), or None."""
+    try:
+        receipt = got.json()
+        if not isinstance(receipt, dict) or not isinstance(receipt.get("fingerprint"), str) or step.body is None:
+            return None
+        target = render(step.target, scope, "url")
+        body = render(step.body, scope, "json" if step.json_body else "text")
+        bound = [resolve(name, scope) for name in (*placeholders(step.target), *placeholders(step.body))
+                 if name.startswith("step")]
+        request: JSON = loads(body)
+    except (Unbound, ValueError):
+        return None
+    envelope = _envelope(target, request)
+    try:
+        preimage = canonical_json(envelope) if envelope is not None else ""
+    except (TypeError, ValueError):
+        return None  # a value JSON has no text for: nothing the script could hash either
+    if not preimage or hashlib.sha256(preimage.encode("utf-8")).hexdigest() != receipt["fingerprint"]:
+        return None  # a route or value the kit's §7.2 code does not cover as the reference does: left open
+    if any(isinstance(value, str) and value in preimage for value in bound):
+        return None  # it hashes a string an earlier answer gave, which another run may answer otherwise
+    return Field(path="fingerprint", equals=escape(preimage).replace(scope.run, "{run}"), digest="sha256")
+
+
+def _answer(got: Answered, run: str, fields: bool, fingerprint: Field | None = None) -> Answer:
     pinned: list[Field] = []
     if fields:
         try:
@@ -83,6 +167,8 @@ def _answer(got: Answered, run: str, fields: bool) -> Answer:
             pinned = []  # not JSON: status and code are what a correct answer is
     if len(pinned) > _MOST_FIELDS:
         pinned = [f for f in pinned if f.path.endswith("#")]
+    if fields and fingerprint is not None:
+        pinned.append(fingerprint)
     return Answer(status=got.status, code=got.error_code(), fields=tuple(pinned))
 
 
@@ -114,7 +200,8 @@ def expect(repro: Reproduction) -> Reproduction:
         seen = [[answers.get(step.name) for _, answers in runs] for step in batch]
         if any(got is None or got.status == 0 for each in seen for got in each):
             continue  # a step the reference could not be sent: the check's own expectation stands
-        pinned = {step.name: [_keyed(got, run) for got, (run, _) in zip(each, runs) if got is not None]
+        pinned = {step.name: [_keyed(got, run, _fingerprint(step, Scope(run=run, answers=answered), got))
+                              for got, (run, answered) in zip(each, runs) if got is not None]
                   for step, each in zip(batch, seen)}
         # Alone, or in a lane of several (sent in order, judged by its own answer): what every run
         # answered alike. Contenders (lanes of one): what the group answered alike, taken together.
@@ -132,8 +219,8 @@ _Key = tuple[str, str | None]  # a pinned field's (path, minus); STATUS: the ans
 STATUS: _Key = ("", None)
 
 
-def _keyed(got: Answered, run: str) -> dict[_Key, object]:
-    answer = _answer(got, run, fields=True)
+def _keyed(got: Answered, run: str, fingerprint: Field | None) -> dict[_Key, object]:
+    answer = _answer(got, run, fields=True, fingerprint=fingerprint)
     keyed: dict[_Key, object] = {(f.path, f.minus): f for f in answer.fields}
     keyed[STATUS] = (answer.status, answer.code)
     return keyed

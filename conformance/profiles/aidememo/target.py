@@ -198,6 +198,8 @@ def start(context: StartContext) -> AideMemoTarget:
         if name == "mcp-bindings":  # a kit extension: only its provisioning can say whether it binds tokens
             return binds, ("its provisioning binds tokens (the embedded reference, or provision.bound_command)" if binds
                            else "the suite cannot bind this target's tokens (no provision.bound_command)")
+        if name == "large-projects":  # a tier, not a route: it costs 10,001 writes, so only a claim runs it
+            return False, "not probed: claim it with --capability large-projects (10,001 writes, about 20 s)"
         return _detect(wire, name)
 
     target.claims = settle(settings.capabilities, context.capabilities, detect)

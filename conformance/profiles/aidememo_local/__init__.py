@@ -44,4 +44,5 @@ PROFILE = Profile(
     # so three run at once (conformance.overlap).
     overlap=3,
     protocol_commit=PROTOCOL_COMMIT,
+    expectations=lazy("conformance.profiles.aidememo_local.oracle:expect"),
 )

@@ -17,11 +17,11 @@ from conformance.forked import ForkServer, available
 from conformance.process import Launcher, run_command
 from conformance.profile import CLI, MAX_BODY_BYTES, TIMEOUT, StartContext
 from conformance.profiles.aidememo_local.remote import RemoteServer, start_server
+from conformance.profiles.aidememo_local.settings import EMBEDDED
 
 __all__ = ["LocalTarget", "start", "EMBEDDED", "INITIALIZE"]
 
-# This kit's CLI, run from the installed package (forked from a warm interpreter: conformance.forked).
-EMBEDDED = (sys.executable, "-m", "aidememo_ref")
+# EMBEDDED, this kit's CLI, is forked from a warm interpreter (conformance.forked).
 # What a command of it imports, so that no fork imports it again; the remote verbs' client too.
 _PRELOAD = ("aidememo_cli.**", "aidememo_client.**", "hashlib", "locale")
 # What upstream's SDK sends first to an ``mcp`` server; the ``mcp`` capability is detected with it.

@@ -15,6 +15,7 @@ from conformance.errors import ShapeError, Untestable
 from conformance.process import CommandExchange, run_command
 from conformance.profile import CheckContext
 from conformance.profiles.aidememo_local.target import INITIALIZE, LocalTarget
+from conformance.race import next_group
 from conformance.world import BaseWorld
 
 __all__ = ["LocalWorld", "Assignment", "INITIALIZE", "SOURCE", "SENDER", "RECEIVER", "tool_answer"]
@@ -76,17 +77,23 @@ class LocalWorld(BaseWorld):
                         stdin=f"{json.dumps(INITIALIZE)}\n{json.dumps(call)}\n".encode())
         return tool_answer(done, tool)
 
-    def concurrently(self, commands: Sequence[Sequence[str]]) -> list[CommandExchange]:
-        """Start every command at once and wait for all (the CAS checks' writers)."""
+    def concurrently(self, commands: Sequence[Sequence[str]], stdins: Sequence[bytes] = (),
+                     actor: str | None = None) -> list[CommandExchange]:
+        """Start every command at once (each with its stdin, if given) and wait for all (the CAS
+        checks' writers); their transcript entries are one concurrency group."""
         gate = threading.Barrier(len(commands))
 
-        def one(command: Sequence[str]) -> CommandExchange:
+        def one(command: Sequence[str], stdin: bytes) -> CommandExchange:
             gate.wait()
-            return self.run(*command)
+            return self.run(*command, stdin=stdin, actor=actor)
 
         # A thread's exception is raised here (an ERROR of the kit), never dropped with its answer.
         with ThreadPoolExecutor(max_workers=len(commands)) as pool:
-            return list(pool.map(one, commands))
+            done = list(pool.map(one, commands, stdins or [b""] * len(commands)))
+        group = next_group()
+        for exchange in done:
+            exchange.group.append(group)
+        return done
 
     def assignment(self, receiver_type: str = "manual") -> Assignment:
         """A session in SOURCE (visible there through its start fact), a receiver profile and one

@@ -201,6 +201,34 @@ def test_a_one_byte_query_is_accepted(world: World) -> None:
         assert found == [fact_id["resource"]["id"]], f"the one-byte query {q!r} found {found}"
 
 
+# -- the project's size ----------------------------------------------------------------------------
+SNAPSHOT_MAX = 10_000  # W §1.4: more resource rows than this, counted before visibility, answer 413
+
+
+@isolation.PROJECT
+@pytest.mark.fresh_project  # an exact count of the project's resources: nothing else may write there
+@reads("AM-EDGE-5", "snapshot", "search")
+def test_snapshots_and_searches_answer_up_to_ten_thousand_resources(world: World) -> None:
+    """Isolation: project: the project's resource count. Claimed only (``large-projects``): 10,001
+    writes, sent as one unrecorded set-up (``Transcript.unrecorded``) so the report holds them as one
+    entry."""
+    world.require("large-projects")
+    world.require("replica-feeds")
+    world.require("search")
+    project = world.project()
+    writer, prefix = project.writer, world.new_id("fill")
+    with world.transcript.unrecorded(f"{SNAPSHOT_MAX} raw puts of custom.note {prefix}-0 .. {prefix}-{SNAPSHOT_MAX - 1}"):
+        for n in range(SNAPSHOT_MAX):
+            setup_ok(writer.put(f"{prefix}-{n}", {"n": n}), f"put note {n}")
+    full = expect_status(writer.snapshot(), 200)
+    assert len(full["resources"]) == SNAPSHOT_MAX, (
+        f"a snapshot of {SNAPSHOT_MAX} resources listed {len(full['resources'])}")
+    expect_status(writer.search("fill", mode="lexical"), 200)
+    setup_ok(writer.put(f"{prefix}-{SNAPSHOT_MAX}", {"n": SNAPSHOT_MAX}), "put note 10001")
+    expect_error(writer.snapshot(), 413, "snapshot_too_large")
+    expect_error(writer.search("fill", mode="lexical"), 413, "snapshot_too_large")
+
+
 # -- revisions ------------------------------------------------------------------------------------
 LARGE_REVISION = 300  # past 256: CPython shares the objects of small ints, so an identity test passes below it
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -27,8 +28,6 @@ def _accept(world: LocalWorld, handoff_id: str, claim: str) -> tuple[Any, bool]:
 @pytest.mark.requirement("AML-CAS-1")
 def test_concurrent_accepts_have_one_winner(world: LocalWorld) -> None:
     handoff = world.assignment()
-    calls = [["mcp"]] * 4
-    import json
 
     def call(claim: str) -> bytes:
         message = {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
@@ -36,18 +35,7 @@ def test_concurrent_accepts_have_one_winner(world: LocalWorld) -> None:
             "arguments": {"action": "accept", "handoff_id": handoff.handoff_id, "actor_id": RECEIVER, "claim_id": claim}}}
         return f'{{"jsonrpc":"2.0","id":0,"method":"initialize"}}\n{json.dumps(message)}\n'.encode()
 
-    import threading
-
-    from concurrent.futures import ThreadPoolExecutor
-
-    gate = threading.Barrier(len(calls))
-
-    def one(index: int) -> Any:
-        gate.wait()
-        return world.run("mcp", stdin=call(f"worker-{index}"), actor=RECEIVER)
-
-    with ThreadPoolExecutor(max_workers=len(calls)) as pool:  # a thread's exception is raised here
-        answers = list(pool.map(one, range(len(calls))))
+    answers = world.concurrently([["mcp"]] * 4, stdins=[call(f"worker-{index}") for index in range(4)], actor=RECEIVER)
     results = [tool_answer(a, "aidememo_handoff_inbox") for a in answers]
     winners = [answer for answer, failed in results if not failed]
     assert len(winners) == 1, f"{len(winners)} of 4 concurrent accepts won: {results!r}"
