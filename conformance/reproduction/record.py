@@ -50,7 +50,7 @@ from urllib.parse import quote
 
 __all__ = ["COMMAND", "JSON_TEXT", "RESTART", "Answer", "Answered", "FORMAT", "Field", "Identity", "RecordError", "Reproduction", "Scope", "Step",
            "TargetInfo", "Unbound", "Verdict", "escape", "judge_group", "load_record", "placeholders", "render",
-           "resolve"]
+           "resolve", "text_json"]
 
 FORMAT = "aidememo-reproduction/1"
 RESTART = "RESTART"  # a step's method that is no request: kill -9 of the server, then its command again
@@ -181,6 +181,18 @@ def json_lines(data: bytes) -> JSON:
     if not values:
         raise Unbound("the output is empty")
     return values
+
+
+def text_json(value: object, path: str) -> dict[str, JSON] | list[JSON] | None:
+    """The JSON object or list a string below the root holds (an MCP tool's text content), which a
+    path reads through at ``~json``; None for any other value."""
+    if not (isinstance(value, str) and value[:1] in ("{", "[") and path):
+        return None
+    try:
+        inner = json.loads(value)
+    except (ValueError, RecursionError):  # the script carries this module: no import beyond the standard library
+        return None
+    return inner if isinstance(inner, dict | list) else None
 
 
 def at_path(value: JSON, path: str) -> JSON:

@@ -43,6 +43,7 @@ from conformance.reproduction.record import (
     Step,
     TargetInfo,
     escape,
+    text_json,
 )
 from conformance.verdicts import VerdictRecord
 
@@ -104,14 +105,9 @@ class ReplayTarget:
 def _leaves(value: object, path: str = "") -> Iterator[tuple[str, str, object]]:
     """(dotted path, last key, value) of every scalar in a JSON value whose path a template can name;
     a string holding a JSON object or list (an MCP tool's text content) is read through (``~json``)."""
-    if isinstance(value, str) and value[:1] in ("{", "[") and path:
-        try:
-            inner = loads(value)
-        except ValueError:
-            inner = None
-        if isinstance(inner, dict | list):
-            yield from _leaves(inner, f"{path}.{JSON_TEXT}")
-            return
+    if (inner := text_json(value, path)) is not None:
+        yield from _leaves(inner, f"{path}.{JSON_TEXT}")
+        return
     if isinstance(value, dict):
         for key, item in value.items():
             if _KEY.fullmatch(str(key)):

@@ -34,9 +34,9 @@ from conformance.reproduction.record import (
     Reproduction,
     Unbound,
     escape,
+    text_json,
 )
 from conformance.reproduction.runner import command_runner, send_steps
-from refkit.jsonvalue import loads
 
 __all__ = ["expect"]
 
@@ -52,14 +52,9 @@ def _no_request(method: str, url: str, headers: object, body: object) -> Answere
 
 
 def _fields(value: JSON, path: str, run: str, directory: str, out: list[Field]) -> None:
-    if isinstance(value, str) and value[:1] in ("{", "[") and path:
-        try:
-            inner = loads(value)
-        except ValueError:
-            inner = None
-        if isinstance(inner, dict | list):
-            _fields(inner, f"{path}.{JSON_TEXT}", run, directory, out)
-            return
+    if (inner := text_json(value, path)) is not None:
+        _fields(inner, f"{path}.{JSON_TEXT}", run, directory, out)
+        return
     if isinstance(value, dict):
         for key, item in value.items():
             if key not in _PROSE and not key.endswith(_MINTED_SUFFIXES) and key.replace("_", "").isalnum():
