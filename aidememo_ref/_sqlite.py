@@ -290,7 +290,7 @@ class _Tx:
             raise LedgerError.storage_failure(unavailable=False)
         current = self._latest(kind, rid) if rows else project.resources.get((kind, rid))
         revision = 1 if current is None else current.revision + 1
-        seq = project.head + len(rows) + 1
+        seq = len(project.rows) + len(rows) + 1  # ``project.head``, without the property's call
         record = write.record
         index = _NOT_INDEXED if record is None else _mailbox_fields(record)  # None: every raw command
         content = record.content if isinstance(record, LedgerFact) else None
@@ -477,6 +477,8 @@ class SQLiteStore:
         if pending is None:
             return
         digest, project_id, member = pending
+        if local.members.get((digest, project_id)) is member:  # still remembered: the common case
+            return
         found = self._membership(local, conn, digest, project_id)
         if found is not member and found != member:  # the remembered object itself, usually
             raise MembershipChanged()
