@@ -303,6 +303,11 @@ def _kept(entries: Sequence[Mapping[str, object]]) -> list[int]:
     return kept
 
 
+def _first(reason: str) -> str:
+    line = reason.splitlines()[0] if reason else "no reason given"
+    return line if len(line) <= 160 else line[:157] + "..."
+
+
 def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expectations | None = None) -> Reproduction:
     """The reproduction of a check that did not pass (see the module docstring); ``expectations``
     is the profile's oracle, filling in what a correct server answers."""
@@ -310,9 +315,11 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
     answers = _Answers(record.namespace)
     steps: list[Step] = []
     unrunnable = ""
+    stated = ""  # the step the check departed from, whose expectation it stated
     for number, index in enumerate(_kept(record.transcript), start=1):
         entry = record.transcript[index]
         name = f"step{number}"
+        stated = name if record.failed_step == index else stated
         group = entry.get("group")
         answers.close_group(group)
         if entry.get("kind") == "command":
@@ -352,6 +359,12 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
                             given=replay.given(values))
                    for label, values in record.identities.items())
     grouped = {s.group for s in steps if s.group is not None}
+    if expectations is None and not unrunnable and not any(s.expect for s in steps if s.name == stated):
+        # No reference to pin what a correct answer is, and the check's judgement is no status or
+        # exit code a step states: replayed, every answer would hold, and the script would call a
+        # buggy target correct.
+        unrunnable = (f"the check judged more than a status or exit code ({_first(record.reason)}), and this "
+                      f"profile has no reference to pin the rest; rerun the check with its printed command")
     repro = Reproduction(
         title=f"{record.check} ({record.requirement}, {record.level}; it read {record.verdict})",
         origin="suite", requirements=(record.requirement,), identities=people, steps=tuple(steps),

@@ -95,7 +95,8 @@ def _world(context: CheckContext) -> ToyWorld:
 
 def _describe(settings, config) -> TargetDescription:
     command = settings[CLI]
-    return TargetDescription(target=" ".join(command) if command else "embedded toy CLI", mode="command line")
+    return TargetDescription(target=" ".join(command) if command else "embedded toy CLI", mode="command line",
+                             command=tuple(command) if command else None)
 
 
 CAPABILITIES = (Capability(name=CORE, covers="echo and tokens"),
