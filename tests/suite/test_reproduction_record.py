@@ -337,3 +337,26 @@ def test_a_command_step_runs_the_cli_in_a_fresh_directory_and_binds_what_it_prin
         Answer(status=200, exit=0)
     with pytest.raises(RecordError, match="a command step has argv words"):
         Step(name="step1", method="EXEC", target="/x", argv=("a",))
+
+
+@pytest.mark.parametrize(("second", "status"), [(404, 0), (200, 1)])
+def test_a_lanes_requests_go_in_one_curl_and_each_is_judged_by_its_own_answer(server, tmp_path, second, status):
+    # One curl sends a lane's requests in a row (--next), so no process start falls between a write
+    # and its read-back; each answer still lands in its own step's files and is judged as its own.
+    auth = (("Authorization", "Bearer {token.writer}"),)
+    steps = (Step(name="step1", method="GET", target="/v1/projects/p-{run}/identity", headers=auth, group=1,
+                  lane=0, expect=(Answer(status=200, fields=(Field(path="actor_id", equals="w-{run}"),)),)),
+             Step(name="step2", method="GET", target="/v1/projects/p-{run}/resources/custom.note/absent-{run}",
+                  headers=auth, group=1, lane=0, expect=(Answer(status=second),)),
+             Step(name="step3", method="GET", target="/v1/projects/p-{run}/identity", headers=auth, group=1,
+                  expect=(Answer(status=200),)))
+    record = Reproduction(title="a lane", origin="test", steps=steps, race="a lane beside a read.", tries=1,
+                          identities=(Identity(label="writer", given=True,
+                                               values=(("tenant", "t-{run}"), ("project", "p-{run}"),
+                                                       ("actor", "w-{run}"), ("role", "writer"))),))
+    assert render_script(record).count(" --next ") == 1
+    env = {"BASE_URL": server, "RUN": "fixed", "TOKEN_WRITER": TOKEN}
+    done = _script(record, tmp_path, env)
+    assert done.returncode == (3 if status == 0 else 1), done.stdout[-3000:] + done.stderr
+    assert "step2 answered HTTP 404" in done.stdout and "step1 answered HTTP 200" in done.stdout, done.stdout
+    assert replay(record, environ=env).verdict == done.returncode
