@@ -972,6 +972,22 @@ MUTANTS["context_route_receiver_only"] = (context_route_receiver_only, ("AM-HL-S
 MUTANTS["inbox_lists_completed"] = (inbox_lists_completed, ("AM-MBOX-1:completed",))
 
 
+def transition_of_nothing_is_stale(db_path: str) -> Any:
+    """A transition of a handoff never sent answers 409 stale_revision: the revision is compared,
+    an absent handoff's as 0, before the handoff is loaded (mutation testing of _ledger's load)."""
+
+    def decide(command: Any, actor_id: str, view: Any, now_ms: int) -> Any:
+        moving = isinstance(command.payload, _commands.HandoffClaimPayload | _commands.HandoffReturnPayload)
+        if moving and view.resource("handoff", command.resource_id) is None:
+            raise LedgerError.stale_revision(command.expected_revision or 0, 0)
+        return _ledger.decide(command, actor_id, view, now_ms)
+
+    return _ledger_for(db_path, decide=decide)
+
+
+MUTANTS["transition_of_nothing_is_stale"] = (transition_of_nothing_is_stale, ("AM-CMD-5:absent",))
+
+
 # -- real time: no test clock and short leases, so lease expiry is observed by waiting ------------
 SHORT_LEASE_MS = 3000  # long enough for the shared set-up of every lease check, and for the step taken
 # just before expiry to come in time, on a loaded machine (1500 ms: that step came late once in CI, UNTESTABLE)

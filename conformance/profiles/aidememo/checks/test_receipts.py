@@ -101,6 +101,21 @@ def test_expected_revision_on_an_absent_resource_is_not_found(world: World) -> N
 
 
 @isolation.SHARED
+@reads("AM-CMD-5", "absent")
+@pytest.mark.parametrize("verb", ["accept", "heartbeat", "return"])
+def test_a_transition_of_a_handoff_never_sent_is_not_found(world: World, verb: str) -> None:
+    """Isolation: shared: its write is refused; nothing read back. A transition carries an
+    expected_revision, so a handoff never sent is the absent resource of the clause (mutation
+    testing of _ledger._stored_handoff: no check sent one)."""
+    project = world.project(writers=("sender", "receiver"))
+    actor, handoff, claim = project.receiver, world.new_id("never-sent"), world.new_id("claim")
+    exchange = {"accept": lambda: actor.accept(handoff, 1, claim),
+                "heartbeat": lambda: actor.heartbeat(handoff, 1, claim),
+                "return": lambda: actor.return_result(handoff, 1, claim, world.new_id("fact"))}[verb]()
+    expect_error(exchange, 404, "resource_not_found")
+
+
+@isolation.SHARED
 @reads("AM-CMD-6", "tombstone")
 def test_delete_leaves_a_readable_tombstone(world: World) -> None:
     """Isolation: shared: reads back only what it created under ids it minted."""
