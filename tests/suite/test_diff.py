@@ -78,6 +78,7 @@ FOUND_ON: dict[str, tuple[str, ...]] = {
                                       "query_one_byte_refused")},
     "replay_recommits": ("POST", "GET"),
     "auth_after_lookup": ("heartbeat", "return"),
+    "transition_of_nothing_is_stale": ("accept", "heartbeat", "return"),
     **{f"reuse_replays_{name}": (f"/{name.replace('_', '-')}",) for name in
        ("sessions", "facts", "handoff_contexts", "handoffs", "accept", "heartbeat", "return")},
     **{f"replay_runs_again_{name}": (f"/{name.replace('_', '-')}", "GET") for name in
