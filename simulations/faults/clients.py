@@ -22,7 +22,7 @@ from simulations.clients import ClientClass, ClientRun, TargetTransport, run_cli
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
-from simulations.faults.run import REQUIREMENTS, Batches, FaultRun
+from simulations.faults.run import Batches, FaultRun, all_findings
 from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.linearizability.history import Operation
@@ -71,10 +71,7 @@ def run_client_faults(*, target: HttpTarget, server: Server | None, kinds: tuple
     finally:
         proxy.close()
     nemesis.measure_recoveries()
-    findings = list(nemesis.findings)
-    if run.finding is not None:
-        findings.insert(0, FaultFinding(run.finding.kind, REQUIREMENTS.get(run.finding.kind, ()),
-                                        run.finding.explanation))
+    findings = all_findings(nemesis, run.finding)
     findings += [FaultFinding("the client's promise", LATER_RUN, problem) for problem in run.client_findings[:1]]
     findings += [FaultFinding("a later run recovers", LATER_RUN, problem) for problem in later[:1]]
     answered, failed, indeterminate = _outcomes(run)

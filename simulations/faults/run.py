@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from simulations.campaign import run_campaign
+from simulations.campaign import Finding, run_campaign
 from simulations.errors import SimulationError
 from simulations.faults.nemesis import FaultFinding, FaultTarget, Nemesis, Server
 from simulations.faults.proxy import FaultProxy
@@ -25,7 +25,8 @@ from simulations.faults.schedule import FaultSchedule
 from simulations.linearizability.checker import Verdict
 from simulations.targets import HttpTarget
 
-__all__ = ["Batches", "FaultRun", "REQUIREMENTS", "clock_refusal", "count_outcomes", "run_fault_campaign"]
+__all__ = ["Batches", "FaultRun", "REQUIREMENTS", "all_findings", "clock_refusal", "count_outcomes",
+           "run_fault_campaign"]
 
 # The requirements a finding of the campaign's own checks breaks, by its kind (campaign.Finding).
 REQUIREMENTS: dict[str, tuple[str, ...]] = {
@@ -35,6 +36,12 @@ REQUIREMENTS: dict[str, tuple[str, ...]] = {
     "change feed": ("AM-RACE-1",),
 }
 
+
+
+def all_findings(nemesis: Nemesis, finding: Finding | None) -> list[FaultFinding]:
+    """The campaign's own finding first (with the requirements its kind breaks), then the audits'."""
+    found = [FaultFinding(finding.kind, REQUIREMENTS.get(finding.kind, ()), finding.explanation)] if finding else []
+    return [*found, *nemesis.findings]
 
 class Rounds(Protocol):
     """What the reports read of the campaign under the faults: its batches (rounds) and time."""
@@ -110,10 +117,7 @@ def run_fault_campaign(*, target: HttpTarget, server: Server | None, kinds: tupl
     finally:
         proxy.close()
     nemesis.measure_recoveries()
-    findings = list(nemesis.findings)
-    if result.finding is not None:
-        findings.insert(0, FaultFinding(result.finding.kind, REQUIREMENTS.get(result.finding.kind, ()),
-                                        result.finding.explanation))
+    findings = all_findings(nemesis, result.finding)
     answered, failed, indeterminate = count_outcomes(history_file)
     verdict = Verdict.ILLEGAL if findings else result.verdict
     return FaultRun(result, nemesis, answered, failed, indeterminate, verdict, tuple(findings), started)
