@@ -92,6 +92,8 @@ def _parser(profile: Any) -> _Parser:
     reproduce.add_argument("record", metavar="RECORD_JSON", help="a record written beside its script")
     reproduce.add_argument("--url", help="the target's base URL (default: $BASE_URL, else the record's)")
     reproduce.add_argument("--tries", type=_positive_int, metavar="N", help="runs before a race is called not met")
+    reproduce.add_argument("--cli", help="the target's command line, for a record whose steps run one (default: $CLI; "
+                                         "the command line a record names is never run)")
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -192,7 +194,8 @@ def _reproduce(args: argparse.Namespace) -> int:
         return 2
     if repro.race:
         print(f"RACE, NOT FORCED: {repro.race}")
-    outcome = replay(repro, base_url=args.url, tries=args.tries)
+    outcome = replay(repro, base_url=args.url, tries=args.tries,
+                     environ={**os.environ, "CLI": args.cli} if args.cli else None)
     words = {Verdict.SHOWN: "the bug shows", Verdict.NOT_SHOWN: "the bug does not show",
              Verdict.CANNOT_RUN: "cannot run", Verdict.NOT_MET: "the race was not met"}
     print(f"RESULT: {words[outcome.verdict]} (exit {int(outcome.verdict)}, after {outcome.tries} "

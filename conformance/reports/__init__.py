@@ -131,8 +131,9 @@ def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRe
         data, script = folder / f"{stem}.json", folder / f"{stem}.sh"
         write_atomic(data, repro.dumps())
         write_atomic(script, render_script(repro), mode=0o755)
+        cli = f"--cli {shlex.quote(repro.target.cli)} " if repro.runs_commands and repro.target.cli else ""
         out.append(dataclasses.replace(record, script=str(script.resolve()),
-                                       replay=f"aidememo-conformance reproduce {shlex.quote(str(data.resolve()))}"))
+                                       replay=f"aidememo-conformance reproduce {cli}{shlex.quote(str(data.resolve()))}"))
     return out
 
 

@@ -5,7 +5,7 @@
 behind one barrier), fills templates from earlier answers and judges each answer with
 ``record``'s code: the same record, the same verdict and exit status as its shell script.
 ``aidememo-conformance reproduce RECORD.json`` runs it. A command step runs the target's command
-line (``CLI``, by default the record's) in a directory made anew for each try.
+line (``CLI``, which the caller names: a record's own is never run) in a directory made anew for each try.
 """
 
 from __future__ import annotations
@@ -206,9 +206,12 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     url = base_url or env.get("BASE_URL") or repro.target.url or ""
     if not url and any(step.method != COMMAND for step in repro.steps):
         return Outcome(verdict=Verdict.CANNOT_RUN, why="no target: give BASE_URL (the run's target is gone)")
-    cli = env.get("CLI") or repro.target.cli
+    # The record's own command line is data: it is run only when the caller names it (CLI, --cli).
+    cli = env.get("CLI")
     if repro.runs_commands and not cli:
-        return Outcome(verdict=Verdict.CANNOT_RUN, why="no command line: give CLI (the target's command line)")
+        named = f" (the run's was {repro.target.cli})" if repro.target.cli else ""
+        return Outcome(verdict=Verdict.CANNOT_RUN,
+                       why=f"no command line: name the target's with --cli or CLI{named}; a record's is never run")
     execute = command_runner(shlex.split(cli), environ=env) if cli else None
     count = tries or repro.tries
     # No redirects (a step's answer is judged as it came) and no proxies from the environment.

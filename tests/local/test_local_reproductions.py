@@ -2,7 +2,8 @@
 has a script and a record whose ``aidememo-conformance reproduce`` exit 1 against that CLI and 0
 against this kit's CLI, twice each.
 
-A case's command steps run the target's command line (``CLI``, by default the run's) in a
+A case's command steps run the target's command line (the script's ``CLI``, by default the run's;
+the printed replay names it, ``reproduce --cli``, as a record's own is never run) in a
 directory the script makes anew (its store lives there), values a command printed (session and
 handoff ids, also inside an ``mcp`` tool's text) bound to that answer, each step beside what the
 kit's CLI answered it (``conformance/profiles/aidememo_local/oracle.py``). The default run drives
@@ -52,8 +53,10 @@ def _loop(mutant: str, tmp_path: Path) -> None:
     case = min((r for r in records if r["verdict"] == "FAIL"), key=lambda r: r["nodeid"])
     script = Path(case["script"]).read_text()
     commands = [["sh", case["script"]], shlex.split(case["replay"])]
+    assert commands[1][2:4] == ["--cli", cli], case["replay"]  # the printed replay names the command line it runs
     broken = [done for words in commands for done in _twice(words, tmp_path)]
-    fixed = [done for words in commands for done in _twice(words, tmp_path, CLI=REFERENCE)]
+    fixes = [["sh", case["script"]], [*commands[1][:3], REFERENCE, *commands[1][4:]]]
+    fixed = [done for words in fixes for done in _twice(words, tmp_path, CLI=REFERENCE)]
     shown = "\n".join(f"exit {d.returncode}: {d.stdout[-2000:]}{d.stderr[-500:]}" for d in (*broken, *fixed))
     if mutant in RACES:
         assert script.splitlines()[1].startswith("# RACE, NOT FORCED"), script[:500]

@@ -326,8 +326,11 @@ def test_a_command_step_runs_the_cli_in_a_fresh_directory_and_binds_what_it_prin
     for env, status in (({}, 0), ({"BROKEN": "1"}, 1)):
         done = _script(record, tmp_path, env)
         assert done.returncode == status, done.stdout[-3000:] + done.stderr
-        assert replay(record, environ={**os.environ, **env}).verdict == status
+        assert replay(record, environ={**os.environ, **env, "CLI": record.target.cli or ""}).verdict == status
     assert "THE BUG SHOWS: step3: exit 0, not exit 1" in done.stdout, done.stdout
+    # The replay runner never runs the command line a record names (a file is data): CLI must.
+    kept = replay(record, environ={k: v for k, v in os.environ.items() if k != "CLI"})
+    assert kept.verdict is Verdict.CANNOT_RUN and "a record's is never run" in kept.why, kept
     assert "$CLI --store $DIR/store-r" in done.stdout  # the store lives in the script's own directory
     moved = _script(dataclasses.replace(record, target=TargetInfo()), tmp_path, {"CLI": record.target.cli or ""})
     assert moved.returncode == 0, moved.stdout  # CLI names the target when the record has none
