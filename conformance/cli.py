@@ -5,7 +5,7 @@
                              [-k EXPR] [-n N] [profile flags: --url URL, --provision-command T, ...] [CHECK ...]
     aidememo-conformance diff [--config target.toml] [--seed N] [--budget S] [--steps N] [--departures FILE]
                               [--replay CASE_JSON] [target flags as for run]
-    aidememo-conformance reproduce RECORD_JSON [--url URL] [--tries N]
+    aidememo-conformance reproduce RECORD_JSON [--config target.toml] [--cli WORDS] [--url URL] [--tries N]
     aidememo-conformance requirements [--profile NAME]
     aidememo-conformance baseline write RESULTS_JSON [-o BASELINE_TOML [--force]]
     aidememo-conformance compare RESULTS_JSON [RESULTS_JSON ...] [--label NAME ...] [-o DIR] [--fail-on-new]
@@ -26,6 +26,8 @@ import os
 import shlex
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -92,8 +94,13 @@ def _parser(profile: Any) -> _Parser:
     reproduce.add_argument("record", metavar="RECORD_JSON", help="a record written beside its script")
     reproduce.add_argument("--url", help="the target's base URL (default: $BASE_URL, else the record's)")
     reproduce.add_argument("--tries", type=_positive_int, metavar="N", help="runs before a race is called not met")
-    reproduce.add_argument("--cli", help="the target's command line, for a record whose steps run one (default: $CLI; "
-                                         "the command line a record names is never run)")
+    reproduce.add_argument("--cli", help="the target's command line, for a record whose steps run one (default: $CLI, "
+                                         "else the target file's; the command line a record names is never run)")
+    reproduce.add_argument("--config", metavar="TOML", help="the run's target file: its provisioning command makes "
+                                                            "the identities and its [serve] server is started for "
+                                                            "the replay (default: the embedded reference's; a "
+                                                            "record's own command is never run)")
+    reproduce.add_argument("--profile", help="the run's profile, when the target file does not name it")
     listing = commands.add_parser("requirements", help="list every requirement of a profile and the checks that prove it")
     listing.add_argument("--profile", help="protocol profile (default aidememo)")
     baseline = commands.add_parser("baseline", help="write a baseline file from a run's results")
@@ -180,9 +187,12 @@ def _positive_int(text: str) -> int:
 
 
 def _reproduce(args: argparse.Namespace) -> int:
-    """Run a reproduction record with the replay runner; its verdict is the exit status."""
+    """Run a reproduction record with the replay runner; its verdict is the exit status. The
+    identities are made by the target file the caller names (or the embedded reference's
+    template): a record is data, so the command it names is compared, never run."""
     from conformance.reproduction.record import RecordError, Verdict, load_record
     from conformance.reproduction.runner import replay
+    from conformance.serve import ServeError
 
     try:
         repro = load_record(Path(args.record).read_text("utf-8"))
@@ -194,13 +204,65 @@ def _reproduce(args: argparse.Namespace) -> int:
         return 2
     if repro.race:
         print(f"RACE, NOT FORCED: {repro.race}")
-    outcome = replay(repro, base_url=args.url, tries=args.tries,
-                     environ={**os.environ, "CLI": args.cli} if args.cli else None)
+    try:
+        with _replay_target(args) as (described, served_url):
+            if described.target_file is None and (why := _other_template(repro, described.templates)):
+                raise ConformanceError(why)
+            url = args.url or served_url or os.environ.get("BASE_URL") or described.url
+            cli = args.cli or os.environ.get("CLI") or (shlex.join(described.command) if described.command else None)
+            outcome = replay(repro, base_url=url, tries=args.tries, templates=described.templates,
+                             environ={**os.environ, "CLI": cli} if cli else None)
+    except (ConformanceError, ServeError) as exc:
+        sys.stderr.write(f"{PROG}: {exc}\n")
+        return 2
     words = {Verdict.SHOWN: "the bug shows", Verdict.NOT_SHOWN: "the bug does not show",
              Verdict.CANNOT_RUN: "cannot run", Verdict.NOT_MET: "the race was not met"}
     print(f"RESULT: {words[outcome.verdict]} (exit {int(outcome.verdict)}, after {outcome.tries} "
           f"tr{'y' if outcome.tries == 1 else 'ies'}): {outcome.why}")
     return int(outcome.verdict)
+
+
+class _Described:
+    """What ``reproduce`` takes from the caller's target (never from the record)."""
+
+    def __init__(self, description: Any, target_file: str | None) -> None:
+        self.templates: tuple[tuple[str, str], ...] = tuple(description.templates)
+        self.url: str | None = description.url
+        self.command: tuple[str, ...] | None = description.command
+        self.target_file = target_file
+
+
+@contextmanager
+def _replay_target(args: argparse.Namespace) -> Iterator[tuple[_Described, str | None]]:
+    """The caller's target, resolved as ``run`` resolves it; its ``[serve]`` server, if it has
+    one, runs for the replay (a fresh one: a replay makes its own identities)."""
+    import tempfile
+
+    from conformance.installed import resolve_run
+    from conformance.serve import serving
+    from conformance.settings import SettingsInput
+
+    given = SettingsInput(flags={"config": args.config, "profile": args.profile}, environ=os.environ, flag_style="cli")
+    profile, settings = resolve_run(given)
+    with tempfile.TemporaryDirectory(prefix="aidememo-reproduce-serve-") as logs, \
+            serving(settings, Path(logs), announce=False) as server:
+        if server is not None:  # its {port} and {dir} now fill the file's values
+            profile, settings = resolve_run(given)
+        target_file = settings.target_file.path if settings.target_file is not None else None
+        yield _Described(profile.describe(settings, None), target_file), server.url if server else None
+
+
+def _other_template(repro: Any, templates: tuple[tuple[str, str], ...]) -> str:
+    """Why the default target cannot make this record's identities: the run made them with
+    another template (a served run's), so tokens made here would be the server's strangers and
+    every answer a 401 the replay would read as the bug. Empty: they agree."""
+    theirs = {(key, t) for key, t in repro.target.keyed} | ({("", repro.target.provision)} if repro.target.provision
+                                                            else set())
+    ours = {(key, t) for key, t in templates if t}
+    if not repro.identities or theirs <= ours:
+        return ""
+    return ("the record's identities were made by its run's target file, not the embedded reference: name that "
+            "file with --config (its provisioning command makes them; the record's own is never run)")
 
 
 def _diff(args: argparse.Namespace) -> int:

@@ -530,12 +530,14 @@ class _Reporter:
         state = _ensure_state(self.config)
         from conformance.cli import rerun_command
         from conformance.reports import RunInfo, write_reports
-        from conformance.reproduction.suite import ReplayTarget
+        from conformance.profile import DEFAULT_PROFILE
+        from conformance.reproduction.suite import ReplayTarget, target_path
 
         description = state.description
         replay = ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
                               credential_prefix=description.credential_prefix, hint=description.replay_hint,
-                              cli=description.command)
+                              cli=description.command, config=target_path(state.settings.target_file.path if state.settings.target_file else None),
+                              profile="" if state.profile.name == DEFAULT_PROFILE else state.profile.name)
         run = RunInfo(profile=state.profile.name, title=state.profile.title, target=description.target,
                       mode=description.mode, seed=state.seed, run_tag=state.run_tag, registry=state.registry,
                       baseline=state.baseline,

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shlex
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -191,7 +192,9 @@ def export_failure(result: RunResult, out_dir: Path, *, target: str, url: str | 
     commands = (("replay (the same interleaving, judged by the model)", replay),
                 ("pytest (fails while the race reproduces)", f"pytest {paths['pytest file']}"),
                 ("curl script (exit 1: shown, 3: not met, 2: cannot run)", f"sh {paths['curl script']}"),
-                ("the same record from Python", f"aidememo-conformance reproduce {paths['reproduction record']}"))
+                ("the same record from Python", shlex.join(["aidememo-conformance", "reproduce",
+                                                            *(["--config", str(config.resolve())] if config else []),
+                                                            str(paths["reproduction record"])])))
     _write_exports(paths, doc, result, repro, commands)
     return paths
 

@@ -5,7 +5,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-import shlex
 import textwrap
 from collections import Counter
 from collections.abc import Callable
@@ -131,9 +130,8 @@ def _write_reproductions(report_dir: Path, run: RunInfo, records: list[VerdictRe
         data, script = folder / f"{stem}.json", folder / f"{stem}.sh"
         write_atomic(data, repro.dumps())
         write_atomic(script, render_script(repro), mode=0o755)
-        cli = f"--cli {shlex.quote(repro.target.cli)} " if repro.runs_commands and repro.target.cli else ""
-        out.append(dataclasses.replace(record, script=str(script.resolve()),
-                                       replay=f"aidememo-conformance reproduce {cli}{shlex.quote(str(data.resolve()))}"))
+        replay = (run.replay or ReplayTarget(url=None)).reproduce_command(repro, data)
+        out.append(dataclasses.replace(record, script=str(script.resolve()), replay=replay))
     return out
 
 

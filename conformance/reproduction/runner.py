@@ -1,10 +1,11 @@
 """The one replay runner: a reproduction record sent again from Python, judged as its script judges.
 
-``replay`` provisions the record's identities with the target's template in a fresh namespace
-(or reads the token files a user names), sends each group's requests (a group's from threads
+``replay`` provisions the record's identities in a fresh namespace with the templates its caller
+hands it, from the target file the caller names (a record's own template is data: shown in its
+script, compared, never run), or reads the token files a user names; it sends each group's requests (a group's from threads
 behind one barrier), fills templates from earlier answers and judges each answer with
 ``record``'s code: the same record, the same verdict and exit status as its shell script.
-``aidememo-conformance reproduce RECORD.json`` runs it. A command step runs the target's command
+``aidememo-conformance reproduce [--config TARGET] RECORD.json`` runs it. A command step runs the target's command
 line (``CLI``, which the caller names: a record's own is never run) in a directory made anew for each try.
 """
 
@@ -35,7 +36,7 @@ from conformance.reproduction.record import (
     judge_group,
 )
 
-__all__ = ["Execute", "Outcome", "Send", "command_runner", "http_sender", "replay", "send_steps"]
+__all__ = ["Execute", "Outcome", "Send", "Templates", "command_runner", "http_sender", "replay", "send_steps"]
 
 Send = Callable[[str, str, Sequence[tuple[str, str]], bytes | None], Answered]  # method, url, headers, body
 Execute = Callable[[Sequence[str], Sequence[tuple[str, str]], bytes, str], Answered]  # words, env, stdin, directory
@@ -84,13 +85,21 @@ def command_runner(cli: Sequence[str], timeout_s: float = _COMMAND_TIMEOUT_S,
     return execute
 
 
-def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[str, str]) -> dict[str, str] | str:
+Templates = Sequence[tuple[str, str]]  # (identity field that must be set, or "", template), first fit wins
+
+
+def _template(templates: Templates, values: Mapping[str, str]) -> str | None:
+    return next((t for key, t in templates if not key or key in values), None) or None
+
+
+def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[str, str],
+               templates: Templates) -> dict[str, str] | str:
     """Each identity's token (by label), or why one could not be made."""
     tokens: dict[str, str] = {}
     for who in repro.identities:
         values = who.filled(run)
         token_file = workdir / f"token.{who.label}"
-        template = repro.target.template(values)
+        template = _template(templates, values)
         argv = identity_argv(template, values, str(token_file), shlex.split) if template and not who.given else None
         if argv is None:
             name = "".join(c if c.isalnum() else "_" for c in who.label).upper()
@@ -111,7 +120,7 @@ def _provision(repro: Reproduction, run: str, workdir: Path, environ: Mapping[st
         with os.fdopen(descriptor, "w", encoding="utf-8") as handle:  # 0600 from the start: templates refuse more
             handle.write(token + "\n")
         try:
-            done = subprocess.run(argv, cwd=repro.target.workdir or None, capture_output=True, text=True,
+            done = subprocess.run(argv, capture_output=True, text=True,  # here, as the suite ran it
                                   timeout=_PROVISION_TIMEOUT_S, check=False)
         except (OSError, subprocess.TimeoutExpired) as exc:
             return f"provisioning {who.label} with the target's template failed: {exc}"
@@ -181,10 +190,10 @@ def send_steps(repro: Reproduction, *, base_url: str, send: Send, tokens: Mappin
 
 
 def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, str], run: str,
-          execute: Execute | None) -> Outcome:
+          execute: Execute | None, templates: Templates) -> Outcome:
     with tempfile.TemporaryDirectory(prefix="aidememo-reproduce-") as work:
         os.chmod(work, 0o700)
-        tokens = _provision(repro, run, Path(work), environ)
+        tokens = _provision(repro, run, Path(work), environ, templates)
         if isinstance(tokens, str):
             return Outcome(verdict=Verdict.CANNOT_RUN, why=tokens)
         directory = Path(work) / "d"
@@ -194,9 +203,10 @@ def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, 
 
 
 def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | None = None,
-           environ: Mapping[str, str] | None = None, tries: int | None = None) -> Outcome:
+           environ: Mapping[str, str] | None = None, tries: int | None = None, templates: Templates = ()) -> Outcome:
     """Run ``repro`` up to ``tries`` times (default: the record's), a fresh namespace each; the first
-    run that shows the bug, or cannot run, ends it."""
+    run that shows the bug, or cannot run, ends it. ``templates`` make its identities (the caller's
+    target's; without one that fits, an identity's token is read from ``TOKEN_FILE_<LABEL>``)."""
     env = os.environ if environ is None else environ
     if repro.cannot_run:
         return Outcome(verdict=Verdict.CANNOT_RUN, why=repro.cannot_run)
@@ -218,7 +228,7 @@ def replay(repro: Reproduction, *, base_url: str | None = None, send: Send | Non
     with httpx.Client(timeout=_TIMEOUT_S, follow_redirects=False, trust_env=False) as client:
         sender = send or http_sender(client)
         for attempt in range(1, count + 1):
-            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}", execute)
+            outcome = _once(repro, url, sender, env, env.get("RUN") or f"r{secrets.token_hex(4)}", execute, templates)
             if outcome.verdict is not Verdict.NOT_SHOWN:
                 return Outcome(verdict=outcome.verdict, why=outcome.why, tries=attempt)
     if repro.race:

@@ -30,6 +30,7 @@ import re
 import shlex
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlsplit
 
 from refkit.jsonvalue import loads
@@ -47,7 +48,7 @@ from conformance.reproduction.record import (
 )
 from conformance.verdicts import VerdictRecord
 
-__all__ = ["Expectations", "ReplayTarget", "from_verdict"]
+__all__ = ["Expectations", "ReplayTarget", "from_verdict", "target_path"]
 
 Expectations = Callable[[Reproduction], Reproduction]  # a profile's oracle: the correct answers filled in
 
@@ -88,6 +89,20 @@ class ReplayTarget:
     credential_prefix: str = ""  # new tokens look like the kit's own: prefix + 32 hex digits
     hint: str = ""  # what to start first, when the run's target is gone
     cli: tuple[str, ...] | None = None  # a command-line target's words (its command steps run them)
+    config: str | None = None  # the run's target file (absolute): a replay's identities come from it
+    profile: str = ""  # the run's profile, named on the replay's command line when the file does not name it
+
+    def reproduce_command(self, repro: Reproduction, record: Path) -> str:
+        """The printed replay of ``record``: ``aidememo-conformance reproduce`` naming the run's
+        target file and command line, since the replay runs only what its caller names."""
+        words = ["aidememo-conformance", "reproduce"]
+        if self.config:
+            words += ["--config", self.config]
+        if self.profile:
+            words += ["--profile", self.profile]
+        if repro.runs_commands and self.cli:
+            words += ["--cli", shlex.join(self.cli)]
+        return shlex.join([*words, str(record.resolve())])
 
     def info(self) -> TargetInfo:
         """The record's target: the general template (the one no identity field selects)."""
@@ -100,6 +115,11 @@ class ReplayTarget:
     def given(self, values: Mapping[str, str]) -> bool:
         """The identity's token must be given: the template that fits it is none (a bound source, fixed tokens)."""
         return not next((t for key, t in self.templates if not key or values.get(key)), None)
+
+
+def target_path(path: str | None) -> str | None:
+    """The run's target file as an absolute path (None: the run had none), for a replay to name."""
+    return str(Path(path).resolve()) if path else None
 
 
 def _leaves(value: object, path: str = "") -> Iterator[tuple[str, str, object]]:

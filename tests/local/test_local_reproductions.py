@@ -53,9 +53,11 @@ def _loop(mutant: str, tmp_path: Path) -> None:
     case = min((r for r in records if r["verdict"] == "FAIL"), key=lambda r: r["nodeid"])
     script = Path(case["script"]).read_text()
     commands = [["sh", case["script"]], shlex.split(case["replay"])]
-    assert commands[1][2:4] == ["--cli", cli], case["replay"]  # the printed replay names the command line it runs
+    at = commands[1].index("--cli")
+    assert commands[1][at + 1] == cli, case["replay"]  # the printed replay names the command line it runs
+    assert commands[1][2:at] == ["--profile", "aidememo-local"], case["replay"]  # and the profile it is of
     broken = [done for words in commands for done in _twice(words, tmp_path)]
-    fixes = [["sh", case["script"]], [*commands[1][:3], REFERENCE, *commands[1][4:]]]
+    fixes = [["sh", case["script"]], [*commands[1][:at + 1], REFERENCE, *commands[1][at + 2:]]]
     fixed = [done for words in fixes for done in _twice(words, tmp_path, CLI=REFERENCE)]
     shown = "\n".join(f"exit {d.returncode}: {d.stdout[-2000:]}{d.stderr[-500:]}" for d in (*broken, *fixed))
     if mutant in RACES:

@@ -11,6 +11,7 @@ console scripts first on PATH; no token may appear in any printed line, file or 
 
 from __future__ import annotations
 
+import html
 import json
 import os
 import re
@@ -101,7 +102,10 @@ def test_a_target_file_run_fix_and_rerun_loop(tmp_path: Path) -> None:
         for done in _twice(f"pytest -q {pytest_file}", tmp_path):
             assert done.returncode == 1 and "1 failed" in done.stdout, done.stdout[-2000:]
         record = _printed(out, "reproduction record")
-        for done in [*_twice(f"sh {script}", tmp_path), *_twice(f"aidememo-conformance reproduce {record}", tmp_path)]:
+        # The timeline's command names the target file: a record's own provisioning command is never run.
+        reproduce = f"aidememo-conformance reproduce --config {tmp_path / 'target.toml'} {record}"
+        assert html.escape(reproduce) in Path(tmp_path, "out/race-seed-4.html").read_text(), reproduce
+        for done in [*_twice(f"sh {script}", tmp_path), *_twice(reproduce, tmp_path)]:
             assert done.returncode == 1 and "the bug shows" in done.stdout, done.stdout[-2000:] + done.stderr
             checked.append(done)
     with server.serving(bug=False):  # the fix: the correct reference, on the database that kept every run
@@ -113,7 +117,7 @@ def test_a_target_file_run_fix_and_rerun_loop(tmp_path: Path) -> None:
         for done in _twice(f"pytest -q {pytest_file}", tmp_path):
             assert done.returncode == 0 and "1 passed" in done.stdout, done.stdout[-2000:]
         # The fix shows nothing: 0, or 3 for a plan whose batches race (a script cannot force them).
-        scripts = [*_twice(f"sh {script}", tmp_path), *_twice(f"aidememo-conformance reproduce {record}", tmp_path)]
+        scripts = [*_twice(f"sh {script}", tmp_path), *_twice(reproduce, tmp_path)]
         raced = "RACE, NOT FORCED" in Path(tmp_path, script).read_text()
         for done in scripts:
             assert done.returncode == (3 if raced else 0), done.stdout[-2000:] + done.stderr

@@ -272,7 +272,11 @@ def test_a_bound_identity_is_made_by_the_bound_template(tmp_path):
     assert load_record(record.dumps()) == record
     script = render_script(record)
     assert f"{made}/bound-src-g-" in script and f"{made}/plain-a-" in script
-    assert replay(record, environ={"RUN": "r1"}).verdict is Verdict.CANNOT_RUN  # nothing listens on port 9
+    # The runner makes identities with the templates its caller hands it, never the record's own.
+    none = replay(record, environ={"RUN": "r0"})
+    assert none.verdict is Verdict.CANNOT_RUN and "TOKEN_FILE_PLAIN" in none.why and not list(made.iterdir()), none
+    templates = (("bind_source", target.keyed[0][1]), ("", target.provision or ""))
+    assert replay(record, environ={"RUN": "r1"}, templates=templates).verdict is Verdict.CANNOT_RUN  # port 9: nobody
     assert sorted(p.name for p in made.iterdir()) == ["bound-src-g-r1", "plain-a-r1"]
 
 
@@ -363,3 +367,57 @@ def test_a_lanes_requests_go_in_one_curl_and_each_is_judged_by_its_own_answer(se
     assert done.returncode == (3 if status == 0 else 1), done.stdout[-3000:] + done.stderr
     assert "step2 answered HTTP 404" in done.stdout and "step1 answered HTTP 200" in done.stdout, done.stdout
     assert replay(record, environ=env).verdict == done.returncode
+
+
+def _reproduce(tmp_path: Path, *words: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("BASE_URL", "CLI", "AIDEMEMO_CONFIG", "AIDEMEMO_PROFILE")}
+    return subprocess.run(["aidememo-conformance", "reproduce", *words], capture_output=True, text=True,
+                          timeout=120, cwd=tmp_path, env=env)
+
+
+def test_a_records_provisioning_command_is_never_run(server, tmp_path):
+    """A record is data: ``reproduce`` makes identities with the target file its caller names (or
+    the embedded reference's template), and a record naming another command cannot run (exit 2)
+    rather than run it. Before, ``reproduce RECORD.json`` ran the record's ``target.provision``."""
+    from tests.targetfile import write_target
+
+    planted = TargetInfo(url=server, provision=f"touch {tmp_path}/planted-{{actor}}",
+                         keyed=(("bind_source", f"touch {tmp_path}/planted-bound-{{actor}}"),))
+    record = Reproduction(title="hostile", origin="test", target=planted,
+                          identities=(Identity(label="writer", values=(("tenant", "t-{run}"), ("project", "p-{run}"),
+                                                                       ("actor", "w-{run}"), ("role", "writer"))),),
+                          steps=(Step(name="step1", method="GET", target="/health", expect=(Answer(status=200),)),))
+    (tmp_path / "record.json").write_text(record.dumps())
+    refused = _reproduce(tmp_path, "record.json")
+    assert refused.returncode == 2 and "--config" in refused.stderr, refused.stdout + refused.stderr
+    assert "Traceback" not in refused.stderr and not list(tmp_path.glob("planted*"))
+    # The caller's target file makes the identity: its command runs, the record's never does.
+    write_target(tmp_path / "target.toml", server,
+                 provision={"command": f"cp {{token_file}} {tmp_path}/made-{{tenant}}-{{project}}-{{actor}}-{{role}}"})
+    done = _reproduce(tmp_path, "--config", "target.toml", "record.json")
+    assert done.returncode == 0 and "the bug does not show" in done.stdout, done.stdout + done.stderr
+    assert [p.name.endswith("-writer") for p in tmp_path.glob("made-t-r*-p-r*-w-r*")] == [True]
+    assert not list(tmp_path.glob("planted*"))
+
+
+@pytest.mark.parametrize(("status", "code"), [(200, 0), (404, 1)])
+def test_reproduce_starts_the_target_files_server_and_provisions_there(tmp_path, status, code):
+    """``reproduce --config`` of a ``[serve]`` target file starts that server for the replay (a
+    fresh one: the replay makes its own identities), provisions with the file's command filled
+    with its {port} and {dir}, and stops it: an identity read answers 200 only if the token the
+    file's bootstrap made is the server's."""
+    config = tmp_path / "served.toml"
+    config.write_text((Path(__file__).parents[2] / "docs" / "examples" / "aidememo-ref-served.toml").read_text())
+    who = Identity(label="writer", values=(("tenant", "t-{run}"), ("project", "p-{run}"), ("actor", "w-{run}"),
+                                           ("role", "writer")))
+    step = Step(name="step1", method="GET", target="/v1/projects/p-{run}/identity",
+                headers=(("Authorization", "Bearer {token.writer}"),),
+                expect=(Answer(status=status, fields=(Field(path="actor_id", equals="w-{run}"),) if status == 200
+                               else ()),))
+    record = Reproduction(title="served", origin="test", identities=(who,), steps=(step,),
+                          target=TargetInfo(url="http://127.0.0.1:9", provision="gone {token_file}"))
+    (tmp_path / "record.json").write_text(record.dumps())
+    done = _reproduce(tmp_path, "--config", "served.toml", "record.json")
+    assert done.returncode == code, done.stdout + done.stderr
+    assert ("the bug shows" if code else "the bug does not show") in done.stdout
+    assert "step1: HTTP 200, not 404" in done.stdout or code == 0, done.stdout  # the token was the server's

@@ -177,7 +177,7 @@ def test_a_divergence_script_record_and_replay_exit_1_then_0_once_fixed(tmp_path
                      tmp_path, timeout=600)
         assert found.returncode == 1, found.stdout[-3000:] + found.stderr[-2000:]
         case = json.loads((tmp_path / "aidememo-report" / "diff.json").read_text())["divergences"][0]
-        commands = [["sh", case["script"]], ["aidememo-conformance", "reproduce", case["reproduction"]],
+        commands = [["sh", case["script"]], shlex.split(case["reproduce"]),
                     shlex.split(case["replay"])]
         for words in commands:
             assert [done.returncode for done in _twice(words, tmp_path)] == [1, 1], words

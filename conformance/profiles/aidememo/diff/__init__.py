@@ -32,7 +32,7 @@ from conformance.profiles.aidememo.diff.sides import ReferenceSide, TargetSide
 from conformance.profiles.aidememo.settings import AideMemoSettings, describe
 from conformance.reports import provenance
 from conformance.reproduction.script import render_script
-from conformance.reproduction.suite import ReplayTarget
+from conformance.reproduction.suite import ReplayTarget, target_path
 from refkit.files import write_atomic
 
 __all__ = ["DEFAULT_BUDGET_S", "DEFAULT_STEPS", "main"]
@@ -71,7 +71,7 @@ def _show(value: Any, keep: str = "") -> str:
 
 
 def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_command: str | None,
-                      script: Path | None = None, record: Path | None = None) -> None:
+                      script: Path | None = None, reproduce: str | None = None) -> None:
     outcome = divergence.outcome
     assert outcome.field is not None
     where, ours, theirs = outcome.field
@@ -89,8 +89,8 @@ def _print_divergence(out: TextIO, index: int, divergence: Divergence, replay_co
         out.write(f"  replay: {replay_command}\n")
     if script is not None:
         out.write(f"  replay script (no kit needed): sh {shlex.quote(str(script))}\n")
-    if record is not None:
-        out.write(f"  reproduce: aidememo-conformance reproduce {shlex.quote(str(record))}\n")
+    if reproduce is not None:
+        out.write(f"  reproduce: {reproduce}\n")
         out.write("  (the script and reproduce exit 1 while the target diverges, 0 once it does not, 2 when they "
                   "cannot run)\n")
 
@@ -102,11 +102,12 @@ def _replay_command(argv_base: list[str], case: Path) -> str:
 def _replay_target(settings: Any) -> ReplayTarget:
     description = describe(settings, None)
     return ReplayTarget(url=description.url, templates=description.templates, workdir=os.getcwd(),
-                        credential_prefix=description.credential_prefix, hint=description.replay_hint)
+                        credential_prefix=description.credential_prefix, hint=description.replay_hint,
+                        config=target_path(settings.target_file.path if settings.target_file else None))
 
 
 def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict[str, Any],
-            target: ReplayTarget) -> list[tuple[str, Path, Path]]:
+            target: ReplayTarget) -> list[tuple[str, Path, str]]:
     """Write the case files, their scripts, ``diff.json`` and ``diff.html``; each divergence's replay
     command and script. ``header`` is the run's target, budget and notes."""
     report_dir.mkdir(parents=True, exist_ok=True)
@@ -119,9 +120,9 @@ def _report(result: Result, report_dir: Path, argv_base: list[str], header: dict
         repro = case_record(divergence, target)
         write_atomic(record, repro.dumps())
         write_atomic(script, render_script(repro), mode=0o755)
-        commands.append((_replay_command(argv_base, case), script, record))
+        commands.append((_replay_command(argv_base, case), script, target.reproduce_command(repro, record)))
         cases.append({**divergence.to_dict(), "case": str(case), "replay": commands[-1][0], "script": str(script),
-                      "reproduction": str(record)})
+                      "reproduction": str(record), "reproduce": commands[-1][2]})
     summary = {**provenance(header.get("health")), "seed": result.seed, "target": header["target"], "budget_s": header["budget_s"],
                "max_steps": header["max_steps"], "steps": result.steps, "episodes": result.episodes,
                "seconds": round(result.seconds, 2), "found_at_s": None if result.found_at_s is None
@@ -190,8 +191,8 @@ def main(args: Any, settings: Any, argv_base: list[str], out: TextIO | None = No
               f"{len(coverage.states())} (route, record state) pairs, {len(coverage.aims)} aims tried\n")
     for reason, count in sorted(result.tolerated.items()):
         out.write(f"  tolerated {count}x: {reason}\n")
-    for index, (divergence, (command, script, record)) in enumerate(zip(result.divergences, commands), 1):
-        _print_divergence(out, index, divergence, command, script, record)
+    for index, (divergence, (command, script, reproduce)) in enumerate(zip(result.divergences, commands), 1):
+        _print_divergence(out, index, divergence, command, script, reproduce)
     out.write(f"reports: {report_dir / 'diff.html'}  {report_dir / 'diff.json'}\n")
     out.write(f"rerun: {' '.join(shlex.quote(p) for p in argv_base)} --seed {seed}\n")
     return 1 if result.divergences else 0
