@@ -328,6 +328,8 @@ def summary(hunt: HuntResult, rerun_words: str) -> list[str]:
         if shard is not None and shard.history is not None:
             away = shard.host and shard.host != socket.gethostname()
             lines.append(f"  its shard's history: {shard.history}" + (f" (on {shard.host})" if away else ""))
+        if isinstance(distinct.result, FaultFound):  # shrunk and written by its shard, on the shard's machine
+            lines += [f"  {line}" for line in distinct.result.replay]
         if "replay file" in distinct.paths:
             lines += [f"  {line}" for line in finding_lines(distinct.paths)]
             lines += [f"  {line}" for line in reproduce_lines(distinct.paths, distinct.reproduction,

@@ -170,7 +170,8 @@ def _fault_shard(spec: ShardSpec, publish: Callable[[float, int, str | None], No
         client_class = load_factory(spec.factory, "client class") if spec.factory else AideMemoClient
         found = run_client_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults, rounds=spec.rounds,
                                        clients=spec.clients, loss=spec.loss, client_class=client_class,
-                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone, on_batch=on_batch)
+                                       budget_s=spec.budget_s, out=Path(spec.out), command=alone, on_batch=on_batch,
+                                       client_name=spec.factory)
     elif spec.protocol == "xmemo":
         found = run_xmemo_fault_shard(config=Path(spec.config), seed=spec.seed, kinds=spec.faults,
                                       budget_s=spec.budget_s, max_batches=spec.max_batches, out=Path(spec.out),

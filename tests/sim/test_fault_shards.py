@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 import sys
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,24 @@ def test_receipts_kept_in_memory_are_found_by_the_shards_kills_twice(tmp_path: P
         assert code == 1, out
         assert "1 distinct findings" in out and "finding 1: receipts survive restarts, found by shards 0, 1" in out, out
         assert "the shard alone: aidememo-sim run --seed " in out and "--faults kill" in out
+    _replays_on_the_variant_not_the_reference(out, config, tmp_path, capsys)
+
+
+def _replays_on_the_variant_not_the_reference(out: str, config: Path, tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """The finding's shard shrank it on its own server and wrote its replay file, as a one-process
+    run does; the printed replay shows it again on the variant, twice, and not on the reference."""
+    printed = [line.split(": ", 1)[1] for line in out.splitlines()
+               if line.startswith("  replay it, with its shrunk fault schedule: ")]
+    assert printed and all(words.startswith("aidememo-sim replay ") for words in printed), out
+    words = shlex.split(printed[0])
+    at = words.index("--config") + 1
+    assert words[at] == str(config) and Path(words[2]).name == "replay.json", words
+    reference = _target(tmp_path / "reference.toml", [REF])
+    for against, shown in ((config, 1), (config, 1), (reference, 0), (reference, 0)):
+        assert main([*words[1:at], str(against), *words[at + 1:]]) == shown
+        said = capsys.readouterr().out
+        assert f"reproduced {5 * shown}/5" in said, said
 
 
 def test_a_serve_command_runs_per_shard_only_with_both_placeholders(tmp_path: Path) -> None:
@@ -101,6 +120,7 @@ def test_the_clients_shards_fault_servers_of_their_own(tmp_path: Path, capsys: p
                                   "drop-answers")
         assert code == 1 and "finding 1: linearizability, found by shards 0, 1" in out, out
         assert "the shard alone: aidememo-sim clients --seed " in out and "--faults drop-answers" in out
+    _replays_on_the_variant_not_the_reference(out, mutant, tmp_path, capsys)
 
 
 def test_a_fault_shard_publishes_its_counts_batch_by_batch(tmp_path: Path) -> None:
