@@ -55,6 +55,8 @@ class Exchange:
     # The concurrency group the request was sent in (``conformance.race``), for reproductions.
     group: list[int] = field(default_factory=list, compare=False, repr=False)
     lane: list[int] = field(default_factory=list, compare=False, repr=False)  # its lane in the group, if shared
+    # [True]: a replay sends it even when it stops before it (the test clock's release after a hold).
+    cleanup: list[bool] = field(default_factory=list, compare=False, repr=False)
 
     @property
     def answered(self) -> bool:
@@ -126,6 +128,7 @@ class Exchange:
             "expected": "; ".join(self.expected),
             **({"group": self.group[0]} if self.group else {}),
             **({"lane": self.lane[0]} if self.lane else {}),
+            **({"cleanup": True} if self.cleanup else {}),
             # For the replay script: every header the check set (credentials redacted by the
             # transcript), and the body whole when it is text of a size a script can carry.
             "replay_headers": [[k, v] for k, v in self.request_headers],

@@ -8,6 +8,7 @@ A reproduction script (``conformance.reproduction.script``) carries this module'
     python3 engine.py RECORD WORK judge N    # group N's answers (WORK/stepK.{status,head,out}) judged
                                              # (a command's WORK/stepK.{exit,out,err})
     python3 engine.py RECORD WORK next N     # judge N-1, then render N (one interpreter start per group)
+    python3 engine.py RECORD WORK cleanup 0  # the cleanup steps a run that stopped early did not send
 
 ``render`` prints what each step sends and expects; ``judge`` prints each answer with every
 credential of WORK/token.* hidden, and exits with the ``Verdict`` value of the group: 0 it
@@ -100,6 +101,25 @@ def _render(record: Reproduction, work: Path, batch: list[Step], base_url: str) 
     return Verdict.NOT_SHOWN
 
 
+def _cleanup(record: Reproduction, work: Path, base_url: str) -> int:
+    """Render the cleanup steps the run stopped before (no answer yet), to be sent unjudged."""
+    scope = _scope(record, work)
+    for step in record.steps:
+        if not step.cleanup or step.method in (COMMAND, RESTART) or (work / f"{step.name}.status").exists():
+            continue
+        try:
+            target, headers, body = step.request(scope)
+        except Unbound:
+            continue
+        (work / f"{step.name}.url").write_text(base_url.rstrip("/") + target, "utf-8")
+        (work / f"{step.name}.headers").write_text("".join(f"{k}: {v}\n" for k, v in headers), "utf-8")
+        if body is not None:
+            (work / f"{step.name}.body").write_bytes(body)
+        print(_hidden(f"--- {step.name}: {step.method} {target} (sent though the run stopped before it: it leaves "
+                      f"the target as the check did; not judged)", scope.tokens))
+    return Verdict.NOT_SHOWN
+
+
 def _command(step: Step, scope: Scope, work: Path) -> bool:
     """A command step's words and variables as shell words for the script's ``eval`` (quoted here, so
     no value is ever read as shell syntax), its stdin as a file; False: a template lacks its value."""
@@ -141,7 +161,7 @@ def _judge(record: Reproduction, work: Path, batch: list[Step]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``engine.py RECORD WORK (render|judge|next|hide) GROUP [BASE_URL]``; the exit status as above."""
+    """``engine.py RECORD WORK (render|judge|next|cleanup|hide) GROUP [BASE_URL]``; the exit status as above."""
     args = sys.argv[1:] if argv is None else argv
     try:
         record = load_record(Path(args[0]).read_text("utf-8"))
@@ -157,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
             judged = _judge(record, work, record.groups()[group - 1])
             return judged if judged != Verdict.NOT_SHOWN else _render(record, work, batch,
                                                                       args[4] if len(args) > 4 else "")
+        if verb == "cleanup":
+            return _cleanup(record, work, args[4] if len(args) > 4 else "")
         if verb == "hide":  # a command's output (provisioning), credentials hidden
             sys.stdout.write(_hidden(sys.stdin.read(), _tokens(work)))
             return Verdict.NOT_SHOWN

@@ -411,6 +411,9 @@ class Step:
     note: str = ""  # what the step does, for the reader
     argv: tuple[str, ...] = ()  # a command step's words after the target's command line (templates)
     env: tuple[tuple[str, str], ...] = ()  # a command step's variables (values are templates)
+    # Sent, unjudged, when a run stops before it (a held test clock's release): a replay leaves the
+    # target as the check did.
+    cleanup: bool = False
 
     def __post_init__(self) -> None:
         if not re.fullmatch(r"step\d+", self.name):
@@ -462,6 +465,8 @@ class Step:
         out["expect"] = [a.to_json() for a in self.expect]
         if self.note:
             out["note"] = self.note
+        if self.cleanup:
+            out["cleanup"] = True
         return out
 
 
@@ -656,7 +661,8 @@ def _step(data: object, index: int) -> Step:
                 target=_text(data, "target", where), headers=tuple((h[0], h[1]) for h in headers), body=body,
                 argv=tuple(argv), env=tuple((e[0], e[1]) for e in env),
                 json_body=data.get("json_body") is True, group=group, lane=lane,
-                expect=tuple(_answer(a, where) for a in expect), note=_text(data, "note", where, ""))
+                expect=tuple(_answer(a, where) for a in expect), note=_text(data, "note", where, ""),
+                cleanup=data.get("cleanup") is True)
 
 
 def load_record(text: str) -> Reproduction:

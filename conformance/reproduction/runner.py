@@ -170,23 +170,37 @@ def _send_group(batch: list[Step], scope: Scope, base_url: str, send: Send,
 def send_steps(repro: Reproduction, *, base_url: str, send: Send, tokens: Mapping[str, str],
                run: str, execute: Execute | None = None, directory: str = "") -> tuple[Outcome, dict[str, Answered]]:
     """One pass over the steps with identities already made; the outcome and the answers so far
-    (``execute`` runs command steps in ``directory``)."""
+    (``execute`` runs command steps in ``directory``). A pass that stops early still sends the
+    cleanup steps it did not reach, unjudged (a held test clock's release)."""
     answers: dict[str, Answered] = {}
+    outcome = _pass(repro, base_url, send, tokens, run, execute, directory, answers)
+    if outcome.verdict is not Verdict.NOT_SHOWN:
+        for step in repro.steps:
+            if step.cleanup and step.method != COMMAND and step.name not in answers:
+                try:
+                    target, headers, body = step.request(Scope(run=run, tokens=tokens, answers=answers, dir=directory))
+                except Unbound:
+                    continue
+                send(step.method, base_url.rstrip("/") + target, headers, body)
+    return outcome, answers
+
+
+def _pass(repro: Reproduction, base_url: str, send: Send, tokens: Mapping[str, str], run: str,
+          execute: Execute | None, directory: str, answers: dict[str, Answered]) -> Outcome:
     for batch in repro.groups():
         got = _send_group(batch, Scope(run=run, tokens=tokens, answers=answers, dir=directory), base_url, send,
                           execute)
         if isinstance(got, str):
-            return Outcome(verdict=Verdict.CANNOT_RUN, why=got), answers
+            return Outcome(verdict=Verdict.CANNOT_RUN, why=got)
         for step, answer in zip(batch, got):
             answers[step.name] = answer
         missing = next((step for step, answer in zip(batch, got) if not answer.came), None)
         if missing is not None:
-            return Outcome(verdict=Verdict.CANNOT_RUN, why=f"{missing.name}: no answer ({answers[missing.name].error})"), \
-                answers
+            return Outcome(verdict=Verdict.CANNOT_RUN, why=f"{missing.name}: no answer ({answers[missing.name].error})")
         why = judge_group(batch, got, Scope(run=run, tokens=tokens, answers=answers, dir=directory))
         if why is not None:
-            return Outcome(verdict=Verdict.SHOWN, why=why), answers
-    return Outcome(verdict=Verdict.NOT_SHOWN, why="every answer is what a correct server answers"), answers
+            return Outcome(verdict=Verdict.SHOWN, why=why)
+    return Outcome(verdict=Verdict.NOT_SHOWN, why="every answer is what a correct server answers")
 
 
 def _once(repro: Reproduction, base_url: str, send: Send, environ: Mapping[str, str], run: str,

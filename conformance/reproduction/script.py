@@ -244,11 +244,16 @@ def render_script(repro: Reproduction) -> str:
     groups = repro.groups()
     for index, batch in enumerate(groups):
         lines += _group(index, batch)
-    lines += [f"  engine judge {len(groups) - 1} || return $?", "  return 0", "}",
-              "FIXED_RUN=${RUN:-}",
+    lines += [f"  engine judge {len(groups) - 1} || return $?", "  return 0", "}"]
+    cleanups = [step for step in repro.steps if step.cleanup and step.method not in (record.COMMAND, record.RESTART)]
+    if cleanups:  # sent, unjudged, when an attempt stopped before them (a held test clock's release)
+        lines += ["finish() {", "  engine cleanup 0 \"$BASE_URL\" || return 0",
+                  *(f"  [ -e \"$WORK/{s.name}.url\" ] && [ ! -e \"$WORK/{s.name}.status\" ] && "
+                    f"{_curl(s.name, s.method, s.body is not None)}" for s in cleanups), "  return 0", "}"]
+    lines += ["FIXED_RUN=${RUN:-}",
               "try=1",
               "while [ \"$try\" -le \"$TRIES\" ]; do",
-              "  attempt; status=$?",
+              "  attempt; status=$?" + ("; [ \"$status\" -eq 0 ] || finish" if cleanups else ""),
               "  case $status in 0) ;; 1) echo 'RESULT: the bug shows (exit 1)'; exit 1 ;;",
               "    *) echo 'RESULT: cannot run (exit 2)'; exit 2 ;; esac",
               "  try=$((try + 1))",

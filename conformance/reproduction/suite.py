@@ -373,7 +373,7 @@ def from_verdict(record: VerdictRecord, replay: ReplayTarget, expectations: Expe
                           json_body=is_json, group=group if isinstance(group, int) else None,
                           lane=lane if isinstance(lane, int) and isinstance(group, int) else None,
                           expect=_expected(entry, record.expected if record.failed_step == index else ""),
-                          note=str(entry.get("actor") or "")))
+                          note=str(entry.get("actor") or ""), cleanup=entry.get("cleanup") is True))
         answers.add(number, name, entry, group)
     people = tuple(Identity(label=label, values=tuple((k, rebase(v)) for k, v in values.items()),
                             given=replay.given(values))

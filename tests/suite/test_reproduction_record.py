@@ -421,3 +421,38 @@ def test_reproduce_starts_the_target_files_server_and_provisions_there(tmp_path,
     assert done.returncode == code, done.stdout + done.stderr
     assert ("the bug shows" if code else "the bug does not show") in done.stdout
     assert "step1: HTTP 200, not 404" in done.stdout or code == 0, done.stdout  # the token was the server's
+
+
+def _clock_runs(url: str) -> bool:
+    import time
+
+    import httpx
+
+    first = httpx.get(f"{url}/__test__/clock").json()["now_ms"]
+    time.sleep(0.05)
+    return bool(httpx.get(f"{url}/__test__/clock").json()["now_ms"] > first)
+
+
+@pytest.mark.parametrize("by", ["script", "runner"])
+def test_a_run_that_stops_early_still_lets_a_held_clock_run(server, tmp_path, by):
+    """AM-HL-HB-4 holds the test clock and lets it run again in a ``finally``; its replay stops at
+    the step that shows the bug, before that release, which then left the target's clock standing
+    still for up to 60 s. A cleanup step is sent, unjudged, whenever a run stops before it."""
+    move = '{"advance_ms":0%s}'
+    steps = (Step(name="step1", method="POST", target="/__test__/clock", body=move % ',"hold":true', json_body=True,
+                  headers=(("Content-Type", "application/json"),), expect=(Answer(status=200),)),
+             Step(name="step2", method="GET", target="/health", expect=(Answer(status=404),)),  # "the bug shows"
+             Step(name="step3", method="POST", target="/__test__/clock", body=move % "", json_body=True,
+                  headers=(("Content-Type", "application/json"),), expect=(Answer(status=200),), cleanup=True))
+    record = Reproduction(title="held", origin="test", steps=steps)
+    assert load_record(record.dumps()) == record and '"cleanup": true' in record.dumps()
+    if by == "script":
+        done = _script(record, tmp_path, {"BASE_URL": server})
+        assert done.returncode == 1 and "step3: POST /__test__/clock (sent though the run stopped" in done.stdout, \
+            done.stdout
+    else:
+        assert replay(record, base_url=server).verdict is Verdict.SHOWN
+    assert _clock_runs(server), "the replay left the target's test clock held"
+    uncleaned = dataclasses.replace(record, steps=(*steps[:2], dataclasses.replace(steps[2], cleanup=False)))
+    assert replay(uncleaned, base_url=server).verdict is Verdict.SHOWN and not _clock_runs(server)  # the test bites
+    assert replay(record, base_url=server).verdict is Verdict.SHOWN and _clock_runs(server)

@@ -249,9 +249,11 @@ def _clock_served(wire: Wire) -> tuple[bool, str]:
     return ok, f"probe GET {CLOCK_PATH} answered {exchange.status}"
 
 
-def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int, *, hold: bool = False) -> int:
+def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int, *, hold: bool = False,
+                  cleanup: bool = False) -> int:
     """Move the target's virtual clock (the ``test-clock`` extension); returns the new now_ms.
-    ``hold``: the clock then stands still there until the next move (the extension's ``hold``).
+    ``hold``: the clock then stands still there until the next move (the extension's ``hold``);
+    ``cleanup``: a replay sends this move even when it stops before it (a held clock's release).
 
     Raises:
         NotScored: the target refused a hold (a test clock that cannot stand still).
@@ -259,6 +261,8 @@ def advance_clock(wire: Wire, transcript: Transcript, advance_ms: int, *, hold: 
     """
     body: dict[str, object] = {"advance_ms": advance_ms, "hold": True} if hold else {"advance_ms": advance_ms}
     exchange = wire.request(transcript, "POST", CLOCK_PATH, json_body=body)
+    if cleanup:
+        exchange.cleanup.append(True)
     if hold and exchange.status == 400:
         raise NotScored(f'the target\'s test clock cannot hold still (a move with "hold": true answered 400), '
                         "and one millisecond cannot be hit over HTTP on a running clock")

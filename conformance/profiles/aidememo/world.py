@@ -44,6 +44,7 @@ class World(BaseWorld):
     isolation: Isolation = field(default=Isolation.PROJECT, kw_only=True)
     own: frozenset[str] | None = field(default=None, kw_only=True)  # an ``actors`` check's listed actors
     _projects: int = 0  # projects handed out: a shared world hands out one
+    _held: bool = False  # the test clock stands still since this check's last hold_clock
 
     @classmethod
     def build(cls, context: CheckContext) -> World:
@@ -84,11 +85,14 @@ class World(BaseWorld):
 
     def advance_clock(self, advance_ms: int) -> int:
         self.runtime.require("test-clock")
-        return advance_clock(self.wire, self.transcript, advance_ms)
+        # The move that lets a held clock run again: its replay sends it even after stopping early.
+        released, self._held = self._held, False
+        return advance_clock(self.wire, self.transcript, advance_ms, cleanup=released)
 
     def hold_clock(self, advance_ms: int) -> int:
         """Move the test clock and hold it still there (until the next ``advance_clock``); its reading."""
         self.runtime.require("test-clock")
+        self._held = True
         return advance_clock(self.wire, self.transcript, advance_ms, hold=True)
 
     @property
