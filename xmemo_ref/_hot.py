@@ -25,6 +25,20 @@ the layers keep out (``_writes._new``, below this module, builds a capture's ``M
   ``_codec.canonical_json`` makes it on every call (``json.JSONEncoder.encode``), for a body
   ``json.loads`` parsed (never circular).
 
+* ``cached_caller`` keeps, per service, the caller ``_attribute`` resolved for a principal object
+  and the two agent headers as sent (a frozen ``Caller`` and the installation id's SHA-256 were
+  made again for every request), for ``XMemoService._caller``; a header it refuses is never kept.
+* Known keys: ``XMemoService._principal`` takes an ``X-API-Key`` sent without ``Authorization``
+  as it is when the service already holds its digest, which only a key ``credential`` passed (and
+  so one with nothing to strip) gets; any other request's credential is checked in full.
+* A capture's records are read by position where it reads many fields (``answer_text`` here,
+  ``_writes._new``, ``_state.TenantMemories._lookups``): on Python 3.11 a NamedTuple field read by
+  name is a generic attribute lookup, about 150 instructions, which the interpreter does not
+  specialise; one unpacking or slice reads them all.
+
+What these cost and save is counted with cachegrind on ``bench/xmemo.py``'s bodies
+(``python bench/xmemo.py --instructions``): instructions per capture, which no other work on the
+machine moves.
 ``tests/xmemo/test_hot_path.py`` holds each shortcut equal to the code it stands for.
 """
 

@@ -254,3 +254,21 @@ def test_a_kept_caller_is_the_one_its_principal_and_agent_headers_give(bound: st
         (name.encode(), value.encode()) for name, value in ((AGENT_HEADER, key[1]), (INSTANCE_HEADER, key[2]))
         if value is not None], b""), None, None) and key[0] == id(kept[0]) for key, kept in cache.items())
     assert {key[1] for key in cache} == {None, "codex", " codex ", "claude", ""}
+
+
+@pytest.mark.parametrize("sent", [
+    [(b"x-api-key", KEY.encode())], [(b"x-api-key", f" {KEY} ".encode())],
+    [(b"x-api-key", KEY.encode()), (b"authorization", b"Bearer other-key-0123456789abcdef")],
+    [(b"x-api-key", KEY.encode()), (b"authorization", f"Bearer {KEY}".encode())],
+    [(b"x-api-key", KEY.encode()), (b"authorization", b"Basic eDp5")], [(b"x-api-key", b"")],
+    [(b"x-api-key", b"unknown-key-0123456789abcdef")], [(b"authorization", f"Bearer {KEY}".encode())]])
+def test_a_known_key_sent_alone_is_taken_as_sent_and_any_other_credential_is_checked_in_full(
+        pair: tuple[XMemoReference, XMemoReference], sent: list[tuple[bytes, bytes]]) -> None:
+    """The service takes an ``X-API-Key`` it already proved, sent without ``Authorization``, as
+    ``credential`` would; every other request answers as a service that knows no key yet."""
+    hot, general = pair
+    assert hot.service.handle("GET", "/v1/auth/token/validate", [(b"x-api-key", KEY.encode())]).status == 200
+    assert KEY in hot.service._digests
+    general.service._digests.clear()
+    answers = [ref.service.handle("GET", "/v1/auth/token/validate", sent) for ref in (hot, general)]
+    assert [(a.status, a.body) for a in answers][0] == [(a.status, a.body) for a in answers][1]
