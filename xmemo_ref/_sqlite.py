@@ -313,8 +313,8 @@ class SQLiteXMemoStore:
     def _applied(self, tenant: Tenant, row: tuple[Any, ...], memory: Memory | None,
                  claim: IdempotencyClaim | None) -> None:
         """Fold a committed row of this connection's (``tenant``'s) into memory."""
-        numbers: tuple[object, object] = (None, None) if memory is None else (memory.importance, memory.confidence)
-        if memory is not None and (isinstance(numbers[0], int) or isinstance(numbers[1], int)):
+        numbers: tuple[object, object] = (None, None) if memory is None else memory[10:12]  # importance, confidence
+        if memory is not None and (type(numbers[0]) is int or type(numbers[1]) is int):  # the decoders refuse bools
             # The answer showed the number as sent (``1``); memory holds what layout 1's REAL column gave back.
             memory = memory._replace(importance=real(memory.importance), confidence=real(memory.confidence))
         state = self._state

@@ -158,7 +158,7 @@ class StoreState:
         self._owner_of: dict[str, TenantKey] = {}  # memory id -> its tenant: ids are unique in the file
 
     def tenant(self, tenant: Tenant) -> TenantMemories:
-        key = tenant_key(tenant)
+        key = (tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id)  # tenant_key
         found = self._tenants.get(key)
         if found is None:
             found = self._tenants[key] = TenantMemories(tenant)
