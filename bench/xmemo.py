@@ -29,7 +29,8 @@
 3. With ``--instructions``: instructions per capture, of each kind, counted by valgrind's
    cachegrind, which no other work on the machine moves: the difference between a run of 2,500
    captures and one of 500 (each after 300 captures of the same kind, the bodies built before
-   either, no interpreter teardown), divided by 2,000; beside it, the raw one-row transaction's.
+   either, no interpreter teardown, string hashing seeded alike), divided by 2,000; beside it, the
+   raw one-row transaction's.
    Those are the figures ``xmemo_ref/_hot.py``'s shortcuts are held to.
 
     python bench/xmemo.py [--seconds 3] [--sizes 100,10000,100000] [--instructions]
@@ -217,7 +218,8 @@ def instructions() -> int:
         for count in COUNTED:
             done = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
                                    sys.executable, __file__, "--counted-run", kind, str(count)],
-                                  capture_output=True, text=True, check=False)
+                                  capture_output=True, text=True, check=False,
+                                  env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts every run
             found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
             if done.returncode != 0 or found is None:
                 print(f"bench/xmemo.py: the counted run of {kind} failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
