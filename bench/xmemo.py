@@ -26,7 +26,14 @@
    tokens to show the bounds hold, and the first recall after each batch of captures apart (it
    brings the recall index up to date with them).
 
-    python bench/xmemo.py [--seconds 3] [--sizes 100,10000,100000]
+3. With ``--instructions``: instructions per capture, of each kind, counted by valgrind's
+   cachegrind, which no other work on the machine moves: the difference between a run of 2,500
+   captures and one of 500 (each after 300 captures of the same kind, the bodies built before
+   either, no interpreter teardown, string hashing seeded alike), divided by 2,000; beside it, the
+   raw one-row transaction's.
+   Those are the figures ``xmemo_ref/_hot.py``'s shortcuts are held to.
+
+    python bench/xmemo.py [--seconds 3] [--sizes 100,10000,100000] [--instructions]
 """
 
 from __future__ import annotations
@@ -34,12 +41,18 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import random
+import re
 import resource
+import shutil
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Final
 
 from _conditions import Window, closing, opening
 from ledger import interleaved, raw_sqlite_step
@@ -174,11 +187,68 @@ def recall_medians(tmp: Path, sizes: list[int], window: Window) -> None:
     ref.close()
 
 
+COUNTED: Final = (500, 2_500)  # captures in the two counted runs (after WARM_UP); their difference is divided
+WARM_UP: Final = 300
+
+
+def _counted_run(kind: str, count: int) -> None:
+    """The child valgrind counts: ``count`` steps of ``kind`` after the warm-up, then an exit
+    without teardown (freeing every memory would count too)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        steps = capture_steps(Path(tmp))
+        step = steps[kind]
+        prepare = getattr(step, "prepare", None)
+        if prepare is not None:
+            prepare(0, WARM_UP + COUNTED[-1])
+        for i in range(WARM_UP):
+            step(i)
+        for i in range(WARM_UP, WARM_UP + count):
+            step(i)
+        sys.stdout.flush()
+        os._exit(0)
+
+
+def instructions() -> int:
+    valgrind = shutil.which("valgrind")
+    if valgrind is None:
+        print("bench/xmemo.py: --instructions needs valgrind on PATH", file=sys.stderr)
+        return 2
+    counts: dict[str, list[int]] = {}
+    for kind in ("raw", "capture", "mix"):
+        for count in COUNTED:
+            done = subprocess.run([valgrind, "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null",
+                                   sys.executable, __file__, "--counted-run", kind, str(count)],
+                                  capture_output=True, text=True, check=False,
+                                  env={**os.environ, "PYTHONHASHSEED": "0"})  # the same dict layouts every run
+            found = re.search(r"I\s+refs:\s+([\d,]+)", done.stderr)
+            if done.returncode != 0 or found is None:
+                print(f"bench/xmemo.py: the counted run of {kind} failed: {done.stderr.strip()[-300:]}", file=sys.stderr)
+                return 1
+            counts.setdefault(kind, []).append(int(found.group(1).replace(",", "")))
+    per = {kind: (runs[1] - runs[0]) / (COUNTED[1] - COUNTED[0]) for kind, runs in counts.items()}
+    for kind, label in (("capture", "single body"), ("mix", "clients' mix")):
+        print(f"instructions per capture, {label}: {per[kind]:9,.0f} | raw SQLite one-row transaction: "
+              f"{per['raw']:7,.0f} | ratio {per['raw'] / per[kind]:.2f} (cachegrind, {COUNTED[1]:,} minus "
+              f"{COUNTED[0]:,} after {WARM_UP}: no load moves it)")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=3.0)
     parser.add_argument("--sizes", default="100,10000,100000")
+    parser.add_argument("--instructions", action="store_true",
+                        help="count instructions per capture under valgrind instead of timing")
+    parser.add_argument("--counted-run", nargs=2, metavar=("KIND", "COUNT"), help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.counted_run:
+        _counted_run(args.counted_run[0], int(args.counted_run[1]))
+    if args.instructions:
+        opening("bench/xmemo.py --instructions")
+        print(f"capture mix: {mix_shares()}", flush=True)
+        result = instructions()
+        closing()
+        return result
     sizes = [int(s) for s in args.sizes.split(",")]
     opening("bench/xmemo.py (ratios are same-run; absolute rates move with load)")
     print(f"capture mix: {mix_shares()}", flush=True)

@@ -25,6 +25,20 @@ the layers keep out (``_writes._new``, below this module, builds a capture's ``M
   ``_codec.canonical_json`` makes it on every call (``json.JSONEncoder.encode``), for a body
   ``json.loads`` parsed (never circular).
 
+* ``cached_caller`` keeps, per service, the caller ``_attribute`` resolved for a principal object
+  and the two agent headers as sent (a frozen ``Caller`` and the installation id's SHA-256 were
+  made again for every request), for ``XMemoService._caller``; a header it refuses is never kept.
+* Known keys: ``XMemoService._principal`` takes an ``X-API-Key`` sent without ``Authorization``
+  as it is when the service already holds its digest, which only a key ``credential`` passed (and
+  so one with nothing to strip) gets; any other request's credential is checked in full.
+* A capture's records are read by position where it reads many fields (``answer_text`` here,
+  ``_writes._new``, ``_state.TenantMemories._lookups``): on Python 3.11 a NamedTuple field read by
+  name is a generic attribute lookup, about 150 instructions, which the interpreter does not
+  specialise; one unpacking or slice reads them all.
+
+What these cost and save is counted with cachegrind on ``bench/xmemo.py``'s bodies
+(``python bench/xmemo.py --instructions``): instructions per capture, which no other work on the
+machine moves.
 ``tests/xmemo/test_hot_path.py`` holds each shortcut equal to the code it stands for.
 """
 
@@ -32,16 +46,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 from ._codec import answer_text as general_answer_text
 from ._codec import iso, number_text
 from ._decode import STORED_TYPES as _STORED_TYPES
 from ._decode import WRITE_BUCKET, parse_body
-from ._records import Memory
+from ._http import AGENT_HEADER, INSTANCE_HEADER, HttpRequest
+from ._records import Caller, Memory, Principal
 from ._writes import DEFAULT_STATUS, Remember
 
-__all__ = ["plain_remember", "plain_json", "answer_text"]
+__all__ = ["plain_remember", "plain_json", "answer_text", "Callers", "cached_caller"]
 
 # The remember fields the one-pass decoder checks itself; a body with any other goes to the schema.
 _PLAIN_FIELDS: Final = frozenset({"content", "path", "scope", "bucket", "team_id", "source", "semantic_key",
@@ -57,20 +72,6 @@ _sorted: Final[Callable[[object, int], list[str]]] = getattr(json.encoder, "c_ma
     None, None, _string, None, ":", ",", True, False, True)
 
 
-def _label(value: object, limit: int) -> bool:
-    """A nullable bounded text field that is plainly valid: None, or 1 to ``limit`` characters."""
-    return value is None or (type(value) is str and 0 < len(value) <= limit)
-
-
-def _wildcard_free(value: object, limit: int) -> bool:
-    return type(value) is str and 0 < len(value) <= limit and "%" not in value and "*" not in value
-
-
-def _unit(value: object) -> bool:
-    """A nullable number plainly within [0, 1] (not a bool, which JSON Schema's number is not; not NaN)."""
-    return value is None or (type(value) is float or type(value) is int) and 0 <= value <= 1
-
-
 def plain_remember(body: object) -> Remember | None:
     """``decode_remember(body)`` for a body every field of which is plainly valid, else None."""
     if type(body) is not dict or not _PLAIN_FIELDS.issuperset(body):
@@ -79,14 +80,23 @@ def plain_remember(body: object) -> Remember | None:
     content, path, scope, bucket = get("content"), get("path"), get("scope"), get("bucket", WRITE_BUCKET)
     team_id, source, semantic_key, memory_type = get("team_id"), get("source"), get("semantic_key"), get("memory_type")
     importance, confidence, dedupe, metadata = get("importance"), get("confidence"), get("dedupe"), get("metadata")
+    # Each test written out, not called: seven helper calls cost a capture about 3,000 instructions.
+    # Labels: None or 1 to N characters; scope and bucket also free of wildcards; numbers plainly
+    # within [0, 1] (not a bool, which JSON Schema's number is not; not NaN); content not blank
+    # (``isspace`` is ``strip``'s test, without the copy).
     if not (type(content) is str and 0 < len(content) <= 65_536 and type(path) is str and 0 < len(path) <= 512
-            and (scope is None or _wildcard_free(scope, 256)) and _wildcard_free(bucket, 128)
-            and _label(team_id, 128) and _label(source, 128) and _label(semantic_key, 512)
+            and (scope is None or type(scope) is str and 0 < len(scope) <= 256 and "%" not in scope
+                 and "*" not in scope)
+            and type(bucket) is str and 0 < len(bucket) <= 128 and "%" not in bucket and "*" not in bucket
+            and (team_id is None or type(team_id) is str and 0 < len(team_id) <= 128)
+            and (source is None or type(source) is str and 0 < len(source) <= 128)
+            and (semantic_key is None or type(semantic_key) is str and 0 < len(semantic_key) <= 512)
             and (memory_type is None and "memory_type" not in body
                  or type(memory_type) is str and memory_type in _STORED_TYPES)
-            and _unit(importance) and _unit(confidence) and (dedupe is None or type(dedupe) is bool)
-            and (metadata is None or type(metadata) is dict)
-            and content.strip()):
+            and (importance is None or (type(importance) is float or type(importance) is int) and 0 <= importance <= 1)
+            and (confidence is None or (type(confidence) is float or type(confidence) is int) and 0 <= confidence <= 1)
+            and (dedupe is None or type(dedupe) is bool) and (metadata is None or type(metadata) is dict)
+            and not content.isspace()):
         return None
     # decode_remember's record for these fields, the others at what their absence gives.
     # (Positionally, in Remember's field order: ``python bench/records.py`` times it against the keyword call.)
@@ -114,6 +124,25 @@ def _remember(cache: dict[Any, Any], key: object, value: object) -> None:
     cache[key] = value
 
 
+# A service's callers as its REST routes resolved them: by the principal object's id and the two
+# agent headers as sent, with the principal itself (an id is only reused once its object is gone,
+# and the entry keeps it alive) and the caller.
+Callers: TypeAlias = dict[tuple[int, str | None, str | None], tuple[Principal, Caller]]
+
+
+def cached_caller(cache: Callers, principal: Principal, request: HttpRequest,
+                  attribute: Callable[[Principal, HttpRequest, None, None], Caller]) -> Caller:
+    """``attribute(principal, request, None, None)``, kept for the same principal and agent headers."""
+    headers = request.headers
+    key = (id(principal), headers.get(AGENT_HEADER), headers.get(INSTANCE_HEADER))
+    kept = cache.get(key)
+    if kept is not None and kept[0] is principal:
+        return kept[1]
+    caller = attribute(principal, request, None, None)  # raises for headers it refuses: never kept
+    _remember(cache, key, (principal, caller))
+    return caller
+
+
 # A memory's fields from bucket to agent_trust but its semantic key, by their values: what its
 # answer shows between path and metadata, as the text before the semantic key's value and after it.
 # The key is left out because the clients that send one send a new one with almost every capture
@@ -127,23 +156,28 @@ _STATE_FIELD: Final = ',"state_key":'
 def answer_text(memory: Memory, outcome: str, idempotency_key: str | None) -> str:
     """``_codec.answer_text(memory, outcome, idempotency_key)``, its middle reused for the same
     values (the numbers by their text: ``1`` and ``1.0``, ``0.0`` and ``-0.0`` are equal keys)."""
-    m = memory
-    shape = (m.bucket, m.scope, m.team_id, m.memory_type, m.status, number_text(m.importance),
-             number_text(m.confidence), m.state_key, m.event_type, m.session_id, m.source, m.agent_id,
-             m.agent_instance_id_hash, m.agent_trust)
-    mid = _string(m.id)
-    head = f'{{"id":{mid},"memory_id":{mid},"kind":{_string(m.kind)},"content":{_string(m.content)},' \
-           f'"path":{_string(m.path)},'
-    semantic = "null" if m.semantic_key is None else _string(m.semantic_key)
-    expires = "null" if m.expires_at_ms is None else f'"{iso(m.expires_at_ms)}"'
+    # The fields unpacked at once: on Python 3.11 each NamedTuple field read by name is a generic
+    # attribute lookup (its descriptor is not one the interpreter specialises), about 150
+    # instructions each, and the answer reads 26.
+    (memory_id, _, kind, content, path, bucket, scope, team_id, memory_type, status, importance, confidence,
+     semantic_key, state_key, event_type, session_id, source, agent_id, instance, trust, metadata, version,
+     created_ms, updated_ms, expires_ms) = memory
+    shape = (bucket, scope, team_id, memory_type, status, "null" if importance is None else number_text(importance),
+             "null" if confidence is None else number_text(confidence), state_key, event_type, session_id, source,
+             agent_id, instance, trust)
+    mid = _string(memory_id)
+    head = f'{{"id":{mid},"memory_id":{mid},"kind":{_string(kind)},"content":{_string(content)},' \
+           f'"path":{_string(path)},'
+    semantic = "null" if semantic_key is None else _string(semantic_key)
+    expires = "null" if expires_ms is None else f'"{iso(expires_ms)}"'
     key = "" if idempotency_key is None else _KEY_FIELD + _string(idempotency_key)
-    created = iso(m.created_at_ms)
-    updated = created if m.updated_at_ms == m.created_at_ms else iso(m.updated_at_ms)  # one stamp for a new memory
-    tail = f'"metadata":{m.metadata_json},"version":{m.version},"created_at":"{created}",' \
+    created = iso(created_ms)
+    updated = created if updated_ms == created_ms else iso(updated_ms)  # one stamp for a new memory
+    tail = f'"metadata":{metadata},"version":{version},"created_at":"{created}",' \
            f'"updated_at":"{updated}","expires_at":{expires},"write":{_string(outcome)}{key}}}'
     middle = _middles.get(shape)
     if middle is None:
-        text = general_answer_text(m, outcome, idempotency_key)
+        text = general_answer_text(memory, outcome, idempotency_key)
         if text.startswith(head) and text.endswith(tail):  # the format's frame, as the general one writes it
             inner = text[len(head):len(text) - len(tail)]
             before, found, after = inner.partition(_SEMANTIC_FIELD)

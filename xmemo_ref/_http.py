@@ -36,6 +36,7 @@ MAX_KEY_BYTES: Final = 4_096
 MAX_AGENT_ID_CHARS: Final = 128
 _JSON: Final = (("content-type", "application/json"),)
 _VISIBLE: Final = re.compile(r"[!-~]*\Z")  # visible ASCII: 0x21 to 0x7E
+_tuple_new: Final = tuple.__new__
 
 
 @distinct
@@ -54,7 +55,7 @@ class HttpRequest(NamedTuple):
         headers: dict[str, str] = {}
         for name, value in pairs:
             headers.setdefault(name.decode("latin-1").lower(), value.decode("latin-1"))
-        return cls(method, query, headers, body, deferred)
+        return _tuple_new(cls, (method, query, headers, body, deferred))  # cls(...), positionally: see _hot
 
 
 def json_response(value: object, status: int = 200, headers: tuple[tuple[str, str], ...] = ()) -> Response:

@@ -67,7 +67,7 @@ class TenantMemories:
     """One tenant's memories and the lookups built from them."""
 
     __slots__ = ("tenant", "memories", "_ordinal", "_semantic", "_duplicates", "_slots", "_paths", "replays",
-                 "recall")
+                 "recall", "lookups")
 
     def __init__(self, tenant: Tenant) -> None:
         self.tenant = tenant
@@ -79,28 +79,32 @@ class TenantMemories:
         self._paths: dict[str, set[str]] = {}  # a read filtered on one exact path reads only those
         self.replays: dict[str, Replay] = {}
         self.recall: RecallIndex | None = None  # built by the first recall that needs it
+        self.lookups = Lookups(self)  # the capture rules' view of them, made once
 
     def put(self, memory: Memory) -> None:
-        old = self.memories.get(memory.id)
+        mid = memory[0]  # memory.id (see _lookups)
+        old = self.memories.get(mid)
         if old is not None:
             self._lookups(old, add=False)
         else:
-            self._ordinal[memory.id] = len(self._ordinal)
-        self.memories[memory.id] = memory
+            self._ordinal[mid] = len(self._ordinal)
+        self.memories[mid] = memory
         self._lookups(memory, add=True)
         if self.recall is not None:
-            self.recall.changed(memory.id)
+            self.recall.changed(mid)
 
     def _lookups(self, memory: Memory, *, add: bool) -> None:
-        mid = memory.id
-        _file(self._paths, memory.path, mid, add)
-        if memory.kind is _MEMORY:
-            _file(self._duplicates, (memory.content, memory.path, memory.bucket, memory.scope, memory.team_id,
-                                     memory.memory_type), mid, add)
-            if memory.semantic_key is not None:
-                _file(self._semantic, (memory.scope, memory.semantic_key), mid, add)
-        elif memory.kind is _STATE and memory.state_key is not None:
-            _file(self._slots, (memory.bucket, memory.scope or "", memory.state_key), mid, add)
+        # The fields by position, as one unpacking: each NamedTuple field read by name is a generic
+        # attribute lookup on Python 3.11 (about 150 instructions), and every capture comes here.
+        mid, _, kind, _, path, bucket, scope, _, _, _, _, _, semantic_key, state_key = memory[:14]
+        _file(self._paths, path, mid, add)
+        if kind is _MEMORY:
+            # (content, path, bucket, scope, team_id, memory_type): Memory's fields 3 to 8, in order
+            _file(self._duplicates, memory[3:9], mid, add)
+            if semantic_key is not None:
+                _file(self._semantic, (scope, semantic_key), mid, add)
+        elif kind is _STATE and state_key is not None:
+            _file(self._slots, (bucket, scope or "", state_key), mid, add)
 
     def at_path(self, path: str) -> list[Memory]:
         """The memories whose path is exactly ``path``, in first-written order (as ``memories``)."""
@@ -134,8 +138,8 @@ class Lookups:
         return self._tenant.semantic(scope, semantic_key)
 
     def duplicate(self, write: Remember) -> Memory | None:
-        return self._tenant.duplicate((write.content, write.path, write.bucket, write.scope, write.team_id,
-                                       write.memory_type))
+        # (content, path, bucket, scope, team_id, memory_type): Remember's first six fields, in order
+        return self._tenant.duplicate(write[:6])
 
     def slot(self, bucket: str, scope: str | None, state_key: str) -> Memory | None:
         return self._tenant.slot(bucket, scope, state_key)
@@ -154,7 +158,7 @@ class StoreState:
         self._owner_of: dict[str, TenantKey] = {}  # memory id -> its tenant: ids are unique in the file
 
     def tenant(self, tenant: Tenant) -> TenantMemories:
-        key = tenant_key(tenant)
+        key = (tenant.owner_id, tenant.organization_id, tenant.workspace_id, tenant.project_id)  # tenant_key
         found = self._tenants.get(key)
         if found is None:
             found = self._tenants[key] = TenantMemories(tenant)

@@ -138,11 +138,13 @@ def _new(write: Write, caller: Caller, now_ms: int, new_id: str) -> Memory:
         # Every capture's record, built positionally in Memory's field order: the one speed trick
         # the layers keep out of _hot (this module is below it; see xmemo_ref/_hot.py). bench/records.py
         # times tuple.__new__ against the keyword call; tests/xmemo/test_rules.py holds it to the latter.
+        # Its fields unpacked at once: read by name, each is a generic attribute lookup on Python 3.11.
+        (content, path, bucket, scope, team_id, memory_type, status, importance, confidence, semantic_key, _,
+         source, metadata_json, expires_at_ms, _) = write
         return _tuple_new(Memory, (
-            new_id, caller.principal.tenant, _MEMORY, write.content, write.path, write.bucket, write.scope,
-            write.team_id, write.memory_type, write.status, write.importance, write.confidence, write.semantic_key,
-            None, None, None, write.source, caller.agent_id, caller.agent_instance_id_hash, caller.trust,
-            write.metadata_json, 1, now_ms, now_ms, write.expires_at_ms))
+            new_id, caller.principal.tenant, _MEMORY, content, path, bucket, scope, team_id, memory_type, status,
+            importance, confidence, semantic_key, None, None, None, source, caller.agent_id,
+            caller.agent_instance_id_hash, caller.trust, metadata_json, 1, now_ms, now_ms, expires_at_ms))
     if isinstance(write, UpdateState):
         kind, path, memory_type, status = Kind.STATE, f"state/{write.state_key}", MemoryType.WORKING, DEFAULT_STATUS
         importance, confidence = None, None

@@ -224,3 +224,51 @@ def test_no_process_wide_cache_keeps_an_api_key(pair: tuple[XMemoReference, XMem
         assert answer.status == 200
     kept = [name for name, value in vars(_hot).items() if isinstance(value, dict) and KEY in repr(value)]
     assert kept == [], f"_hot.{kept} holds the raw API key"
+
+
+AGENT_VALUES = [None, "codex", " codex ", "claude", "", "x" * 129, "bad\x01id"]
+
+
+@pytest.mark.parametrize("bound", [None, "codex"])
+def test_a_kept_caller_is_the_one_its_principal_and_agent_headers_give(bound: str | None) -> None:
+    """The service keeps a resolved caller by the principal object and the two agent headers as
+    sent: whatever the order of requests, each gets what resolving it afresh gives (or its 422),
+    a refused header is never kept, and an equal principal that is another object is resolved anew."""
+    from xmemo_ref._http import INSTANCE_HEADER, HttpRequest
+    from xmemo_ref._records import Principal
+    from xmemo_ref._service import XMemoService
+
+    principals = [Principal(tenant=TENANT, scopes=("memory:read", "memory:write"), bound_agent_id=bound)
+                  for _ in range(2)]
+    cache: _hot.Callers = {}
+    for principal in principals * 2:
+        for agent in AGENT_VALUES:
+            for instance in (None, "laptop", "laptop"):
+                sent = [(name.encode(), value.encode()) for name, value in
+                        ((AGENT_HEADER, agent), (INSTANCE_HEADER, instance)) if value is not None]
+                request = HttpRequest.build("POST", "", sent, b"")
+                fresh = _outcome(lambda r: XMemoService._attribute(principal, r, None, None), request)
+                assert _outcome(lambda r: _hot.cached_caller(cache, principal, r, XMemoService._attribute),
+                                request) == fresh
+    assert all(kept[1] == XMemoService._attribute(kept[0], HttpRequest.build("POST", "", [
+        (name.encode(), value.encode()) for name, value in ((AGENT_HEADER, key[1]), (INSTANCE_HEADER, key[2]))
+        if value is not None], b""), None, None) and key[0] == id(kept[0]) for key, kept in cache.items())
+    assert {key[1] for key in cache} == {None, "codex", " codex ", "claude", ""}
+
+
+@pytest.mark.parametrize("sent", [
+    [(b"x-api-key", KEY.encode())], [(b"x-api-key", f" {KEY} ".encode())],
+    [(b"x-api-key", KEY.encode()), (b"authorization", b"Bearer other-key-0123456789abcdef")],
+    [(b"x-api-key", KEY.encode()), (b"authorization", f"Bearer {KEY}".encode())],
+    [(b"x-api-key", KEY.encode()), (b"authorization", b"Basic eDp5")], [(b"x-api-key", b"")],
+    [(b"x-api-key", b"unknown-key-0123456789abcdef")], [(b"authorization", f"Bearer {KEY}".encode())]])
+def test_a_known_key_sent_alone_is_taken_as_sent_and_any_other_credential_is_checked_in_full(
+        pair: tuple[XMemoReference, XMemoReference], sent: list[tuple[bytes, bytes]]) -> None:
+    """The service takes an ``X-API-Key`` it already proved, sent without ``Authorization``, as
+    ``credential`` would; every other request answers as a service that knows no key yet."""
+    hot, general = pair
+    assert hot.service.handle("GET", "/v1/auth/token/validate", [(b"x-api-key", KEY.encode())]).status == 200
+    assert KEY in hot.service._digests
+    general.service._digests.clear()
+    answers = [ref.service.handle("GET", "/v1/auth/token/validate", sent) for ref in (hot, general)]
+    assert [(a.status, a.body) for a in answers][0] == [(a.status, a.body) for a in answers][1]
