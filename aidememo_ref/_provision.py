@@ -23,7 +23,6 @@ from refkit.records import distinct
 from ._errors import AideMemoRefError
 
 from aidememo_wire.ids import bearer_digest, encode_ulid, id_problem, token_problem
-from aidememo_wire.status import Role
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, transaction
 
 __all__ = ["ACTOR_KINDS", "BUSY_TIMEOUT_MS", "LAYOUT_VERSION", "Checked", "ProvisionError", "Provisioning", "StoreError", "check",
@@ -31,7 +30,9 @@ __all__ = ["ACTOR_KINDS", "BUSY_TIMEOUT_MS", "LAYOUT_VERSION", "Checked", "Provi
 
 LAYOUT_VERSION: Final = 5  # the SQLite file's table layout (PRAGMA user_version)
 ACTOR_KINDS: Final = ("human", "agent", "service")
-ROLES: Final = tuple(role.value for role in Role)
+# The values of ``aidememo_wire.status.Role``, written out: its enums are 2.5M instructions of each bootstrap
+# process's start-up (tests/ref/test_provision_light.py holds them equal).
+ROLES: Final = ("owner", "admin", "writer", "reader")
 MAX_DISPLAY_NAME_BYTES: Final = 256
 
 

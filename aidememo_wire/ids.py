@@ -5,10 +5,16 @@ Pure functions: no I/O, no randomness except ``encode_ulid``, which takes its in
 
 from __future__ import annotations
 
+import functools
+import importlib
 import re
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
-from .errors import ErrorCode, LedgerError
 from refkit.ulid import CROCKFORD, encode_ulid
+
+if TYPE_CHECKING:
+    from _hashlib import HASH
 
 __all__ = [
     "MAX_ID_BYTES",
@@ -57,6 +63,8 @@ def check_id(kind: str, value: str) -> str:
     """Validate a path-segment id; raises ``invalid_identifier`` naming the field."""
     problem = id_problem(value)
     if problem is not None:
+        from .errors import LedgerError  # here: bootstrap and the local flow check ids and raise nothing
+
         raise LedgerError.invalid_identifier(kind, problem)
     return value
 
@@ -75,6 +83,8 @@ def check_name(kind: str, value: str) -> str:
     """Validate an operation name or resource kind in a path segment."""
     problem = name_problem(kind, value)
     if problem is not None:
+        from .errors import ErrorCode, LedgerError
+
         raise LedgerError(ErrorCode.INVALID_IDENTIFIER, problem)
     return value
 
@@ -85,9 +95,7 @@ def stable_operation_id(prefix: str, parts: list[str] | tuple[str, ...]) -> str:
     Each piece is preceded by its UTF-8 byte length as a big-endian u64, so ``["ab","c"]`` and
     ``["a","bc"]`` differ.
     """
-    import hashlib  # here: loading OpenSSL weighs on a remote read's start-up (bench/cli.py), and most need no id
-
-    digest = hashlib.sha256()
+    digest = _sha256()(b"")
     for piece in (prefix, *parts):
         raw = piece.encode("utf-8")
         digest.update(len(raw).to_bytes(8, "big"))
@@ -120,7 +128,22 @@ def token_problem(token: str) -> str | None:
 
 def bearer_digest(token: str) -> bytes:
     """SHA-256 of the token's UTF-8 bytes: the only form in which tokens are stored (§7.1)."""
+    return _sha256()(token.encode("utf-8")).digest()
+
+
+@functools.cache
+def _sha256() -> Callable[[bytes], HASH]:
+    """SHA-256: CPython's own (``_sha2``, ``_sha256`` before 3.12) where the build has it, else
+    hashlib's. hashlib loads OpenSSL first, 11M instructions, a sixth of what ``aidememo-ref
+    bootstrap`` runs past the interpreter's start-up to hash one token (once per identity the
+    suite provisions), and of a remote command's that derives an id (bench/cli.py)."""
+    for name in ("_sha2", "_sha256"):
+        try:
+            constructor: Callable[[bytes], HASH] = importlib.import_module(name).sha256
+        except (ImportError, AttributeError):  # a build without it (some distributions leave it out)
+            continue
+        return constructor
     import hashlib
 
-    return hashlib.sha256(token.encode("utf-8")).digest()
+    return hashlib.sha256
 

@@ -9,6 +9,8 @@ stripped, re-running with the same arguments is a no-op, a conflicting re-run is
 
 from __future__ import annotations
 
+from argparse import Namespace
+
 from refkit.args import Parser, fail, read_token_file
 from refkit.clock import SystemClock
 from .._provision import BUSY_TIMEOUT_MS, ROLES, ProvisionError, Provisioning, StoreError, provision_current
@@ -40,19 +42,25 @@ def run(argv: list[str]) -> int:
         "role": args.role, "actor_kind": args.actor_kind, "project_epoch": args.project_epoch,
         "tenant_name": args.tenant_name, "project_name": args.project_name, "actor_name": args.actor_name,
     }
-    from aidememo_wire.errors import LedgerError
-
     try:
         # A file at the current layout takes the light path; anything else loads the whole
         # store, which creates, upgrades or refuses the file as the server does.
         epoch = provision_current(args.database, fields, SystemClock().now_ms(), BUSY_TIMEOUT_MS) if url is None else None
         if epoch is None:
-            from .._reference import provision
-
-            epoch = provision(args.database, postgres_url=url, postgres=settings(args) if url else None, **fields)
+            epoch = _whole_store(args, url, fields)
     except (ProvisionError, StoreError) as exc:
         fail(str(exc))
-    except LedgerError as exc:
-        fail(f"storage failure: {exc.message}")
     print(f"bootstrapped tenant={args.tenant_id} project={args.project_id} actor={args.actor_id} epoch={epoch}")
     return 0
+
+
+def _whole_store(args: Namespace, url: str | None, fields: Provisioning) -> str:
+    """Bootstrap through the store, as the server opens it; a storage failure as one line."""
+    from aidememo_wire.errors import LedgerError  # here: the light path raises none (its import is 3M instructions)
+
+    from .._reference import provision
+
+    try:
+        return provision(args.database, postgres_url=url, postgres=settings(args) if url else None, **fields)
+    except LedgerError as exc:
+        fail(f"storage failure: {exc.message}")

@@ -9,6 +9,7 @@ fails, ``python -X importtime -m aidememo_ref bootstrap ...`` shows who imported
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import sqlite3
 import subprocess
@@ -18,18 +19,21 @@ from pathlib import Path
 import pytest
 
 from aidememo_ref import provision
-from aidememo_ref._provision import ProvisionError, check, insert_identity, provision_current
+from aidememo_ref._provision import ROLES, ProvisionError, check, insert_identity, provision_current
+from aidememo_wire.status import Role
 from tests.startup_probe import BARE, COMMAND, KIT
 
 # What bootstrap on a current file may load of the kit: the dispatcher, the verb, its rules.
 _ALLOWED = {"aidememo_cli", "aidememo_ref", "aidememo_ref.verbs", "aidememo_ref._verbs", "aidememo_ref._verbs._backend",
-            "aidememo_ref._verbs.bootstrap", "aidememo_ref._errors", "aidememo_ref._provision", "aidememo_wire", "aidememo_wire.errors",
-            "aidememo_wire.ids", "aidememo_wire.status", "refkit", "refkit.args", "refkit.clock", "refkit.errors",
+            "aidememo_ref._verbs.bootstrap", "aidememo_ref._errors", "aidememo_ref._provision", "aidememo_wire",
+            "aidememo_wire.ids", "refkit", "refkit.args", "refkit.clock", "refkit.errors",
             "refkit.records", "refkit.sqlitefile", "refkit.ulid"}
 # Heavy modules bootstrap never needs: the HTTP stack, PostgreSQL, and dataclasses (with
-# inspect), whose definitions were a large part of loading the ledger.
+# inspect), whose definitions were a large part of loading the ledger; signal (3M instructions),
+# and OpenSSL's hashlib (11M) where CPython has its own SHA-256 to hash the token with.
+_OWN_SHA256 = any(importlib.util.find_spec(name) is not None for name in ("_sha2", "_sha256"))
 _NEVER = ("httpx", "uvicorn", "psycopg", "psycopg_pool", "jsonschema", "asyncio", "ssl", "dataclasses", "inspect",
-          "email", "decimal", "json")
+          "email", "decimal", "json", "signal", *(("_hashlib",) if _OWN_SHA256 else ()))
 
 
 def _modules(tmp_path: Path, program: str, argv: list[str]) -> tuple[int, set[str]]:
@@ -142,3 +146,7 @@ def test_the_identity_statements_refuse_a_token_bound_elsewhere(tmp_path: Path) 
             insert_identity(conn, check({"tenant_id": "t", "project_id": "p", "actor_id": "b", "token": "tok-shared"}, 1))
     finally:
         conn.close()
+
+
+def test_the_roles_bootstrap_takes_are_the_wires():
+    assert ROLES == tuple(role.value for role in Role)

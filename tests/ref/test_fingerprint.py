@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 import json
 
 import pytest
@@ -119,3 +120,26 @@ def test_claim_and_derived_command_ids_chain_as_the_cli_does() -> None:
     assert stable_claim_id("p", "a", "h", 1) == "claim_2c71563000087d5d8407f1b6c34e5f2ab5aabce8efe33cdf2d78cbcc0de09040"
     assert stable_claim_id("project_cli_remote", "codex-p2", "handoff_test", 2) == (
         "claim_ef5637d9df4db897096cdb1267dfbba871da52cd22a9a4416cf5d1890695b023")
+
+
+@pytest.mark.parametrize("builtin", [True, False], ids=["cpython-own-sha256", "without-it"])
+def test_token_digests_and_derived_ids_are_sha256_whichever_implementation_hashes(
+        monkeypatch: pytest.MonkeyPatch, builtin: bool) -> None:
+    """Bootstrap hashes with CPython's own SHA-256 (no OpenSSL to load); a build without it uses hashlib's."""
+    from aidememo_wire import ids
+
+    if builtin and not any(importlib.util.find_spec(name) for name in ("_sha2", "_sha256")):
+        pytest.skip("this CPython was built without its own SHA-256")
+    if not builtin:
+        def missing(name: str) -> object:
+            raise ImportError(name)
+
+        monkeypatch.setattr(ids.importlib, "import_module", missing)
+    ids._sha256.cache_clear()
+    try:
+        assert (ids._sha256() is not hashlib.sha256) == builtin
+        assert ids.bearer_digest("writer-token-0123456789") == hashlib.sha256(b"writer-token-0123456789").digest()
+        assert stable_claim_id("p", "a", "h", 1) == (
+            "claim_2c71563000087d5d8407f1b6c34e5f2ab5aabce8efe33cdf2d78cbcc0de09040")
+    finally:
+        ids._sha256.cache_clear()
