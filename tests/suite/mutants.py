@@ -296,6 +296,10 @@ def _ids_ordered(compare: Callable[[str, str], bool]) -> Factory:
         guards = {
             _state.not_receiver: lambda record, attempt: compare(attempt.actor_id, record.to_actor),
             _state.other_claim: lambda record, attempt: compare(attempt.claim_id, record.claim_id or ""),
+            # An accept's "the caller's own claim" rows: the same order read the other way round.
+            _state.same_claim: lambda record, attempt: not compare(attempt.claim_id, record.claim_id or ""),
+            _state.same_claim_live: lambda record, attempt: (not compare(attempt.claim_id, record.claim_id or "")
+                                                             and not _state.lease_expired(record, attempt)),
             _state.fact_from_other_session: lambda record, attempt: compare(fact(attempt).session_id,
                                                                             record.session_id),
             _state.fact_not_by_receiver: lambda record, attempt: compare(fact(attempt).actor_id, record.to_actor),

@@ -86,10 +86,12 @@ def test_accept_with_a_stale_revision_is_refused(world: World) -> None:
 def test_competing_claim_on_a_live_lease_conflicts(world: World) -> None:
     """Isolation: shared: its own handoffs, read back by their ids."""
     project, ref = _accepted(world)
-    exchange = project.receiver.accept(ref.handoff_id, ref.revision, world.new_id("claim"))
-    expect_error(exchange, 409, "handoff_conflict")
-    _, record = record_of(project.receiver.status(ref.handoff_id))
-    assert record["claim_id"] == ref.claim_id, f"a refused claim replaced the live one: {record['claim_id']!r}"
+    # A new claim, and near misses of the live one sorting after and before it: a claim matches
+    # whole (a server that ordered or prefix-matched claims confirmed one of them).
+    for other in (world.new_id("claim"), ref.claim + "x", ref.claim[:-1]):
+        expect_error(project.receiver.accept(ref.handoff_id, ref.revision, other), 409, "handoff_conflict")
+        _, record = record_of(project.receiver.status(ref.handoff_id))
+        assert record["claim_id"] == ref.claim_id, f"a refused claim replaced the live one: {record['claim_id']!r}"
 
 
 @isolation.SHARED
