@@ -21,8 +21,9 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import Bundle, initialize, invariant, precondition, rule
 
+from simulations.machines._hot import LeanInvariants
 from simulations.machines.wire import ACTORS, WRITERS, Wire
 from simulations.model import Answer, Command, Handoff, LedgerState, Op, Status, apply
 from simulations.plan import READER
@@ -35,6 +36,7 @@ _ROUTES = {
     Op.CONTEXT_CREATE: "handoff-contexts",
     Op.SEND: "handoffs",
 }
+_KINDS = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}  # else handoff
 SOURCES = ("project:sim", None, "project:other")
 
 
@@ -63,7 +65,7 @@ class StepReads:
         return [(h, r, self.before.get(h)) for h, r in self.records.items() if h not in self.refused]
 
 
-class LedgerMachine(RuleBasedStateMachine):
+class LedgerMachine(LeanInvariants):
     """The target beside the model; subclasses add the rules of one kind of traffic."""
 
     sessions = Bundle("sessions")
@@ -197,8 +199,7 @@ class LedgerMachine(RuleBasedStateMachine):
                     "payload": dict(cmd.payload)}
         self._writes += 1
         self._compare(cmd, expected, self.wire.request(actor, "POST", path, body))
-        kind = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}.get(
-            operation, "handoff")
+        kind = _KINDS.get(operation, "handoff")
         self.touched_resources.add((kind, resource_id))
         if kind == "handoff":
             self.touched.add(resource_id)
