@@ -157,7 +157,8 @@ class ActorVisibility(CreatingMachine):
         """AM-HL-WHO-2, AM-VIS-1: typed status answers participants only (403 otherwise, 404 absent)."""
         for handoff_id in sorted(r for k, r in self._since_last_look() if k == "handoff"):
             h = self.modelled(handoff_id)
-            for actor in self._readers("status", "handoff", handoff_id, lambda a: status_of(h, a).http == 200):
+            # The sides status_of answers 200 and 403/404 (it answers 200 to a participant only).
+            for actor in self._readers("status", "handoff", handoff_id, lambda a: h is not None and h.visible_to(a)):
                 want = status_of(h, actor)
                 status, code, doc = self.read_status(actor, handoff_id)
                 assert (status, code) == (want.http, want.code), f"{actor} status of {handoff_id}: {status} {code}"

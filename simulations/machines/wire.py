@@ -67,7 +67,9 @@ class Wire:
             reply = self.target.request(actor, method, path, data)
         except Lost as exc:
             raise AssertionError(f"{actor} {method} {path}: no answer ({exc})") from exc
-        doc = _rename(reply.json(), {v: k for k, v in self.names.items()})
+        doc = reply.json()
+        if self.names:
+            doc = _rename(doc, {v: k for k, v in self.names.items()})
         detail = error_detail(doc)
         return reply.status, detail["code"] if detail is not None else None, doc
 
