@@ -127,7 +127,8 @@ class ActorVisibility(CreatingMachine):
         see it and the side that may not, and the answer depends only on the side. After a step,
         one actor: each side in turn, each side's actors in turn. In teardown, one actor of each
         side that no one of it has read at the current revision."""
-        sides = [side for side in ([a for a in ACTORS if may_see(a)], [a for a in ACTORS if not may_see(a)]) if side]
+        seeing = [a for a in ACTORS if may_see(a)]
+        sides = [side for side in (seeing, [a for a in ACTORS if a not in seeing]) if side]
         if self.everyone:
             now = self._revision(kind, rid)
             return [side[self.turn % len(side)] for side in sides

@@ -1,21 +1,23 @@
 """The state machines' shortcut (``simulations.machines._hot``) held to the Hypothesis code it
 stands for: the same invariant calls, the same printed steps, the same run times, the same
-health check; and Hypothesis's own method wherever its source is not the one written against."""
+health check, and Hypothesis's own method wherever its source is not the one written against;
+the same query strings as ``urlencode``."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 from typing import Any, ClassVar
+from urllib.parse import urlencode
 
 import pytest
-from hypothesis import HealthCheck, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import FailedHealthCheck
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
 from hypothesis.stateful import run_state_machine_as_test as _run
 
 from simulations.machines import _hot
-from simulations.machines._hot import LeanInvariants, lean_applies
+from simulations.machines._hot import LeanInvariants, lean_applies, query
 
 SETTINGS = settings(max_examples=30, stateful_step_count=8, derandomize=True, database=None, deadline=None,
                     suppress_health_check=list(HealthCheck))
@@ -124,3 +126,16 @@ def test_another_hypothesis_source_runs_hypothesiss_own_loop(monkeypatch: pytest
     machine = _machine(None)
     _run(machine, settings=settings(SETTINGS, max_examples=2))
     assert not lean_applies() and calls and {entry[0] for entry in machine.log} >= {"small", "times"}
+
+
+@given(st.dictionaries(st.text(max_size=8), st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=12),
+                                                      st.from_regex(r"[A-Za-z0-9_.~-]{1,12}", fullmatch=True)),
+                       max_size=4))
+def test_the_query_string_is_urlencodes(params: dict[str, Any]) -> None:
+    assert query(params) == urlencode({k: v for k, v in params.items() if v is not None})
+
+
+def test_the_listings_query_strings_take_the_short_way(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(_hot, "urlencode", None)  # called, it would raise
+    assert query({"project_epoch": "01KDVDNA00DDKKE3Q0QGJ30S24", "after_seq": 0, "limit": 10_000, "x": None}) == (
+        "project_epoch=01KDVDNA00DDKKE3Q0QGJ30S24&after_seq=0&limit=10000")
