@@ -162,15 +162,18 @@ class Command:
 
     def fingerprint(self) -> str:
         """Equality stand-in for the wire fingerprint: the same fields, not the same hash."""
-        return json.dumps(
+        return _SORTED_JSON(
             {
                 "operation": str(self.operation),
                 "expected_revision": self.expected_revision,
                 "payload": dict(self.payload),
                 "resource": [_KIND_OF[self.operation], self.resource_id],
-            },
-            sort_keys=True,
+            }
         )
+
+
+# json.dumps(value, sort_keys=True), without building an encoder per call (one per write).
+_SORTED_JSON: Final = json.JSONEncoder(sort_keys=True).encode
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -514,12 +517,13 @@ def apply(state: LedgerState, cmd: Command) -> tuple[Answer, LedgerState]:
         command_id=cmd.command_id, actor=cmd.actor, fingerprint=cmd.fingerprint(), kind=kind,
         resource_id=cmd.resource_id, revision=revision, project_seq=seq, committed_at_ms=cmd.now_ms,
     )
-    frozen_body = _frozen(body)
+    # Each dict below is made here and held by no one else: it is sealed without a copy.
+    frozen_body = MappingProxyType(body)
     return Answer(http=200, receipt=receipt), replace(
         state,
-        resources=_frozen({**state.resources, (kind, cmd.resource_id): Resource(
+        resources=MappingProxyType({**state.resources, (kind, cmd.resource_id): Resource(
             kind=kind, resource_id=cmd.resource_id, revision=revision, body=frozen_body)}),
-        receipts=_frozen({**state.receipts, cmd.command_id: receipt}),
+        receipts=MappingProxyType({**state.receipts, cmd.command_id: receipt}),
         changes=state.changes + (Change(
             seq=seq, kind=kind, resource_id=cmd.resource_id, revision=revision, actor=cmd.actor,
             committed_at_ms=cmd.now_ms, body=frozen_body),),

@@ -21,12 +21,18 @@ from collections.abc import Sequence
 __all__ = ["SeededScheduler"]
 
 
+class _Thread(threading.local):
+    # A class default rather than getattr(..., None): outside a batch (the state machines, set-up)
+    # every store point would otherwise raise and clear an AttributeError.
+    worker: int | None = None  # this thread's worker in the batch; None outside one
+
+
 class SeededScheduler:
     """Runs one worker at a time; at every point the seed picks who goes next."""
 
     def __init__(self, seed: int = 0, script: Sequence[int] = ()) -> None:
         self._cond = threading.Condition()
-        self._local = threading.local()
+        self._local = _Thread()
         self.reset(seed, script)
 
     def reset(self, seed: int, script: Sequence[int] = ()) -> None:
@@ -99,7 +105,7 @@ class SeededScheduler:
             self._pick()
 
     def point(self, name: str) -> None:
-        me: int | None = getattr(self._local, "worker", None)
+        me = self._local.worker
         if me is None:
             return  # setup and planning run outside the scheduler
         with self._cond:

@@ -21,8 +21,9 @@ from types import MappingProxyType
 from typing import Any, ClassVar
 
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, RuleBasedStateMachine, initialize, invariant, precondition, rule
+from hypothesis.stateful import Bundle, initialize, invariant, precondition, rule
 
+from simulations.machines._hot import LeanInvariants
 from simulations.machines.wire import ACTORS, WRITERS, Wire
 from simulations.model import Answer, Command, Handoff, LedgerState, Op, Status, apply
 from simulations.plan import READER
@@ -35,6 +36,7 @@ _ROUTES = {
     Op.CONTEXT_CREATE: "handoff-contexts",
     Op.SEND: "handoffs",
 }
+_KINDS = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}  # else handoff
 SOURCES = ("project:sim", None, "project:other")
 
 
@@ -63,7 +65,7 @@ class StepReads:
         return [(h, r, self.before.get(h)) for h, r in self.records.items() if h not in self.refused]
 
 
-class LedgerMachine(RuleBasedStateMachine):
+class LedgerMachine(LeanInvariants):
     """The target beside the model; subclasses add the rules of one kind of traffic."""
 
     sessions = Bundle("sessions")
@@ -97,8 +99,8 @@ class LedgerMachine(RuleBasedStateMachine):
         self._shared: dict[tuple[str, str], tuple[int, str | None, Any]] = {}  # (actor, handoff) -> read
         self._shared_at: tuple[int, int | None] = (-1, None)  # (writes, target clock) of those reads
         self._afresh = False  # teardown forgot the steps' reads: those since are its own
-        self._of_model: LedgerState | None = None  # the model state the records below are of
-        self._handoffs: dict[str, Handoff | None] = {}
+        self._of_model: LedgerState | None = None  # the model state _by_status is of
+        self._handoffs: dict[str, tuple[object, Handoff]] = {}  # id -> (the model's resource, its record)
         self._by_status: dict[Status, list[str]] = {}
         self.epoch, self.start_seq = self._head()
 
@@ -134,17 +136,20 @@ class LedgerMachine(RuleBasedStateMachine):
 
     def _model_now(self) -> None:
         if self._of_model is not self.model:
-            self._of_model, self._handoffs, self._by_status = self.model, {}, {}
+            self._of_model, self._by_status = self.model, {}
 
     def modelled(self, handoff_id: str) -> Handoff | None:
-        """The model's record of a handoff, built once per model state (every invariant and
-        precondition asks)."""
-        self._model_now()
-        try:
-            return self._handoffs[handoff_id]
-        except KeyError:
-            h = self._handoffs[handoff_id] = self.model.handoff(handoff_id)
-            return h
+        """The model's record of a handoff, built once per version of it (every invariant and
+        precondition asks; a write leaves the other resources of the model as they were)."""
+        resource = self.model.resources.get(("handoff", handoff_id))
+        if resource is None:
+            return None
+        known = self._handoffs.get(handoff_id)
+        if known is None or known[0] is not resource:
+            h = self.model.handoff(handoff_id)
+            assert h is not None
+            known = self._handoffs[handoff_id] = (resource, h)
+        return known[1]
 
     def read_status(self, actor: str, handoff_id: str) -> tuple[int, str | None, Any]:
         """``actor``'s typed status read of a handoff. Invariants that need the same read
@@ -197,8 +202,7 @@ class LedgerMachine(RuleBasedStateMachine):
                     "payload": dict(cmd.payload)}
         self._writes += 1
         self._compare(cmd, expected, self.wire.request(actor, "POST", path, body))
-        kind = {Op.SESSION_CREATE: "session", Op.FACT_CREATE: "fact", Op.CONTEXT_CREATE: "handoff_context"}.get(
-            operation, "handoff")
+        kind = _KINDS.get(operation, "handoff")
         self.touched_resources.add((kind, resource_id))
         if kind == "handoff":
             self.touched.add(resource_id)

@@ -127,7 +127,8 @@ class ActorVisibility(CreatingMachine):
         see it and the side that may not, and the answer depends only on the side. After a step,
         one actor: each side in turn, each side's actors in turn. In teardown, one actor of each
         side that no one of it has read at the current revision."""
-        sides = [side for side in ([a for a in ACTORS if may_see(a)], [a for a in ACTORS if not may_see(a)]) if side]
+        seeing = [a for a in ACTORS if may_see(a)]
+        sides = [side for side in (seeing, [a for a in ACTORS if a not in seeing]) if side]
         if self.everyone:
             now = self._revision(kind, rid)
             return [side[self.turn % len(side)] for side in sides
@@ -157,7 +158,8 @@ class ActorVisibility(CreatingMachine):
         """AM-HL-WHO-2, AM-VIS-1: typed status answers participants only (403 otherwise, 404 absent)."""
         for handoff_id in sorted(r for k, r in self._since_last_look() if k == "handoff"):
             h = self.modelled(handoff_id)
-            for actor in self._readers("status", "handoff", handoff_id, lambda a: status_of(h, a).http == 200):
+            # The sides status_of answers 200 and 403/404 (it answers 200 to a participant only).
+            for actor in self._readers("status", "handoff", handoff_id, lambda a: h is not None and h.visible_to(a)):
                 want = status_of(h, actor)
                 status, code, doc = self.read_status(actor, handoff_id)
                 assert (status, code) == (want.http, want.code), f"{actor} status of {handoff_id}: {status} {code}"

@@ -9,9 +9,9 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlencode
 
 from aidememo_wire.shapes import error_detail
+from simulations.machines._hot import query
 from simulations.plan import READER
 from simulations.targets import EmbeddedTarget, HttpTarget, LedgerFactory, Lost, Target, reference_factory
 
@@ -61,13 +61,15 @@ class Wire:
     def request(self, actor: str, method: str, path: str, body: Mapping[str, Any] | None = None,
                 params: Mapping[str, object] | None = None) -> tuple[int, str | None, Any]:
         if params:
-            path += "?" + urlencode({k: v for k, v in params.items() if v is not None})
+            path += "?" + query(params)  # urlencode, for the common words without its quoting: _hot
         data = None if body is None else json.dumps(_rename(dict(body), self.names)).encode()
         try:
             reply = self.target.request(actor, method, path, data)
         except Lost as exc:
             raise AssertionError(f"{actor} {method} {path}: no answer ({exc})") from exc
-        doc = _rename(reply.json(), {v: k for k, v in self.names.items()})
+        doc = reply.json()
+        if self.names:
+            doc = _rename(doc, {v: k for k, v in self.names.items()})
         detail = error_detail(doc)
         return reply.status, detail["code"] if detail is not None else None, doc
 
