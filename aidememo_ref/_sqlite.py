@@ -530,11 +530,17 @@ class SQLiteStore:
         if (member is None or member.role not in WRITABLE_ROLES or local.seen[1] != self._generation or cur is None
                 or not isinstance(payload, ResourcePayload)):
             return None
-        local.pending = (digest, command.project_id, member)  # as a deferred ``authenticate`` leaves it
+        pending = (digest, command.project_id, member)  # what a deferred ``authenticate`` leaves
         try:
-            cur.execute("BEGIN IMMEDIATE")
-            project = self._synced(cur, member)  # ``_Tx.__enter__``
+            cur.execute("BEGIN IMMEDIATE")  # ``_Tx.__enter__``
+            version = cur.execute("PRAGMA data_version").fetchone()[0]
+            project = self._state.projects.get((member.tenant_id, member.project_id))
+            if project is None or version != local.log_seen or local.seen != (version, self._generation):
+                local.pending = pending
+                project = self._synced(cur, member)  # ``_fresh``'s own statement again: something moved
         except BaseException as exc:
+            if not isinstance(exc, MembershipChanged):
+                local.pending = pending  # for the ``confirm`` below, as ``_deferred`` makes it
             self._plain_fault(cur, exc)  # raises, unless the membership changed
             return None
         command_id, kind, rid, expected = command.command_id, command.kind, command.resource_id, command.expected_revision
