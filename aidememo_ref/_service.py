@@ -22,8 +22,9 @@ from aidememo_wire.canonical import Json, JsonError, parse_json
 from refkit.clock import AdvancingClock, Clock
 from refkit.records import distinct
 from refkit.response import MAX_BODY_BYTES, Response
-from ._hot import build
-from ._commands import TRANSITION_ROUTES, TYPED_CREATES, Command, RawCommand, check_raw, raw_command, typed_command
+from ._hot import build, plain_raw
+from ._commands import (_REQUEST_FIELDS, TRANSITION_ROUTES, TYPED_CREATES, Command, RawCommand, check_raw, raw_command,
+                        typed_command)
 from ._decode import Field, decode_query
 from aidememo_wire.errors import LedgerError
 from ._gateway import Bindings, Gateway
@@ -393,7 +394,11 @@ class Service:
         if digest is None or content_type != b"application/json" or len(body) > MAX_BODY_BYTES:
             return None
         try:
-            command = check_raw(raw_command(parse_json(body)))
+            parsed = parse_json(body)
+            fields = plain_raw(parsed) if type(parsed) is dict and _REQUEST_FIELDS.issuperset(parsed) else None
+            if fields is None:
+                return None  # ``raw_command``'s other bodies: the struct decoder's, in ``_command``
+            command = check_raw(build(RawCommand, fields))
         except (JsonError, LedgerError):
             return None  # worded by ``_command``, after the membership check where upstream makes it
         receipt = store.put_plain(digest, command, self.clock.now_ms())

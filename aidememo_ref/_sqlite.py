@@ -49,6 +49,7 @@ from typing import Final, TypeAlias
 from ._commands import Command, Op, ResourcePayload
 from ._hot import AppendStatements, build
 from aidememo_wire.errors import LedgerError
+from . import _ledger
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
 from ._provision import LAYOUT_VERSION, Checked, insert_identity
@@ -526,8 +527,8 @@ class SQLiteStore:
         remembered or whose membership changed): the service then answers from the start."""
         local, payload = self._local, command.payload
         member = local.members.get((digest, command.project_id))
-        cur = local.cursor
-        if (member is None or member.role not in WRITABLE_ROLES or local.seen[1] != self._generation or cur is None
+        cur, seen = local.cursor, local.seen
+        if (member is None or member.role not in WRITABLE_ROLES or seen[1] != self._generation or cur is None
                 or not isinstance(payload, ResourcePayload)):
             return None
         pending = (digest, command.project_id, member)  # what a deferred ``authenticate`` leaves
@@ -535,7 +536,7 @@ class SQLiteStore:
             cur.execute("BEGIN IMMEDIATE")  # ``_Tx.__enter__``
             version = cur.execute("PRAGMA data_version").fetchone()[0]
             project = self._state.projects.get((member.tenant_id, member.project_id))
-            if project is None or version != local.log_seen or local.seen != (version, self._generation):
+            if project is None or version != local.log_seen or seen[0] != version:  # (``seen[1]``: above)
                 local.pending = pending
                 project = self._synced(cur, member)  # ``_fresh``'s own statement again: something moved
         except BaseException as exc:
@@ -543,11 +544,17 @@ class SQLiteStore:
                 local.pending = pending  # for the ``confirm`` below, as ``_deferred`` makes it
             self._plain_fault(cur, exc)  # raises, unless the membership changed
             return None
-        command_id, kind, rid, expected = command.command_id, command.kind, command.resource_id, command.expected_revision
+        command_id, kind, rid = command.command_id, command.kind, command.resource_id
         current = project.resources.get((kind, rid))
-        if command_id in project.receipts or (expected is not None and (current is None or current.revision != expected)):
-            _abandon(self, cur, unsure=False)  # a replay or a refusal: ``_store.execute`` answers it
+        if command_id in project.receipts:
+            _abandon(self, cur, unsure=False)  # a replay: ``_store.execute`` answers it
             return None
+        if command.expected_revision is not None:  # ``_ledger._raw``'s one rule
+            try:
+                _ledger._check_revision(command, None if current is None else current.resource())
+            except LedgerError:
+                _abandon(self, cur, unsure=False)  # as ``_Tx.__exit__`` after a refusal
+                raise
         state = self._state
         row: Row = build(Row, (
             state.applied + 1, member.tenant_id, member.project_id, len(project.rows) + 1, intern(kind), rid,
@@ -567,7 +574,7 @@ class SQLiteStore:
             raise
         try:
             with state.lock:
-                state.apply(row)
+                state.apply(row, None, project)
         except BaseException:
             local.log_seen = None  # as ``_Tx.__exit__``: committed, not in memory
             raise
