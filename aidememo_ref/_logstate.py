@@ -157,12 +157,11 @@ class LogState:
             project = self.projects[key] = Project()
         return project
 
-    def apply(self, row: Row, content: str | None = None, project: Project | None = None) -> None:
-        """Fold one row in (``content``: a fact's text when the caller has it, saving a parse;
-        ``project``: the row's project, when the caller has it, saving a lookup)."""
+    def apply(self, row: Row, content: str | None = None) -> None:
+        """Fold one row in (``content``: a fact's text when the caller has it, saving a parse)."""
         if row.n <= self.applied:
             return
         if row.n != self.applied + 1:
             raise ValueError(f"log row {row.n} applied after row {self.applied}")
-        (self.project(row.tenant_id, row.project_id) if project is None else project).apply(row, content)
+        self.project(row.tenant_id, row.project_id).apply(row, content)
         self.applied = row.n

@@ -574,7 +574,7 @@ class SQLiteStore:
             raise
         try:
             with state.lock:
-                state.apply(row, None, project)
+                state.apply(row)
         except BaseException:
             local.log_seen = None  # as ``_Tx.__exit__``: committed, not in memory
             raise
