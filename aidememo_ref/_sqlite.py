@@ -523,8 +523,9 @@ class SQLiteStore:
         """``_store.execute`` with ``_ledger.decide`` through a ``_Tx``, for a new raw command of a
         caller this thread remembers as a writable member, in one function (``_hot``): the
         deferred membership check, the rules of ``_ledger._raw``, ``_Tx.apply``'s row and the
-        commit. None, with nothing written, for anything else (a replay, a refusal, a caller not
-        remembered or whose membership changed): the service then answers from the start."""
+        commit. A refusal or a fault raises as there; None, with nothing written, for anything
+        else (a replay, a caller not remembered or whose membership changed): the service then
+        answers from the start."""
         local, payload = self._local, command.payload
         member = local.members.get((digest, command.project_id))
         cur, seen = local.cursor, local.seen
