@@ -378,8 +378,9 @@ class Service:
     def _plain_command(self, store: _store.PlainStore, request: _Request) -> Response | None:
         """``_command``'s answer in fewer steps (``_hot``) when every check before the store's
         passes: the JSON body, an Authorization value that proved a membership before, the raw
-        rules; then ``put_plain`` runs the recipe for the member it remembers. None, with nothing
-        written, for anything else, which ``_command`` answers from the start."""
+        rules; then ``put_plain`` runs the recipe for the member it remembers, and a refusal or a
+        fault there raises as in ``_execute``. None, with nothing written, for anything else,
+        which ``_command`` answers from the start."""
         content_type = authorization = None
         for key, value in request.headers:  # ``_Request.header``'s first match of each name, in one pass
             if key != b"content-type" and key != b"authorization":

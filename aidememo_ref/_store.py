@@ -210,7 +210,8 @@ class PlainStore(Store, Protocol):
     def put_plain(self, digest: bytes, command: Command, now_ms: int) -> Receipt | None:
         """``execute`` with ``_ledger.decide`` for a new raw command of the member that
         ``authenticate(digest, command.project_id, deferred=True)`` would answer from memory,
-        checked in the transaction; None, with nothing written, for anything else."""
+        checked in the transaction (a refusal or a fault raises as there); None, with nothing
+        written, for anything else."""
         ...
 
 
