@@ -46,7 +46,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeAlias
 
-from ._commands import Command, Op, ResourcePayload
+from ._commands import Command, ResourcePayload
 from ._hot import AppendStatements, build
 from aidememo_wire.errors import LedgerError
 from . import _ledger
@@ -175,7 +175,6 @@ def _mailbox_fields(record: object) -> tuple[str | None, str | None, str | None,
 
 
 _CHANGE_ONLY: Final = _APPENDS.statement(tuple(range(12, 16)))  # a row without the handoff fields
-_DELETE: Final = Op.RESOURCE_DELETE  # a module constant: an enum member's lookup on its class costs more
 
 
 def append_statement(*, handoff_fields: bool) -> str:
@@ -312,6 +311,25 @@ class _Tx:
         rows.append((row, content))
         return build(Receipt, (command_id, command.fingerprint, member.tenant_id, member.project_id,  # ``_hot``
                                member.actor_id, seq, kind, rid, revision, now_ms))
+
+
+class _PlainView:
+    """The rules' view for ``put_plain``, as ``_Tx`` gives it with nothing written yet: the
+    project's memory (a raw command reads the one resource it writes) and its member table."""
+
+    __slots__ = ("_project", "_cur", "_member")
+
+    def __init__(self, project: Project, cur: sqlite3.Cursor, member: Membership) -> None:
+        self._project, self._cur, self._member = project, cur, member
+
+    def resource(self, kind: str, resource_id: str) -> Resource | None:
+        row = self._project.resources.get((kind, resource_id))
+        return None if row is None else row.resource()
+
+    def member_role(self, actor_id: str) -> Role | None:
+        member = self._member
+        row = self._cur.execute(_MEMBER_ROLE, (member.tenant_id, member.project_id, actor_id)).fetchone()
+        return None if row is None else Role(row[0])
 
 
 class _Thread(threading.local):
@@ -550,17 +568,16 @@ class SQLiteStore:
         if command_id in project.receipts:
             _abandon(self, cur, unsure=False)  # a replay: ``_store.execute`` answers it
             return None
-        if command.expected_revision is not None:  # ``_ledger._raw``'s one rule
-            try:
-                _ledger._check_revision(command, None if current is None else current.resource())
-            except LedgerError:
-                _abandon(self, cur, unsure=False)  # as ``_Tx.__exit__`` after a refusal
-                raise
+        try:  # the rules themselves, so that a planted or mutated rule runs on this path too
+            write = _ledger.decide(command, member.actor_id, _PlainView(project, cur, member), now_ms)
+        except LedgerError:
+            _abandon(self, cur, unsure=False)  # as ``_Tx.__exit__`` after a refusal
+            raise
         state = self._state
         row: Row = build(Row, (
             state.applied + 1, member.tenant_id, member.project_id, len(project.rows) + 1, intern(kind), rid,
             1 if current is None else current.revision + 1, member.actor_id, now_ms,
-            None if command.op is _DELETE else payload.canonical, command_id, command.fingerprint, None, None, None, None))
+            write.body, command_id, command.fingerprint, None, None, None, None))
         try:
             if row.body is None:
                 cur.execute(*_APPENDS.of(row))

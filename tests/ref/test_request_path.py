@@ -366,3 +366,22 @@ def test_the_raw_shortcut_sees_another_connections_commit(tmp_path: Path, change
         replay = ledger.handle("POST", "/v1/commands", _headers("a"), _put("other"))
         answers.append(([(r.status, r.body) for r in (first, second, replay)], _log(path)))
     assert answers[0] == answers[1]
+
+
+def test_a_planted_raw_rule_runs_on_the_shortcut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Mutation testing rewrites the rule modules in place (``scripts/mutation.py``): the shortcut
+    # must reach ``_ledger.decide`` and ``_raw`` as the general path does, or a mutated rule would
+    # go unseen on every new raw command.
+    from aidememo_ref import _ledger as rules
+    from aidememo_wire.errors import LedgerError
+
+    def refused(command: object, payload: object, view: object) -> object:
+        raise LedgerError.stale_revision(1, 2)
+
+    monkeypatch.setattr(rules, "_raw", refused)
+    for shortcut in (False, True):
+        ledger = _ledger(tmp_path / f"{shortcut}.sqlite", shortcut=shortcut)
+        ledger.handle("POST", "/v1/commands", _headers("a"), _put("c0"))  # remembered: the next one may take it
+        answer = ledger.handle("POST", "/v1/commands", _headers("a"), _put("c1"))
+        assert (answer.status, b"stale_revision" in answer.body) == (409, True), (shortcut, answer.body)
+        assert _log(tmp_path / f"{shortcut}.sqlite") == []
