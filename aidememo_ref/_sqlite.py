@@ -540,7 +540,7 @@ class SQLiteStore:
     def put_plain(self, digest: bytes, command: Command, now_ms: int) -> Receipt | None:
         """``_store.execute`` with ``_ledger.decide`` through a ``_Tx``, for a new raw command of a
         caller this thread remembers as a writable member, in one function (``_hot``): the
-        deferred membership check, the rules of ``_ledger._raw``, ``_Tx.apply``'s row and the
+        deferred membership check, the rules (``_ledger.decide``), ``_Tx.apply``'s row and the
         commit. A refusal or a fault raises as there; None, with nothing written, for anything
         else (a replay, a caller not remembered or whose membership changed): the service then
         answers from the start."""
