@@ -46,13 +46,15 @@ from pathlib import Path
 from types import TracebackType
 from typing import Final, TypeAlias
 
-from ._commands import Command
+from ._commands import Command, ResourcePayload
 from ._hot import AppendStatements, build
 from aidememo_wire.errors import LedgerError
+from . import _ledger
 from ._ledger import Write
 from ._logstate import LogState, Project, Row
 from ._provision import LAYOUT_VERSION, Checked, insert_identity
-from ._records import FACT, HANDOFF, Handoff, LedgerFact, Membership, Receipt, RecordError, Resource, Role
+from ._records import (FACT, HANDOFF, WRITABLE_ROLES, Handoff, LedgerFact, Membership, Receipt, RecordError, Resource,
+                       Role)
 from refkit.sqlitefile import BUSY_TIMEOUT_MS, Connections, is_busy, transaction
 from ._store import (
     Denied,
@@ -181,6 +183,20 @@ def append_statement(*, handoff_fields: bool) -> str:
     return _APPEND if handoff_fields else _CHANGE_ONLY
 
 
+def _abandon(store: SQLiteStore, conn: _Db, *, unsure: bool) -> None:
+    """Roll back whatever is open; the connection must be reusable after any failure. After
+    a database fault (``unsure``) its next transaction reads the log's tail again, whatever
+    ``PRAGMA data_version`` says; a refusal by the rules wrote nothing and leaves no doubt."""
+    if unsure:
+        store._local.log_seen = None
+    connection = conn if isinstance(conn, sqlite3.Connection) else conn.connection
+    if connection.in_transaction:
+        try:
+            connection.execute("ROLLBACK")
+        except sqlite3.DatabaseError:
+            pass  # the original failure is the one worth reporting
+
+
 class _Tx:
     """A transaction bound to one member's project: the rules' view, replay and apply.
 
@@ -238,16 +254,7 @@ class _Tx:
             raise _map(exc) from exc
 
     def _abandon(self, *, unsure: bool = True) -> None:
-        """Roll back whatever is open; the connection must be reusable after any failure. After
-        a database fault (``unsure``) its next transaction reads the log's tail again, whatever
-        ``PRAGMA data_version`` says; a refusal by the rules wrote nothing and leaves no doubt."""
-        if unsure:
-            self._store._local.log_seen = None
-        if self._conn.in_transaction:
-            try:
-                self._conn.execute("ROLLBACK")
-            except sqlite3.DatabaseError:
-                pass  # the original failure is the one worth reporting
+        _abandon(self._store, self._conn, unsure=unsure)
 
     # -- View --------------------------------------------------------------------------------
     def resource(self, kind: str, resource_id: str) -> Resource | None:
@@ -304,6 +311,25 @@ class _Tx:
         rows.append((row, content))
         return build(Receipt, (command_id, command.fingerprint, member.tenant_id, member.project_id,  # ``_hot``
                                member.actor_id, seq, kind, rid, revision, now_ms))
+
+
+class _PlainView:
+    """The rules' view for ``put_plain``, as ``_Tx`` gives it with nothing written yet: the
+    project's memory (a raw command reads the one resource it writes) and its member table."""
+
+    __slots__ = ("_project", "_cur", "_member")
+
+    def __init__(self, project: Project, cur: sqlite3.Cursor, member: Membership) -> None:
+        self._project, self._cur, self._member = project, cur, member
+
+    def resource(self, kind: str, resource_id: str) -> Resource | None:
+        row = self._project.resources.get((kind, resource_id))
+        return None if row is None else row.resource()
+
+    def member_role(self, actor_id: str) -> Role | None:
+        member = self._member
+        row = self._cur.execute(_MEMBER_ROLE, (member.tenant_id, member.project_id, actor_id)).fetchone()
+        return None if row is None else Role(row[0])
 
 
 class _Thread(threading.local):
@@ -510,6 +536,85 @@ class SQLiteStore:
     # -- transactions -----------------------------------------------------------------------
     def writing(self, member: Membership) -> _Tx:
         return _Tx(self, self._conn(), member, "BEGIN IMMEDIATE")
+
+    def put_plain(self, digest: bytes, command: Command, now_ms: int) -> Receipt | None:
+        """``_store.execute`` with ``_ledger.decide`` through a ``_Tx``, for a new raw command of a
+        caller this thread remembers as a writable member, in one function (``_hot``): the
+        deferred membership check, the rules (``_ledger.decide``), ``_Tx.apply``'s row and the
+        commit. A refusal or a fault raises as there; None, with nothing written, for anything
+        else (a replay, a caller not remembered or whose membership changed): the service then
+        answers from the start."""
+        local, payload = self._local, command.payload
+        member = local.members.get((digest, command.project_id))
+        cur, seen = local.cursor, local.seen
+        if (member is None or member.role not in WRITABLE_ROLES or seen[1] != self._generation or cur is None
+                or not isinstance(payload, ResourcePayload)):
+            return None
+        pending = (digest, command.project_id, member)  # what a deferred ``authenticate`` leaves
+        try:
+            cur.execute("BEGIN IMMEDIATE")  # ``_Tx.__enter__``
+            version = cur.execute("PRAGMA data_version").fetchone()[0]
+            project = self._state.projects.get((member.tenant_id, member.project_id))
+            if project is None or version != local.log_seen or seen[0] != version:  # (``seen[1]``: above)
+                local.pending = pending
+                project = self._synced(cur, member)  # ``_fresh``'s own statement again: something moved
+        except BaseException as exc:
+            if not isinstance(exc, MembershipChanged):
+                local.pending = pending  # for the ``confirm`` below, as ``_deferred`` makes it
+            self._plain_fault(cur, exc)  # raises, unless the membership changed
+            return None
+        command_id, kind, rid = command.command_id, command.kind, command.resource_id
+        current = project.resources.get((kind, rid))
+        if command_id in project.receipts:
+            _abandon(self, cur, unsure=False)  # a replay: ``_store.execute`` answers it
+            return None
+        try:  # the rules themselves, so that a planted or mutated rule runs on this path too
+            write = _ledger.decide(command, member.actor_id, _PlainView(project, cur, member), now_ms)
+        except LedgerError:
+            _abandon(self, cur, unsure=False)  # as ``_Tx.__exit__`` after a refusal
+            raise
+        state = self._state
+        row: Row = build(Row, (
+            state.applied + 1, member.tenant_id, member.project_id, len(project.rows) + 1, intern(kind), rid,
+            1 if current is None else current.revision + 1, member.actor_id, now_ms,
+            write.body, command_id, command.fingerprint, None, None, None, None))
+        try:
+            if row.body is None:
+                cur.execute(*_APPENDS.of(row))
+            else:
+                cur.execute(_CHANGE_ONLY, row[:12])
+            cur.execute("COMMIT")
+        except sqlite3.DatabaseError as fault:  # ``_Tx.__exit__``
+            _abandon(self, cur, unsure=True)
+            raise _map(fault) from fault
+        except BaseException:
+            _abandon(self, cur, unsure=True)
+            raise
+        try:
+            with state.lock:
+                state.apply(row)
+        except BaseException:
+            local.log_seen = None  # as ``_Tx.__exit__``: committed, not in memory
+            raise
+        return build(Receipt, (command_id, command.fingerprint, member.tenant_id, member.project_id, member.actor_id,
+                               row.seq, kind, rid, row.revision, now_ms))
+
+    def _plain_fault(self, cur: sqlite3.Cursor, exc: BaseException) -> None:
+        """``put_plain``'s answer to a failure as its transaction began, as ``_Tx.__enter__`` and the
+        service's ``_deferred`` answer it: the fault, once the membership is confirmed; nothing
+        (answer from the start) when the membership changed."""
+        _abandon(self, cur, unsure=True)
+        if isinstance(exc, MembershipChanged):
+            return
+        if not isinstance(exc, (sqlite3.DatabaseError, LedgerError)):
+            raise exc  # not an answer: ``_deferred`` confirms nothing for it either
+        try:
+            self.confirm()
+        except MembershipChanged:
+            return
+        if isinstance(exc, sqlite3.DatabaseError):
+            raise _map(exc) from exc
+        raise exc
 
     def reading(self, member: Membership) -> _Tx:
         # Its view reads memory, which other threads may move on meanwhile: each lookup sees

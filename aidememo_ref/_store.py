@@ -26,7 +26,7 @@ from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import NamedTuple, Protocol, TypeAlias
+from typing import NamedTuple, Protocol, TypeAlias, runtime_checkable
 
 from ._commands import Command
 from ._ledger import Decide, View, Write
@@ -49,6 +49,7 @@ __all__ = [
     "Posting",
     "SearchIndex",
     "Store",
+    "PlainStore",
     "Execute",
     "execute",
     "ProvisionError",
@@ -200,6 +201,18 @@ class Store(Protocol):
         ...
 
     def close(self) -> None: ...
+
+
+@runtime_checkable
+class PlainStore(Store, Protocol):
+    """A store with the raw route's shortcut (``_hot``): ``execute`` for a caller it remembers."""
+
+    def put_plain(self, digest: bytes, command: Command, now_ms: int) -> Receipt | None:
+        """``execute`` with ``_ledger.decide`` for a new raw command of the member that
+        ``authenticate(digest, command.project_id, deferred=True)`` would answer from memory,
+        checked in the transaction (a refusal or a fault raises as there); None, with nothing
+        written, for anything else."""
+        ...
 
 
 Execute: TypeAlias = Callable[[Store, Membership, Command, int, Decide, Scheduler], Receipt]

@@ -4,12 +4,14 @@
 1. In-process: commands per second through ``ReferenceLedger.handle`` (decode, auth, rules,
    one transaction) against raw single-row transactions on the same storage (SQLite: same disk
    and pragmas; PostgreSQL: same server, one-row INSERT transactions from one connection).
-   For SQLite three floors are timed beside them, in interleaved rounds so that load from other
-   work hits all five alike: the least a command writes (one log row, which is the change, the
+   For SQLite three floors and the general path are timed beside them, in interleaved rounds so that load from other
+   work hits all six alike: the least a command writes (one log row, which is the change, the
    receipt and the index fields: one append to one rowid table, as one statement); the
    store's own write path without request handling (receipt lookup, rules, log append, on
    commands decoded beforehand); and the request handling without a transaction (the write
-   replaced by a made-up receipt). ``docs/hardening.md`` explains what they show. PostgreSQL's
+   replaced by a made-up receipt), both on the general path; and the in-process commands again
+   without the raw route's shortcut (``aidememo_ref/_hot.py``), which a replaced recipe turns
+   off. ``docs/hardening.md`` explains what they show. PostgreSQL's
    two lines are interleaved the same way. Then the time (and memory) to open a file of
    100,000 commands: the SQLite store builds its state in memory from the whole log.
 2. Over HTTP: commands per second from 8 concurrent keep-alive clients against a separately
@@ -168,6 +170,14 @@ def in_process_step(path: Path, execute: "Execute | None" = None) -> "callable[[
     return step
 
 
+def general_step(path: Path) -> "callable[[int], None]":  # type: ignore[valid-type]
+    """``in_process_step`` with the recipe replaced by itself, which turns off the raw route's
+    shortcut (``aidememo_ref/_hot.py``): the general path it stands for."""
+    from aidememo_ref._store import execute
+
+    return in_process_step(path, execute=lambda *args: execute(*args))
+
+
 def _cpu() -> float:
     usage = resource.getrusage(resource.RUSAGE_SELF)
     return usage.ru_utime + usage.ru_stime
@@ -279,6 +289,7 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
         "store": store_path_step(tmp / "store.sqlite"),
         "ours": in_process_step(tmp / "inproc.sqlite"),
         "handling": handling_step(tmp / "handling.sqlite"),
+        "general": general_step(tmp / "general.sqlite"),
     }, args.seconds)
     (base, base_cpu), (ours, ours_cpu) = rates["raw"], rates["ours"]
     print(window.mark(f"sqlite     in-process: {ours:8.0f} commands/s | raw SQLite single-row transactions: "
@@ -286,7 +297,8 @@ def bench_sqlite(tmp: Path, args: argparse.Namespace) -> None:
                       f"{base_cpu / ours_cpu:.2f})"))
     for name, label in (("least", "floor: a command's least write (1 b-tree, 1 statement)"),
                         ("store", "floor: the store's write path, no request handling"),
-                        ("handling", "floor: request handling alone, no transaction")):
+                        ("handling", "floor: request handling alone, no transaction"),
+                        ("general", "the same commands without the raw route's shortcut (aidememo_ref/_hot.py)")):
         rate, cpu = rates[name]
         print(window.mark(f"sqlite     {label}: {rate:8.0f}/s | ratio {rate / base:.2f} "
                           f"(cpu {cpu:.0f} us: {base_cpu / cpu:.2f})"))

@@ -252,3 +252,136 @@ def test_header_pairs_of_every_accepted_shape_answer_alike(tmp_path: Path) -> No
                             dict(as_bytes)]
     answers = {ledger.handle("POST", "/v1/commands", shape, body) for shape in shapes}  # type: ignore[arg-type]
     assert len(answers) == 1 and next(iter(answers)).status == 200
+
+
+# -- the raw route's shortcut: ``Service._plain_command`` and ``SQLiteStore.put_plain`` ----------------
+_TOKENS = {"a": "token-a-0123456789", "b": "token-b-0123456789", "r": "token-r-0123456789"}
+
+
+def _general(*args: object) -> object:
+    """``_store.execute`` as a replaced recipe: a ledger given it never takes the shortcut."""
+    from aidememo_ref._store import execute
+
+    return execute(*args)  # type: ignore[arg-type]
+
+
+def _ledger(path: Path, *, shortcut: bool) -> ReferenceLedger:
+    from aidememo_ref import ManualClock
+
+    ledger = ReferenceLedger(path, clock=ManualClock(1_767_225_600_000), execute=None if shortcut else _general)
+    for actor, token in _TOKENS.items():
+        ledger.provision(tenant_id="t", project_id="p", actor_id=actor, token=token, project_epoch="e1",
+                         role="reader" if actor == "r" else "writer")
+    return ledger
+
+
+def _put(cid: str, rid: str = "n1", *, expected: int | None = None, payload: Json = None, delete: bool = False,
+         kind: str = "custom.note", **extra: Json) -> bytes:
+    body: dict[str, Json] = {
+        "command_id": cid, "project_id": "p", "expected_revision": expected,
+        "operation": "resource.delete" if delete else "resource.put",
+        "payload": None if delete else ({"v": cid} if payload is None else payload),
+        "resource": {"kind": kind, "id": rid}, "change": "delete" if delete else "upsert", **extra}
+    return json.dumps(body).encode()
+
+
+def _headers(actor: str | None, content_type: bytes = b"application/json") -> list[tuple[bytes, bytes]]:
+    pairs = [(b"content-type", content_type)]
+    return pairs if actor is None else [(b"authorization", f"Bearer {_TOKENS[actor]}".encode()), *pairs]
+
+
+# Every outcome a raw command has: new, changed, deleted and recreated resources; expected revisions
+# right, stale and of a missing resource; replays, a conflicting replay, refusals of the body, the
+# rules, the role and the token; header spellings; in this order, several of them twice.
+_SCRIPT: list[tuple[str | None, bytes, list[tuple[bytes, bytes]] | None]] = [
+    ("a", _put("c1"), None), ("a", _put("c2"), None), ("a", _put("c2"), None), ("a", _put("c2", payload=7), None),
+    ("a", _put("c3", expected=2), None), ("a", _put("c4", expected=2), None), ("a", _put("c5", "n9", expected=1), None),
+    ("a", _put("c6", delete=True), None), ("a", _put("c7", delete=True), None), ("a", _put("c8", payload=[1.5]), None),
+    ("a", _put("c9", delete=True, expected=4), None), ("a", _put("c10", "n2", payload={"k": "é\u2028"}), None),
+    ("a", _put("c11", kind="session"), None), ("a", _put("c12", delete=True, payload=1), None),
+    ("b", _put("c1"), None), ("b", _put("c13", "n2", expected=1), None), ("r", _put("c14"), None), (None, _put("c15"), None),
+    ("a", _put("c16", extra=1), None), ("a", b'{"command_id": "c17"', None), ("a", _put("c18") + b" ", None),
+    ("a", _put("c19"), _headers("a", b"text/plain")), ("a", _put("c20"), [(b"Authorization", b"Bearer " + _TOKENS["a"].encode()),
+                                                                    (b"Content-Type", b"application/json")]),
+    ("a", _put("c21"), [(b"authorization", b"Bearer nope-0123456789"), *_headers("a")]),
+    ("a", _put("c22", "n3", payload=2**70), None), ("a", _put("c23", "n4", expected=2**64), None),
+    ("a", _put("c1"), None), ("b", _put("c24", "n1", expected=3), None),
+]
+
+
+def _answers(ledger: ReferenceLedger) -> list[tuple[int, tuple[tuple[str, str], ...], bytes]]:
+    answers = []
+    for actor, body, headers in _SCRIPT:
+        response = ledger.handle("POST", "/v1/commands", _headers(actor) if headers is None else headers, body)
+        answers.append((response.status, response.headers, response.body))
+        ledger.clock.advance(1)  # type: ignore[attr-defined]
+    return answers
+
+
+def _log(path: Path) -> list[tuple[object, ...]]:
+    with sqlite3.connect(path) as conn:
+        return conn.execute("SELECT * FROM log ORDER BY n").fetchall()
+
+
+def test_the_raw_shortcut_answers_and_writes_as_the_general_path(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from aidememo_ref._sqlite import SQLiteStore
+
+    taken: list[bool] = []
+    put_plain = SQLiteStore.put_plain
+
+    def counted(self: SQLiteStore, *args: object) -> object:
+        receipt = put_plain(self, *args)  # type: ignore[arg-type]
+        taken.append(receipt is not None)
+        return receipt
+
+    monkeypatch.setattr(SQLiteStore, "put_plain", counted)
+    general = _answers(_ledger(tmp_path / "general.sqlite", shortcut=False))
+    assert taken == []  # a replaced recipe turns the shortcut off
+    fast = _answers(_ledger(tmp_path / "fast.sqlite", shortcut=True))
+    assert fast == general
+    assert _log(tmp_path / "fast.sqlite") == _log(tmp_path / "general.sqlite")
+    # Without this the comparison would pass with the shortcut never taken: new commands of a
+    # remembered caller take it, the rest go back to the general path.
+    assert sum(taken) >= 8 and not all(taken)
+    assert {status for status, _, _ in general} >= {200, 400, 401, 403, 404, 409}
+
+
+@pytest.mark.parametrize("change", [
+    "UPDATE memberships SET status='suspended' WHERE actor_id='a'",
+    "UPDATE token_bindings SET active=0 WHERE actor_id='a'",
+    "UPDATE memberships SET role='reader' WHERE actor_id='a'",
+    "INSERT INTO log SELECT n + 1, tenant_id, project_id, seq + 1, kind, id, revision + 1, actor_id, committed_at_ms, "
+    "body, 'other', fingerprint, from_actor, to_actor, source_id, status FROM log ORDER BY n DESC LIMIT 1",
+])
+def test_the_raw_shortcut_sees_another_connections_commit(tmp_path: Path, change: str) -> None:
+    answers = []
+    for shortcut in (False, True):
+        path = tmp_path / f"{shortcut}.sqlite"
+        ledger = _ledger(path, shortcut=shortcut)
+        first = ledger.handle("POST", "/v1/commands", _headers("a"), _put("c1"))  # remembered from here on
+        with sqlite3.connect(path) as other:
+            other.execute(change)
+        second = ledger.handle("POST", "/v1/commands", _headers("a"), _put("c2"))
+        replay = ledger.handle("POST", "/v1/commands", _headers("a"), _put("other"))
+        answers.append(([(r.status, r.body) for r in (first, second, replay)], _log(path)))
+    assert answers[0] == answers[1]
+
+
+def test_a_planted_raw_rule_runs_on_the_shortcut(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Mutation testing rewrites the rule modules in place (``scripts/mutation.py``): the shortcut
+    # must reach ``_ledger.decide`` and ``_raw`` as the general path does, or a mutated rule would
+    # go unseen on every new raw command.
+    from aidememo_ref import _ledger as rules
+    from aidememo_wire.errors import LedgerError
+
+    def refused(command: object, payload: object, view: object) -> object:
+        raise LedgerError.stale_revision(1, 2)
+
+    monkeypatch.setattr(rules, "_raw", refused)
+    for shortcut in (False, True):
+        ledger = _ledger(tmp_path / f"{shortcut}.sqlite", shortcut=shortcut)
+        ledger.handle("POST", "/v1/commands", _headers("a"), _put("c0"))  # remembered: the next one may take it
+        answer = ledger.handle("POST", "/v1/commands", _headers("a"), _put("c1"))
+        assert (answer.status, b"stale_revision" in answer.body) == (409, True), (shortcut, answer.body)
+        assert _log(tmp_path / f"{shortcut}.sqlite") == []
