@@ -9,7 +9,10 @@ checks that need them:
 * ``expect(feed)`` gives the identities later checks are expected to ask for, each with its
   check, in the order they will ask; the pool draws from it in the background, keeping at most
   ``ahead`` identities provisioned and not yet asked for, and ``begin(check)`` drops what was
-  expected for the checks before it (still queued: never run);
+  expected for the checks before it (still queued: never run). A check the feed does not name
+  (one that asks for no identity) draws the feed to its end looking for it, so from the first
+  such check everything expected is queued at once: the bound holds only until then. Measured
+  on a served run (issue 40), bounding it for real made checks wait more than it saved;
 * an identity is handed out only when a check asks for exactly it (the same template values),
   with the token it was provisioned with, fresh from ``secrets``; a wrong expectation costs one
   identity nobody uses, in the namespace of the check it was expected for, never a shared one.
