@@ -158,6 +158,25 @@ def _served_lines(label: str, run: tuple[float, float, int, tuple[float, float]]
             f"  {identities} identities provisioned, one bootstrap each; {split}"]
 
 
+def _startup_line(env: dict[str, str], runs: int = 10) -> str:
+    """What one bootstrap pays before it runs a line of the kit: this interpreter's start-up, its
+    site and .pth files included (a hook an environment adds there is paid once per identity), beside
+    the same start without site. It explains most of a served run's gap between environments."""
+    import resource
+    import subprocess
+    import sys
+
+    def cpu_ms(*flags: str) -> float:
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        for _ in range(runs):
+            subprocess.run([sys.executable, *flags, "-c", "pass"], env=env, check=True)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        return (after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime) * 1000 / runs
+
+    return (f"  interpreter start-up per process: {cpu_ms():.0f} ms CPU with site and .pth files, "
+            f"{cpu_ms('-S'):.0f} ms without (python -c pass, mean of {runs})")
+
+
 def _line(label: str, wall: float, cpu: float, base: tuple[float, float] | None = None) -> str:
     ratio = f"   {wall / base[0]:.1f}x wall, {cpu / base[1]:.1f}x CPU of the embedded run" if base else ""
     return f"{label:<68} {wall:7.2f} s wall {cpu:7.2f} s CPU{ratio}"
@@ -304,6 +323,7 @@ def _served_part(cached: dict[str, str], scratch: Path, workers: str | None, *, 
     for line in _served_lines(f"served by command, AideMemo profile{shown} (bytecode cached)", shared, embedded,
                               workers):
         print(window.mark(line))
+    print(window.mark(_startup_line(cached)))
     if fresh:  # before sharing: a fresh project for every check, as every check had before it declared its isolation
         window = Window()
         for line in _served_lines(f"  the same with --fresh-identities (before sharing){shown}",
