@@ -92,7 +92,8 @@ def _parser(profile: Any) -> _Parser:
         "reproduce", help="send a reproduction record's steps again (a failing check's, a diff divergence's, a "
                           "simulator finding's): exit 1 the bug shows, 0 it does not, 2 cannot run, 3 a race not met")
     reproduce.add_argument("record", metavar="RECORD_JSON", help="a record written beside its script")
-    reproduce.add_argument("--url", help="the target's base URL (default: $BASE_URL, else the record's)")
+    reproduce.add_argument("--url", help="the target's base URL (default: the --config file's [serve] server, "
+                                         "else $BASE_URL, else the file's url, else the record's)")
     reproduce.add_argument("--tries", type=_positive_int, metavar="N", help="runs before a race is called not met")
     reproduce.add_argument("--cli", help="the target's command line, for a record whose steps run one (default: $CLI, "
                                          "else the target file's; the command line a record names is never run)")
@@ -205,8 +206,8 @@ def _reproduce(args: argparse.Namespace) -> int:
     if repro.race:
         print(f"RACE, NOT FORCED: {repro.race}")
     try:
-        with _replay_target(args) as (described, served_url):
-            if described.target_file is None and (why := _other_template(repro, described.templates)):
+        with _replay_target(args) as (described, target_file, served_url):
+            if target_file is None and (why := _other_template(repro, described.templates)):
                 raise ConformanceError(why)
             url = args.url or served_url or os.environ.get("BASE_URL") or described.url
             cli = args.cli or os.environ.get("CLI") or (shlex.join(described.command) if described.command else None)
@@ -222,20 +223,11 @@ def _reproduce(args: argparse.Namespace) -> int:
     return int(outcome.verdict)
 
 
-class _Described:
-    """What ``reproduce`` takes from the caller's target (never from the record)."""
-
-    def __init__(self, description: Any, target_file: str | None) -> None:
-        self.templates: tuple[tuple[str, str], ...] = tuple(description.templates)
-        self.url: str | None = description.url
-        self.command: tuple[str, ...] | None = description.command
-        self.target_file = target_file
-
-
 @contextmanager
-def _replay_target(args: argparse.Namespace) -> Iterator[tuple[_Described, str | None]]:
-    """The caller's target, resolved as ``run`` resolves it; its ``[serve]`` server, if it has
-    one, runs for the replay (a fresh one: a replay makes its own identities)."""
+def _replay_target(args: argparse.Namespace) -> Iterator[tuple[Any, str | None, str | None]]:
+    """The caller's target (never the record's), resolved as ``run`` resolves it: its
+    description, its target file and the URL of its ``[serve]`` server, if it has one, which runs
+    for the replay (a fresh one: a replay makes its own identities)."""
     import tempfile
 
     from conformance.installed import resolve_run
@@ -249,7 +241,7 @@ def _replay_target(args: argparse.Namespace) -> Iterator[tuple[_Described, str |
         if server is not None:  # its {port} and {dir} now fill the file's values
             profile, settings = resolve_run(given)
         target_file = settings.target_file.path if settings.target_file is not None else None
-        yield _Described(profile.describe(settings, None), target_file), server.url if server else None
+        yield profile.describe(settings, None), target_file, server.url if server else None
 
 
 def _other_template(repro: Any, templates: tuple[tuple[str, str], ...]) -> str:
